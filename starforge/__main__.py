@@ -1,0 +1,3 @@
+from starforge.cli.main import main
+
+main()

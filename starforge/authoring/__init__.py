@@ -1,0 +1,1 @@
+"""Laptop-side authoring: YAML loading, plugin checks, pack/unpack, templates."""

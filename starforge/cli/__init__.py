@@ -1,0 +1,1 @@
+"""The ``forge`` command line: click commands that parse arguments, call one function, print."""

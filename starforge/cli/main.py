@@ -1,0 +1,136 @@
+"""Entry point of ``forge``: a lazy click group so ``forge --help`` imports no command's code.
+
+Each command lives in its own module under ``starforge.cli`` and is imported only when
+invoked. User errors (:class:`ForgeError`) become one ``error: …`` line plus a hint and the
+error's exit code; tracebacks only with ``--debug`` or ``FORGE_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import ForgeError
+
+# command path -> "module:attribute" (modules relative to starforge.cli)
+COMMANDS = {
+    "plugin": {
+        "init": "plugin_init:init",
+        "check": "plugin_check:check",
+        "digest": "plugin_digest:digest",
+        "pack": "plugin_pack:pack",
+        "publish": "plugin_publish:publish",
+        "list": "plugin_list:list_plugins",
+        "show": "plugin_show:show",
+        "pull": "plugin_pull:pull",
+        "add": "plugin_edit:add",
+        "remove": "plugin_edit:remove",
+    },
+    "lock": "lock:lock",
+    "submit": "submit:submit",
+    "jobs": {
+        "list": "jobs:list_jobs",
+        "show": "jobs:show",
+        "logs": "jobs:logs",
+        "cancel": "jobs:cancel",
+    },
+    "key": {"generate": "keys:generate"},
+    "trust": {"add": "trust:add", "list": "trust:list_trust"},
+}
+
+HELP = {
+    "plugin": "Author, check, pack, publish and fetch plugins.",
+    "lock": "Resolve forge.yaml's plugins into plugins.lock.json.",
+    "submit": "Build a JobSpec from the locked experiment and run it on a backend.",
+    "jobs": "List, inspect, follow and cancel submitted jobs.",
+    "key": "Manage signing keys.",
+    "trust": "Manage which keys are trusted for which owners.",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def __init__(self, *args, table: dict, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.table = table
+
+    def list_commands(self, ctx):
+        return sorted(self.table)
+
+    def get_command(self, ctx, name):
+        target = self.table.get(name)
+        if target is None:
+            return None
+        if isinstance(target, dict):
+            return LazyGroup(name=name, table=target, help=HELP.get(name))
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(f"starforge.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"starforge.cli.{module_name}":
+                raise
+            return _unavailable(name, HELP.get(name, ""))
+        return getattr(module, attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, HELP.get(name, "") if isinstance(t, dict) or name in HELP else "") for name, t in sorted(self.table.items())]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _unavailable(name: str, help_text: str) -> click.Command:
+    def run() -> None:
+        raise ForgeError(f"'{name}' is not available in this build of starforge-core {__version__}")
+
+    return click.Command(name=name, callback=run, help=help_text)
+
+
+@click.group(cls=LazyGroup, table=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="forge", message="%(prog)s %(version)s")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors (also FORGE_DEBUG=1).")
+def forge(debug: bool) -> None:
+    """StarForge: declared, versioned, digest-locked plugins for RL training jobs.
+
+    \b
+    Example:
+      forge plugin init opsd-patch && forge plugin check opsd-patch
+    """
+    if debug:
+        os.environ["FORGE_DEBUG"] = "1"
+
+
+def report(exc: ForgeError) -> int:
+    """Print one ``error:`` line (and a ``hint:`` line) to stderr; return the exit code."""
+    click.echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        click.echo(f"hint: {exc.hint}", err=True)
+    return exc.exit_code
+
+
+def main(argv: list | None = None) -> int:
+    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        forge.main(args=argv, prog_name="forge", standalone_mode=False)
+    except ForgeError as exc:
+        if debug:
+            raise
+        sys.exit(report(exc))
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

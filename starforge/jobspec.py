@@ -1,0 +1,278 @@
+"""JobSpec (``jobspec.json``, schema ``forge/jobspec/v1``): the one contract between
+``forge submit`` and ``forge-launch``.
+
+Everything the cluster side needs is in here as JSON (manifest fields, targets, top-level
+module names, digests and per-file hashes), so the launcher needs no YAML parser. Names are
+validated against the manifest pattern before any path is built from them.
+
+Shared: standard library only (``packaging`` is not needed to read a spec).
+
+>>> spec = JobSpec.from_dict(example())
+>>> spec.plugins[0].ref
+'alice/opsd-patch@1.2.0'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from .digest import is_digest
+from .errors import SpecError
+
+SCHEMA = "forge/jobspec/v1"
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+KINDS = ("algorithm", "environment", "data-prep")
+LOADS = ("eager", "deferred")
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in."""
+
+    name: str
+    version: str
+    digest: str
+    kind: str
+    load: str
+    entrypoint: str
+    owner: str | None = None
+    targets: tuple = ()
+    requires: dict = field(default_factory=dict)
+    top_level: tuple = ()
+    files: dict = field(default_factory=dict)  # relpath -> sha256 hex, for mismatch reports
+    params: dict = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        """``owner/name@version`` for a package, ``recipe:name@version`` for a built-in."""
+        return f"{self.owner}/{self.name}@{self.version}" if self.owner else f"recipe:{self.name}@{self.version}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ref"] = self.ref
+        d["targets"] = list(self.targets)
+        d["top_level"] = list(self.top_level)
+        if self.owner is None:
+            del d["owner"]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> "PluginEntry":
+        if not isinstance(data, Mapping):
+            raise SpecError(f"{where}: expected an object")
+        name = _name(data.get("name"), f"{where}.name")
+        owner = data.get("owner")
+        if owner is not None:
+            _name(owner, f"{where}.owner")
+        version = _str(data.get("version"), f"{where}.version")
+        digest = data.get("digest")
+        if not is_digest(digest):
+            raise SpecError(f"{where}.digest: expected 'sf1:<64 hex>', got {digest!r}")
+        kind = data.get("kind")
+        if kind not in KINDS:
+            raise SpecError(f"{where}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+        load = data.get("load", "eager")
+        if load not in LOADS:
+            raise SpecError(f"{where}.load: expected eager or deferred, got {load!r}")
+        entrypoint = _str(data.get("entrypoint"), f"{where}.entrypoint")
+        if not _ENTRY_RE.match(entrypoint):
+            raise SpecError(f"{where}.entrypoint: {entrypoint!r} is not 'module:function'")
+        targets = _modules(data.get("targets", []), f"{where}.targets")
+        top_level = _modules(data.get("top_level", []), f"{where}.top_level")
+        files = data.get("files", {})
+        if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+            raise SpecError(f"{where}.files: expected an object of path -> sha256 hex")
+        requires = data.get("requires", {})
+        if not isinstance(requires, Mapping):
+            raise SpecError(f"{where}.requires: expected an object")
+        params = data.get("params", {})
+        if not isinstance(params, Mapping):
+            raise SpecError(f"{where}.params: expected an object")
+        return cls(
+            name=name,
+            version=version,
+            digest=digest,
+            kind=kind,
+            load=load,
+            entrypoint=entrypoint,
+            owner=owner,
+            targets=targets,
+            requires=dict(requires),
+            top_level=top_level,
+            files=dict(files),
+            params=dict(params),
+        )
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    id: str
+    name: str
+    created: str
+    entrypoint: list  # argv of the training entrypoint, e.g. ["python", "-m", "toy_grpo.train"]
+    hyperparams: dict = field(default_factory=dict)
+    plugins: tuple = ()  # PluginEntry, in load order
+    recipe_plugins: tuple = ()  # PluginEntry built-ins, loaded after the packages
+    core_version: str = ""
+    strict_deferred: bool = False
+    backend: str = "local"
+    extra: dict = field(default_factory=dict)  # backend settings (ray.*, slurm.*), opaque here
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "id": self.id,
+            "name": self.name,
+            "created": self.created,
+            "entrypoint": list(self.entrypoint),
+            "hyperparams": dict(self.hyperparams),
+            "plugins": [p.to_dict() for p in self.plugins],
+            "recipe": {"plugins": [p.to_dict() for p in self.recipe_plugins]},
+            "core_version": self.core_version,
+            "strict_deferred": self.strict_deferred,
+            "backend": self.backend,
+            "extra": dict(self.extra),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "JobSpec":
+        if not isinstance(data, Mapping):
+            raise SpecError("jobspec: expected a JSON object")
+        if data.get("schema") != SCHEMA:
+            raise SpecError(f"jobspec.schema: expected '{SCHEMA}', got {data.get('schema')!r}")
+        job_id = _str(data.get("id"), "jobspec.id")
+        if not _ID_RE.match(job_id):
+            raise SpecError(f"jobspec.id: {job_id!r} is not a valid job id")
+        entrypoint = data.get("entrypoint")
+        if isinstance(entrypoint, str):
+            import shlex
+
+            entrypoint = shlex.split(entrypoint)
+        if not isinstance(entrypoint, list) or not entrypoint or not all(isinstance(a, str) for a in entrypoint):
+            raise SpecError("jobspec.entrypoint: expected a non-empty list of strings")
+        hyperparams = data.get("hyperparams", {})
+        if not isinstance(hyperparams, Mapping):
+            raise SpecError("jobspec.hyperparams: expected an object")
+        plugins = data.get("plugins", [])
+        recipe = data.get("recipe", {})
+        if not isinstance(plugins, list):
+            raise SpecError("jobspec.plugins: expected a list")
+        if not isinstance(recipe, Mapping) or not isinstance(recipe.get("plugins", []), list):
+            raise SpecError("jobspec.recipe.plugins: expected a list")
+        entries = tuple(PluginEntry.from_dict(p, f"jobspec.plugins[{i}]") for i, p in enumerate(plugins))
+        builtins = tuple(
+            PluginEntry.from_dict(p, f"jobspec.recipe.plugins[{i}]") for i, p in enumerate(recipe.get("plugins", []))
+        )
+        for what, group in (("plugins", entries), ("recipe.plugins", builtins)):
+            names = [p.name for p in group]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise SpecError(f"jobspec.{what}: plugin name listed twice: {', '.join(dupes)}")
+        strict = data.get("strict_deferred", False)
+        if not isinstance(strict, bool):
+            raise SpecError("jobspec.strict_deferred: expected true or false")
+        extra = data.get("extra", {})
+        if not isinstance(extra, Mapping):
+            raise SpecError("jobspec.extra: expected an object")
+        return cls(
+            id=job_id,
+            name=_str(data.get("name"), "jobspec.name"),
+            created=_str(data.get("created", ""), "jobspec.created"),
+            entrypoint=list(entrypoint),
+            hyperparams=dict(hyperparams),
+            plugins=entries,
+            recipe_plugins=builtins,
+            core_version=_str(data.get("core_version", ""), "jobspec.core_version"),
+            strict_deferred=strict,
+            backend=_str(data.get("backend", "local"), "jobspec.backend"),
+            extra=dict(extra),
+        )
+
+
+def read_spec(path: str | os.PathLike) -> JobSpec:
+    """Read and validate ``jobspec.json``; any problem is a :class:`SpecError` (exit 2)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise SpecError(f"{os.fspath(path)}: no such JobSpec") from None
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{os.fspath(path)}: not a readable JSON JobSpec: {exc}") from None
+    return JobSpec.from_dict(data)
+
+
+def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
+    """Write *spec* atomically (temp file in the same directory, then rename)."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=".jobspec.", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(spec.to_json())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value) or len(value) > 64:
+        raise SpecError(f"{where}: {value!r} is not a valid plugin name")
+    return value
+
+
+def _modules(value: Any, where: str) -> tuple:
+    if not isinstance(value, list) or not all(isinstance(m, str) and _MODULE_RE.match(m) for m in value):
+        raise SpecError(f"{where}: expected a list of dotted module names")
+    return tuple(value)
+
+
+def example() -> dict:
+    """A complete, valid JobSpec as a dict (used in docs and tests)."""
+    return {
+        "schema": SCHEMA,
+        "id": "qwen3b-grpo-opsd-20261129-0001",
+        "name": "qwen3b-grpo-opsd",
+        "created": "2026-11-29T12:00:00Z",
+        "entrypoint": ["python", "-m", "toy_grpo.train"],
+        "hyperparams": {"opsd.scale": 0.5, "grpo.group_size": 8, "grpo.lr": 1e-6},
+        "plugins": [
+            {
+                "owner": "alice",
+                "name": "opsd-patch",
+                "version": "1.2.0",
+                "digest": "sf1:" + "0" * 64,
+                "kind": "algorithm",
+                "load": "eager",
+                "entrypoint": "opsd_patch:install",
+                "targets": ["toy_grpo.algorithms"],
+                "requires": {"core": ">=0.1,<1"},
+                "top_level": ["opsd_patch"],
+                "files": {"opsd_patch.py": "0" * 64, "plugin.yaml": "0" * 64},
+                "params": {"opsd.scale": {"type": "float", "default": 1.0}},
+            }
+        ],
+        "recipe": {"plugins": []},
+        "core_version": "0.1.0",
+        "strict_deferred": False,
+        "backend": "local",
+        "extra": {},
+    }

@@ -1,0 +1,312 @@
+"""PluginManifest: a validated ``plugin.yaml`` (schema ``forge/plugin/v1``) as a frozen record.
+
+Pure: takes the mapping a YAML loader produced (plus, optionally, the line of every key)
+and returns a :class:`PluginManifest` or raises :class:`ManifestError` naming the file,
+the line, the key, what was expected and the closest valid key.
+
+Shared by both sides: standard library plus ``packaging``.
+
+>>> m = PluginManifest.from_mapping({"schema": "forge/plugin/v1", "name": "opsd-patch",
+...     "version": "1.2", "kind": "algorithm", "entrypoint": "opsd_patch:install"})
+>>> m.version, m.load
+('1.2', 'eager')
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import ManifestError
+
+SCHEMA = "forge/plugin/v1"
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+NAME_MAX = 64
+ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+PARAM_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
+DIST_RE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
+KINDS = ("algorithm", "environment", "data-prep")
+LOADS = ("eager", "deferred")
+PARAM_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,), "list": (list,), "dict": (dict,)}
+
+TOP_KEYS = ("schema", "name", "version", "kind", "entrypoint", "load", "targets", "requires", "params", "description")
+REQUIRED_KEYS = ("schema", "name", "version", "kind", "entrypoint")
+REQUIRES_KEYS = ("core", "python", "packages")
+PARAM_DECL_KEYS = ("type", "default", "description")
+
+Lines = Callable[[tuple], "int | None"]
+
+
+def closest(word: str, choices) -> str | None:
+    """The closest of *choices* to *word*, or None when nothing is close."""
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def type_matches(type_name: str, value: Any) -> bool:
+    """Whether *value* fits a declared param type (an int fits ``float``; a bool fits only ``bool``)."""
+    if isinstance(value, bool) and type_name != "bool":
+        return False
+    return isinstance(value, PARAM_TYPES[type_name])
+
+
+def canonical_version(text: str) -> str:
+    """The canonical PEP 440 form of a public version without epoch; raise ValueError otherwise."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(str(text))
+    except InvalidVersion:
+        raise ValueError(f"'{text}' is not a PEP 440 version") from None
+    if v.epoch:
+        raise ValueError(f"'{text}' has an epoch; plugin versions have none")
+    if v.local:
+        raise ValueError(f"'{text}' has a local part '+{v.local}'; plugin versions are public")
+    return str(v)
+
+
+def check_name(name: object, what: str = "name") -> str:
+    """Validate a plugin or owner name; used before any path is built from it."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
+        raise ManifestError(
+            f"invalid {what} {name!r}: lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ParamDecl:
+    """One declared hyperparameter a plugin reads."""
+
+    type: str
+    default: Any = None
+    has_default: bool = False
+    description: str = ""
+
+    def to_dict(self) -> dict:
+        d: dict = {"type": self.type}
+        if self.has_default:
+            d["default"] = self.default
+        if self.description:
+            d["description"] = self.description
+        return d
+
+
+@dataclass(frozen=True)
+class Requires:
+    core: str | None = None
+    python: str | None = None
+    packages: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d: dict = {}
+        if self.core is not None:
+            d["core"] = self.core
+        if self.python is not None:
+            d["python"] = self.python
+        if self.packages:
+            d["packages"] = dict(self.packages)
+        return d
+
+
+@dataclass(frozen=True)
+class PluginManifest:
+    name: str
+    version: str
+    kind: str
+    entrypoint: str
+    load: str = "eager"
+    targets: tuple = ()
+    requires: Requires = field(default_factory=Requires)
+    params: dict = field(default_factory=dict)  # key -> ParamDecl
+    description: str = ""
+
+    @property
+    def module(self) -> str:
+        return self.entrypoint.split(":", 1)[0]
+
+    @property
+    def function(self) -> str:
+        return self.entrypoint.split(":", 1)[1]
+
+    def param_defaults(self) -> dict:
+        return {k: p.default for k, p in self.params.items() if p.has_default}
+
+    def to_dict(self) -> dict:
+        """The manifest as plain JSON-able data (the shape of ``plugin.yaml``)."""
+        d: dict = {
+            "schema": SCHEMA,
+            "name": self.name,
+            "version": self.version,
+            "kind": self.kind,
+            "entrypoint": self.entrypoint,
+            "load": self.load,
+        }
+        if self.targets:
+            d["targets"] = list(self.targets)
+        req = self.requires.to_dict()
+        if req:
+            d["requires"] = req
+        if self.params:
+            d["params"] = {k: p.to_dict() for k, p in self.params.items()}
+        if self.description:
+            d["description"] = self.description
+        return d
+
+    @classmethod
+    def from_mapping(cls, data: Any, source: str = "plugin.yaml", lines: Lines | None = None) -> "PluginManifest":
+        """Validate *data*; *lines* maps a key path such as ``("requires", "core")`` to its line."""
+        return _Validator(source, lines or (lambda path: None)).manifest(data)
+
+
+class _Validator:
+    def __init__(self, source: str, lines: Lines) -> None:
+        self.source = source
+        self.lines = lines
+
+    def fail(self, path: tuple, message: str, hint: str | None = None) -> ManifestError:
+        line = None
+        for n in range(len(path), -1, -1):
+            line = self.lines(path[:n])
+            if line is not None:
+                break
+        where = f"{self.source}:{line}" if line is not None else self.source
+        key = ".".join(str(p) for p in path)
+        return ManifestError(f"{where}: {key + ': ' if key else ''}{message}", hint=hint)
+
+    def keys(self, path: tuple, data: Mapping, allowed: tuple, required: tuple = ()) -> None:
+        for key in data:
+            if not isinstance(key, str):
+                raise self.fail(path, f"keys must be strings, got {key!r}")
+            if key not in allowed:
+                guess = closest(key, allowed)
+                hint = f"did you mean '{guess}'?" if guess else f"valid keys: {', '.join(allowed)}"
+                raise self.fail(path + (key,), f"unknown key '{key}' ({hint})", hint=hint)
+        for key in required:
+            if key not in data:
+                raise self.fail(path, f"missing required key '{key}'")
+
+    def string(self, path: tuple, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_type_name(value)} {value!r}")
+        return value
+
+    def specifier(self, path: tuple, value: Any) -> str:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        text = self.string(path, value)
+        try:
+            SpecifierSet(text)
+        except InvalidSpecifier:
+            raise self.fail(path, f"'{text}' is not a PEP 440 specifier set (example: '>=0.1,<1')") from None
+        return text
+
+    def manifest(self, data: Any) -> PluginManifest:
+        if not isinstance(data, Mapping):
+            raise self.fail((), f"expected a mapping at the top level, got {_type_name(data)}")
+        self.keys((), data, TOP_KEYS, REQUIRED_KEYS)
+        if data["schema"] != SCHEMA:
+            raise self.fail(("schema",), f"expected '{SCHEMA}', got {data['schema']!r}")
+        name = self.string(("name",), data["name"])
+        if not NAME_RE.match(name) or len(name) > NAME_MAX:
+            raise self.fail(
+                ("name",),
+                f"'{name}' is not a valid name: lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters",
+            )
+        raw_version = data["version"]
+        if isinstance(raw_version, bool) or not isinstance(raw_version, (str, int, float)):
+            raise self.fail(("version",), f"expected a version string, got {_type_name(raw_version)}")
+        if isinstance(raw_version, float):
+            raise self.fail(("version",), f"{raw_version!r} was read as a number; quote the version, e.g. \"{raw_version}\"")
+        try:
+            version = canonical_version(str(raw_version))
+        except ValueError as exc:
+            raise self.fail(("version",), str(exc)) from None
+        kind = self.choice(("kind",), data["kind"], KINDS)
+        entrypoint = self.string(("entrypoint",), data["entrypoint"])
+        if not ENTRYPOINT_RE.match(entrypoint):
+            raise self.fail(("entrypoint",), f"'{entrypoint}' is not 'dotted.module:function'")
+        load = self.choice(("load",), data.get("load", "eager"), LOADS)
+        targets = self.targets(data.get("targets", []))
+        requires = self.requires(data.get("requires", {}))
+        params = self.params(data.get("params", {}))
+        description = data.get("description", "")
+        if description is None:
+            description = ""
+        self.string(("description",), description)
+        return PluginManifest(
+            name=name,
+            version=version,
+            kind=kind,
+            entrypoint=entrypoint,
+            load=load,
+            targets=targets,
+            requires=requires,
+            params=params,
+            description=description,
+        )
+
+    def choice(self, path: tuple, value: Any, choices: tuple) -> str:
+        if value not in choices:
+            guess = closest(str(value), choices)
+            hint = f" (did you mean '{guess}'?)" if guess else ""
+            raise self.fail(path, f"expected one of {', '.join(choices)}, got {value!r}{hint}")
+        return value
+
+    def targets(self, value: Any) -> tuple:
+        if not isinstance(value, list):
+            raise self.fail(("targets",), f"expected a list of module names, got {_type_name(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not MODULE_RE.match(item):
+                raise self.fail(("targets", i), f"{item!r} is not a dotted module name")
+        return tuple(value)
+
+    def requires(self, value: Any) -> Requires:
+        if not isinstance(value, Mapping):
+            raise self.fail(("requires",), f"expected a mapping, got {_type_name(value)}")
+        self.keys(("requires",), value, REQUIRES_KEYS)
+        core = self.specifier(("requires", "core"), value["core"]) if "core" in value else None
+        python = self.specifier(("requires", "python"), value["python"]) if "python" in value else None
+        packages = value.get("packages", {})
+        if not isinstance(packages, Mapping):
+            raise self.fail(("requires", "packages"), f"expected a mapping of distribution name to specifier, got {_type_name(packages)}")
+        out = {}
+        for dist, spec in packages.items():
+            if not isinstance(dist, str) or not DIST_RE.match(dist):
+                raise self.fail(("requires", "packages", dist), f"{dist!r} is not a distribution name")
+            out[dist] = self.specifier(("requires", "packages", dist), "" if spec is None else spec)
+        return Requires(core=core, python=python, packages=out)
+
+    def params(self, value: Any) -> dict:
+        if not isinstance(value, Mapping):
+            raise self.fail(("params",), f"expected a mapping of parameter name to declaration, got {_type_name(value)}")
+        out = {}
+        for key, decl in value.items():
+            path = ("params", key)
+            if not isinstance(key, str) or not PARAM_KEY_RE.match(key):
+                raise self.fail(path, f"{key!r} is not a dotted parameter name")
+            if not isinstance(decl, Mapping):
+                raise self.fail(path, f"expected a mapping with 'type' (and optional 'default', 'description'), got {_type_name(decl)}")
+            self.keys(path, decl, PARAM_DECL_KEYS, ("type",))
+            type_name = self.choice(path + ("type",), decl["type"], tuple(PARAM_TYPES))
+            has_default = "default" in decl
+            default = decl.get("default")
+            if has_default and default is not None and not type_matches(type_name, default):
+                raise self.fail(path + ("default",), f"default {default!r} is not of type {type_name}")
+            if type_name == "float" and isinstance(default, int) and not isinstance(default, bool):
+                default = float(default)
+            description = decl.get("description", "") or ""
+            self.string(path + ("description",), description)
+            out[key] = ParamDecl(type=type_name, default=default, has_default=has_default, description=description)
+        return out
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list", dict: "a mapping"}.get(
+        type(value), type(value).__name__
+    )
