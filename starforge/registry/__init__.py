@@ -1,0 +1,9 @@
+"""Where plugin packages live between the laptop and the cluster.
+
+``open_registry(url)`` picks a backend by URL: a directory path (the embedded default) or
+``oci://host[:port]/prefix``. Laptop side.
+"""
+
+from .base import PublishedVersion, PublishResult, Ref, Registry, open_registry, parse_ref
+
+__all__ = ["PublishedVersion", "PublishResult", "Ref", "Registry", "open_registry", "parse_ref"]
