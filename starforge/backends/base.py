@@ -1,0 +1,186 @@
+"""The small interface every backend implements, and the record of one submitted job.
+
+A backend receives a job directory that :mod:`starforge.experiment.stage` has already
+built (``jobspec.json``, ``forge_plugins/``, ``recipe/``; SPEC §8) and runs
+``forge-launch --spec jobspec.json`` on it somewhere::
+
+    backend = get_backend("local", settings={})
+    job_dir = backend.staging_dir(experiment_dir, spec.id)   # where stage() should build
+    record = backend.submit(job_dir, spec, detach=False)      # started; record saved
+    record = wait(backend, record, sys.stdout.write)          # follow logs until it ends
+    backend.refresh(record).status                            # 'succeeded', 'failed', ...
+
+Contract for implementations:
+
+- ``submit`` starts the job and returns quickly with a :class:`JobRecord` whose status is
+  ``pending`` or ``running``; it saves the record in the jobs store
+  (:class:`starforge.backends.store.JobStore`) before returning. ``detach`` says whether
+  the caller will go on to follow the job; a backend may ignore it.
+- ``refresh`` asks the backend for the current state, saves and returns the updated
+  record (final records are returned unchanged).
+- ``logs(record, follow=False)`` yields the job's output as text chunks; with ``follow``
+  it keeps yielding until the job has ended and all output has been yielded.
+- ``cancel`` stops the job (for the local backend: SIGTERM to its process group), records
+  status ``cancelled`` and returns the record; cancelling a finished job is a no-op.
+- ``backend_ref`` is the backend's own handle as JSON data (local: pids; ray: address and
+  submission id; slurm: job id), opaque to everything else.
+- Failures a user can act on raise :class:`starforge.errors.BackendError`.
+
+Statuses: ``pending``, ``running`` (live); ``succeeded``, ``failed``, ``cancelled``,
+``lost`` (final; ``lost`` = the backend no longer knows the job and no exit was recorded).
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from ..errors import BackendError, UsageError
+
+LIVE = ("pending", "running")
+FINAL = ("succeeded", "failed", "cancelled", "lost")
+STATUSES = LIVE + FINAL
+
+# backend name -> "module:class"; modules are imported only when that backend is used.
+BACKENDS = {
+    "local": "starforge.backends.local:LocalBackend",
+    "ray": "starforge.backends.ray:RayBackend",
+    "slurm": "starforge.backends.slurm:SlurmBackend",
+}
+
+
+def utc_now() -> str:
+    """The current UTC time as ``2026-11-29T12:00:00Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What ``forge jobs`` knows of one submitted job (one JSON file in the jobs store)."""
+
+    id: str
+    name: str
+    backend: str
+    status: str
+    dir: str  # the job directory as the submitting machine sees it
+    created: str
+    exit_code: int | None = None
+    backend_ref: dict = field(default_factory=dict)
+    experiment: str = ""  # the experiment directory the job was submitted from
+    finished: str | None = None
+    message: str = ""  # one line for the user, e.g. why a job failed or was lost
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+    def with_changes(self, **changes: Any) -> "JobRecord":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "JobRecord":
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["backend_ref"] = dict(values.get("backend_ref") or {})
+        return cls(**values)
+
+
+class Backend(abc.ABC):
+    """One place jobs run. Subclasses set ``name`` and implement the four methods."""
+
+    name: str = ""
+
+    def __init__(self, settings: Mapping[str, Any] | None = None, store: "JobStore | None" = None) -> None:
+        from .store import JobStore
+
+        self.settings = dict(settings or {})
+        self.store = store if store is not None else JobStore()
+
+    def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
+        """Where the job directory for *job_id* is built; default ``<experiment>/.forge/jobs/<id>``."""
+        return Path(experiment_dir) / ".forge" / "jobs" / job_id
+
+    @abc.abstractmethod
+    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
+        """Start the staged job in *job_dir* (its ``jobspec.json`` is *spec*); save and return its record."""
+
+    @abc.abstractmethod
+    def refresh(self, record: JobRecord) -> JobRecord:
+        """The record with the backend's current status and exit code (saved)."""
+
+    @abc.abstractmethod
+    def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
+        """The job's output as text chunks; with *follow*, until the job has ended."""
+
+    @abc.abstractmethod
+    def cancel(self, record: JobRecord) -> JobRecord:
+        """Stop the job and record it as cancelled (a finished job is returned unchanged)."""
+
+
+def get_backend(name: str, settings: Mapping[str, Any] | None = None, store=None) -> Backend:
+    """The backend called *name* (``local``, ``ray``, ``slurm``) with its settings from forge.yaml."""
+    target = BACKENDS.get(name)
+    if target is None:
+        from ..manifest import closest
+
+        guess = closest(name, BACKENDS)
+        raise UsageError(
+            f"unknown backend '{name}'" + (f" (did you mean '{guess}'?)" if guess else ""),
+            hint=f"backends: {', '.join(BACKENDS)}",
+        )
+    module_name, cls_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise BackendError(f"the '{name}' backend is not available in this build") from None
+    return getattr(module, cls_name)(settings, store)
+
+
+def wait(backend: Backend, record: JobRecord, write: Callable[[str], Any], poll: float = 0.5) -> JobRecord:
+    """Follow *record*'s logs through *write* until the job ends; Ctrl-C cancels it.
+
+    Returns the final record. On KeyboardInterrupt the job is cancelled (and the record
+    says so) before the interrupt is re-raised.
+    """
+    try:
+        for chunk in backend.logs(record, follow=True):
+            write(chunk)
+        record = backend.refresh(record)
+        while not record.final:
+            time.sleep(poll)
+            record = backend.refresh(record)
+        return record
+    except KeyboardInterrupt:
+        backend.cancel(record)
+        raise
+
+
+def exit_status(returncode: int) -> int:
+    """A subprocess return code as a shell reports it (killed by signal N -> 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+from .store import JobStore  # noqa: E402  (re-exported for backends)

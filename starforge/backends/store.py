@@ -1,0 +1,128 @@
+"""The jobs store: where job records live and where ``forge jobs`` finds them.
+
+One JSON file per job, ``<data dir>/jobs/<job id>.json``, where the data dir is
+``$FORGE_HOME`` when set, else ``$XDG_DATA_HOME/starforge`` (see :mod:`starforge.home`).
+The records are per user, not per project, so ``forge jobs list`` shows every job the user
+submitted from any experiment on any backend; each record names its job directory
+(``dir``) and experiment. ``FORGE_JOBS_DIR`` moves the store elsewhere.
+
+Writes are atomic (temp file + rename) and read-modify-write updates hold an exclusive
+``flock`` on ``<id>.lock``, so a supervising process recording an exit code and a
+``forge jobs cancel`` cannot lose each other's change.
+
+Laptop side, standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import BackendError, UsageError
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def jobs_dir() -> Path:
+    """The default store directory (``FORGE_JOBS_DIR``, else ``<data dir>/jobs``)."""
+    env = os.environ.get("FORGE_JOBS_DIR")
+    if env:
+        return Path(env).expanduser()
+    from ..home import home
+
+    return home().data_dir / "jobs"
+
+
+class JobStore:
+    """Job records on disk, one JSON file each."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else jobs_dir()
+
+    def path(self, job_id: str) -> Path:
+        if not _ID_RE.match(job_id):
+            raise UsageError(f"'{job_id}' is not a valid job id")
+        return self.root / f"{job_id}.json"
+
+    def save(self, record) -> None:
+        """Write *record* atomically."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.path(record.id), json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    def get(self, job_id: str):
+        """The record of *job_id*; a unique prefix of an id is accepted."""
+        from .base import JobRecord
+
+        path = self.path(job_id)
+        if not path.exists():
+            matches = [p for p in self._files() if p.stem.startswith(job_id)]
+            if len(matches) > 1:
+                raise UsageError(
+                    f"job id prefix '{job_id}' matches {len(matches)} jobs",
+                    hint="give more of the id: " + ", ".join(sorted(p.stem for p in matches)[:5]),
+                )
+            if not matches:
+                raise BackendError(f"no job '{job_id}' in {self.root}", hint="list jobs with: forge jobs list")
+            path = matches[0]
+        return JobRecord.from_dict(_read_json(path))
+
+    def list(self) -> list:
+        """Every record, oldest first."""
+        from .base import JobRecord
+
+        records = []
+        for p in self._files():
+            with contextlib.suppress(BackendError):
+                records.append(JobRecord.from_dict(_read_json(p)))
+        return sorted(records, key=lambda r: (r.created, r.id))
+
+    def update(self, job_id: str, change: Callable) -> object:
+        """Apply ``change(record) -> record`` under the record's lock; save and return the result."""
+        with self.locked(job_id):
+            record = self.get(job_id)
+            new = change(record)
+            if new != record:
+                self.save(new)
+            return new
+
+    @contextlib.contextmanager
+    def locked(self, job_id: str) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = self.root / f"{job_id}.lock"
+        with open(lock, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _files(self) -> list:
+        if not self.root.is_dir():
+            return []
+        return sorted(self.root.glob("*.json"))
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"{path}: unreadable job record: {exc}") from None
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
