@@ -14,9 +14,13 @@ import abc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..errors import UsageError
 from ..manifest import NAME_MAX, NAME_RE
+
+
+Progress = Callable[[int, int], None]  # (bytes done, bytes total); total 0 when unknown
 
 
 @dataclass(frozen=True)
@@ -100,12 +104,21 @@ class Registry(abc.ABC):
         """``(owner, name)`` pairs, sorted, optionally for one owner."""
 
     @abc.abstractmethod
-    def publish(self, archive: Path, info: PublishedVersion, signature: bytes | None = None) -> PublishResult:
-        """Store *archive* under ``info.owner/info.name@info.version``, immutably."""
+    def publish(
+        self, archive: Path, info: PublishedVersion, signature: bytes | None = None, progress: Progress | None = None
+    ) -> PublishResult:
+        """Store *archive* under ``info.owner/info.name@info.version``, immutably.
+
+        A version equal by PEP 440 to a published one (``1.2`` vs ``1.2.0``) is the same
+        version. When *progress* is given, call it as ``progress(bytes_sent, total)``.
+        """
 
     @abc.abstractmethod
-    def download(self, info: PublishedVersion, dest: Path) -> None:
-        """Write the archive bytes of *info* to *dest*, checked against ``info.artifact_digest``."""
+    def download(self, info: PublishedVersion, dest: Path, progress: Progress | None = None) -> None:
+        """Write the archive bytes of *info* to *dest*, checked against ``info.artifact_digest``.
+
+        When *progress* is given, call it as ``progress(bytes_received, total)`` while writing.
+        """
 
     @abc.abstractmethod
     def signature(self, info: PublishedVersion) -> bytes | None:
