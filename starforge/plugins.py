@@ -1,0 +1,224 @@
+"""Runtime API for training code: the job's hyperparams and deferred plugins.
+
+A training entrypoint reads its hyperparams and, once it has built what a deferred plugin
+needs, installs that plugin::
+
+    from starforge.plugins import hyperparams, install_deferred
+
+    lr = hyperparams()["grpo.lr"]
+    install_deferred("opsd-patch", tokenizer=tokenizer, max_seq_len=4096)
+
+Each process of a job keeps its own registry. The launcher fills it in the launcher
+process; in any other process of the job (a Ray actor, a torchrun rank, a spawn child) the
+bootstrap fills it at start-up, and ``install_deferred`` bootstraps from the job
+environment first when nothing is registered yet.
+
+Cluster side: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import InstallError, UsageError
+
+__all__ = ["hyperparams", "install_deferred", "registered", "UnknownPluginError", "ContextMismatchError"]
+
+
+class UnknownPluginError(UsageError, LookupError):
+    """``install_deferred`` was given a name no deferred plugin is registered under."""
+
+
+class ContextMismatchError(UsageError, ValueError):
+    """``install_deferred`` was called again for a plugin with a different context."""
+
+
+@dataclass
+class _Deferred:
+    name: str
+    ref: str
+    install: Callable[..., Any]
+    installed: bool = False
+    ctx: dict = field(default_factory=dict)
+    installed_at: float | None = None
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.hyperparams: Mapping[str, Any] | None = None
+        self.deferred: dict[str, _Deferred] = {}
+        self.booted = False  # True once the launcher or the bootstrap has filled this process
+        self.disabled = False  # FORGE_DISABLE=1 in this process
+        # Set by the bootstrap: activates a plugin whose start-up waits for a target import.
+        self.activate: Callable[[str], bool] | None = None
+
+
+_registry = _Registry()
+
+
+def hyperparams() -> Mapping[str, Any]:
+    """The job's hyperparams as a read-only mapping of flat dotted keys to JSON values.
+
+    Taken from the launched job; else from the JSON file named by ``FORGE_HYPERPARAMS``;
+    else from the JobSpec named by ``FORGE_JOBSPEC``. Outside a job it is empty.
+
+    >>> hyperparams().get("grpo.lr", 1e-6)
+    1e-06
+    """
+    with _registry.lock:
+        if _registry.hyperparams is None:
+            _registry.hyperparams = _freeze(_hyperparams_from_env(os.environ))
+        return _registry.hyperparams
+
+
+def install_deferred(name: str, **ctx: Any) -> None:
+    """Call the deferred plugin *name*'s ``install(params, **ctx)``.
+
+    *name* is the manifest name (``opsd-patch``), not ``owner/name``. A second call with
+    the same context does nothing; one with a different context raises
+    :class:`ContextMismatchError`; an unknown name raises :class:`UnknownPluginError`
+    listing the registered names. An exception in ``install`` is raised as
+    :class:`~starforge.errors.InstallError` naming the plugin (exit code 13).
+    """
+    with _registry.lock:
+        if not _registry.booted:
+            _bootstrap_from_env()
+        entry = _registry.deferred.get(name)
+        if entry is None and _registry.activate is not None and _registry.activate(name):
+            entry = _registry.deferred.get(name)
+        if entry is None:
+            raise _unknown(name)
+        if entry.installed:
+            if not _same_ctx(entry.ctx, ctx):
+                raise ContextMismatchError(
+                    f"deferred plugin '{name}' ({entry.ref}) is already installed with another context "
+                    f"(keys {sorted(entry.ctx)}); a plugin is installed once per process",
+                    hint="call install_deferred once, with the objects the plugin needs",
+                )
+            return
+        params = hyperparams()
+        from . import patching
+
+        try:
+            with patching.acting_for(entry.ref):
+                entry.install(params, **ctx)
+        except Exception as exc:
+            err = InstallError(f"{entry.ref}: install raised {type(exc).__name__}: {exc}")
+            err.plugin = entry.ref  # type: ignore[attr-defined]
+            raise err from exc
+        import time
+
+        entry.installed = True
+        entry.ctx = dict(ctx)
+        entry.installed_at = time.time()
+
+
+def registered() -> tuple:
+    """Names of the deferred plugins registered in this process, in load order."""
+    with _registry.lock:
+        if not _registry.booted and _job_env(os.environ):
+            _bootstrap_from_env()
+        return tuple(_registry.deferred)
+
+
+# -- used by the launcher and the bootstrap ------------------------------------------------
+
+
+def _set_hyperparams(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    with _registry.lock:
+        _registry.hyperparams = _freeze(values)
+        return _registry.hyperparams
+
+
+def _register(name: str, ref: str, install: Callable[..., Any]) -> None:
+    with _registry.lock:
+        if name not in _registry.deferred:
+            _registry.deferred[name] = _Deferred(name=name, ref=ref, install=install)
+
+
+def _deferred_status() -> list[dict]:
+    """``[{name, ref, installed, ctx_keys, installed_at}]`` for provenance and the end report."""
+    with _registry.lock:
+        return [
+            {
+                "name": d.name,
+                "ref": d.ref,
+                "installed": d.installed,
+                "ctx_keys": sorted(d.ctx),
+                "installed_at": d.installed_at,
+            }
+            for d in _registry.deferred.values()
+        ]
+
+
+def _job_env(env: Mapping[str, str]) -> bool:
+    return bool(env.get("FORGE_JOBSPEC"))
+
+
+def _bootstrap_from_env() -> None:
+    """Fill this process's registry from the job environment (no-op outside a job)."""
+    if _job_env(os.environ):
+        from .launch import runtime
+
+        runtime.boot_process(reason="install_deferred")
+    _registry.booted = True
+
+
+def _hyperparams_from_env(env: Mapping[str, str]) -> dict:
+    path = env.get("FORGE_HYPERPARAMS")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: hyperparams file must hold a JSON object")
+        return data
+    spec = env.get("FORGE_JOBSPEC")
+    if spec:
+        with open(spec, encoding="utf-8") as f:
+            data = json.load(f)
+        values = data.get("hyperparams", {}) if isinstance(data, dict) else {}
+        return values if isinstance(values, dict) else {}
+    return {}
+
+
+def _freeze(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    # A private deep copy behind a read-only view: plugins and the trainer see the same
+    # values and none of them can change what another one reads.
+    return types.MappingProxyType(json.loads(json.dumps(dict(values))))
+
+
+def _unknown(name: str) -> UnknownPluginError:
+    names = list(_registry.deferred)
+    if _registry.disabled:
+        listing = "none: plugins are disabled in this process (FORGE_DISABLE=1)"
+    elif not _job_env(os.environ) and not names:
+        listing = "none: this process is not part of a forge job"
+    else:
+        listing = ", ".join(names) if names else "none"
+    return UnknownPluginError(
+        f"no deferred plugin named '{name}' is registered (registered: {listing})",
+        hint="pass the manifest name (e.g. 'opsd-patch', not 'alice/opsd-patch'); "
+        "eager plugins are installed by the launcher and cannot be installed again",
+    )
+
+
+def _same_ctx(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    if set(old) != set(new):
+        return False
+    for key, value in new.items():
+        before = old[key]
+        if before is value:
+            continue
+        try:
+            equal = before == value
+        except Exception:
+            return False
+        if type(equal) is not bool or not equal:  # arrays and tensors compare element-wise
+            return False
+    return True
