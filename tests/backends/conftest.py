@@ -1,0 +1,382 @@
+"""Real cluster engines for the backend tests, bound to 127.0.0.1 only.
+
+- ``ray_head``: one Ray head for the whole session (``ray start --head`` in its own
+  session; stopped by signalling exactly the processes of that session, never ``ray stop``,
+  which would kill every Ray process on the host).
+- ``slurm_cluster``: munged (own key and socket) + slurmctld + slurmd for a one-node
+  cluster whose node is this machine's short hostname at 127.0.0.1; state, spool and logs
+  in a temp dir owned by the ``slurm`` user. Stopped by the PIDs the daemons wrote.
+
+A missing binary fails the test when ``CI`` is set and skips it otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+def need(condition: bool, reason: str) -> None:
+    """Fail (under CI) or skip (elsewhere) the test when *condition* is false."""
+    if condition:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- processes and listeners -----------------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name is in parentheses and may contain spaces
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def session_pids(sid: int) -> list[int]:
+    """Live processes whose session id is *sid* (zombies excluded)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields and fields[0] != "Z" and int(fields[3]) == sid:
+            out.append(int(entry))
+    return out
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """*roots* and every live process below them."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields and fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry))
+    seen, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        todo.extend(children.get(pid, []))
+    return seen
+
+
+def alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields and fields[0] != "Z":
+            out.append(pid)
+    return out
+
+
+def terminate(pids: list[int], grace: float = 10.0) -> None:
+    """SIGTERM *pids*, then SIGKILL whatever is still alive after *grace* seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in alive(pids):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not alive(pids):
+            return
+
+
+def _decode_addr(hex_addr: str) -> str:
+    ip_hex, port_hex = hex_addr.split(":")
+    raw = bytes.fromhex(ip_hex)
+    if len(raw) == 4:
+        ip = socket.inet_ntop(socket.AF_INET, raw[::-1])
+    else:  # four little-endian 32-bit words
+        ip = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+    return f"{ip}:{int(port_hex, 16)}"
+
+
+def listeners(pids: list[int]) -> list[tuple[int, str, str]]:
+    """``(pid, proto, address:port)`` of every listening TCP and bound UDP socket of *pids*."""
+    inode_pid = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inode_pid[link[8:-1]] = pid
+    found = []
+    for proto, state in (("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")):
+        try:
+            lines = Path(f"/proc/net/{proto}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == state and cols[9] in inode_pid:
+                found.append((inode_pid[cols[9]], proto, _decode_addr(cols[1])))
+    return found
+
+
+def is_loopback(addr: str) -> bool:
+    host = addr.rsplit(":", 1)[0]
+    return host.startswith("127.") or host == "::1" or host.startswith("::ffff:127.")
+
+
+# -- Ray -------------------------------------------------------------------------------
+
+
+@dataclass
+class RayHead:
+    address: str  # dashboard / Jobs API URL
+    gcs_address: str
+    temp_dir: Path
+    sid: int
+    env: dict = field(default_factory=dict)
+
+    def pids(self) -> list[int]:
+        return session_pids(self.sid)
+
+
+def _ray_bin() -> str | None:
+    beside = Path(sys.executable).parent / "ray"
+    return str(beside) if beside.exists() else shutil.which("ray")
+
+
+@pytest.fixture(scope="session")
+def ray_head():
+    ray = _ray_bin()
+    need(ray is not None, "the 'ray' command is not installed (pip install '.[ray]')")
+    temp_dir = Path(tempfile.mkdtemp(prefix="sfray", dir="/tmp"))  # Ray's socket paths must stay short
+    gcs_port, dash_port, client_port, agent_port = (free_port() for _ in range(4))
+    env = dict(os.environ)
+    env.update(
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # else --node-ip-address 127.0.0.1 is replaced
+        RAY_USAGE_STATS_ENABLED="0",
+        # The job entrypoints resolve `forge-launch` and `python` through the head's PATH.
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    for var in ("RAY_ADDRESS", "FORGE_RAY_ADDRESS", "PYTHONPATH"):
+        env.pop(var, None)
+    cmd = [
+        ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs_port),
+        "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash_port),
+        "--ray-client-server-port", str(client_port), "--dashboard-agent-listen-port", str(agent_port),
+        "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", str(temp_dir),
+        "--disable-usage-stats", "--object-store-memory", "200000000",
+    ]  # fmt: skip
+    # A new session: every process of this cluster inherits its session id, which is how
+    # teardown finds them (and nothing else).
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=temp_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    head = RayHead(
+        address=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}", temp_dir=temp_dir, sid=proc.pid, env=env
+    )
+    try:
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            pytest.fail(f"ray start failed ({proc.returncode}):\n{out[-4000:]}")
+        _wait_http(f"{head.address}/api/version", 60)
+        yield head
+    finally:
+        terminate(head.pids())
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.3)
+    pytest.fail(f"{url} did not answer within {timeout:.0f} s: {last}")
+
+
+# -- Slurm -----------------------------------------------------------------------------
+
+
+@dataclass
+class SlurmCluster:
+    conf: Path
+    root: Path
+    node: str
+    pid_files: list
+
+    @property
+    def env(self) -> dict:
+        return {"SLURM_CONF": str(self.conf)}
+
+    def pids(self) -> list[int]:
+        out = []
+        for f in self.pid_files:
+            try:
+                out.append(int(Path(f).read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+
+
+SLURM_CONF = """\
+ClusterName=forgetest
+SlurmctldHost={node}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=slurm
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/munge.sock
+CredType=cred/munge
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/log/jobcomp.txt
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/log/slurmctld.pid
+SlurmdPidFile={root}/log/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+ReturnToService=2
+MpiDefault=none
+MinJobAge=600
+NodeName={node} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _wait_file(path: Path, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return
+        time.sleep(0.1)
+    tail = log.read_text()[-3000:] if log.exists() else "(no log)"
+    pytest.fail(f"{what} did not start within {timeout:.0f} s:\n{tail}")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    binaries = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "runuser")
+    missing = [b for b in binaries if not (shutil.which(b) or Path("/usr/sbin", b).exists())]
+    need(not missing, f"Slurm/munge binaries missing: {', '.join(missing)} (apt-get install slurm-wlm munge)")
+    need(os.geteuid() == 0, "starting munged and slurmd needs root")
+    import pwd
+
+    try:
+        munge_user, slurm_user = pwd.getpwnam("munge"), pwd.getpwnam("slurm")
+    except KeyError as exc:
+        need(False, f"system user missing: {exc}")
+
+    def sbin(name: str) -> str:
+        return shutil.which(name) or f"/usr/sbin/{name}"
+
+    node = socket.gethostname().split(".")[0]
+    root = Path(tempfile.mkdtemp(prefix="sfslurm", dir="/tmp"))
+    root.chmod(0o755)  # slurmctld runs as user slurm and must reach its state dir
+    for sub, owner in (("munge", munge_user), ("state", slurm_user), ("log", slurm_user), ("spool", None)):
+        (root / sub).mkdir()
+        if owner is not None:
+            os.chown(root / sub, owner.pw_uid, owner.pw_gid)
+    (root / "munge").chmod(0o755)  # munged wants its socket's directory searchable by all
+    key = root / "munge" / "munge.key"
+    key.write_bytes(secrets.token_bytes(1024))
+    os.chown(key, munge_user.pw_uid, munge_user.pw_gid)
+    key.chmod(0o400)
+    conf = root / "slurm.conf"
+    conf.write_text(
+        SLURM_CONF.format(node=node, root=root, ctld_port=free_port(), slurmd_port=free_port())
+    )
+    cluster = SlurmCluster(
+        conf=conf,
+        root=root,
+        node=node,
+        pid_files=[root / "munge" / "munged.pid", root / "log" / "slurmctld.pid", root / "log" / "slurmd.pid"],
+    )
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    try:
+        m = root / "munge"
+        subprocess.run(
+            ["runuser", "-u", "munge", "--", sbin("munged"), f"--socket={m}/munge.sock", f"--key-file={key}",
+             f"--pid-file={m}/munged.pid", f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"],
+            check=True, timeout=30, env=env,
+        )  # fmt: skip
+        _wait_file(m / "munged.pid", 10, "munged", m / "munged.log")
+        subprocess.run([sbin("slurmctld"), "-f", str(conf), "-i"], check=True, timeout=30, env=env)
+        _wait_file(root / "log" / "slurmctld.pid", 15, "slurmctld", root / "log" / "slurmctld.log")
+        subprocess.run([sbin("slurmd"), "-f", str(conf)], check=True, timeout=30, env=env)
+        _wait_file(root / "log" / "slurmd.pid", 15, "slurmd", root / "log" / "slurmd.log")
+        deadline = time.monotonic() + 30
+        state = ""
+        while time.monotonic() < deadline:
+            r = subprocess.run(
+                ["timeout", "5", "sinfo", "-h", "-N", "-o", "%t"], env=env, capture_output=True, text=True
+            )
+            state = r.stdout.strip()
+            if state.startswith("idle"):
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"slurm node not idle within 30 s (state {state!r})")
+        yield cluster
+    finally:
+        terminate(cluster.pids())
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def slurm_env(slurm_cluster, monkeypatch):
+    """The Slurm client commands of this test talk to the test cluster."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    return slurm_cluster
+
+
+@pytest.fixture(scope="session")
+def sockets():
+    """Helpers to inspect the listeners of processes: ``listeners``, ``descendants``, ``is_loopback``."""
+
+    class Sockets:
+        pass
+
+    s = Sockets()
+    s.listeners, s.descendants, s.is_loopback = staticmethod(listeners), staticmethod(descendants), staticmethod(is_loopback)
+    return s
