@@ -100,6 +100,20 @@ def path_problem(path: str) -> str | None:
     return None
 
 
+def case_collision(paths: Iterable[str]) -> tuple[str, str] | None:
+    """Two distinct paths (files or their directories) equal when case is ignored, or None."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            key = prefix.casefold()
+            other = seen.setdefault(key, prefix)
+            if other != prefix:
+                return tuple(sorted((other, prefix)))  # type: ignore[return-value]
+    return None
+
+
 def digest_of_map(files: Mapping[str, str]) -> str:
     """The tree digest of a per-file map ``{relpath: sha256 hex}``."""
     h = hashlib.sha256()

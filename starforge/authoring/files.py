@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..digest import path_problem, tree_digest
+from ..digest import case_collision, path_problem, tree_digest
 from ..errors import CheckError
 
 IGNORE_FILE = ".forgeignore"
@@ -346,20 +346,6 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "socket"
     return "special file"
-
-
-def case_collision(paths: Iterable[str]) -> tuple[str, str] | None:
-    """Two distinct paths (files or their directories) equal when case is ignored, or None."""
-    seen: dict[str, str] = {}
-    for path in paths:
-        parts = path.split("/")
-        for i in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:i])
-            key = prefix.casefold()
-            other = seen.setdefault(key, prefix)
-            if other != prefix:
-                return tuple(sorted((other, prefix)))  # type: ignore[return-value]
-    return None
 
 
 def _refuse_case_collisions(root: str, files: list[str]) -> None:
