@@ -121,3 +121,25 @@ class DeferredNotInstalledError(ForgeError):
     """A deferred plugin the training entrypoint never installed (strict mode)."""
 
     exit_code = 14
+
+
+class PatchError(ForgeError):
+    """A patch made through ``starforge.patching`` that cannot be applied or undone.
+
+    Raised inside a plugin's ``install``, so the launcher reports it as an install failure.
+    """
+
+    exit_code = 13
+
+
+class PatchTargetError(PatchError):
+    """A patch target whose module, attribute or registry key does not exist (or cannot be patched).
+
+    ``target`` is the target string, ``missing`` the piece that is absent (``"module"``,
+    ``"attribute"``, ``"key"``) or ``"target"`` for a target that is malformed or unsuitable.
+    """
+
+    def __init__(self, message: str, *, target: str = "", missing: str = "target", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.target = target
+        self.missing = missing
