@@ -1,0 +1,80 @@
+"""``forge lock [DIR] [--check] [--offline] [--upgrade [NAME]] [--require-signatures]``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import UsageError
+
+
+@click.command("lock")
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.option("--check", is_flag=True, help="Write nothing; fail when the lock is stale or the registry serves other content.")
+@click.option("--offline", is_flag=True, help="With --check: compare the lock with forge.yaml alone, without the registry.")
+@click.option(
+    "--upgrade",
+    "upgrade",
+    is_flag=False,
+    flag_value="*",
+    default=None,
+    metavar="[NAME]",
+    help="Re-resolve NAME (or, without NAME, every plugin) to the newest version its request admits.",
+)
+@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
+@click.option("--registry", metavar="URL", help="Registry to resolve against (default: FORGE_REGISTRY, forge.yaml, config).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--json", "as_json", is_flag=True, help="Print the lock (and what changed) as JSON.")
+def lock(directory, check, offline, upgrade, require_signatures, registry, insecure, as_json) -> None:
+    """Resolve forge.yaml's plugins to exact, digest-pinned versions in plugins.lock.json.
+
+    A locked plugin keeps its version while forge.yaml's request admits it; only
+    --upgrade changes a locked version. The file is rewritten only when its content
+    changes. --check (for CI) writes nothing and fails, saying why and what to run, when
+    the lock no longer matches forge.yaml or the registry serves other content for a
+    locked version (a moved tag). Editing config: never makes the lock stale.
+
+    \b
+    Example:
+      forge lock examples/quickstart
+      forge lock --check              # in CI
+      forge lock --upgrade opsd-patch
+    """
+    from ..experiment.config import load_experiment
+    from ..experiment.lock import ALL, check_lock, lock_experiment, open_experiment_registry
+
+    if offline and not check:
+        raise UsageError("--offline only goes with --check", hint="forge lock --check --offline")
+    if check and upgrade:
+        raise UsageError("--check writes nothing, so it cannot --upgrade")
+    exp = load_experiment(directory)
+    if check:
+        reg = None if offline else open_experiment_registry(exp, registry, insecure=insecure)
+        result = check_lock(exp, reg, require_signatures=require_signatures)
+        if as_json:
+            click.echo(json.dumps({"ok": True, "lock": result.to_dict()}, indent=2, sort_keys=True))
+            return
+        where = "forge.yaml" if reg is None else f"forge.yaml and registry {reg.url}"
+        click.echo(f"ok: {exp.lock_path} matches {where} ({len(result.plugins)} plugin{'s' if len(result.plugins) != 1 else ''})")
+        return
+    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    result = lock_experiment(exp, reg, upgrade=ALL if upgrade == "*" else upgrade, require_signatures=require_signatures)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"written": result.written, "changes": result.changes, "shadowed": result.shadowed, "lock": result.lock.to_dict()},
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        return
+    for line in result.changes:
+        click.echo(line)
+    for entry in result.lock.plugins:
+        note = f"; {entry.note}" if entry.note else ""
+        click.echo(f"  {entry.ref}  {entry.digest}  ({entry.kind}, {entry.load}, signature {entry.signature['status']}{note})")
+    for name in result.shadowed:
+        click.echo(f"  note: built-in {name} is shadowed by the locked package of the same name")
+    state = "wrote" if result.written else "unchanged:"
+    click.echo(f"{state} {exp.lock_path}")

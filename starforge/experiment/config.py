@@ -1,0 +1,348 @@
+"""``forge.yaml`` (schema ``forge/job/v1``): an experiment's declaration, validated.
+
+Read through :mod:`starforge.yamlio` (YAML 1.2 core scalars, no duplicate keys, no
+aliases). Every problem is a :class:`ManifestError` naming the file, the line and the key,
+with the closest valid key for a typo::
+
+    forge.yaml:4: unknown key 'plugin' (did you mean 'plugins'?)
+
+Keys (decisions where the spec is silent are marked *decided*):
+
+- ``schema`` (required): exactly ``forge/job/v1``.
+- ``name`` (required): the job name; letters, digits, ``.``, ``_``, ``-``, at most 64
+  characters, starting with a letter or digit (*decided*: it becomes part of job ids and
+  directory names).
+- ``entrypoint`` (required): the training command, a string split like a shell would
+  (``python -m toy_grpo.train --steps 3``) or a list of strings.
+- ``plugins``: plugin package requests (``owner/name``, ``owner/name@1.2.0``,
+  ``owner/name@~=1.2``) in load order; default none. One plugin name at most once.
+- ``recipe``: ``{plugins: [name, ...]}``, built-ins under ``common/algorithms/<name>/``.
+- ``config``: a mapping, flattened into dotted hyperparameter keys (``{grpo: {lr: 1e-6}}``
+  becomes ``grpo.lr``); dotted keys may also be written directly. Two spellings of the
+  same dotted key are an error.
+- ``backend``: ``local`` (default), ``ray`` or ``slurm``.
+- ``strict_deferred``: ``true`` fails the job when a deferred plugin was never installed.
+- ``ray``, ``slurm``: mappings handed to that backend as its settings; the backend
+  validates their keys (*decided*: they belong to the backend, not to this schema).
+- ``registry`` (optional, *decided*): registry URL for this experiment, used by
+  ``forge lock`` and ``forge submit`` when neither ``--registry`` nor ``FORGE_REGISTRY``
+  is given (before the user config and the embedded default).
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ManifestError, UsageError
+from ..manifest import NAME_RE, closest
+from ..yamlio import YamlDoc, load_yaml_file
+
+SCHEMA = "forge/job/v1"
+FILENAME = "forge.yaml"
+TOP_KEYS = (
+    "schema",
+    "name",
+    "entrypoint",
+    "plugins",
+    "recipe",
+    "config",
+    "backend",
+    "strict_deferred",
+    "ray",
+    "slurm",
+    "registry",
+)
+REQUIRED = ("schema", "name", "entrypoint")
+RECIPE_KEYS = ("plugins",)
+BACKEND_NAMES = ("local", "ray", "slurm")
+JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CONFIG_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
+
+
+@dataclass(frozen=True)
+class PluginRequest:
+    """One entry of ``plugins:`` as written, and parsed."""
+
+    text: str  # as written in forge.yaml
+    owner: str
+    name: str
+    specifier: str | None  # None: newest non-prerelease
+    line: int | None = None
+
+    @property
+    def request(self) -> str:
+        """The normalized request (``alice/opsd-patch@~=1.2``; ``@1.2.0`` becomes ``@==1.2.0``)."""
+        return f"{self.owner}/{self.name}" + (f"@{self.specifier}" if self.specifier else "")
+
+    def admits(self, version: str) -> bool:
+        """Whether *version* satisfies this request (a bare request admits any final release)."""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        v = Version(version)
+        if self.specifier is None:
+            return not v.is_prerelease
+        return SpecifierSet(self.specifier).contains(v, prereleases=True)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated ``forge.yaml`` and the directory it lives in."""
+
+    root: Path
+    name: str
+    entrypoint: tuple
+    plugins: tuple = ()  # PluginRequest, in load order
+    recipe_plugins: tuple = ()  # built-in names, in load order
+    config: dict = field(default_factory=dict)
+    backend: str = "local"
+    strict_deferred: bool = False
+    ray: dict = field(default_factory=dict)
+    slurm: dict = field(default_factory=dict)
+    registry: str | None = None
+    source: str = FILENAME
+    lines: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return self.root / FILENAME
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "plugins.lock.json"
+
+    def builtin_dir(self, name: str) -> Path:
+        return self.root / "common" / "algorithms" / name
+
+    def backend_settings(self, backend: str) -> dict:
+        """The ``ray:``/``slurm:`` mapping for *backend* (``{}`` for local)."""
+        return dict({"ray": self.ray, "slurm": self.slurm}.get(backend, {}))
+
+    def flat_config(self) -> dict:
+        """``config`` flattened to dotted keys (lists and scalars are leaves)."""
+        return flatten(self.config)
+
+    def line(self, path: tuple) -> int | None:
+        for n in range(len(path), -1, -1):
+            found = self.lines.get(tuple(path[:n]))
+            if found is not None:
+                return found
+        return None
+
+
+def load_experiment(directory: str | Path = ".") -> Experiment:
+    """Read and validate ``<directory>/forge.yaml``."""
+    root = Path(directory).resolve()
+    path = root / FILENAME
+    if not path.is_file():
+        if not root.is_dir():
+            raise UsageError(f"{directory}: no such directory")
+        raise ManifestError(f"{path}: no forge.yaml here", hint="an experiment directory holds forge.yaml; see docs/experiments.md")
+    doc = load_yaml_file(path)
+    return parse_experiment(doc, root)
+
+
+def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
+    """Validate a loaded ``forge.yaml`` document."""
+    v = _Validator(doc)
+    data = doc.data
+    if not isinstance(data, dict):
+        raise v.fail((), f"expected a mapping at the top level, got {_kind(data)}")
+    v.keys((), data, TOP_KEYS, REQUIRED)
+    if data["schema"] != SCHEMA:
+        raise v.fail(("schema",), f"expected '{SCHEMA}', got {data['schema']!r}")
+    name = v.string(("name",), data["name"])
+    if not JOB_NAME_RE.match(name):
+        raise v.fail(("name",), f"'{name}' is not a valid job name: letters, digits, '.', '_', '-', at most 64 characters")
+    entrypoint = _entrypoint(v, data["entrypoint"])
+    plugins = _plugins(v, data.get("plugins", []))
+    recipe = data.get("recipe", {}) or {}
+    if not isinstance(recipe, dict):
+        raise v.fail(("recipe",), f"expected a mapping with 'plugins', got {_kind(recipe)}")
+    v.keys(("recipe",), recipe, RECIPE_KEYS)
+    builtins = _builtins(v, recipe.get("plugins", []))
+    config = data.get("config", {})
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise v.fail(("config",), f"expected a mapping, got {_kind(config)}")
+    _check_config(v, config, ("config",), {})
+    backend = data.get("backend", "local")
+    if backend not in BACKEND_NAMES:
+        guess = closest(str(backend), BACKEND_NAMES)
+        raise v.fail(
+            ("backend",),
+            f"expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}" + (f" (did you mean '{guess}'?)" if guess else ""),
+        )
+    strict = data.get("strict_deferred", False)
+    if not isinstance(strict, bool):
+        raise v.fail(("strict_deferred",), f"expected true or false, got {_kind(strict)} {strict!r}")
+    settings = {}
+    for key in ("ray", "slurm"):
+        value = data.get(key, {})
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise v.fail((key,), f"expected a mapping of {key} backend settings, got {_kind(value)}")
+        settings[key] = value
+    registry = data.get("registry")
+    if registry is not None:
+        registry = v.string(("registry",), registry)
+    return Experiment(
+        root=root,
+        name=name,
+        entrypoint=entrypoint,
+        plugins=plugins,
+        recipe_plugins=builtins,
+        config=config,
+        backend=backend,
+        strict_deferred=strict,
+        ray=settings["ray"],
+        slurm=settings["slurm"],
+        registry=registry,
+        source=doc.source,
+        lines=dict(doc.lines),
+    )
+
+
+def flatten(mapping: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}, "c.d": 2}`` -> ``{"a.b": 1, "c.d": 2}``; an empty mapping is a leaf."""
+    out: dict = {}
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def parse_request(text: str, line: int | None = None) -> PluginRequest:
+    """Parse one plugin request; raise :class:`UsageError` when malformed."""
+    from ..registry.base import parse_ref
+
+    ref = parse_ref(text)
+    return PluginRequest(text=text, owner=ref.owner, name=ref.name, specifier=ref.specifier, line=line)
+
+
+class _Validator:
+    def __init__(self, doc: YamlDoc) -> None:
+        self.doc = doc
+
+    def fail(self, path: tuple, message: str, hint: str | None = None) -> ManifestError:
+        line = None
+        for n in range(len(path), -1, -1):
+            line = self.doc.line(path[:n])
+            if line is not None:
+                break
+        where = f"{self.doc.source}:{line}" if line is not None else self.doc.source
+        return ManifestError(f"{where}: {message}", hint=hint)
+
+    def keys(self, path: tuple, data: dict, allowed: tuple, required: tuple = ()) -> None:
+        for key in data:
+            if key not in allowed:
+                guess = closest(str(key), allowed)
+                label = ".".join(str(p) for p in path + (key,))
+                hint = f"did you mean '{guess}'?" if guess else f"valid keys: {', '.join(allowed)}"
+                raise self.fail(path + (key,), f"unknown key '{label}' ({hint})", hint=hint)
+        for key in required:
+            if key not in data:
+                where = ".".join(path)
+                raise self.fail(path, f"missing required key '{key}'" + (f" in '{where}'" if where else ""))
+
+    def string(self, path: tuple, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(path, f"{'.'.join(map(str, path))}: expected a non-empty string, got {_kind(value)} {value!r}")
+        return value
+
+
+def _entrypoint(v: _Validator, value: Any) -> tuple:
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise v.fail(("entrypoint",), f"entrypoint: cannot split {value!r}: {exc}") from None
+    elif isinstance(value, list) and all(isinstance(a, str) for a in value):
+        argv = list(value)
+    else:
+        raise v.fail(("entrypoint",), f"entrypoint: expected a command string or a list of strings, got {_kind(value)}")
+    if not argv:
+        raise v.fail(("entrypoint",), "entrypoint: empty command")
+    return tuple(argv)
+
+
+def _plugins(v: _Validator, value: Any) -> tuple:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise v.fail(("plugins",), f"plugins: expected a list of requests like owner/name@~=1.2, got {_kind(value)}")
+    out = []
+    seen: dict = {}
+    for i, item in enumerate(value):
+        path = ("plugins", i)
+        if not isinstance(item, str):
+            raise v.fail(path, f"plugins[{i}]: expected a request like owner/name@~=1.2, got {_kind(item)} {item!r}")
+        try:
+            req = parse_request(item, v.doc.line(path))
+        except UsageError as exc:
+            raise v.fail(path, f"plugins[{i}]: {exc.message}", hint=exc.hint) from None
+        if req.name in seen:
+            raise v.fail(path, f"plugins[{i}]: plugin '{req.name}' is already requested as '{seen[req.name]}'")
+        seen[req.name] = item
+        out.append(req)
+    return tuple(out)
+
+
+def _builtins(v: _Validator, value: Any) -> tuple:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise v.fail(("recipe", "plugins"), f"recipe.plugins: expected a list of built-in names, got {_kind(value)}")
+    out: list = []
+    for i, item in enumerate(value):
+        path = ("recipe", "plugins", i)
+        if not isinstance(item, str) or not NAME_RE.match(item) or len(item) > 64:
+            raise v.fail(path, f"recipe.plugins[{i}]: {item!r} is not a plugin name (lowercase letters, digits, single dashes)")
+        if item in out:
+            raise v.fail(path, f"recipe.plugins[{i}]: '{item}' is listed twice")
+        out.append(item)
+    return tuple(out)
+
+
+def _check_config(v: _Validator, mapping: dict, path: tuple, seen: dict) -> None:
+    for key, value in mapping.items():
+        here = path + (key,)
+        if not isinstance(key, str) or not CONFIG_KEY_RE.match(key):
+            raise v.fail(here, f"config key {key!r} is not a name (letters, digits, '_', '-', dotted)")
+        if isinstance(value, dict) and value:
+            _check_config(v, value, here, seen)
+            continue
+        dotted = ".".join(here[1:])
+        if dotted in seen:
+            raise v.fail(here, f"config key '{dotted}' is written twice (first at line {seen[dotted]})")
+        seen[dotted] = v.doc.line(here)
+        for n in range(1, len(dotted.split("."))):
+            prefix = ".".join(dotted.split(".")[:n])
+            if prefix in seen:
+                raise v.fail(here, f"config key '{dotted}' is inside '{prefix}', which is already a value (line {seen[prefix]})")
+    if len(path) > 1:
+        return
+    # a value key written after a longer key with it as prefix (a.b: 1 after a.b.c: 2)
+    for dotted in seen:
+        for other in seen:
+            if other.startswith(dotted + "."):
+                raise v.fail(path, f"config key '{dotted}' is both a value and a group ('{other}')")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list", dict: "a mapping"}.get(
+        type(value), type(value).__name__
+    )

@@ -1,0 +1,294 @@
+"""``forge lock``: resolve forge.yaml's plugin requests against a registry into the lock.
+
+- :func:`lock_experiment` writes ``plugins.lock.json`` (only when its content changes).
+  A plugin already locked keeps its version while forge.yaml's request still admits it;
+  only ``upgrade`` (``forge lock --upgrade [NAME]``) re-resolves a locked plugin. A locked
+  version the registry now serves with another tree digest (a moved tag) is a hard error
+  naming both digests.
+- :func:`check_lock` (``forge lock --check``) writes nothing; it raises when the lock no
+  longer satisfies forge.yaml, or (unless offline) when the registry no longer serves the
+  locked content.
+- :func:`fresh_lock` is what ``forge submit`` uses: the lock against forge.yaml alone.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LockError, NotFoundError, UsageError
+from ..manifest import PluginManifest
+from .config import Experiment
+from .lockfile import (
+    ENVIRONMENT_NOTE,
+    LoadedPlugin,
+    LockEntry,
+    LockFile,
+    check_conflicts,
+    read_lock,
+    stale_reasons,
+    write_lock,
+)
+
+ALL = "*"  # upgrade every plugin
+
+
+@dataclass(frozen=True)
+class LockResult:
+    lock: LockFile
+    written: bool  # False: the file already held this content
+    changes: list = field(default_factory=list)  # one line per added, upgraded or removed plugin
+    shadowed: list = field(default_factory=list)  # built-ins hidden by a package of the same name
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in plugin of the recipe, checked (the files that would be packed, their digest)."""
+
+    name: str
+    root: Path
+    manifest: PluginManifest
+    files: tuple
+    top_level: tuple
+    digest: str
+
+    def loaded(self) -> LoadedPlugin:
+        return LoadedPlugin(
+            label=f"built-in {self.name}", name=self.name, kind=self.manifest.kind, top_level=self.top_level, builtin=True
+        )
+
+
+def load_builtins(exp: Experiment) -> list:
+    """Check every built-in forge.yaml names under ``common/algorithms/<name>/``."""
+    from ..authoring.checks import require_valid
+
+    out = []
+    for name in exp.recipe_plugins:
+        root = exp.builtin_dir(name)
+        if not (root / "plugin.yaml").is_file():
+            raise LockError(
+                f"{exp.path}: recipe.plugins names '{name}', but {root}/plugin.yaml does not exist",
+                hint=f"create the built-in under common/algorithms/{name}/ or remove it from recipe.plugins",
+            )
+        report = require_valid(root)
+        if report.manifest.name != name:
+            raise LockError(
+                f"{root}/plugin.yaml: name '{report.manifest.name}' does not match its directory common/algorithms/{name}/"
+            )
+        out.append(
+            Builtin(
+                name=name,
+                root=root,
+                manifest=report.manifest,
+                files=tuple(report.files),
+                top_level=tuple(report.top_level),
+                digest=report.digest,
+            )
+        )
+    return out
+
+
+def entry_from_published(info, request: str, signature_status: str) -> LockEntry:
+    """A lock entry for the published version *info* (a ``PublishedVersion``)."""
+    manifest = PluginManifest.from_mapping(info.manifest, source=f"{info.ref} (registry manifest)")
+    return LockEntry(
+        owner=info.owner,
+        name=manifest.name,
+        version=info.version,
+        request=request,
+        digest=info.tree_digest,
+        artifact_digest=info.artifact_digest,
+        kind=manifest.kind,
+        load=manifest.load,
+        entrypoint=manifest.entrypoint,
+        requires=manifest.requires.to_dict(),
+        targets=tuple(manifest.targets),
+        params={k: p.to_dict() for k, p in manifest.params.items()},
+        top_level=tuple(info.top_level),
+        files=dict(info.files),
+        signature={"status": signature_status},
+        note=ENVIRONMENT_NOTE if manifest.kind == "environment" else "",
+    )
+
+
+def published_version(entry: LockEntry):
+    """The ``PublishedVersion`` a lock entry stands for (to fetch it by digest)."""
+    from ..registry.base import PublishedVersion
+
+    return PublishedVersion(
+        owner=entry.owner,
+        name=entry.name,
+        version=entry.version,
+        tree_digest=entry.digest,
+        artifact_digest=entry.artifact_digest,
+        manifest=entry.manifest_dict(),
+        files=dict(entry.files),
+        top_level=tuple(entry.top_level),
+    )
+
+
+def lock_experiment(
+    exp: Experiment,
+    registry,
+    *,
+    upgrade: str | set | None = None,
+    require_signatures: bool = False,
+    trust=None,
+) -> LockResult:
+    """Resolve *exp*'s plugins and write the lock; *upgrade* is a set of names or :data:`ALL`."""
+    from ..registry.resolve import resolve
+    from ..signing import verify_published
+
+    previous = read_lock(exp.lock_path)
+    upgrade = _upgrade_names(exp, upgrade)
+    builtins = load_builtins(exp)
+    entries: list = []
+    changes: list = []
+    for req in exp.plugins:
+        before = previous.get(req.name) if previous else None
+        if before is not None and before.owner == req.owner and req.name not in upgrade:
+            if not req.admits(before.version):
+                raise LockError(
+                    f"forge.yaml requests {req.request}, but the lock pins {before.ref}; a locked version changes only on request",
+                    hint=f"run: forge lock --upgrade {req.name}",
+                )
+            info = _get_locked(registry, before)
+            if info.tree_digest != before.digest:
+                raise _moved(before, info.tree_digest, registry)
+        else:
+            info = resolve(registry, req.request)
+        status = verify_published(registry, info, trust, require=require_signatures)
+        entry = entry_from_published(info, req.request, status)
+        if entry.name != req.name:
+            raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
+        if before is None or before.owner != req.owner:
+            changes.append(f"added {entry.ref} ({entry.digest})")
+        elif before.version != entry.version:
+            changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
+        entries.append(entry)
+    if previous:
+        kept = {e.name for e in entries}
+        changes.extend(f"removed {e.ref}" for e in previous.plugins if e.name not in kept)
+    shadowed = check_conflicts(
+        [LoadedPlugin(label=e.ref, name=e.name, kind=e.kind, top_level=e.top_level) for e in entries],
+        [b.loaded() for b in builtins],
+    )
+    lock = LockFile(plugins=tuple(entries), registry=registry.url)
+    written = write_lock(lock, exp.lock_path)
+    return LockResult(lock=lock, written=written, changes=changes, shadowed=shadowed)
+
+
+def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
+    """The lock, checked against forge.yaml alone (what submit needs); never re-resolved."""
+    lock = read_lock(exp.lock_path)
+    if lock is None:
+        raise LockError(f"{exp.lock_path}: no lock file next to forge.yaml", hint=f"run: forge lock {_dir_arg(exp)}")
+    reasons = stale_reasons(exp.plugins, lock)
+    if reasons:
+        raise LockError(f"{exp.lock_path.name} is stale: {'; '.join(reasons)}", hint=_stale_hint(exp, lock))
+    builtins = load_builtins(exp) if builtins is None else builtins
+    check_conflicts(
+        [LoadedPlugin(label=e.ref, name=e.name, kind=e.kind, top_level=e.top_level) for e in lock.plugins],
+        [b.loaded() for b in builtins],
+    )
+    return lock
+
+
+def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = False, trust=None) -> LockFile:
+    """``forge lock --check``: raise unless the lock satisfies forge.yaml and *registry* serves it.
+
+    With *registry* None (``--offline``) only forge.yaml and the built-ins are consulted.
+    Writes nothing.
+    """
+    lock = fresh_lock(exp)
+    if registry is None:
+        return lock
+    from ..signing import verify_published
+
+    for entry in lock.plugins:
+        info = _get_locked(registry, entry)
+        if info.tree_digest != entry.digest:
+            raise _moved(entry, info.tree_digest, registry)
+        status = verify_published(registry, info, trust, require=require_signatures)
+        if entry.signature.get("status") == "verified" and status != "verified":
+            raise LockError(f"{entry.ref} was locked with a verified signature, the registry's is now {status}")
+    return lock
+
+
+def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, insecure: bool = False):
+    """The registry for *exp*: ``--registry``, ``FORGE_REGISTRY``, forge.yaml ``registry:``, user config, embedded."""
+    import os
+
+    from ..registry.base import open_registry
+
+    url = explicit or os.environ.get("FORGE_REGISTRY") or None
+    if url is None and exp.registry:
+        url = exp.registry
+        if "://" not in url and not Path(url).is_absolute():
+            url = str((exp.root / url).resolve())
+    return open_registry(url, insecure=insecure)
+
+
+def _get_locked(registry, entry: LockEntry):
+    try:
+        return registry.get(entry.owner, entry.name, entry.version)
+    except NotFoundError:
+        raise LockError(
+            f"the lock pins {entry.ref}, which registry {registry.url} does not have",
+            hint=f"check --registry / FORGE_REGISTRY, or choose another version with: forge lock --upgrade {entry.name}",
+        ) from None
+
+
+def _moved(entry: LockEntry, served: str, registry) -> LockError:
+    return LockError(
+        f"moved tag: {entry.ref} is locked at {entry.digest}, but registry {registry.url} now serves {served}",
+        hint=(
+            "a published version must never change; do not use this registry's copy. "
+            f"If the new content is intended, publish it as a new version and run: forge lock --upgrade {entry.name}"
+        ),
+    )
+
+
+def _upgrade_names(exp: Experiment, upgrade) -> set:
+    names = {r.name for r in exp.plugins}
+    if upgrade is None:
+        return set()
+    if upgrade == ALL:
+        return names
+    upgrade = {upgrade} if isinstance(upgrade, str) else set(upgrade)
+    unknown = sorted(upgrade - names)
+    if unknown:
+        raise UsageError(
+            f"--upgrade {unknown[0]}: no plugin of that name in forge.yaml",
+            hint=f"plugins: {', '.join(sorted(names)) or 'none'}",
+        )
+    return upgrade
+
+
+def _stale_hint(exp: Experiment, lock: LockFile) -> str:
+    unsatisfied = []
+    for req in exp.plugins:
+        entry = lock.get(req.name)
+        if entry is not None and entry.owner == req.owner:
+            try:
+                if not req.admits(entry.version):
+                    unsatisfied.append(req.name)
+            except ValueError:
+                unsatisfied.append(req.name)
+    if len(unsatisfied) == 1:
+        return f"run: forge lock --upgrade {unsatisfied[0]} {_dir_arg(exp)}".rstrip()
+    if unsatisfied:
+        return f"run: forge lock --upgrade (re-resolves {', '.join(unsatisfied)} and every other plugin) {_dir_arg(exp)}".rstrip()
+    return f"run: forge lock {_dir_arg(exp)}".rstrip()
+
+
+def _dir_arg(exp: Experiment) -> str:
+    from pathlib import Path as _P
+
+    try:
+        rel = exp.root.relative_to(_P.cwd().resolve())
+    except ValueError:
+        return str(exp.root)
+    return "" if str(rel) == "." else str(rel)

@@ -1,0 +1,328 @@
+"""``plugins.lock.json``: the exact plugin versions an experiment runs, pinned by tree digest.
+
+Pure model: reading, validating, serializing and comparing lock files, and the checks that
+need nothing but the lock, ``forge.yaml`` and the built-ins on disk. Resolving against a
+registry is :mod:`starforge.experiment.lock`.
+
+Format (``docs/lockfile.md`` describes every field)::
+
+    {
+      "plugins": [ {entry}, ... ],          # forge.yaml order = load order
+      "registry": "oci://...",              # where it was resolved: a hint only
+      "schema": "forge/lock/v1"
+    }
+
+Serialization is stable: sorted keys, two-space indent, one trailing newline, so the same
+lock is the same bytes. A lock whose content did not change is not rewritten; a lock that
+differs only in the registry hint counts as unchanged (a mirror does not make a lock stale).
+
+Laptop side, standard library plus ``packaging``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..digest import is_digest
+from ..errors import LockError
+from ..jobspec import PluginEntry
+from ..manifest import KINDS, LOADS, NAME_RE
+
+SCHEMA = "forge/lock/v1"
+FILENAME = "plugins.lock.json"
+ENVIRONMENT_NOTE = "environment plugin: shipped with the job; the launcher leaves it to the environment mechanism"
+SIGNATURE_STATUSES = ("verified", "unverified", "unsigned")  # see starforge.signing.verify_published
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    """One locked plugin package."""
+
+    owner: str
+    name: str
+    version: str
+    request: str  # the forge.yaml request this version satisfies, normalized
+    digest: str  # tree digest, sf1:...
+    artifact_digest: str  # sha256:... of the archive (transport detail)
+    kind: str
+    load: str
+    entrypoint: str
+    requires: dict = field(default_factory=dict)
+    targets: tuple = ()
+    params: dict = field(default_factory=dict)  # key -> {type, default?, description?}
+    top_level: tuple = ()
+    files: dict = field(default_factory=dict)  # relpath -> sha256 hex
+    signature: dict = field(default_factory=lambda: {"status": "unsigned"})
+    note: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}@{self.version}"
+
+    def param_defaults(self) -> dict:
+        return {k: d["default"] for k, d in self.params.items() if isinstance(d, Mapping) and "default" in d}
+
+    def to_dict(self) -> dict:
+        d = {
+            "owner": self.owner,
+            "name": self.name,
+            "version": self.version,
+            "request": self.request,
+            "digest": self.digest,
+            "artifact_digest": self.artifact_digest,
+            "kind": self.kind,
+            "load": self.load,
+            "entrypoint": self.entrypoint,
+            "requires": dict(self.requires),
+            "targets": list(self.targets),
+            "params": dict(self.params),
+            "top_level": list(self.top_level),
+            "files": dict(self.files),
+            "signature": dict(self.signature),
+        }
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    def to_plugin_entry(self) -> PluginEntry:
+        """The JobSpec entry for this plugin."""
+        return PluginEntry(
+            name=self.name,
+            version=self.version,
+            digest=self.digest,
+            kind=self.kind,
+            load=self.load,
+            entrypoint=self.entrypoint,
+            owner=self.owner,
+            targets=tuple(self.targets),
+            requires=dict(self.requires),
+            top_level=tuple(self.top_level),
+            files=dict(self.files),
+            params=dict(self.params),
+        )
+
+    def manifest_dict(self) -> dict:
+        """The plugin.yaml content this entry records (the shape of ``PluginManifest.to_dict()``)."""
+        d: dict = {
+            "schema": "forge/plugin/v1",
+            "name": self.name,
+            "version": self.version,
+            "kind": self.kind,
+            "entrypoint": self.entrypoint,
+            "load": self.load,
+        }
+        if self.targets:
+            d["targets"] = list(self.targets)
+        if self.requires:
+            d["requires"] = dict(self.requires)
+        if self.params:
+            d["params"] = dict(self.params)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> "LockEntry":
+        if not isinstance(data, Mapping):
+            raise LockError(f"{where}: expected an object")
+
+        def text(key: str) -> str:
+            value = data.get(key)
+            if not isinstance(value, str) or not value:
+                raise LockError(f"{where}.{key}: expected a string, got {value!r}")
+            return value
+
+        for key in ("owner", "name"):
+            value = text(key)
+            if not NAME_RE.match(value):
+                raise LockError(f"{where}.{key}: {value!r} is not a valid {key}")
+        digest = text("digest")
+        if not is_digest(digest):
+            raise LockError(f"{where}.digest: expected 'sf1:<64 hex>', got {digest!r}")
+        kind, load = text("kind"), text("load")
+        if kind not in KINDS:
+            raise LockError(f"{where}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+        if load not in LOADS:
+            raise LockError(f"{where}.load: expected eager or deferred, got {load!r}")
+        signature = data.get("signature", {"status": "unsigned"})
+        if not isinstance(signature, Mapping) or signature.get("status") not in SIGNATURE_STATUSES:
+            raise LockError(f"{where}.signature: expected an object with status {'|'.join(SIGNATURE_STATUSES)}")
+        shapes = {"requires": dict, "params": dict, "files": dict, "targets": list, "top_level": list}
+        for key, shape in shapes.items():
+            if not isinstance(data.get(key, shape()), shape):
+                raise LockError(f"{where}.{key}: expected {'an object' if shape is dict else 'a list'}")
+        return cls(
+            owner=data["owner"],
+            name=data["name"],
+            version=text("version"),
+            request=text("request"),
+            digest=digest,
+            artifact_digest=text("artifact_digest"),
+            kind=kind,
+            load=load,
+            entrypoint=text("entrypoint"),
+            requires=dict(data.get("requires", {})),
+            targets=tuple(data.get("targets", [])),
+            params=dict(data.get("params", {})),
+            top_level=tuple(data.get("top_level", [])),
+            files=dict(data.get("files", {})),
+            signature=dict(signature),
+            note=str(data.get("note", "")),
+        )
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """The whole lock: entries in load order plus the registry hint."""
+
+    plugins: tuple = ()
+    registry: str | None = None
+
+    def to_dict(self) -> dict:
+        d: dict = {"schema": SCHEMA, "plugins": [e.to_dict() for e in self.plugins]}
+        if self.registry:
+            d["registry"] = self.registry
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    def same_content(self, other: "LockFile | None") -> bool:
+        """Equal entries in equal order (the registry hint is ignored)."""
+        return other is not None and [e.to_dict() for e in self.plugins] == [e.to_dict() for e in other.plugins]
+
+    def get(self, name: str) -> LockEntry | None:
+        return next((e for e in self.plugins if e.name == name), None)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> "LockFile":
+        if not isinstance(data, Mapping):
+            raise LockError(f"{source}: expected a JSON object")
+        if data.get("schema") != SCHEMA:
+            raise LockError(f"{source}: schema: expected '{SCHEMA}', got {data.get('schema')!r}")
+        plugins = data.get("plugins", [])
+        if not isinstance(plugins, list):
+            raise LockError(f"{source}: plugins: expected a list")
+        entries = tuple(LockEntry.from_dict(p, f"{source}: plugins[{i}]") for i, p in enumerate(plugins))
+        registry = data.get("registry")
+        return cls(plugins=entries, registry=registry if isinstance(registry, str) else None)
+
+
+def read_lock(path: str | os.PathLike) -> LockFile | None:
+    """The lock at *path*, or None when there is none; a malformed lock is a :class:`LockError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise LockError(f"{path}: not valid JSON: {exc}", hint="regenerate it with: forge lock") from None
+    return LockFile.from_dict(data, str(path))
+
+
+def write_lock(lock: LockFile, path: str | os.PathLike) -> bool:
+    """Write *lock* atomically unless the file already holds the same content; True when written."""
+    path = Path(path)
+    with contextlib.suppress(LockError):
+        if lock.same_content(read_lock(path)):
+            return False
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(lock.to_json())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def stale_reasons(requests: Iterable, lock: LockFile) -> list:
+    """Why *lock* does not satisfy forge.yaml's *requests* (``PluginRequest``); [] when it does.
+
+    The lock must hold exactly the requested plugins, in the requested order, each made for
+    the request as now written and at a version that request admits. ``config:`` plays no
+    part, and neither does the registry hint.
+    """
+    requests = list(requests)
+    reasons = []
+    locked = {e.name: e for e in lock.plugins}
+    wanted = {r.name for r in requests}
+    for req in requests:
+        entry = locked.get(req.name)
+        if entry is None:
+            reasons.append(f"{req.request} is requested in forge.yaml but not locked")
+            continue
+        if entry.owner != req.owner or entry.request != req.request:
+            reasons.append(f"{req.name}: forge.yaml requests {req.request}, the lock was made for {entry.request}")
+        elif not _admits(req, entry.version):
+            reasons.append(f"{req.name}: locked version {entry.version} does not satisfy {req.request}")
+    for entry in lock.plugins:
+        if entry.name not in wanted:
+            reasons.append(f"{entry.owner}/{entry.name} is locked but no longer requested in forge.yaml")
+    if not reasons:
+        order = [e.name for e in lock.plugins]
+        if order != [r.name for r in requests]:
+            reasons.append(f"the lock lists {', '.join(order)} but forge.yaml's load order is {', '.join(r.name for r in requests)}")
+    return reasons
+
+
+def _admits(req, version: str) -> bool:
+    try:
+        return req.admits(version)
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class LoadedPlugin:
+    """What the conflict checks need to know of one plugin a job would carry."""
+
+    label: str  # "alice/opsd-patch@1.2.0" or "built-in reward-clip"
+    name: str
+    kind: str
+    top_level: tuple
+    builtin: bool = False
+
+
+def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedPlugin] = ()) -> list:
+    """Refuse what cannot run together; return the built-ins shadowed by a package.
+
+    Refused (:class:`LockError`): data-prep plugins (they never leave the laptop), two
+    packages with one manifest name, and two plugins the job would put on ``sys.path``
+    (packages and the built-ins not shadowed by a package of the same name) that share a
+    top-level module name: the first on the path would hide the other.
+    """
+    packages, builtins = list(packages), list(builtins)
+    for p in packages + builtins:
+        if p.kind == "data-prep":
+            raise LockError(
+                f"{p.label} is a data-prep plugin; data-prep plugins run on the laptop and are never shipped with a job",
+                hint="remove it from forge.yaml and run it where the data is prepared",
+            )
+    seen: dict = {}
+    for p in packages:
+        if p.name in seen:
+            raise LockError(f"{seen[p.name].label} and {p.label} have the same manifest name '{p.name}'", hint="keep only one of them in forge.yaml")
+        seen[p.name] = p
+    shadowed = [b.name for b in builtins if b.name in seen]
+    carried = packages + [b for b in builtins if b.name not in seen]
+    owners: dict = {}
+    for p in carried:
+        for module in p.top_level:
+            if module in owners:
+                other = owners[module]
+                raise LockError(
+                    f"{other.label} and {p.label} both provide the top-level module '{module}'; one would shadow the other on sys.path",
+                    hint="rename the module in one of the plugins (name it after the plugin) and publish a new version",
+                )
+            owners[module] = p
+    return shadowed

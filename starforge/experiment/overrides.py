@@ -1,0 +1,189 @@
+"""Hyperparameters of a job: declared defaults, then ``config:``, then ``--set`` overrides.
+
+``--set key=value`` values are YAML 1.2 core scalars (``0.5``, ``8``, ``true``, ``null``,
+strings, ``[1,2]`` flow lists) read by :func:`starforge.yamlio.parse_scalar`, then typed:
+
+- a key some plugin declares in ``params`` must fit the declared type;
+- otherwise a key of ``config:`` must fit the type of the value written there;
+- an int is accepted where a float is expected and stored as a float; for a string key a
+  number or boolean is taken as the text written; ``null`` only where the default or the
+  existing value is ``null``;
+- any other key is an error naming the closest known keys, unless written ``+key=value``
+  (a new key, taken as parsed).
+
+The known keys are the flattened ``config`` keys plus the ``params`` every locked and
+built-in plugin declares.
+
+>>> build_hyperparams({"opsd.scale": {"type": "float", "default": 1.0}}, {"grpo.lr": 1e-6}, ["opsd.scale=1"])
+{'opsd.scale': 1.0, 'grpo.lr': 1e-06}
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ..errors import ManifestError, UsageError
+from ..manifest import PARAM_KEY_RE, type_matches
+
+_TYPE_WORDS = {
+    "float": "a float",
+    "int": "an integer",
+    "bool": "a boolean",
+    "str": "a string",
+    "list": "a list",
+    "dict": "a mapping",
+}
+
+
+@dataclass(frozen=True)
+class Override:
+    """One parsed ``--set``."""
+
+    key: str
+    value: Any
+    new: bool  # written +key=value
+    text: str  # as given
+    raw: str = ""  # the value as written
+
+    @classmethod
+    def parse(cls, text: str) -> "Override":
+        from ..yamlio import parse_scalar
+
+        key, eq, raw = text.partition("=")
+        new = key.startswith("+")
+        key = key[1:] if new else key
+        key = key.strip()
+        if not eq or not key:
+            raise UsageError(f"--set '{text}': expected KEY=VALUE", hint="example: --set opsd.scale=0.5")
+        if not PARAM_KEY_RE.match(key):
+            raise UsageError(f"--set '{text}': '{key}' is not a dotted key (letters, digits, '_', '-')")
+        try:
+            value = parse_scalar(raw)
+        except ManifestError as exc:
+            raise UsageError(f"--set '{text}': value is not a YAML scalar or flow list: {exc.message}") from None
+        return cls(key=key, value=value, new=new, text=text, raw=raw.strip())
+
+
+def type_of(value: Any) -> str | None:
+    """The param type name a config value has (None for null)."""
+    if value is None:
+        return None
+    for name, kinds in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list), ("dict", dict)):
+        if isinstance(value, kinds):
+            return name
+    return None
+
+
+def declared_params(plugins: Iterable) -> dict:
+    """Merge ``params`` declarations (``key -> {type, default?}``) of *plugins*, in load order.
+
+    Each item is ``(label, params)``. Two plugins declaring one key with different types
+    are an error; the first default wins.
+    """
+    out: dict = {}
+    owner: dict = {}
+    for label, params in plugins:
+        for key, decl in params.items():
+            if key in out and out[key].get("type") != decl.get("type"):
+                raise ManifestError(
+                    f"param '{key}' is declared as {out[key].get('type')} by {owner[key]} and as {decl.get('type')} by {label}",
+                    hint="the plugins cannot share this hyperparameter; rename it in one of them",
+                )
+            if key not in out:
+                out[key] = dict(decl)
+                owner[key] = label
+    return out
+
+
+def build_hyperparams(
+    declared: Mapping[str, Mapping],
+    config: Mapping[str, Any],
+    sets: Iterable[str] = (),
+    config_lines: Mapping[str, Any] | None = None,
+) -> dict:
+    """Flat hyperparams: declared defaults, then *config* (flat dotted keys), then *sets*.
+
+    *config_lines* maps a dotted config key to ``"forge.yaml:12"`` for error messages.
+    """
+    config_lines = config_lines or {}
+    out: dict = {k: d["default"] for k, d in declared.items() if "default" in d}
+    for key, value in config.items():
+        decl = declared.get(key)
+        if decl is not None:
+            ok, value = _fit(decl["type"], value, decl.get("default"))
+            if not ok:
+                where = config_lines.get(key, "forge.yaml")
+                raise ManifestError(
+                    f"{where}: config key '{key}' is {_describe(value)}, but the plugin declares it as {decl['type']}"
+                )
+        out[key] = value
+    for text in sets:
+        ov = Override.parse(text)
+        out[ov.key] = _typed(ov, declared, config)
+    return out
+
+
+def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, Any]) -> Any:
+    want = declared[ov.key]["type"] if ov.key in declared else type_of(config.get(ov.key))
+    if want == "str" and isinstance(ov.value, (bool, int, float)):
+        # a string key given 2024 or true means the text, as a shell user wrote it
+        return ov.raw
+    decl = declared.get(ov.key)
+    if decl is not None:
+        ok, value = _fit(decl["type"], ov.value, decl.get("default"))
+        if not ok:
+            raise UsageError(
+                f"--set {ov.text}: '{ov.key}' is declared as {decl['type']}, got {_describe(ov.value)}",
+                hint=f"example: --set {ov.key}={_example(decl['type'])}",
+            )
+        return value
+    if ov.key in config:
+        current = config[ov.key]
+        want = type_of(current)
+        if want is None:
+            return ov.value
+        ok, value = _fit(want, ov.value, current)
+        if not ok:
+            raise UsageError(
+                f"--set {ov.text}: '{ov.key}' is {_TYPE_WORDS[want]} in config ({current!r}), got {_describe(ov.value)}",
+                hint=f"example: --set {ov.key}={_example(want)}",
+            )
+        return value
+    if ov.new:
+        return ov.value
+    known = sorted(set(declared) | set(config))
+    close = difflib.get_close_matches(ov.key, known, n=3, cutoff=0.6)
+    if close:
+        message = f"--set {ov.text}: unknown key '{ov.key}' (closest: {', '.join(close)})"
+    else:
+        message = f"--set {ov.text}: unknown key '{ov.key}'"
+    raise UsageError(message, hint=f"to add a key that neither config nor any plugin declares, write --set +{ov.key}=...")
+
+
+def _fit(type_name: str, value: Any, default: Any) -> tuple:
+    """(fits, value converted): int -> float for a float; null only where the default is null."""
+    if value is None:
+        return default is None, value
+    if not type_matches(type_name, value):
+        return False, value
+    if type_name == "float" and isinstance(value, int):
+        return True, float(value)
+    return True, value
+
+
+def _describe(value: Any) -> str:
+    kind = type_of(value)
+    if kind is None:
+        return "null"
+    if kind == "float" and (math.isinf(value) or math.isnan(value)):
+        return f"a float {value!r}"
+    return f"{_TYPE_WORDS[kind]} {value!r}"
+
+
+def _example(type_name: str) -> str:
+    return {"float": "0.5", "int": "8", "bool": "true", "str": "text", "list": "[1,2]", "dict": "{a: 1}"}[type_name]
