@@ -1,0 +1,443 @@
+"""Plugin versions stored as OCI artifacts in any distribution registry.
+
+Layout of ``owner/name@version`` under ``oci://host[:port]/prefix``:
+
+- repository ``prefix/owner/name`` (lowercase), tag = the canonical version;
+- an OCI image manifest with ``artifactType`` :data:`ARTIFACT_TYPE`;
+- config blob (:data:`CONFIG_TYPE`): canonical JSON ``{"schema": "forge/oci-config/v1",
+  "owner", "name", "version", "tree_digest", "manifest", "files", "top_level"}`` where
+  ``manifest`` is the plugin.yaml content and ``files`` the per-file sha256 map (kept out of
+  the annotations: a 10,000-file map would not fit a registry's manifest size limit);
+- one layer (:data:`LAYER_TYPE`): the package archive;
+- annotations: tree digest, reference, top-level names, and the standard
+  ``org.opencontainers.image.title`` / ``.version``. No creation time, so the same content
+  always gives the same manifest digest.
+
+A signature is a second manifest (``artifactType`` :data:`SIGNATURE_TYPE`, empty config, the
+DSSE envelope as its one layer) whose ``subject`` is the plugin manifest. It is found through
+the referrers API or, where the registry lacks one, the referrers tag ``sha256-<hex>`` that
+holds an image index of referrers (OCI distribution-spec 1.1), updated read-modify-write.
+
+A registry has no conditional tag write: publish checks the tag before pushing, again just
+before writing it, and once more after; a publisher that finds the tag moved reports the
+conflict. Registry-side tag immutability (Harbor, ECR) is the real guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..digest import digest_of_map, is_digest
+from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
+from ..manifest import NAME_MAX, NAME_RE, canonical_version
+from .base import Progress, PublishedVersion, PublishResult, Registry
+from .oci_client import (
+    EMPTY_JSON,
+    OCI_EMPTY,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Fetched,
+    OciClient,
+    file_digest,
+    find_credentials,
+    parse_oci_url,
+    sha256_digest,
+)
+
+ARTIFACT_TYPE = "application/vnd.starforge.plugin.v1"
+CONFIG_TYPE = "application/vnd.starforge.plugin.config.v1+json"
+LAYER_TYPE = "application/vnd.starforge.plugin.layer.v1.tar+gzip"
+SIGNATURE_TYPE = "application/vnd.starforge.signature.v1+json"
+DSSE_TYPE = "application/vnd.dsse.envelope.v1+json"
+CONFIG_SCHEMA = "forge/oci-config/v1"
+
+ANN_TREE_DIGEST = "org.starforge.plugin.tree-digest"
+ANN_REF = "org.starforge.plugin.ref"
+ANN_TOP_LEVEL = "org.starforge.plugin.top-level"
+ANN_TITLE = "org.opencontainers.image.title"
+ANN_VERSION = "org.opencontainers.image.version"
+
+CONFIG_MAX = 64 << 20
+SIGNATURE_MAX = 1 << 20
+
+
+
+def canonical_json(data) -> bytes:
+    """Sorted keys, no spaces, UTF-8: the same data always gives the same bytes (and digest)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def referrers_tag(digest: str) -> str:
+    """The OCI 1.1 referrers tag of a manifest digest: ``sha256:ab..`` → ``sha256-ab..``."""
+    algo, _, hexpart = digest.partition(":")
+    return f"{algo}-{hexpart}"[:128]
+
+
+def _counter(progress: Progress | None, total: int):
+    """Turn ``progress(done, total)`` into the client's ``update(delta)``."""
+    if progress is None:
+        return None
+    done = 0
+
+    def update(delta: int) -> None:
+        nonlocal done
+        done += delta
+        progress(done, total)
+
+    return update
+
+
+class OciRegistry(Registry):
+    """A :class:`Registry` on an OCI distribution registry (``oci://host[:port]/prefix``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        insecure: bool = False,
+        retries: int = 4,
+        backoff: float = 0.25,
+        chunk_size: int | None = None,
+    ) -> None:
+        self.url = url
+        self.location = parse_oci_url(url)
+        kwargs = {"chunk_size": chunk_size} if chunk_size else {}
+        self.client = OciClient(self.location, insecure=insecure, credentials=find_credentials(self.location.host),
+                                retries=retries, backoff=backoff, **kwargs)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "OciRegistry":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- naming ---------------------------------------------------------------------------
+
+    def repository(self, owner: str, name: str) -> str:
+        for part, what in ((owner, "owner"), (name, "name")):
+            if not NAME_RE.match(part) or len(part) > NAME_MAX:
+                raise UsageError(f"'{part}' is not a valid {what}", hint="lowercase letters, digits and single dashes")
+        return self.location.repository(owner, name)
+
+    @staticmethod
+    def _tag(version: str) -> str:
+        try:
+            return canonical_version(version)
+        except ValueError:
+            raise UsageError(f"'{version}' is not a valid version") from None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def versions(self, owner: str, name: str) -> list:
+        from packaging.version import Version
+
+        out = []
+        for tag in self.client.tags(self.repository(owner, name)):
+            if tag.startswith("sha256-"):
+                continue  # referrers index, not a version
+            try:
+                if canonical_version(tag) == tag:
+                    out.append(tag)
+            except ValueError:
+                continue
+        return sorted(out, key=Version)
+
+    def plugins(self, owner: str | None = None) -> list:
+        prefix = self.location.prefix + "/" if self.location.prefix else ""
+        found = []
+        for repo in self.client.catalog():
+            if not repo.startswith(prefix):
+                continue
+            parts = repo[len(prefix):].split("/")
+            if len(parts) != 2 or not all(NAME_RE.match(p) and len(p) <= NAME_MAX for p in parts):
+                continue
+            if owner is not None and parts[0] != owner:
+                continue
+            # A repository left by an interrupted upload, or holding foreign images, has no versions.
+            if self.versions(parts[0], parts[1]):
+                found.append((parts[0], parts[1]))
+        return sorted(found)
+
+    def _equal_tags(self, repo: str, tag: str) -> list[str]:
+        """Tags of *repo* equal to *tag* by PEP 440 (``1.2`` and ``1.2.0``), in listing order."""
+        from packaging.version import InvalidVersion, Version
+
+        wanted = Version(tag)
+        out = []
+        for other in self.client.tags(repo):
+            if other.startswith("sha256-"):
+                continue
+            try:
+                if Version(other) == wanted and canonical_version(other) == other:
+                    out.append(other)
+            except (InvalidVersion, ValueError):
+                continue
+        return out
+
+    def _manifest(self, owner: str, name: str, version: str) -> tuple[Fetched, dict] | None:
+        """The plugin manifest stored for *version* (under its own or a PEP 440-equal tag), or None."""
+        repo = self.repository(owner, name)
+        tag = self._tag(version)
+        got = self.client.get_manifest(repo, tag)
+        if got is None:
+            for other in self._equal_tags(repo, tag):
+                got = self.client.get_manifest(repo, other)
+                if got is not None:
+                    tag = other
+                    break
+        if got is None:
+            return None
+        data = got.json()
+        if data.get("artifactType") != ARTIFACT_TYPE and (data.get("config") or {}).get("mediaType") != CONFIG_TYPE:
+            raise RegistryError(f"{repo}:{tag} is not a StarForge plugin (artifactType {data.get('artifactType')!r})",
+                                hint="the repository holds something else; use another prefix")
+        return got, data
+
+    def get(self, owner: str, name: str, version: str) -> PublishedVersion:
+        found = self._manifest(owner, name, version)
+        if found is None:
+            raise NotFoundError(f"{owner}/{name}@{version} is not in {self.url}",
+                                hint=f"published versions: {', '.join(self.versions(owner, name)) or 'none'}")
+        got, data = found
+        return self._describe(owner, name, got, data)
+
+    def _describe(self, owner: str, name: str, got: Fetched, data: dict) -> PublishedVersion:
+        repo = self.repository(owner, name)
+        where = f"{repo}@{got.digest}"
+        annotations = data.get("annotations") or {}
+        tree = annotations.get(ANN_TREE_DIGEST)
+        layers = [d for d in data.get("layers") or [] if isinstance(d, dict) and d.get("mediaType") == LAYER_TYPE]
+        config_desc = data.get("config") or {}
+        if not is_digest(tree) or len(layers) != 1 or config_desc.get("mediaType") != CONFIG_TYPE:
+            raise RegistryError(f"{where}: malformed plugin artifact (tree digest, config or layer missing)")
+        config_raw = self.client.read_blob(repo, config_desc["digest"], int(config_desc.get("size", -1)), CONFIG_MAX)
+        try:
+            config = json.loads(config_raw)
+            files, manifest = dict(config["files"]), dict(config["manifest"])
+            top_level = tuple(config.get("top_level") or ())
+        except (ValueError, KeyError, TypeError):
+            raise RegistryError(f"{where}: plugin config blob is not valid") from None
+        if config.get("tree_digest") != tree or (files and digest_of_map(files) != tree):
+            raise RegistryError(f"{where}: the tree digest annotation, config and file map disagree",
+                                hint="the artifact was altered after publishing; republish it")
+        layer = layers[0]
+        return PublishedVersion(
+            owner=owner,
+            name=name,
+            version=config.get("version") or annotations.get(ANN_VERSION),
+            tree_digest=tree,
+            artifact_digest=layer["digest"],
+            manifest=manifest,
+            files=files,
+            top_level=top_level,
+            size=int(layer.get("size", 0)),
+            signed=bool(self._signatures(repo, got.digest)),
+        )
+
+    def download(self, info: PublishedVersion, dest: Path, progress: Progress | None = None) -> None:
+        repo = self.repository(info.owner, info.name)
+        size = info.size
+        if size <= 0:
+            size = self._checked(info)[1]
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "w+b") as out:
+                self.client.fetch_blob(repo, info.artifact_digest, size, out, _counter(progress, size))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def _checked(self, info: PublishedVersion) -> tuple[Fetched, int]:
+        """The manifest now under the tag, and its layer size; raise when the tag moved."""
+        found = self._manifest(info.owner, info.name, info.version)
+        if found is None:
+            raise NotFoundError(f"{info.ref} is not in {self.url}")
+        got, data = found
+        tree = (data.get("annotations") or {}).get(ANN_TREE_DIGEST)
+        if tree != info.tree_digest:
+            raise ImmutableVersionError(
+                f"{info.ref} now holds tree digest {tree}, not {info.tree_digest}",
+                hint="the tag was moved in the registry; enable tag immutability there and republish as a new version")
+        layer = next((d for d in data.get("layers") or [] if d.get("mediaType") == LAYER_TYPE), {})
+        return got, int(layer.get("size", 0))
+
+    # -- signatures ---------------------------------------------------------------------------
+
+    def _signatures(self, repo: str, subject: str) -> list[dict]:
+        """Descriptors of signature manifests referring to *subject*, oldest first where known."""
+        found = self.client.referrers(repo, subject, SIGNATURE_TYPE)
+        if not found:
+            # No referrers API (or an empty answer after an upgrade): the referrers tag.
+            index = self.client.get_manifest(repo, referrers_tag(subject), accept=(OCI_INDEX,))
+            found = (index.json().get("manifests") or []) if index is not None else []
+        return [d for d in found if isinstance(d, dict) and d.get("artifactType") == SIGNATURE_TYPE]
+
+    def signature(self, info: PublishedVersion) -> bytes | None:
+        repo = self.repository(info.owner, info.name)
+        got, _ = self._checked(info)
+        for desc in reversed(self._signatures(repo, got.digest)):
+            sig = self.client.get_manifest(repo, desc["digest"])
+            if sig is None:
+                continue
+            data = sig.json()
+            if (data.get("subject") or {}).get("digest") != got.digest:
+                continue
+            layers = [d for d in data.get("layers") or [] if d.get("mediaType") == DSSE_TYPE]
+            if len(layers) == 1:
+                return self.client.read_blob(repo, layers[0]["digest"], int(layers[0].get("size", -1)), SIGNATURE_MAX)
+        return None
+
+    def _attach_signature(self, repo: str, subject: dict, envelope: bytes, ref: str) -> str:
+        """Push the envelope as a referrer of *subject*; return the signature manifest digest."""
+        env_digest = sha256_digest(envelope)
+        self.client.push_blob(repo, EMPTY_JSON, sha256_digest(EMPTY_JSON), len(EMPTY_JSON))
+        self.client.push_blob(repo, envelope, env_digest, len(envelope))
+        annotations = {ANN_REF: ref}
+        body = canonical_json({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": SIGNATURE_TYPE,
+            "config": {"mediaType": OCI_EMPTY, "digest": sha256_digest(EMPTY_JSON), "size": len(EMPTY_JSON)},
+            "layers": [{"mediaType": DSSE_TYPE, "digest": env_digest, "size": len(envelope)}],
+            "subject": subject,
+            "annotations": annotations,
+        })
+        digest = sha256_digest(body)
+        r = self.client.put_manifest(repo, digest, body, OCI_MANIFEST)
+        if r.headers.get("oci-subject") == subject["digest"]:
+            return digest  # the registry maintains the referrers list itself
+        descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
+                      "artifactType": SIGNATURE_TYPE, "annotations": annotations}
+        self._add_referrer(repo, subject["digest"], descriptor)
+        return digest
+
+    def _add_referrer(self, repo: str, subject: str, descriptor: dict) -> None:
+        """Read-modify-write the referrers tag; re-read to catch a concurrent writer."""
+        tag = referrers_tag(subject)
+        for _ in range(self.client.retries + 2):
+            current = self.client.get_manifest(repo, tag, accept=(OCI_INDEX,))
+            if current is None:
+                index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}
+            else:
+                index = current.json()
+                if index.get("mediaType") != OCI_INDEX or not isinstance(index.get("manifests"), list):
+                    raise RegistryError(f"{repo}:{tag} is not a referrers index",
+                                        hint="something else uses the referrers tag; remove it in the registry")
+            if any(isinstance(d, dict) and d.get("digest") == descriptor["digest"] for d in index["manifests"]):
+                return
+            index["manifests"].append(descriptor)
+            self.client.put_manifest(repo, tag, canonical_json(index), OCI_INDEX)
+        raise RegistryError(f"{repo}:{tag}: the referrers index keeps changing under us",
+                            hint="another client is writing referrers; publish again")
+
+    # -- publishing ---------------------------------------------------------------------------
+
+    def publish(
+        self, archive: Path, info: PublishedVersion, signature: bytes | None = None, progress: Progress | None = None
+    ) -> PublishResult:
+        archive = Path(archive)
+        repo = self.repository(info.owner, info.name)
+        tag = self._tag(info.version)
+        ref = f"{info.owner}/{info.name}@{tag}"
+        if not is_digest(info.tree_digest):
+            raise UsageError(f"{ref}: '{info.tree_digest}' is not a tree digest")
+        if info.files and digest_of_map(info.files) != info.tree_digest:
+            raise UsageError(f"{ref}: the per-file map does not add up to tree digest {info.tree_digest}")
+        layer_digest, size = file_digest(archive)
+        if info.artifact_digest and info.artifact_digest != layer_digest:
+            raise RegistryError(f"{archive}: archive digest is {layer_digest}, not the declared {info.artifact_digest}",
+                                hint="pack the plugin again and publish the archive you packed")
+
+        existing = self._manifest(info.owner, info.name, tag)
+        if existing is not None:
+            return self._republish(existing, info, tag, ref, signature)
+
+        config = canonical_json({
+            "schema": CONFIG_SCHEMA,
+            "owner": info.owner,
+            "name": info.name,
+            "version": tag,
+            "tree_digest": info.tree_digest,
+            "manifest": info.manifest,
+            "files": info.files,
+            "top_level": list(info.top_level),
+        })
+        config_desc = {"mediaType": CONFIG_TYPE, "digest": sha256_digest(config), "size": len(config)}
+        layer_desc = {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": size,
+                      "annotations": {ANN_TITLE: f"{info.owner}-{info.name}-{tag}.tar.gz"}}
+        body = canonical_json({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": ARTIFACT_TYPE,
+            "config": config_desc,
+            "layers": [layer_desc],
+            "annotations": {
+                ANN_TREE_DIGEST: info.tree_digest,
+                ANN_REF: ref,
+                ANN_TOP_LEVEL: ",".join(info.top_level),
+                ANN_TITLE: f"{info.owner}/{info.name}",
+                ANN_VERSION: tag,
+            },
+        })
+        digest = sha256_digest(body)
+
+        self.client.push_blob(repo, config, config_desc["digest"], len(config))
+        self.client.push_blob(repo, archive, layer_digest, size, _counter(progress, size))
+
+        # The upload took time: look again just before writing the tag.
+        again = self._manifest(info.owner, info.name, tag)
+        if again is not None:
+            return self._republish(again, info, tag, ref, signature, concurrent=True)
+        self.client.put_manifest(repo, tag, body, OCI_MANIFEST)
+        # Re-check: our tag, and any PEP 440-equal spelling another publisher may have written.
+        for other in [tag] + [t for t in self._equal_tags(repo, tag) if t != tag]:
+            after = self.client.get_manifest(repo, other)
+            if after is not None and after.digest == digest:
+                continue
+            moved = (after.json().get("annotations") or {}).get(ANN_TREE_DIGEST) if after is not None else None
+            if moved == info.tree_digest:
+                continue  # someone published the same content at the same time: no conflict
+            raise ImmutableVersionError(
+                f"{ref}: the tag moved while publishing; {repo}:{other} now holds tree digest {moved}, "
+                f"ours was {info.tree_digest}",
+                hint="another publisher wrote the same version at the same time; enable tag immutability in the "
+                     "registry, and run forge lock --check where this version is locked")
+
+        subject = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body)}
+        if signature is not None:
+            self._attach_signature(repo, subject, signature, ref)
+        published = PublishedVersion(
+            owner=info.owner, name=info.name, version=tag, tree_digest=info.tree_digest,
+            artifact_digest=layer_digest, manifest=info.manifest, files=info.files, top_level=tuple(info.top_level),
+            size=size, signed=signature is not None,
+        )
+        return PublishResult(version=published, created=True)
+
+    def _republish(self, existing: tuple[Fetched, dict], info: PublishedVersion, tag: str, ref: str,
+                   signature: bytes | None, concurrent: bool = False) -> PublishResult:
+        got, data = existing
+        stored = (data.get("annotations") or {}).get(ANN_TREE_DIGEST)
+        if stored != info.tree_digest:
+            when = "was published by someone else while we uploaded" if concurrent else "is already published"
+            raise ImmutableVersionError(
+                f"{ref} {when} with tree digest {stored}; refusing {info.tree_digest}",
+                hint="published versions are immutable: bump the version in plugin.yaml")
+        repo = self.repository(info.owner, info.name)
+        if signature is not None and not self._signatures(repo, got.digest):
+            # Same content, first signature: adding a referrer does not change the version.
+            subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
+            self._attach_signature(repo, subject, signature, ref)
+        return PublishResult(version=self._describe(info.owner, info.name, got, data), created=False)

@@ -1,0 +1,713 @@
+"""A small client for the OCI distribution API (blobs, manifests, tags, catalog, referrers).
+
+Laptop side (httpx). Knows nothing about plugins: :mod:`starforge.registry.oci` maps plugin
+versions onto what this client moves.
+
+- ``oci://host[:port]/prefix`` → ``https://host[:port]``; plain HTTP only for a loopback
+  host (tried after HTTPS fails to handshake) or with ``insecure=True``.
+- Credentials: ``FORGE_REGISTRY_USER`` / ``FORGE_REGISTRY_PASSWORD``, else the Docker
+  ``config.json`` (``auths`` entries, ``credHelpers`` / ``credsStore`` helpers). Basic and
+  Bearer-token challenges are answered on the first 401.
+- Connection errors, 429 and 5xx are retried with exponential backoff, a bounded number of
+  times; an interrupted blob upload starts again in a fresh upload session.
+- Downloads are hashed while they stream and cut off at the declared size.
+
+>>> parse_oci_url("oci://registry.example.com:5000/team/forge")
+OciLocation(host='registry.example.com:5000', prefix='team/forge')
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..errors import RegistryError, UsageError
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"
+EMPTY_JSON = b"{}"
+
+MANIFEST_MAX = 4 << 20  # what registries must accept; we refuse to read more
+DEFAULT_CHUNK = 16 << 20
+USER_AGENT = "starforge-oci"
+
+Progress = Callable[[int], None]  # called with the number of bytes just moved
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """``(sha256:<hex>, size)`` of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return "sha256:" + h.hexdigest(), size
+
+
+# -- locations ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OciLocation:
+    host: str  # host[:port] as written (IPv6 in brackets)
+    prefix: str  # repository prefix without slashes at either end; may be empty
+
+    @property
+    def hostname(self) -> str:
+        return urlsplit(f"//{self.host}").hostname or self.host
+
+    @property
+    def is_loopback(self) -> bool:
+        name = self.hostname
+        if name == "localhost" or name.endswith(".localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return False
+
+    def repository(self, *parts: str) -> str:
+        """``prefix/part/...`` in lowercase (registries refuse uppercase repository names)."""
+        return "/".join(p for p in (self.prefix, *parts) if p).lower()
+
+
+_REPO_COMPONENT = re.compile(r"^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$")
+
+
+def parse_oci_url(url: str) -> OciLocation:
+    """Split ``oci://host[:port]/prefix``; raise :class:`UsageError` when malformed."""
+    if not url.startswith("oci://"):
+        raise UsageError(f"'{url}' is not an OCI registry URL", hint="write oci://host[:port]/prefix")
+    parts = urlsplit(url)
+    if not parts.netloc or parts.query or parts.fragment or "@" in parts.netloc:
+        raise UsageError(
+            f"'{url}' is not an OCI registry URL",
+            hint="write oci://host[:port]/prefix; credentials go in FORGE_REGISTRY_USER/FORGE_REGISTRY_PASSWORD",
+        )
+    try:
+        parts.port
+    except ValueError:
+        raise UsageError(f"'{url}': bad port") from None
+    prefix = parts.path.strip("/").lower()
+    for comp in prefix.split("/") if prefix else ():
+        if not _REPO_COMPONENT.match(comp):
+            raise UsageError(f"'{url}': '{comp}' is not a valid repository path component",
+                             hint="lowercase letters, digits and . _ - separators")
+    return OciLocation(host=parts.netloc.lower(), prefix=prefix)
+
+
+# -- credentials ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str  # or an identity (refresh) token when identity_token is True
+    source: str  # where they came from, for error messages
+    identity_token: bool = False
+
+
+def _docker_config_path(env) -> Path:
+    if env.get("DOCKER_CONFIG"):
+        return Path(env["DOCKER_CONFIG"]) / "config.json"
+    return Path.home() / ".docker" / "config.json"
+
+
+def _auth_key_matches(key: str, host: str) -> bool:
+    """Whether a config.json ``auths`` key (``host``, ``https://host/v1/``...) names *host*."""
+    k = key.strip()
+    if "://" in k:
+        k = k.split("://", 1)[1]
+    k = k.split("/", 1)[0].lower()
+    return k == host or (host.endswith(":443") and k == host[:-4])
+
+
+def _credential_helper(helper: str, host: str, source: str) -> Credentials | None:
+    exe = shutil.which(f"docker-credential-{helper}")
+    if exe is None:
+        raise RegistryError(f"{source} names credential helper '{helper}' but docker-credential-{helper} is not on PATH",
+                            hint="install the helper or remove it from config.json")
+    try:
+        out = subprocess.run([exe, "get"], input=host, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RegistryError(f"credential helper docker-credential-{helper} failed: {exc}") from None
+    if out.returncode != 0:
+        return None  # helpers exit non-zero for "no credentials for this server"
+    try:
+        data = json.loads(out.stdout)
+        user, secret = data["Username"], data["Secret"]
+    except (ValueError, KeyError, TypeError):
+        raise RegistryError(f"credential helper docker-credential-{helper} printed no Username/Secret") from None
+    return Credentials(user, secret, f"docker-credential-{helper}", identity_token=(user == "<token>"))
+
+
+def find_credentials(host: str, env=None) -> Credentials | None:
+    """Credentials for *host*: environment first, then the Docker config.json."""
+    env = os.environ if env is None else env
+    user, password = env.get("FORGE_REGISTRY_USER"), env.get("FORGE_REGISTRY_PASSWORD")
+    if user or password:
+        if not (user and password):
+            raise UsageError("set both FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or neither")
+        return Credentials(user, password, "FORGE_REGISTRY_USER/FORGE_REGISTRY_PASSWORD")
+    path = _docker_config_path(env)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RegistryError(f"{path}: cannot read Docker config: {exc}", hint="fix or move the file") from None
+    if not isinstance(config, dict):
+        return None
+    source = str(path)
+    helpers = config.get("credHelpers") or {}
+    for key, helper in helpers.items() if isinstance(helpers, dict) else ():
+        if _auth_key_matches(key, host):
+            return _credential_helper(helper, host, source)
+    for key, entry in (config.get("auths") or {}).items():
+        if not _auth_key_matches(key, host) or not isinstance(entry, dict):
+            continue
+        if entry.get("identitytoken"):
+            return Credentials("<token>", entry["identitytoken"], source, identity_token=True)
+        if entry.get("auth"):
+            try:
+                user, _, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
+            except (ValueError, UnicodeDecodeError):
+                raise RegistryError(f"{source}: the 'auth' entry for {key} is not base64 user:password") from None
+            return Credentials(user, password, source)
+        if entry.get("username") and entry.get("password"):
+            return Credentials(entry["username"], entry["password"], source)
+    if isinstance(config.get("credsStore"), str) and config["credsStore"]:
+        return _credential_helper(config["credsStore"], host, source)
+    return None
+
+
+_CHALLENGE_PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+
+
+def parse_challenge(header: str) -> tuple[str, dict]:
+    """``('bearer', {'realm': ..., 'service': ..., 'scope': ...})`` from a WWW-Authenticate value."""
+    scheme, _, rest = header.strip().partition(" ")
+    params = {}
+    for m in _CHALLENGE_PARAM.finditer(rest):
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        params[m.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
+    return scheme.lower(), params
+
+
+# -- the client -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fetched:
+    """A manifest as the registry returned it."""
+
+    body: bytes
+    media_type: str
+    digest: str  # sha256 of body, computed here
+
+    def json(self) -> dict:
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            raise RegistryError(f"manifest {self.digest} is not JSON") from None
+        if not isinstance(data, dict):
+            raise RegistryError(f"manifest {self.digest} is not a JSON object")
+        return data
+
+
+class _Retry(Exception):
+    """A transient failure worth another attempt."""
+
+
+class TransientRegistryError(RegistryError):
+    """Unreachable registry, 429 or 5xx: the same request may succeed later."""
+
+
+class OciClient:
+    """Talks to one registry host. ``retries`` bounds every retry loop; ``backoff`` is the first delay."""
+
+    def __init__(
+        self,
+        location: OciLocation,
+        *,
+        insecure: bool = False,
+        credentials: Credentials | None = None,
+        retries: int = 4,
+        backoff: float = 0.25,
+        chunk_size: int = DEFAULT_CHUNK,
+        timeout: float = 60.0,
+    ) -> None:
+        self.location = location
+        self.insecure = insecure
+        self.credentials = credentials
+        self.retries = max(1, retries)
+        self.backoff = backoff
+        self.chunk_size = max(1 << 16, chunk_size)
+        self._http = httpx.Client(
+            verify=not insecure,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            headers={"User-Agent": USER_AGENT},
+            follow_redirects=False,
+        )
+        self._base: str | None = None
+        self._basic: str | None = None  # Authorization value once a Basic challenge was met
+        self._tokens: dict[str, str] = {}  # scope -> "Bearer <token>"
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def base(self) -> str:
+        """``https://host`` or, for loopback/insecure hosts that do not speak TLS, ``http://host``."""
+        if self._base is None:
+            https = f"https://{self.location.host}"
+            if not (self.location.is_loopback or self.insecure):
+                self._base = https
+            else:
+                try:
+                    self._http.get(f"{https}/v2/", timeout=5.0)
+                    self._base = https
+                except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectTimeout):
+                    # Not TLS (or not up at all: then http fails the same way and says so).
+                    self._base = f"http://{self.location.host}"
+        return self._base
+
+    def _url(self, path: str) -> str:
+        return f"{self.base}{path}"
+
+    def _absolute(self, location: str) -> str:
+        return str(httpx.URL(self.base + "/").join(location))
+
+    def _authorization(self, scope: str) -> str | None:
+        return self._tokens.get(scope) or self._basic
+
+    def _authenticate(self, response: httpx.Response, scope: str) -> None:
+        """Answer a 401 challenge once; raise when it cannot be answered."""
+        header = response.headers.get("www-authenticate", "")
+        scheme, params = parse_challenge(header)
+        creds = self.credentials
+        where = self.location.host
+        if scheme == "basic":
+            if creds is None:
+                raise RegistryError(
+                    f"{where} requires a login",
+                    hint="set FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or add the host to the Docker config.json",
+                )
+            if creds.identity_token:
+                raise RegistryError(f"{where} asks for a password but {creds.source} holds only an identity token")
+            raw = f"{creds.username}:{creds.password}".encode("utf-8")
+            self._basic = "Basic " + base64.b64encode(raw).decode("ascii")
+            return
+        if scheme == "bearer":
+            # Fetched afresh each time: a second 401 may be an expired token.
+            self._tokens[scope] = "Bearer " + self._fetch_token(params, scope)
+            return
+        raise RegistryError(f"{where} answered 401 with an unsupported challenge '{header or 'none'}'")
+
+    def _denied(self, response: httpx.Response) -> RegistryError:
+        creds = self.credentials
+        if creds is None:
+            return RegistryError(
+                f"{self.location.host} refused anonymous access (HTTP {response.status_code})",
+                hint="set FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or add the host to the Docker config.json",
+            )
+        return RegistryError(
+            f"{self.location.host} refused the credentials of '{creds.username}' (HTTP {response.status_code})",
+            hint=f"check the user name and password from {creds.source}",
+        )
+
+    def _fetch_token(self, params: dict, scope: str) -> str:
+        realm = params.get("realm")
+        if not realm:
+            raise RegistryError(f"{self.location.host} sent a Bearer challenge without a realm")
+        if urlsplit(realm).scheme != "https" and not (self.insecure or _is_loopback_url(realm)):
+            raise RegistryError(f"token endpoint {realm} is not HTTPS", hint="use --insecure only for a registry you trust")
+        scopes = [s for s in (params.get("scope") or scope).split(" ") if s]
+        creds = self.credentials
+        for attempt in range(self.retries):
+            try:
+                if creds is not None and creds.identity_token:
+                    form = {"grant_type": "refresh_token", "refresh_token": creds.password,
+                            "service": params.get("service", ""), "scope": " ".join(scopes), "client_id": USER_AGENT}
+                    r = self._http.post(realm, data=form)
+                else:
+                    query = [("service", params["service"])] if params.get("service") else []
+                    query += [("scope", s) for s in scopes]
+                    auth = (creds.username, creds.password) if creds is not None else None
+                    r = self._http.get(realm, params=query, auth=auth)
+            except httpx.TransportError as exc:
+                if attempt + 1 >= self.retries:
+                    raise RegistryError(f"cannot reach token endpoint {realm}: {exc}") from None
+                self._sleep(attempt, None)
+                continue
+            if r.status_code >= 500 or r.status_code == 429:
+                if attempt + 1 < self.retries:
+                    self._sleep(attempt, r)
+                    continue
+            break
+        if r.status_code in (401, 403):
+            raise self._denied(r)
+        if r.status_code != 200:
+            raise RegistryError(f"token endpoint {realm} answered HTTP {r.status_code}")
+        try:
+            body = r.json()
+            token = body.get("token") or body.get("access_token")
+        except ValueError:
+            token = None
+        if not isinstance(token, str) or not token:
+            raise RegistryError(f"token endpoint {realm} returned no token")
+        return token
+
+    def _sleep(self, attempt: int, response: httpx.Response | None) -> None:
+        delay = self.backoff * (2 ** attempt)
+        if response is not None and response.headers.get("retry-after", "").isdigit():
+            delay = max(delay, min(float(response.headers["retry-after"]), 30.0))
+        time.sleep(delay)
+
+    def _unreachable(self, exc: Exception) -> RegistryError:
+        hint = "is the registry running and reachable?"
+        if self.base.startswith("https://") and not self.location.is_loopback and not self.insecure:
+            hint += " a registry that speaks plain HTTP needs --insecure"
+        return TransientRegistryError(f"cannot reach registry {self.location.host}: {exc}", hint=hint)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        scope: str,
+        headers: dict | None = None,
+        content: bytes | None = None,
+        ok: tuple = (200,),
+        allow: tuple = (),
+        retry: bool = True,
+    ) -> httpx.Response:
+        """Send with auth and retries; return a response whose status is in *ok* or *allow*."""
+        attempts = self.retries if retry else 1
+        auth_rounds = 0
+        attempt = 0
+        while True:
+            hdrs = dict(headers or {})
+            authz = self._authorization(scope)
+            if authz:
+                hdrs["Authorization"] = authz
+            try:
+                r = self._http.request(method, url, headers=hdrs, content=content)
+            except httpx.TransportError as exc:
+                attempt += 1
+                if attempt >= attempts:
+                    raise self._unreachable(exc) from None
+                self._sleep(attempt - 1, None)
+                continue
+            if r.status_code == 401 and auth_rounds < 2:
+                auth_rounds += 1
+                self._authenticate(r, scope)
+                continue
+            if r.status_code in ok or r.status_code in allow:
+                return r
+            if (r.status_code >= 500 or r.status_code == 429) and attempt + 1 < attempts:
+                attempt += 1
+                self._sleep(attempt - 1, r)
+                continue
+            raise self.error(r, f"{method} {httpx.URL(url).path}")
+
+    def error(self, r: httpx.Response, what: str) -> RegistryError:
+        if r.status_code in (401, 403):
+            return self._denied(r)
+        detail = ""
+        try:
+            errors = r.json().get("errors") or []
+            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
+        except (ValueError, AttributeError):
+            pass
+        cls = TransientRegistryError if r.status_code >= 500 or r.status_code == 429 else RegistryError
+        return cls(f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else ""))
+
+    @staticmethod
+    def scope(repository: str, actions: str = "pull") -> str:
+        return f"repository:{repository}:{actions}"
+
+    # -- API ----------------------------------------------------------------------------------
+
+    def ping(self) -> None:
+        """``GET /v2/``: reachable, speaks the API, and our credentials (if asked) work."""
+        self.request("GET", self._url("/v2/"), scope="")
+
+    def blob_size(self, repo: str, digest: str) -> int | None:
+        """Size of a blob present in *repo*, or None."""
+        r = self.request("HEAD", self._url(f"/v2/{repo}/blobs/{digest}"), scope=self.scope(repo),
+                         ok=(200,), allow=(404,))
+        if r.status_code == 404:
+            return None
+        return int(r.headers.get("content-length", "-1"))
+
+    def push_blob(self, repo: str, source: bytes | Path, digest: str, size: int,
+                  progress: Progress | None = None) -> bool:
+        """Upload a blob unless the registry has it; return True when bytes were sent.
+
+        Up to ``chunk_size`` bytes go in one POST + PUT; larger blobs as PATCH chunks and a
+        closing PUT with the digest. An upload interrupted by a connection error or a 5xx
+        starts again from byte 0 in a new session, at most ``retries`` times.
+        """
+        if self.blob_size(repo, digest) == size:
+            if progress:
+                progress(size)
+            return False
+        scope = self.scope(repo, "pull,push")
+        for attempt in range(self.retries):
+            sent = 0
+
+            def counting(n: int) -> None:
+                nonlocal sent
+                sent += n
+                if progress:
+                    progress(n)
+
+            try:
+                self._upload_once(repo, source, digest, size, scope, counting)
+                return True
+            except _Retry as exc:
+                if progress and sent:
+                    progress(-sent)  # the bar goes back: the bytes are sent again
+                if attempt + 1 >= self.retries:
+                    raise exc.args[0] from None
+                self._sleep(attempt, None)
+        raise AssertionError("unreachable")
+
+    def _upload_once(self, repo, source, digest, size, scope, progress) -> None:
+        try:
+            r = self.request("POST", self._url(f"/v2/{repo}/blobs/uploads/"), scope=scope,
+                             headers={"Content-Length": "0"}, ok=(202,), retry=False)
+            location = self._absolute(r.headers["location"])
+            if size <= self.chunk_size:
+                data = source if isinstance(source, bytes) else Path(source).read_bytes()
+                # Data goes with the PUT: a POST body with ?digest= is dropped by some registries.
+                url = str(httpx.URL(location).copy_merge_params({"digest": digest}))
+                self.request("PUT", url, scope=scope, content=data, ok=(201,), retry=False,
+                             headers={"Content-Type": "application/octet-stream"})
+                progress(len(data))
+                return
+            offset = 0
+            for chunk in _chunks(source, self.chunk_size):
+                end = offset + len(chunk) - 1
+                r = self.request("PATCH", location, scope=scope, content=chunk, ok=(202,), retry=False,
+                                 headers={"Content-Type": "application/octet-stream",
+                                          "Content-Range": f"{offset}-{end}"})
+                location = self._absolute(r.headers.get("location", location))
+                offset = end + 1
+                progress(len(chunk))
+            if offset != size:
+                raise RegistryError(f"blob source changed while uploading ({offset} bytes read, {size} expected)")
+            url = str(httpx.URL(location).copy_merge_params({"digest": digest}))
+            self.request("PUT", url, scope=scope, headers={"Content-Length": "0"}, ok=(201,), retry=False)
+        except TransientRegistryError as exc:
+            raise _Retry(exc) from None
+
+    def fetch_blob(self, repo: str, digest: str, size: int, out, progress: Progress | None = None) -> None:
+        """Stream a blob into the binary file *out*, refusing bytes beyond *size* or a wrong digest.
+
+        Restarts from the beginning on a dropped connection (``out`` is truncated first).
+        """
+        scope = self.scope(repo)
+        url = self._url(f"/v2/{repo}/blobs/{digest}")
+        algo, _, want = digest.partition(":")
+        if algo != "sha256":
+            raise RegistryError(f"unsupported digest algorithm in {digest}")
+        for attempt in range(self.retries):
+            out.seek(0)
+            out.truncate()
+            h = hashlib.sha256()
+            got = 0
+            try:
+                r = self._open_stream(url, scope)
+                try:
+                    for chunk in r.iter_bytes(1 << 20):
+                        got += len(chunk)
+                        if got > size:
+                            raise RegistryError(f"blob {digest} is larger than the {size} bytes the manifest declares",
+                                                hint="the registry serves altered content; report it to its operator")
+                        h.update(chunk)
+                        out.write(chunk)
+                        if progress:
+                            progress(len(chunk))
+                finally:
+                    r.close()
+            except httpx.TransportError as exc:
+                if progress and got:
+                    progress(-got)
+                if attempt + 1 >= self.retries:
+                    raise self._unreachable(exc) from None
+                self._sleep(attempt, None)
+                continue
+            if got != size:
+                raise RegistryError(f"blob {digest} is truncated: {got} of {size} bytes",
+                                    hint="the registry serves altered content; report it to its operator")
+            if h.hexdigest() != want:
+                raise RegistryError(f"blob {digest} does not match its digest (got sha256:{h.hexdigest()})",
+                                    hint="the registry serves altered content; report it to its operator")
+            return
+        raise AssertionError("unreachable")
+
+    def _open_stream(self, url: str, scope: str) -> httpx.Response:
+        """GET with auth, following redirects (blob storage behind a CDN), as an open stream."""
+        auth_rounds = 0
+        attempt = 0
+        while True:
+            hdrs = {}
+            authz = self._authorization(scope)
+            if authz:
+                hdrs["Authorization"] = authz
+            target = url
+            for _ in range(6):
+                r = self._http.send(self._http.build_request("GET", target, headers=hdrs), stream=True)
+                if r.status_code not in (301, 302, 303, 307, 308):
+                    break
+                r.close()
+                new = httpx.URL(target).join(r.headers["location"])
+                if new.host != httpx.URL(target).host or new.port != httpx.URL(target).port:
+                    hdrs.pop("Authorization", None)  # never hand the token to the storage host
+                target = str(new)
+            if r.status_code == 200:
+                return r
+            r.read()
+            r.close()
+            if r.status_code == 401 and auth_rounds < 2:
+                auth_rounds += 1
+                self._authenticate(r, scope)
+                continue
+            if (r.status_code >= 500 or r.status_code == 429) and attempt + 1 < self.retries:
+                attempt += 1
+                self._sleep(attempt - 1, r)
+                continue
+            if r.status_code == 404:
+                raise RegistryError(f"{self.location.host}: blob missing: {httpx.URL(url).path}",
+                                    hint="the registry lost content a manifest refers to")
+            raise self.error(r, f"GET {httpx.URL(url).path}")
+
+    def read_blob(self, repo: str, digest: str, size: int, limit: int) -> bytes:
+        """A small blob (config, signature) as bytes, checked like :meth:`fetch_blob`."""
+        if size > limit or size < 0:
+            raise RegistryError(f"blob {digest} declares {size} bytes; more than the {limit} allowed here")
+        with tempfile.TemporaryFile() as f:
+            self.fetch_blob(repo, digest, size, f)
+            f.seek(0)
+            return f.read()
+
+    def get_manifest(self, repo: str, reference: str, accept: tuple = (OCI_MANIFEST,)) -> Fetched | None:
+        """The manifest at a tag or digest, or None when absent."""
+        r = self.request("GET", self._url(f"/v2/{repo}/manifests/{reference}"), scope=self.scope(repo),
+                         headers={"Accept": ", ".join(accept)}, ok=(200,), allow=(404,))
+        if r.status_code == 404:
+            return None
+        body = r.content
+        if len(body) > MANIFEST_MAX:
+            raise RegistryError(f"manifest {repo}:{reference} is larger than {MANIFEST_MAX} bytes")
+        digest = sha256_digest(body)
+        if reference.startswith("sha256:") and digest != reference:
+            raise RegistryError(f"manifest {reference} does not match its digest (got {digest})",
+                                hint="the registry serves altered content; report it to its operator")
+        media_type = r.headers.get("content-type", "").split(";", 1)[0].strip()
+        return Fetched(body=body, media_type=media_type, digest=digest)
+
+    def manifest_digest(self, repo: str, reference: str, accept: tuple = (OCI_MANIFEST,)) -> str | None:
+        """Digest of the manifest at *reference* (computed from its bytes), or None."""
+        got = self.get_manifest(repo, reference, accept)
+        return got.digest if got else None
+
+    def put_manifest(self, repo: str, reference: str, body: bytes, media_type: str) -> httpx.Response:
+        """PUT a manifest under a tag or its digest; the body is stored byte for byte."""
+        return self.request("PUT", self._url(f"/v2/{repo}/manifests/{reference}"),
+                            scope=self.scope(repo, "pull,push"), content=body,
+                            headers={"Content-Type": media_type}, ok=(201,))
+
+    def delete_manifest(self, repo: str, digest: str) -> bool:
+        """Delete by digest (registries refuse deletes by tag); False when absent."""
+        r = self.request("DELETE", self._url(f"/v2/{repo}/manifests/{digest}"), scope=self.scope(repo, "delete"),
+                         ok=(202,), allow=(404,))
+        return r.status_code == 202
+
+    def tags(self, repo: str) -> list[str]:
+        """Every tag of *repo* ([] when it does not exist), following ``Link`` pages."""
+        return list(self._paged(self._url(f"/v2/{repo}/tags/list"), "tags", self.scope(repo)))
+
+    def catalog(self) -> list[str]:
+        """Every repository name, following ``Link`` pages."""
+        return list(self._paged(self._url("/v2/_catalog?n=1000"), "repositories", "registry:catalog:*"))
+
+    def _paged(self, url: str, key: str, scope: str) -> Iterator[str]:
+        seen = 0
+        while url:
+            r = self.request("GET", url, scope=scope, ok=(200,), allow=(404,))
+            if r.status_code == 404:
+                if key == "repositories":
+                    raise RegistryError(f"{self.location.host} does not offer a repository catalog",
+                                        hint="list a known plugin by name instead (forge plugin show OWNER/NAME)")
+                return
+            try:
+                items = r.json().get(key) or []
+            except (ValueError, AttributeError):
+                raise RegistryError(f"{self.location.host}: {key} listing is not JSON") from None
+            yield from items
+            seen += 1
+            url = _next_link(r.headers.get("link", ""))
+            url = self._absolute(url) if url else ""
+            if seen > 10_000:
+                raise RegistryError(f"{self.location.host}: {key} listing does not end")
+
+    def referrers(self, repo: str, digest: str, artifact_type: str | None = None) -> list[dict] | None:
+        """Descriptors of manifests whose ``subject`` is *digest*, or None without a referrers API."""
+        url = self._url(f"/v2/{repo}/referrers/{digest}")
+        if artifact_type:
+            url = str(httpx.URL(url).copy_merge_params({"artifactType": artifact_type}))
+        r = self.request("GET", url, scope=self.scope(repo), headers={"Accept": OCI_INDEX}, ok=(200,),
+                         allow=(404, 405, 400))
+        if r.status_code != 200:
+            return None
+        try:
+            manifests = r.json().get("manifests") or []
+        except (ValueError, AttributeError):
+            return None
+        return [m for m in manifests if isinstance(m, dict)]
+
+
+def _chunks(source: bytes | Path, size: int) -> Iterator[bytes]:
+    if isinstance(source, bytes):
+        for i in range(0, len(source), size):
+            yield source[i:i + size]
+        return
+    with open(source, "rb") as f:
+        while chunk := f.read(size):
+            yield chunk
+
+
+def _next_link(header: str) -> str:
+    """The ``rel="next"`` target of an RFC 5988 Link header, or ''."""
+    for part in header.split(","):
+        m = re.match(r'\s*<([^>]*)>\s*;(.*)', part)
+        if m and re.search(r'rel\s*=\s*"?next"?', m.group(2)):
+            return m.group(1)
+    return ""
+
+
+def _is_loopback_url(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return OciLocation(host=host, prefix="").is_loopback
