@@ -1,0 +1,392 @@
+"""The directory registry: plugin versions stored in a plain directory tree.
+
+Nothing to start; the embedded default lives under the user's data directory. Layout::
+
+    forge-registry.json                      marker: {"schema": "forge/registry/v1"}
+    blobs/sha256/<hex>                       archives, content-addressed
+    plugins/<owner>/<name>/<version>.json    one metadata record per published version
+    plugins/<owner>/<name>/<version>.dsse.json   the signature envelope, when signed
+    plugins/<owner>/<name>/.lock             taken (fcntl.flock) by every publisher
+
+Every file is written to a temporary name in its final directory and renamed into place,
+so a reader sees a whole file or none. A version's metadata record is written last: it is
+the commit point. Publishers of one plugin serialize on its lock file, so of two concurrent
+publishes of one version exactly one wins; the other gets :class:`ImmutableVersionError`
+(or a no-op success when it carried the same tree digest).
+
+Laptop side (standard library and ``packaging``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
+from ..manifest import NAME_MAX, NAME_RE, canonical_version
+from .base import Progress, PublishedVersion, PublishResult, Registry
+
+MARKER = "forge-registry.json"
+SCHEMA = "forge/registry/v1"
+ENTRY_SCHEMA = "forge/registry-entry/v1"
+SIG_SUFFIX = ".dsse.json"
+_CHUNK = 1 << 20
+
+
+class DirectoryRegistry(Registry):
+    """A registry in a local (or shared) directory.
+
+    >>> reg = DirectoryRegistry(Path("/srv/forge-registry"))
+    >>> reg.versions("alice", "opsd-patch")        # doctest: +SKIP
+    ['1.0.0', '1.2.0']
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root).expanduser()
+        self.url = str(self.root)
+
+    def __repr__(self) -> str:
+        return f"DirectoryRegistry({self.url!r})"
+
+    # -- reading -------------------------------------------------------------------------
+
+    def versions(self, owner: str, name: str) -> list:
+        plugin_dir = self._plugin_dir(owner, name)
+        if not self._readable():
+            return []
+        try:
+            entries = os.listdir(plugin_dir)
+        except FileNotFoundError:
+            return []
+        found = [e[: -len(".json")] for e in entries if e.endswith(".json") and not e.endswith(SIG_SUFFIX) and not e.startswith(".")]
+        return sort_versions(v for v in found if _is_version(v))
+
+    def get(self, owner: str, name: str, version: str) -> PublishedVersion:
+        stored = self._stored_version(owner, name, version)
+        if stored is None:
+            if not self.versions(owner, name):
+                raise NotFoundError(
+                    f"no plugin {owner}/{name} in registry {self.url}",
+                    hint="check the owner and name, or list what is there with 'forge plugin list'",
+                )
+            raise NotFoundError(
+                f"{owner}/{name} has no version {version} in registry {self.url}",
+                hint=f"available: {', '.join(self.versions(owner, name))}",
+            )
+        return self._read_entry(owner, name, stored)
+
+    def plugins(self, owner: str | None = None) -> list:
+        if owner is not None:
+            _check_name(owner, "owner")
+        if not self._readable():
+            return []
+        base = self.root / "plugins"
+        owners = [owner] if owner is not None else _listdir(base)
+        out = []
+        for o in owners:
+            if not _valid_name(o):
+                continue
+            for n in _listdir(base / o):
+                if _valid_name(n) and self.versions(o, n):
+                    out.append((o, n))
+        return sorted(out)
+
+    def download(self, info: PublishedVersion, dest: Path, progress: Progress | None = None) -> None:
+        hex_ = _sha256_hex(info.artifact_digest)
+        blob = self._blob_path(hex_)
+        self._readable()
+        try:
+            src = open(blob, "rb")
+        except FileNotFoundError:
+            raise RegistryError(
+                f"{info.ref}: archive sha256:{hex_} is missing from registry {self.url}",
+                hint="the registry directory is damaged; republish the plugin or restore the blob",
+            ) from None
+        h = hashlib.sha256()
+        total = info.size or os.fstat(src.fileno()).st_size
+        done = 0
+        try:
+            with src, open(dest, "wb") as out:
+                while chunk := src.read(_CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+                    done += len(chunk)
+                    if progress:
+                        progress(done, total)
+        except BaseException:
+            _unlink(dest)
+            raise
+        if h.hexdigest() != hex_:
+            _unlink(dest)
+            raise RegistryError(
+                f"{info.ref}: archive in registry {self.url} is corrupt "
+                f"(expected sha256:{hex_}, got sha256:{h.hexdigest()}, {done} bytes)",
+                hint="the registry directory is damaged; republish the plugin or restore the blob",
+            )
+
+    def signature(self, info: PublishedVersion) -> bytes | None:
+        stored = self._stored_version(info.owner, info.name, info.version)
+        if stored is None:
+            return None
+        try:
+            return (self._plugin_dir(info.owner, info.name) / f"{stored}{SIG_SUFFIX}").read_bytes()
+        except FileNotFoundError:
+            return None
+
+    # -- writing -------------------------------------------------------------------------
+
+    def publish(
+        self, archive: Path, info: PublishedVersion, signature: bytes | None = None, progress: Progress | None = None
+    ) -> PublishResult:
+        _check_name(info.owner, "owner")
+        _check_name(info.name, "name")
+        try:
+            version = canonical_version(info.version)
+        except ValueError as exc:
+            raise UsageError(f"cannot publish {info.owner}/{info.name}: {exc}") from None
+        archive = Path(archive)
+        hex_ = _sha256_hex(info.artifact_digest)
+        actual = _hash_path(archive)
+        if actual != hex_:
+            raise RegistryError(
+                f"{archive}: archive digest is sha256:{actual}, not the declared {info.artifact_digest}",
+                hint="pack the plugin again and publish the archive you packed",
+            )
+        size = archive.stat().st_size
+        self._ensure_root()
+        plugin_dir = self._plugin_dir(info.owner, info.name)
+        plugin_dir.mkdir(parents=True, exist_ok=True)
+        with _flock(plugin_dir / ".lock"):
+            stored = self._stored_version(info.owner, info.name, version)
+            if stored is not None:
+                existing = self._read_entry(info.owner, info.name, stored)
+                if existing.tree_digest != info.tree_digest:
+                    raise ImmutableVersionError(
+                        f"{existing.ref} is already published with {existing.tree_digest}; "
+                        f"refusing other content {info.tree_digest}",
+                        hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
+                    )
+                if signature is not None and not existing.signed:
+                    _atomic_write(plugin_dir / f"{stored}{SIG_SUFFIX}", signature)
+                    existing = self._read_entry(info.owner, info.name, stored)
+                return PublishResult(version=existing, created=False)
+            blob = self._blob_path(hex_)
+            if not blob.exists() or _hash_path(blob) != hex_:
+                blob.parent.mkdir(parents=True, exist_ok=True)
+                _atomic_copy(archive, blob, progress)
+            elif progress:
+                progress(size, size)
+            if signature is not None:
+                _atomic_write(plugin_dir / f"{version}{SIG_SUFFIX}", signature)
+            else:
+                # A signature left by an interrupted publish of this version must not
+                # attach itself to other content.
+                _unlink(plugin_dir / f"{version}{SIG_SUFFIX}")
+            record = {
+                "schema": ENTRY_SCHEMA,
+                "owner": info.owner,
+                "name": info.name,
+                "version": version,
+                "tree_digest": info.tree_digest,
+                "artifact_digest": f"sha256:{hex_}",
+                "size": size,
+                "manifest": info.manifest,
+                "files": dict(sorted(info.files.items())),
+                "top_level": sorted(info.top_level),
+                "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
+            _atomic_write(plugin_dir / f"{version}.json", data)
+            return PublishResult(version=self._read_entry(info.owner, info.name, version), created=True)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _readable(self) -> bool:
+        """True when the registry exists; False for an empty one; raise when it is not a registry."""
+        try:
+            entries = os.listdir(self.root)
+        except FileNotFoundError:
+            if self._is_default():
+                return False
+            raise NotFoundError(
+                f"no registry at {self.url}",
+                hint="check --registry / FORGE_REGISTRY; a directory registry is created by the first publish to it",
+            ) from None
+        except NotADirectoryError:
+            raise RegistryError(f"registry {self.url} is a file, not a directory") from None
+        if MARKER in entries:
+            return True
+        # A marker being written by a concurrent first publish does not make it foreign.
+        if not [e for e in entries if not (e.startswith(f".{MARKER}.") and e.endswith(".tmp"))]:
+            return False
+        raise RegistryError(
+            f"{self.url} is not a StarForge registry (no {MARKER})",
+            hint="point --registry / FORGE_REGISTRY at a registry directory or an empty one",
+        )
+
+    def _is_default(self) -> bool:
+        from ..home import home
+
+        return os.path.abspath(self.root) == os.path.abspath(home().registry_dir)
+
+    def _ensure_root(self) -> None:
+        if self.root.exists():
+            self._readable()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RegistryError(f"cannot create registry {self.url}: {exc.strerror}") from None
+        marker = self.root / MARKER
+        if not marker.exists():
+            _atomic_write(marker, (json.dumps({"schema": SCHEMA}) + "\n").encode())
+
+    def _plugin_dir(self, owner: str, name: str) -> Path:
+        _check_name(owner, "owner")
+        _check_name(name, "name")
+        return self.root / "plugins" / owner / name
+
+    def _blob_path(self, hex_: str) -> Path:
+        return self.root / "blobs" / "sha256" / hex_
+
+    def _stored_version(self, owner: str, name: str, version: str) -> str | None:
+        """The stored spelling of the version equal (PEP 440) to *version*, or None."""
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            wanted = Version(version)
+        except InvalidVersion:
+            raise UsageError(f"'{version}' is not a PEP 440 version") from None
+        for stored in self.versions(owner, name):
+            if Version(stored) == wanted:
+                return stored
+        return None
+
+    def _read_entry(self, owner: str, name: str, version: str) -> PublishedVersion:
+        plugin_dir = self._plugin_dir(owner, name)
+        path = plugin_dir / f"{version}.json"
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            return PublishedVersion(
+                owner=record["owner"],
+                name=record["name"],
+                version=record["version"],
+                tree_digest=record["tree_digest"],
+                artifact_digest=record["artifact_digest"],
+                manifest=record["manifest"],
+                files=dict(record.get("files") or {}),
+                top_level=tuple(record.get("top_level") or ()),
+                size=int(record.get("size") or 0),
+                signed=(plugin_dir / f"{version}{SIG_SUFFIX}").exists(),
+            )
+        except FileNotFoundError:
+            raise NotFoundError(f"{owner}/{name} has no version {version} in registry {self.url}") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RegistryError(f"{path}: damaged registry record ({exc})") from None
+
+
+def sort_versions(versions) -> list:
+    """Version strings sorted oldest first by PEP 440."""
+    from packaging.version import Version
+
+    return sorted(versions, key=Version)
+
+
+def _is_version(text: str) -> bool:
+    try:
+        canonical_version(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_name(text: str) -> bool:
+    return bool(NAME_RE.match(text)) and len(text) <= NAME_MAX
+
+
+def _check_name(text: str, what: str) -> None:
+    if not isinstance(text, str) or not _valid_name(text):
+        raise UsageError(f"'{text}' is not a valid {what}", hint="lowercase letters, digits and single dashes, starting with a letter")
+
+
+def _sha256_hex(digest: str) -> str:
+    if not isinstance(digest, str) or not digest.startswith("sha256:") or len(digest) != 71:
+        raise RegistryError(f"'{digest}' is not an archive digest (sha256:<64 hex>)")
+    hex_ = digest[len("sha256:") :]
+    if any(c not in "0123456789abcdef" for c in hex_):
+        raise RegistryError(f"'{digest}' is not an archive digest (sha256:<64 hex>)")
+    return hex_
+
+
+def _listdir(path: Path) -> list:
+    try:
+        return sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _hash_path(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _unlink(path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+@contextlib.contextmanager
+def _flock(path: Path):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _temp_beside(path: Path):
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    return os.fdopen(fd, "wb"), tmp
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    f, tmp = _temp_beside(path)
+    try:
+        with f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _atomic_copy(src: Path, dest: Path, progress: Progress | None) -> None:
+    f, tmp = _temp_beside(dest)
+    total = src.stat().st_size
+    done = 0
+    try:
+        with f, open(src, "rb") as s:
+            while chunk := s.read(_CHUNK):
+                f.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        _unlink(tmp)
+        raise
