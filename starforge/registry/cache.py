@@ -1,0 +1,142 @@
+"""The content-addressed cache every pull goes through.
+
+Archives are kept under the user's blob cache as ``sha256/<hex>``, named by the digest of
+their bytes. :func:`fetch` looks there first, so a job whose versions were pulled once can
+be staged without the registry. A download goes to a temporary file beside its final
+name, is hashed, and is renamed into place only when its digest is the expected one, so a
+corrupt or truncated transfer never enters the cache; a cached file that no longer has
+its digest is dropped and fetched again.
+
+:func:`materialize` unpacks a fetched archive into a new directory and checks the tree
+digest of what was written (naming the files that differ) before the directory appears.
+Neither checks signatures: callers that need them call
+:func:`starforge.signing.verify_published` first.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..digest import diff_maps, digest_of_map
+from ..errors import ArchiveError, RegistryError, UsageError
+from .base import PublishedVersion, Registry
+from .progress import transfer_progress
+
+_CHUNK = 1 << 20
+
+
+def cache_root(cache: str | os.PathLike | None = None) -> Path:
+    """*cache*, or the user's blob cache (``FORGE_HOME``/XDG)."""
+    if cache is not None:
+        return Path(cache)
+    from ..home import home
+
+    return home().blob_cache
+
+
+def cached_path(artifact_digest: str, cache: str | os.PathLike | None = None) -> Path:
+    """Where the archive with *artifact_digest* lives in the cache (whether or not it is there)."""
+    algo, _, hex_ = artifact_digest.partition(":")
+    if algo != "sha256" or len(hex_) != 64 or any(c not in "0123456789abcdef" for c in hex_):
+        raise RegistryError(f"'{artifact_digest}' is not an archive digest (sha256:<64 hex>)")
+    return cache_root(cache) / "sha256" / hex_
+
+
+def lookup(info: PublishedVersion, cache: str | os.PathLike | None = None) -> Path | None:
+    """The cached archive of *info* when present and intact; a damaged entry is removed."""
+    path = cached_path(info.artifact_digest, cache)
+    try:
+        actual = _hash_file(path)
+    except FileNotFoundError:
+        return None
+    if "sha256:" + actual == info.artifact_digest:
+        return path
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return None
+
+
+def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLike | None = None) -> Path:
+    """The path of *info*'s archive in the cache, downloading it only when it is not there.
+
+    >>> fetch(open_registry(), resolve(open_registry(), "alice/opsd-patch"))   # doctest: +SKIP
+    PosixPath('/home/alice/.cache/starforge/blobs/sha256/3f1c…')
+    """
+    hit = lookup(info, cache)
+    if hit is not None:
+        return hit
+    final = cached_path(info.artifact_digest, cache)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RegistryError(f"cannot create the cache directory {final.parent}: {exc.strerror}") from None
+    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name[:16]}.", suffix=".part")
+    os.close(fd)
+    try:
+        with transfer_progress(f"pull {info.ref}", info.size) as update:
+            if update is None:
+                registry.download(info, Path(tmp))
+            else:
+                registry.download(info, Path(tmp), progress=update)
+        actual = "sha256:" + _hash_file(tmp)
+        if actual != info.artifact_digest:
+            raise RegistryError(
+                f"{info.ref}: the registry served an archive with digest {actual}, expected {info.artifact_digest} "
+                f"({os.path.getsize(tmp)} of {info.size or '?'} bytes)",
+                hint="the download was corrupt or truncated and was discarded; try again, or tell the registry's owner",
+            )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return final
+
+
+def materialize(
+    registry: Registry, info: PublishedVersion, dest: str | os.PathLike, *, cache: str | os.PathLike | None = None
+) -> Path:
+    """Unpack *info* into the new directory *dest* (absent or empty), verified against its tree digest.
+
+    Nothing appears at *dest* unless every file checked out.
+    """
+    dest = Path(dest)
+    if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_dir() or any(dest.iterdir())):
+        raise UsageError(f"{dest} already exists and is not an empty directory", hint="choose another destination (-o DIR)")
+    archive = fetch(registry, info, cache=cache)
+    parent = dest.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    from ..archive import unpack
+
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{dest.name}.", suffix=".pull"))
+    try:
+        tree = staging / "tree"
+        files = unpack(archive, tree)
+        got = digest_of_map(files)
+        if got != info.tree_digest:
+            detail = diff_maps(info.files, files).describe() if info.files else "per-file hashes unknown"
+            raise ArchiveError(
+                f"{info.ref}: unpacked files have tree digest {got}, expected {info.tree_digest}; {detail}",
+                hint="the archive does not hold the files that were published; do not use it",
+            )
+        if dest.is_dir():
+            dest.rmdir()
+        os.rename(tree, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def _hash_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
