@@ -1,0 +1,1 @@
+"""The plugin templates ``forge plugin init`` renders (data only; see starforge.authoring.init)."""
