@@ -1,0 +1,53 @@
+"""forge-launch: verify, check, import and install a job's plugins, then run its entrypoint.
+
+Public helpers for backends:
+
+- :func:`bootstrap_env` — the environment variables every process of a job needs;
+- :data:`RAY_SETUP_HOOK` — the dotted name for Ray's ``runtime_env.worker_process_setup_hook``.
+
+Cluster side: standard library and ``packaging`` only.
+"""
+
+from __future__ import annotations
+
+import os
+
+RAY_SETUP_HOOK = "starforge.launch.ray_hook.setup"
+
+__all__ = ["RAY_SETUP_HOOK", "bootstrap_env", "main"]
+
+
+def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict:
+    """Environment variables a backend sets for processes it starts outside the launcher.
+
+    Writes the job's bootstrap runtime (``.forge-runtime/``) when missing or stale and
+    returns ``FORGE_JOBSPEC``, ``FORGE_JOB_DIR``, ``FORGE_JOB_ID``, ``FORGE_HYPERPARAMS``,
+    ``FORGE_RUNTIME`` and ``PYTHONPATH`` (the bootstrap directory and the job's ``recipe/``;
+    prepend them to any PYTHONPATH of your own). With ``relative=True`` the paths are relative to the job
+    directory, for backends that unpack it elsewhere and start workers inside it (Ray's
+    working_dir).
+
+    >>> env = bootstrap_env("/jobs/j1")          # doctest: +SKIP
+    >>> env["PYTHONPATH"]                        # doctest: +SKIP
+    '/jobs/j1/.forge-runtime/bootstrap'
+    """
+    from ..jobspec import read_spec
+    from .environment import job_environment, prepare_runtime
+
+    job_dir = os.path.abspath(os.fspath(job_dir))
+    spec_path = os.path.join(job_dir, "jobspec.json")
+    spec = read_spec(spec_path)
+    prepare_runtime(job_dir, spec.hyperparams)
+    env = job_environment(job_dir, spec_path, spec.id)
+    if relative:
+        for key in ("FORGE_JOBSPEC", "FORGE_HYPERPARAMS", "FORGE_RUNTIME"):
+            env[key] = os.path.relpath(env[key], job_dir)
+        env["PYTHONPATH"] = os.pathsep.join(os.path.relpath(p, job_dir) for p in env["PYTHONPATH"].split(os.pathsep))
+        env["FORGE_JOB_DIR"] = "."
+    return env
+
+
+def main(argv=None) -> int:
+    from .__main__ import main as _main
+
+    return _main(argv)

@@ -1,0 +1,361 @@
+"""``forge-launch --spec JOBSPEC [-- CMD ...]`` (also ``python -m starforge.launch``).
+
+Verifies, checks, imports and installs (or registers) every plugin of the job in load
+order, exports the bootstrap environment, then runs the training entrypoint in this
+process (``python -m mod ...`` / ``python script.py ...``) or execs it (anything else).
+Exit codes: 2 bad spec or usage, 10 verification failed, 11 unmet requirement, 12 import
+failure, 13 ``install`` raised, 14 deferred plugin never installed (strict); otherwise the
+entrypoint's own. ``status.json`` in the job directory says which phase decided the code.
+
+Cluster side: standard library and ``packaging`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+
+USAGE = """usage: forge-launch --spec JOBSPEC [-- CMD ...]
+
+Verify and install a job's plugins, then run its training entrypoint.
+
+  --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
+  -- CMD ...       run CMD instead of the spec's entrypoint
+  -h, --help       show this help
+
+example:
+  forge-launch --spec /jobs/qwen3b-grpo-opsd-0001/jobspec.json
+  forge-launch --spec jobspec.json -- python -m toy_grpo.train --steps 10
+"""
+
+PREFIX = "plugin  : "
+_PYTHON_RE = re.compile(r"python[0-9.]*")
+_PHASE_WORDS = {
+    "spec": "refused",
+    "verify": "verification failed",
+    "requires": "requirement not met",
+    "import": "import failed",
+    "install": "install raised",
+}
+
+
+def say(line: str) -> None:
+    """One line on the job log (stderr, flushed: it must interleave with the trainer's)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def plugin_line(item) -> str:
+    """The §9 log line for one plugin after the launcher has dealt with it."""
+    ref = item.ref
+    builtin = " (built-in)" if item.builtin else ""
+    if item.status == "loaded":
+        return f"{PREFIX}{ref} loaded{builtin}"
+    if item.status == "registered":
+        extra = "built-in; " if item.builtin else ""
+        return f"{PREFIX}{ref} registered ({extra}needs runtime context, loaded by the training entrypoint)"
+    if item.status == "skipped":
+        return f"{PREFIX}{ref} skipped (kind {item.entry.kind}: left to the environment mechanism)"
+    if item.status == "shadowed":
+        return f"{PREFIX}{ref} shadowed (built-in replaced by the locked package {item.shadowed_by})"
+    if item.status == "failed":
+        return f"{PREFIX}{ref} failed"
+    return f"{PREFIX}{ref} {item.status}"
+
+
+def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "") -> None:
+    """``status.json``: {phase, code, plugin, message, time}, written atomically."""
+    data = {
+        "phase": phase,
+        "code": code,
+        "plugin": plugin,
+        "message": message,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    try:
+        fd, tmp = tempfile.mkstemp(dir=job_dir, prefix=".status-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(job_dir, "status.json"))
+    except OSError as exc:
+        say(f"forge-launch: cannot write status.json: {exc}")
+
+
+def _parse(argv: list[str]):
+    cmd = None
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1 :]
+        if not cmd:
+            raise _Usage("nothing after '--'")
+    spec = None
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            raise SystemExit(0)
+        if arg == "--spec":
+            if not rest:
+                raise _Usage("--spec needs a path")
+            spec = rest.pop(0)
+        elif arg.startswith("--spec="):
+            spec = arg.split("=", 1)[1]
+        else:
+            raise _Usage(f"unexpected argument {arg!r}")
+    if not spec:
+        raise _Usage("--spec JOBSPEC is required")
+    return spec, cmd
+
+
+class _Usage(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        spec_arg, cmd = _parse(argv)
+    except _Usage as exc:
+        say(f"error: {exc}")
+        say("hint: forge-launch --spec JOBSPEC [-- CMD ...]")
+        return 2
+    code = launch(spec_arg, cmd)
+    return code
+
+
+def _fail(job_dir: str | None, failure, job=None) -> int:
+    if failure.detail:
+        sys.stderr.write(failure.detail)
+    say(f"error: {failure.message}")
+    if job_dir and os.path.isdir(job_dir):
+        write_status(job_dir, failure.phase, failure.code, failure.plugin, failure.message)
+    if job is not None:
+        job.failure = failure
+        job.write_provenance()
+    return failure.code
+
+
+def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
+    """The whole launch; returns the exit code (does not return when it execs)."""
+    from ..errors import SpecError
+    from . import runtime
+    from .environment import job_environment, prepare_runtime
+
+    spec_path = os.path.abspath(spec_arg)
+    job_dir = os.path.dirname(spec_path)
+    os.environ["FORGE_ATTEMPT"] = str(_next_attempt(job_dir))
+    try:
+        job = runtime.load_job(job_dir, spec_path, "launcher")
+    except SpecError as exc:
+        return _fail(job_dir, runtime.LaunchFailure("spec", 2, None, str(exc)))
+    except runtime.LaunchFailure as failure:
+        if failure.plugin:
+            say(f"{PREFIX}{failure.plugin} failed ({_PHASE_WORDS[failure.phase]}, exit {failure.code})")
+        return _fail(job_dir, failure)
+    spec = job.spec
+
+    _make_read_only(job)
+    # Plugins patch the experiment's own modules too: the recipe is importable (first on
+    # sys.path, as `python -m` in recipe/ would have it) before any install runs.
+    recipe = os.path.join(job_dir, "recipe")
+    if os.path.isdir(recipe):
+        os.chdir(recipe)
+        sys.path.insert(0, recipe)
+
+    def on_item(item) -> None:
+        if item.status == "failed" and job.failure:
+            f = job.failure
+            say(f"{PREFIX}{item.ref} failed ({_PHASE_WORDS.get(f.phase, f.phase)}, exit {f.code})")
+        else:
+            say(plugin_line(item))
+
+    try:
+        job.load_all(on_item)
+    except runtime.LaunchFailure as failure:
+        return _fail(job_dir, failure, job)
+
+    try:
+        prepare_runtime(job_dir, spec.hyperparams)
+    except OSError as exc:
+        return _fail(job_dir, runtime.LaunchFailure("spec", 2, None, f"cannot write the job runtime in {job_dir}: {exc}"), job)
+    os.environ.update(job_environment(job_dir, spec_path, spec.id, os.environ))
+    runtime._plugins._registry.booted = True
+    job.write_provenance()
+
+    argv = list(cmd) if cmd else list(spec.entrypoint)
+    write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
+    code, failure = run_entrypoint(argv, recipe)
+    if failure is not None:
+        return _fail(job_dir, failure, job)
+
+    missing = job.deferred_not_installed()
+    for item in missing:
+        say(f"{PREFIX}{item.ref} not installed (deferred; the training entrypoint never called install_deferred({item.entry.name!r}))")
+    if missing and spec.strict_deferred and code == 0:
+        names = ", ".join(i.ref for i in missing)
+        failure = runtime.LaunchFailure(
+            "install", 14, missing[0].ref, f"deferred plugin never installed with strict_deferred: {names}"
+        )
+        return _fail(job_dir, failure, job)
+    write_status(job_dir, "entrypoint", code, None, "")
+    job.write_provenance()
+    return code
+
+
+def run_entrypoint(argv: list[str], recipe: str):
+    """Run the entrypoint; return (exit code, LaunchFailure or None)."""
+    from . import runtime
+
+    python = _PYTHON_RE.fullmatch(os.path.basename(argv[0])) or os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+    module = script = None
+    if python and len(argv) >= 3 and argv[1] == "-m":
+        module, args = argv[2], argv[3:]
+    elif python and len(argv) >= 2 and not argv[1].startswith("-"):
+        script, args = argv[1], argv[2:]
+    try:
+        os.chdir(recipe)
+    except OSError as exc:
+        return 2, runtime.LaunchFailure("spec", 2, None, f"cannot enter the job's recipe directory {recipe}: {exc}")
+    if module is None and script is None:
+        _exec(argv)  # does not return
+    import runpy
+
+    sys.stdout.flush()
+    try:
+        if module is not None:
+            sys.argv = [module] + list(args)
+            if not sys.path or sys.path[0] != recipe:
+                sys.path.insert(0, recipe)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(script)
+            sys.argv = [script] + list(args)
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+        return 0, None
+    except SystemExit as exc:
+        return _exit_code(exc.code), None
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 130, None
+    except BaseException as exc:
+        install = _install_error(exc)
+        if install is not None:
+            detail = "".join(traceback.format_exception(type(exc), exc, _trim(exc.__traceback__)))
+            ref = getattr(install, "plugin", None)
+            return 13, runtime.LaunchFailure("install", 13, ref, install.message, detail)
+        traceback.print_exception(type(exc), exc, _trim(exc.__traceback__))
+        return 1, None
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _exec(argv: list[str]) -> None:
+    from . import runtime
+
+    job = runtime.current_job()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(argv[0], argv, dict(os.environ))
+    except OSError as exc:
+        failure = runtime.LaunchFailure("entrypoint", 127, None, f"cannot run {argv[0]!r}: {exc}")
+        say(f"error: {failure.message}")
+        if job is not None:
+            write_status(job.job_dir, "entrypoint", 127, None, failure.message)
+        raise SystemExit(127)
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def _install_error(exc: BaseException):
+    from ..errors import InstallError
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, InstallError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
+
+
+def _trim(tb):
+    """Drop the launcher's and runpy's own frames from the top of a trainer traceback."""
+    import runpy
+
+    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
+        tb = tb.tb_next
+    return tb
+
+
+def _next_attempt(job_dir: str) -> int:
+    """FORGE_ATTEMPT / SLURM_RESTART_COUNT when set, else a counter kept in the job directory."""
+    from .runtime import RUNTIME_DIR
+
+    for key in ("FORGE_ATTEMPT", "SLURM_RESTART_COUNT"):
+        value = os.environ.get(key, "")
+        if value.isdigit():
+            return int(value)
+    path = os.path.join(job_dir, RUNTIME_DIR, "attempts")
+    try:
+        with open(path, encoding="ascii") as f:
+            n = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        n = 0
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(f"{n + 1}\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return n
+
+
+def _make_read_only(job) -> None:
+    """Leave every staged plugin tree read-only (files 0444, directories 0555)."""
+    for item in job.items:
+        root = item.root
+        if not os.path.isdir(root) or os.path.islink(root):
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(full)
+                    if not os.path.islink(full) and st.st_mode & 0o222:
+                        os.chmod(full, st.st_mode & ~0o222)
+                except OSError:
+                    pass
+        for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+            try:
+                st = os.lstat(dirpath)
+                if st.st_mode & 0o222:
+                    os.chmod(dirpath, st.st_mode & ~0o222)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""StarForge job bootstrap: every new Python process of a forge job carries its plugins.
+
+This file is put first on PYTHONPATH by forge-launch (or by a backend through
+starforge.launch.bootstrap_env). It first runs the sitecustomize it hides (the
+environment's own, if any), then, when FORGE_JOBSPEC is set, verifies the job's plugins,
+registers deferred ones and applies eager ones (at start-up, or at the first import of a
+declared target). On failure it writes the reason to stderr and ends the process with the
+launcher's exit code: a failure here must never pass silently.
+"""
+
+import os as _os
+import sys as _sys
+
+
+def _run_hidden_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    others = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        # What CPython itself does with a failing sitecustomize.
+        import traceback
+
+        _sys.stderr.write("Error in sitecustomize (%s); traceback follows:\n" % spec.origin)
+        traceback.print_exc()
+    _sys.modules["_forge_hidden_sitecustomize"] = module
+
+
+def _forge_bootstrap():
+    if not _os.environ.get("FORGE_JOBSPEC"):
+        return
+    runtime_zip = _os.environ.get("FORGE_RUNTIME")
+    if runtime_zip and runtime_zip not in _sys.path:
+        _sys.path.append(runtime_zip)
+    try:
+        from starforge.launch import runtime
+    except BaseException as exc:
+        _sys.stderr.write(
+            "forge: process %d cannot import the starforge runtime (%s: %s); FORGE_RUNTIME=%r\n"
+            % (_os.getpid(), type(exc).__name__, exc, runtime_zip)
+        )
+        _sys.stderr.flush()
+        _os._exit(12)
+    runtime.boot_process("start-up")
+
+
+_run_hidden_sitecustomize()
+_forge_bootstrap()

@@ -1,0 +1,183 @@
+"""Import a plugin from the bytes that were verified, never from the disk again.
+
+:class:`SnapshotFinder` sits on ``sys.meta_path`` ahead of the normal finders and answers
+only for the plugin's own top-level names, from the in-memory snapshot that
+:func:`starforge.digest.verify_tree` returned. Nothing can change between the check and the
+use, and no bytecode is written into the plugin tree. A name below one of those top-level
+names that is not in the snapshot fails to import instead of falling through to the disk
+(a file added after verification is never executed).
+
+Compiled code may be cached in a private per-user directory keyed by the hash of the
+source, the file name and the interpreter's bytecode magic; ``FORGE_BYTECODE_CACHE=0``
+turns it off. The global ``sys.pycache_prefix`` is never touched.
+
+Cluster side: standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import marshal
+import os
+import sys
+import tempfile
+from typing import Iterable, Mapping
+
+
+class SnapshotLoader(importlib.abc.InspectLoader):
+    """Loads modules of one plugin from its verified snapshot."""
+
+    def __init__(self, root: str, contents: Mapping[str, bytes], modules: Mapping[str, tuple]) -> None:
+        self.root = root
+        self.contents = contents
+        self.modules = modules  # fullname -> (relpath of the source or None, is_package)
+
+    def _path(self, rel: str) -> str:
+        return os.path.join(self.root, *rel.split("/"))
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        code = self.get_code(module.__name__)
+        exec(code, module.__dict__)
+
+    def is_package(self, fullname: str) -> bool:
+        return self.modules[fullname][1]
+
+    def get_source(self, fullname: str):
+        rel = self.modules[fullname][0]
+        if rel is None:
+            return ""
+        return importlib.util.decode_source(self.contents[rel])
+
+    def get_filename(self, fullname: str) -> str:
+        rel = self.modules[fullname][0]
+        if rel is None:
+            raise ImportError(f"{fullname} is a namespace directory", name=fullname)
+        return self._path(rel)
+
+    def get_code(self, fullname: str):
+        rel = self.modules[fullname][0]
+        if rel is None:
+            return compile("", f"<namespace {fullname}>", "exec", dont_inherit=True)
+        return compile_cached(self.contents[rel], self._path(rel))
+
+    def get_data(self, path: str) -> bytes:
+        """Bytes of a file of the plugin, from the snapshot (``importlib.resources``, ``pkgutil``)."""
+        rel = os.path.relpath(os.path.abspath(path), self.root)
+        rel = rel.replace(os.sep, "/")
+        if rel in self.contents:
+            return self.contents[rel]
+        raise FileNotFoundError(f"{path}: not part of the verified plugin tree")
+
+
+class SnapshotFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of one verified plugin tree; placed at the front of ``sys.meta_path``."""
+
+    def __init__(self, root: str, contents: Mapping[str, bytes], top_level: Iterable[str] = (), label: str = "") -> None:
+        self.root = os.path.abspath(root)
+        self.label = label or self.root
+        modules: dict[str, tuple] = {}
+        for rel in contents:
+            if not rel.endswith(".py"):
+                continue
+            parts = rel[:-3].split("/")
+            if not all(p.isidentifier() for p in parts):
+                continue
+            if parts[-1] == "__init__":
+                if len(parts) > 1:
+                    modules[".".join(parts[:-1])] = (rel, True)
+            else:
+                modules.setdefault(".".join(parts), (rel, False))
+            for i in range(1, len(parts) - (1 if parts[-1] == "__init__" else 0)):
+                # a directory holding Python files without __init__.py: a namespace package
+                modules.setdefault(".".join(parts[:i]), (None, True))
+        self.modules = modules
+        self.top_level = frozenset(top_level) | {name.partition(".")[0] for name in modules}
+        self.loader = SnapshotLoader(self.root, contents, modules)
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        if fullname.partition(".")[0] not in self.top_level:
+            return None
+        info = self.modules.get(fullname)
+        if info is None:
+            # Never fall through to the disk for the plugin's own names.
+            raise ModuleNotFoundError(
+                f"No module named '{fullname}' in the verified tree of {self.label}", name=fullname
+            )
+        rel, is_package = info
+        origin = os.path.join(self.root, *rel.split("/")) if rel else None
+        spec = importlib.machinery.ModuleSpec(fullname, self.loader, origin=origin, is_package=is_package)
+        if rel is not None:
+            spec.has_location = True
+        if is_package:
+            if rel is not None:
+                pkg_dir = os.path.dirname(origin)
+            else:
+                pkg_dir = os.path.join(self.root, *fullname.split("."))
+            spec.submodule_search_locations = [pkg_dir]
+        return spec
+
+    def __repr__(self) -> str:
+        return f"<SnapshotFinder {self.label}>"
+
+
+# -- compiled-code cache ------------------------------------------------------------------
+
+_cache_dir: str | None | bool = False  # False: not looked up yet; None: disabled
+
+
+def _bytecode_dir() -> str | None:
+    global _cache_dir
+    if _cache_dir is not False:
+        return _cache_dir  # type: ignore[return-value]
+    _cache_dir = None
+    if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off"):
+        return None
+    if os.environ.get("FORGE_HOME"):
+        base = os.path.join(os.environ["FORGE_HOME"], "cache")
+    else:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "starforge")
+    path = os.path.join(base, "bytecode")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        # Private or nothing: code from a directory others can write would be theirs to run.
+        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not os.path.isdir(path) or os.path.islink(path):
+            return None
+    except OSError:
+        return None
+    _cache_dir = path
+    return path
+
+
+def compile_cached(source: bytes, filename: str):
+    """Compile *source* as *filename*, reusing code cached under the private per-user dir."""
+    cache = _bytecode_dir()
+    if cache is None:
+        return compile(source, filename, "exec", dont_inherit=True)
+    h = hashlib.sha256()
+    h.update(importlib.util.MAGIC_NUMBER)
+    h.update(str(sys.flags.optimize).encode())
+    h.update(filename.encode("utf-8", "surrogateescape") + b"\0")
+    h.update(source)
+    entry = os.path.join(cache, h.hexdigest())
+    try:
+        with open(entry, "rb") as f:
+            data = f.read()
+        return marshal.loads(data)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    code = compile(source, filename, "exec", dont_inherit=True)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(marshal.dumps(code))
+        os.replace(tmp, entry)
+    except OSError:
+        pass
+    return code

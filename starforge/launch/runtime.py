@@ -1,0 +1,536 @@
+"""The per-process plugin runtime shared by the launcher and the bootstrap.
+
+For every plugin of a job, in load order: verify the tree against the JobSpec digest (one
+read of the bytes), check ``requires``, import the entrypoint from the verified snapshot,
+then call ``install(params)`` (eager) or register it (deferred). The launcher runs all of
+it up front (:meth:`Job.load_all`); any other Python process of the job runs it from the
+bootstrap (:func:`boot_process`), postponing a plugin that declares ``targets`` until one
+of its targets is imported.
+
+Failures are :class:`LaunchFailure` (phase, exit code, plugin). In a worker process they
+are never swallowed: the reason goes to stderr and the provenance record, and the process
+ends with ``os._exit(code)``.
+
+Cluster side: standard library, plus ``packaging`` for ``requires``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import plugins as _plugins
+from ..digest import verify_tree
+from ..errors import ForgeError, SpecError, VerificationError
+from ..jobspec import JobSpec, PluginEntry, read_spec
+
+PHASES = ("spec", "verify", "requires", "import", "install", "entrypoint")
+RUNTIME_DIR = ".forge-runtime"
+
+
+class LaunchFailure(Exception):
+    """A plugin (or the spec) stopped the job: phase, exit code, plugin ref, message."""
+
+    def __init__(self, phase: str, code: int, plugin: str | None, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.code = code
+        self.plugin = plugin
+        self.message = message
+        self.detail = detail  # a traceback, when one explains the failure
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "code": self.code, "plugin": self.plugin, "message": self.message}
+
+
+@dataclass
+class Item:
+    """One plugin of the job as this process sees it."""
+
+    entry: PluginEntry
+    builtin: bool
+    root: str
+    status: str = "planned"  # planned|pending|loaded|registered|skipped|shadowed|failed
+    shadowed_by: str | None = None
+    verified: bool = False
+    trigger: str | None = None  # start-up | launcher | target:<module> | install_deferred
+    seconds: float | None = None
+
+    @property
+    def ref(self) -> str:
+        return self.entry.ref
+
+    def to_record(self) -> dict:
+        e = self.entry
+        rec = {
+            "ref": e.ref,
+            "name": e.name,
+            "version": e.version,
+            "digest": e.digest,
+            "source": "builtin" if self.builtin else "package",
+            "kind": e.kind,
+            "load": e.load,
+            "targets": list(e.targets),
+            "status": self.status,
+            "verified": self.verified,
+            "trigger": self.trigger,
+        }
+        if self.shadowed_by:
+            rec["shadowed_by"] = self.shadowed_by
+        if self.seconds is not None:
+            rec["seconds"] = round(self.seconds, 6)
+        return rec
+
+
+def plan(spec: JobSpec, job_dir: str) -> list[Item]:
+    """Load order: packages, then built-ins; a built-in named like a package is shadowed.
+
+    Refuses (exit 2) data-prep plugins and two loaded plugins sharing a top-level name.
+    """
+    items: list[Item] = []
+    packages = {p.name: p for p in spec.plugins}
+    for e in spec.plugins:
+        items.append(Item(e, False, os.path.join(job_dir, "forge_plugins", e.name)))
+    for e in spec.recipe_plugins:
+        item = Item(e, True, os.path.join(job_dir, "recipe", "common", "algorithms", e.name))
+        if e.name in packages:
+            item.status = "shadowed"
+            item.shadowed_by = packages[e.name].ref
+        items.append(item)
+    owners: dict[str, str] = {}
+    for item in items:
+        if item.entry.kind == "data-prep":
+            raise LaunchFailure(
+                "spec", 2, item.ref, f"{item.ref} is a data-prep plugin; data-prep plugins never leave the laptop"
+            )
+        if item.entry.kind == "environment" and item.status == "planned":
+            item.status = "skipped"
+        if item.status != "planned":
+            continue
+        for top in item.entry.top_level:
+            if top in owners:
+                raise LaunchFailure(
+                    "spec", 2, item.ref, f"{item.ref} and {owners[top]} both provide the top-level module '{top}'"
+                )
+            owners[top] = item.ref
+    return items
+
+
+def check_requires(entry: PluginEntry) -> None:
+    """Raise LaunchFailure(requires, 11) when core, python or packages are not satisfied here."""
+    req = entry.requires or {}
+    if not req:
+        return
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
+    from .. import __version__
+
+    def unmet(what: str, spec: str, have: str | None) -> LaunchFailure:
+        found = f"found {have}" if have else "not installed"
+        return LaunchFailure("requires", 11, entry.ref, f"{entry.ref} requires {what} {spec}, {found}")
+
+    def satisfied(spec: str, have: str, what: str) -> bool:
+        try:
+            return SpecifierSet(spec).contains(Version(have), prereleases=True)
+        except InvalidSpecifier:
+            raise LaunchFailure("requires", 11, entry.ref, f"{entry.ref}: invalid specifier for {what}: {spec!r}") from None
+
+    core = req.get("core")
+    if core and not satisfied(core, __version__, "starforge-core"):
+        raise unmet("starforge-core", core, __version__)
+    python = req.get("python")
+    have_py = "%d.%d.%d" % sys.version_info[:3]
+    if python and not satisfied(python, have_py, "python"):
+        raise unmet("python", python, have_py)
+    packages = req.get("packages") or {}
+    if packages:
+        import importlib.metadata as md
+
+        for dist, spec in packages.items():
+            try:
+                have = md.version(dist)
+            except md.PackageNotFoundError:
+                raise unmet(dist, spec or "(any version)", None) from None
+            if spec and not satisfied(spec, have, dist):
+                raise unmet(dist, spec, have)
+
+
+@contextlib.contextmanager
+def _acting_for(ref: str):
+    from .. import patching
+
+    with patching.acting_for(ref):
+        yield
+
+
+def _patch_records() -> list:
+    patching = sys.modules.get("starforge.patching")
+    if patching is None or not hasattr(patching, "records"):
+        return []
+    try:
+        return [r if isinstance(r, dict) else _as_dict(r) for r in patching.records()]
+    except Exception as exc:  # provenance must still be written
+        return [{"error": f"patching.records() raised {type(exc).__name__}: {exc}"}]
+
+
+def _as_dict(record: Any) -> dict:
+    if hasattr(record, "to_dict"):
+        return record.to_dict()
+    import dataclasses
+
+    if dataclasses.is_dataclass(record):
+        return json.loads(json.dumps(dataclasses.asdict(record), default=str))
+    return {"record": str(record)}
+
+
+class Job:
+    """One job as seen by this process: the spec, the plan, what happened to each plugin."""
+
+    def __init__(self, job_dir: str, spec_path: str, spec: JobSpec, role: str) -> None:
+        self.job_dir = job_dir
+        self.spec_path = spec_path
+        self.spec = spec
+        self.role = role  # launcher | worker
+        self.items = plan(spec, job_dir)
+        self.finders: list = []
+        self.failure: LaunchFailure | None = None
+        self.disabled = False
+        self.started = time.time()
+        self.argv = list(sys.argv)
+        self.lock = threading.RLock()
+        self.watcher = None
+        self.attempt = attempt_number(os.environ)
+        self.params = _plugins._set_hyperparams(spec.hyperparams)
+
+    # -- the four phases for one plugin ----------------------------------------------------
+
+    def activate(self, item: Item, trigger: str) -> None:
+        """Verify, check, import and install/register *item* (idempotent)."""
+        with self.lock:
+            if item.status not in ("planned", "pending"):
+                return
+            t0 = time.perf_counter()
+            item.trigger = trigger
+            entry = item.entry
+            try:
+                try:
+                    contents = verify_tree(item.root, entry.digest, entry.files or None)
+                except VerificationError as exc:
+                    where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
+                    raise LaunchFailure("verify", 10, item.ref, f"{item.ref}: verification failed in {where}/{entry.name}: {exc}") from None
+                item.verified = True
+                check_requires(entry)
+                func = self._import(item, contents)
+                if entry.load == "eager":
+                    try:
+                        with _acting_for(item.ref):
+                            func(self.params)
+                    except Exception as exc:
+                        raise LaunchFailure(
+                            "install", 13, item.ref,
+                            f"{item.ref}: install raised {type(exc).__name__}: {exc}",
+                            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                        ) from None
+                    item.status = "loaded"
+                else:
+                    _plugins._register(entry.name, item.ref, func)
+                    item.status = "registered"
+            except LaunchFailure as failure:
+                item.status = "failed"
+                self.failure = failure
+                raise
+            finally:
+                item.seconds = time.perf_counter() - t0
+
+    def _import(self, item: Item, contents: dict):
+        from .loader import SnapshotFinder
+
+        entry = item.entry
+        module_name, _, func_name = entry.entrypoint.partition(":")
+        finder = SnapshotFinder(item.root, contents, entry.top_level, label=item.ref)
+        if module_name not in finder.modules:
+            raise LaunchFailure("import", 12, item.ref, f"{item.ref}: entrypoint module '{module_name}' is not in the plugin tree")
+        sys.meta_path.insert(0, finder)
+        self.finders.append(finder)
+        try:
+            module = importlib.import_module(module_name)
+        except (Exception, SystemExit) as exc:
+            raise LaunchFailure(
+                "import", 12, item.ref,
+                f"{item.ref}: importing '{module_name}' raised {type(exc).__name__}: {exc}",
+                "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            ) from None
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            raise LaunchFailure("import", 12, item.ref, f"{item.ref}: '{module_name}' has no callable '{func_name}'")
+        return func
+
+    # -- whole-job entry points ---------------------------------------------------------------
+
+    def load_all(self, on_item=None) -> None:
+        """The launcher: every plugin now, in load order; *on_item(item)* after each one."""
+        for item in self.items:
+            if item.status in ("planned", "pending"):
+                try:
+                    self.activate(item, "launcher")
+                except LaunchFailure:
+                    if on_item:
+                        on_item(item)
+                    raise
+            if on_item:
+                on_item(item)
+
+    def boot(self, trigger: str) -> None:
+        """A worker: plugins without targets now, the others at the first target import."""
+        waiting: list[Item] = []
+        for item in self.items:
+            if item.status != "planned":
+                continue
+            targets = item.entry.targets
+            if targets and not any(t in sys.modules for t in targets):
+                item.status = "pending"
+                waiting.append(item)
+            else:
+                self.activate(item, trigger)
+        if waiting:
+            self.watcher = TargetWatcher(self, waiting)
+            sys.meta_path.insert(0, self.watcher)
+        _plugins._registry.activate = self.activate_by_name
+
+    def activate_by_name(self, name: str) -> bool:
+        """Used by ``install_deferred`` for a deferred plugin still waiting for its target."""
+        for item in self.items:
+            if item.entry.name == name and item.status == "pending":
+                if self.watcher:
+                    self.watcher.forget(item)
+                run_or_exit(self, lambda: self.activate(item, "install_deferred"))
+                return True
+        return False
+
+    def deferred_not_installed(self) -> list[Item]:
+        installed = {d["name"] for d in _plugins._deferred_status() if d["installed"]}
+        return [i for i in self.items if i.status == "registered" and i.entry.name not in installed]
+
+    # -- provenance -------------------------------------------------------------------------
+
+    def record(self) -> dict:
+        deferred = {d["name"]: d for d in _plugins._deferred_status()}
+        plugins = []
+        for item in self.items:
+            rec = item.to_record()
+            d = deferred.get(item.entry.name)
+            if d and item.status == "registered":
+                rec["installed_later"] = bool(d["installed"])
+                if d["installed"]:
+                    rec["installed_at"] = _iso(d["installed_at"])
+                    rec["ctx_keys"] = d["ctx_keys"]
+            plugins.append(rec)
+        return {
+            "schema": "forge/provenance/v1",
+            "job_id": self.spec.id,
+            "role": self.role,
+            "host": _host(),
+            "pid": os.getpid(),
+            "attempt": self.attempt,
+            "argv": self.argv,
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "core_version": _core_version(),
+            "started": _iso(self.started),
+            "written": _iso(time.time()),
+            "disabled": self.disabled,
+            "plugins": plugins,
+            "patches": _patch_records(),
+            "failure": self.failure.to_dict() if self.failure else None,
+        }
+
+    def write_provenance(self) -> str | None:
+        from .provenance import write_record
+
+        try:
+            return write_record(self.job_dir, self.record())
+        except OSError as exc:
+            sys.stderr.write(f"forge: cannot write provenance record: {exc}\n")
+            return None
+
+
+class _PostImportLoader:
+    """Wraps a target module's loader to run a callback once the module has executed."""
+
+    def __init__(self, loader, callback) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        self._callback(module.__name__)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class TargetWatcher:
+    """A meta-path finder that activates waiting plugins when one of their targets is imported."""
+
+    def __init__(self, job: Job, items: list[Item]) -> None:
+        self.job = job
+        self.waiting = list(items)
+        self.local = threading.local()
+
+    def targets(self) -> set:
+        return {t for item in self.waiting for t in item.entry.targets}
+
+    def forget(self, item: Item) -> None:
+        if item in self.waiting:
+            self.waiting.remove(item)
+        if not self.waiting and self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if getattr(self.local, "busy", False) or fullname not in self.targets():
+            return None
+        self.local.busy = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.local.busy = False
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _PostImportLoader(spec.loader, self.imported)
+        return spec
+
+    def imported(self, module_name: str) -> None:
+        due = [item for item in self.waiting if module_name in item.entry.targets]
+        for item in due:
+            self.forget(item)
+        for item in due:
+            run_or_exit(self.job, lambda item=item: self.job.activate(item, f"target:{module_name}"))
+
+
+# -- process-wide state ----------------------------------------------------------------------
+
+_job: Job | None = None
+_boot_lock = threading.RLock()
+
+
+def current_job() -> Job | None:
+    return _job
+
+
+def load_job(job_dir: str, spec_path: str, role: str) -> Job:
+    """Read the spec and make *this process's* Job (replacing none: one job per process)."""
+    global _job
+    with _boot_lock:
+        if _job is not None:
+            return _job
+        spec = read_spec(spec_path)
+        _job = Job(os.path.abspath(job_dir), os.path.abspath(spec_path), spec, role)
+        return _job
+
+
+def run_or_exit(job: Job | None, action) -> None:
+    """Run *action*; on failure say why, record it and end the process with the §9 code."""
+    try:
+        action()
+    except LaunchFailure as failure:
+        _die(job, failure)
+    except ForgeError as exc:
+        _die(job, LaunchFailure("spec", exc.exit_code, None, str(exc)))
+
+
+def _die(job: Job | None, failure: LaunchFailure) -> None:
+    try:
+        if job is not None:
+            job.failure = failure
+        sys.stderr.write(f"forge: process {os.getpid()} stops the job: {failure.message}\n")
+        if failure.detail:
+            sys.stderr.write(failure.detail)
+        sys.stderr.flush()
+        if job is not None:
+            job.write_provenance()
+    finally:
+        os._exit(failure.code)
+
+
+def boot_process(reason: str = "start-up") -> Job | None:
+    """Bootstrap this process from the job environment (``FORGE_JOBSPEC``); idempotent.
+
+    Returns the Job, or None when the process is not part of a job. Never returns after a
+    failure: the process ends with the exit code of the failed phase.
+    """
+    global _job
+    with _boot_lock:
+        if _job is not None:
+            return _job
+        spec_path = os.environ.get("FORGE_JOBSPEC")
+        if not spec_path:
+            return None
+        job_dir = os.environ.get("FORGE_JOB_DIR") or os.path.dirname(os.path.abspath(spec_path))
+        job: Job | None = None
+        try:
+            job = load_job(job_dir, spec_path, "worker")
+        except LaunchFailure as failure:
+            _die(None, failure)
+        except SpecError as exc:
+            _die(None, LaunchFailure("spec", 2, None, f"{spec_path}: {exc}"))
+        assert job is not None
+        _plugins._registry.booted = True
+        if os.environ.get("FORGE_DISABLE") == "1":
+            job.disabled = True
+            _plugins._registry.disabled = True
+            for item in job.items:
+                if item.status == "planned":
+                    item.status = "disabled"
+        else:
+            run_or_exit(job, lambda: job.boot(reason))
+        import atexit
+
+        atexit.register(job.write_provenance)
+        return job
+
+
+def attempt_number(env) -> int:
+    """The attempt: ``FORGE_ATTEMPT``, else ``SLURM_RESTART_COUNT``, else 0."""
+    for key in ("FORGE_ATTEMPT", "SLURM_RESTART_COUNT"):
+        value = env.get(key, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _core_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%03dZ" % int((ts % 1) * 1000)
