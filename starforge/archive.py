@@ -363,7 +363,9 @@ def unpack(
                 try:
                     members = tar.getmembers()
                 except (tarfile.TarError, UnicodeError) as exc:
-                    raise ArchiveError(f"{label}: corrupt tar archive ({exc})") from None
+                    raise ArchiveError(
+                        f"{label}: corrupt or truncated tar data ({exc}); a size header may claim more than the archive holds"
+                    ) from None
                 _check_tail(tar_bytes, tar.offset, size, label)
                 checked = _check_members(members, label, max_bytes=max_bytes, max_files=max_files)
                 staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(target)}.", suffix=".unpack")
