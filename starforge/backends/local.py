@@ -1,0 +1,272 @@
+"""The ``local`` backend: run the launcher on this machine as a subprocess.
+
+The job directory is staged under the experiment (``<experiment>/.forge/jobs/<id>/``).
+``submit`` starts a small supervising process in its own session
+(``python -m starforge.backends.local --supervise STORE ID``), which
+
+1. starts ``python -m starforge.launch --spec <job dir>/jobspec.json`` in a new process
+   group (and session) with the job directory as working directory, its stdout and
+   stderr going to ``<job dir>/log.txt``;
+2. records status ``running`` and the launcher's pid (= its process group id);
+3. waits, then records the exit code (a death by signal N is 128+N, as a shell says) and
+   ``succeeded``, ``failed`` or, when a cancel was asked for, ``cancelled``.
+
+Because the supervisor owns the job, ``forge submit --detach`` can return at once and the
+record is still completed. A waiting ``forge submit`` follows ``log.txt`` (so the output
+reaches the terminal and stays in the log); Ctrl-C reaches only the submitting process
+(the job is in another session), which then cancels the job: SIGTERM to the launcher's
+process group, SIGKILL after a grace period (``FORGE_CANCEL_GRACE``, default 10 s).
+
+Laptop side, standard library only.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import BackendError
+from .base import Backend, JobRecord, exit_status, pid_alive, utc_now
+from .store import JobStore
+
+LOG_NAME = "log.txt"
+_POLL = 0.1
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, settings=None, store: JobStore | None = None) -> None:
+        super().__init__(settings, store)
+        self._children: dict = {}  # job id -> Popen of the supervisor this process started
+
+    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
+        job_dir = Path(job_dir).resolve()
+        if not (job_dir / "jobspec.json").is_file():
+            raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
+        record = JobRecord(
+            id=spec.id,
+            name=spec.name,
+            backend=self.name,
+            status="pending",
+            dir=str(job_dir),
+            created=spec.created or utc_now(),
+            experiment=str(job_dir.parent.parent.parent) if job_dir.parent.name == "jobs" else "",
+        )
+        self.store.save(record)
+        env = dict(os.environ)
+        env["FORGE_JOBS_DIR"] = str(self.store.root)
+        try:
+            with open(job_dir / LOG_NAME, "ab") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), spec.id],
+                    cwd=job_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    env=env,
+                )
+        except OSError as exc:
+            record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
+            self.store.save(record)
+            raise BackendError(f"cannot start job {spec.id}: {exc}") from None
+        self._children[spec.id] = proc
+        return self.store.update(
+            spec.id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": proc.pid})
+        )
+
+    def refresh(self, record: JobRecord) -> JobRecord:
+        record = self.store.get(record.id)
+        if record.final:
+            return record
+        sup = record.backend_ref.get("supervisor_pid")
+        if sup is None or self._supervisor_alive(record.id, sup):
+            return record
+
+        def lost(r: JobRecord) -> JobRecord:
+            if r.final:
+                return r
+            return r.with_changes(
+                status="lost", finished=utc_now(), message="the supervising process ended without recording an exit code"
+            )
+
+        return self.store.update(record.id, lost)
+
+    def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
+        path = Path(record.dir) / LOG_NAME
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        offset = 0
+        while True:
+            chunk = _read_from(path, offset)
+            if chunk:
+                offset += len(chunk)
+                yield decoder.decode(chunk)
+                continue
+            if not follow:
+                break
+            record = self.refresh(record)
+            if record.final:
+                rest = _read_from(path, offset)
+                tail = decoder.decode(rest, final=True)
+                if tail:
+                    yield tail
+                break
+            time.sleep(_POLL)
+
+    def cancel(self, record: JobRecord) -> JobRecord:
+        def ask(r: JobRecord) -> JobRecord:
+            return r if r.final else r.with_changes(backend_ref={**r.backend_ref, "cancel_requested": True})
+
+        record = self.store.update(record.id, ask)
+        if record.final:
+            return record
+        grace = float(os.environ.get("FORGE_CANCEL_GRACE", "10"))
+        pgid = record.backend_ref.get("pgid")
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGTERM, record)
+        record = self._wait_final(record, grace)
+        if record.final:
+            return record
+        record = self.store.get(record.id)
+        pgid = record.backend_ref.get("pgid")
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGKILL, record)
+        record = self._wait_final(record, 5.0)
+        if record.final:
+            return record
+        return self.store.update(
+            record.id,
+            lambda r: r
+            if r.final
+            else r.with_changes(status="cancelled", finished=utc_now(), message="cancelled; no exit code was recorded"),
+        )
+
+    def _wait_final(self, record: JobRecord, seconds: float) -> JobRecord:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            record = self.refresh(record)
+            if record.final:
+                return record
+            time.sleep(_POLL)
+        return record
+
+    def _supervisor_alive(self, job_id: str, pid: int) -> bool:
+        child = self._children.get(job_id)
+        if child is not None:
+            return child.poll() is None
+        return _process_matches(pid, job_id)
+
+
+def _process_matches(pid: int, marker: str) -> bool:
+    """Whether *pid* is alive and (where /proc tells) its command line mentions *marker*."""
+    if not pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()
+    except OSError:
+        return True
+    return marker.encode() in cmdline
+
+
+def _signal_group(pgid: int, sig: int, record: JobRecord) -> None:
+    """Signal the launcher's process group, unless its id now belongs to someone else.
+
+    While the leader lives, its command line must name this job's spec (a recycled pid
+    would not). Once the leader is gone, a group with that id can only be the job's own
+    leftover processes: Linux does not hand out a pid still used as a process group id.
+    """
+    if pid_alive(pgid) and not _process_matches(pgid, str(Path(record.dir) / "jobspec.json")):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(1 << 16)
+    except FileNotFoundError:
+        return b""
+
+
+# -- the supervising process ----------------------------------------------------------------
+
+def supervise(store_root: str, job_id: str) -> int:
+    """Run the launcher for *job_id* and record how it ended (the body of the supervisor)."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    store = JobStore(Path(store_root))
+    record = store.get(job_id)
+    job_dir = Path(record.dir)
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["FORGE_JOB_ID"] = job_id
+    env.pop("FORGE_JOBS_DIR", None)
+    with store.locked(job_id):
+        record = store.get(job_id)
+        if record.backend_ref.get("cancel_requested"):
+            store.save(record.with_changes(status="cancelled", finished=utc_now(), message="cancelled before it started"))
+            return 0
+        with open(job_dir / LOG_NAME, "ab", buffering=0) as log:
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "starforge.launch", "--spec", str(job_dir / "jobspec.json")],
+                    cwd=job_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=env,
+                )
+            except OSError as exc:
+                store.save(record.with_changes(status="failed", finished=utc_now(), message=f"could not start the launcher: {exc}"))
+                return 1
+        store.save(
+            record.with_changes(status="running", backend_ref={**record.backend_ref, "pid": proc.pid, "pgid": proc.pid})
+        )
+    returncode = proc.wait()
+    code = exit_status(returncode)
+
+    def finish(r: JobRecord) -> JobRecord:
+        if r.backend_ref.get("cancel_requested"):
+            return r.with_changes(status="cancelled", exit_code=code, finished=utc_now(), message="cancelled")
+        status = "succeeded" if code == 0 else "failed"
+        message = "" if code == 0 else _failure_message(job_dir, code)
+        return r.with_changes(status=status, exit_code=code, finished=utc_now(), message=message)
+
+    store.update(job_id, finish)
+    return 0
+
+
+def _failure_message(job_dir: Path, code: int) -> str:
+    """One line from the launcher's ``status.json`` when it wrote one."""
+    import json
+
+    try:
+        status = json.loads((job_dir / "status.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"exit code {code}"
+    if not isinstance(status, dict):
+        return f"exit code {code}"
+    phase, plugin = status.get("phase"), status.get("plugin")
+    if phase and phase != "entrypoint" or plugin:
+        return f"exit code {code} in phase {phase}" + (f" (plugin {plugin})" if plugin else "")
+    return f"exit code {code}"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--supervise":
+        sys.exit(supervise(sys.argv[2], sys.argv[3]))
+    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,58 @@
+"""``forge submit [DIR] [--set KEY=VALUE]... [--backend NAME] [--dry-run] [--detach]``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("submit")
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a hyperparameter (+KEY=VALUE adds a new key).")
+@click.option("--backend", type=click.Choice(["local", "ray", "slurm"]), help="Where to run (default: forge.yaml's backend).")
+@click.option("--dry-run", is_flag=True, help="Print the JobSpec JSON; stage and run nothing.")
+@click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
+@click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+def submit(directory, sets, backend, dry_run, detach, registry, insecure) -> None:
+    """Build a JobSpec from the locked experiment, stage the job and run it.
+
+    The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
+    here. Without --detach this waits, streams the job's output, and exits with the
+    job's exit code; Ctrl-C cancels the job.
+
+    \b
+    Example:
+      forge submit examples/quickstart --set opsd.scale=0.5
+      forge submit --dry-run --set grpo.group_size=16 | jq .hyperparams
+      forge submit --detach && forge jobs list
+    """
+    from ..backends.base import wait
+    from ..experiment.submit import submit_experiment
+
+    sub = submit_experiment(directory, sets, backend=backend, registry=registry, insecure=insecure, detach=detach, dry_run=dry_run)
+    if dry_run:
+        click.echo(sub.spec.to_json(), nl=False)
+        return
+    record = sub.record
+    click.echo(f"job     : {record.id}")
+    click.echo(f"dir     : {record.dir}")
+    if detach:
+        click.echo(f"backend : {record.backend} ({record.status}); follow with: forge jobs logs {record.id} -f")
+        return
+    try:
+        record = wait(sub.backend, record, _write)
+    except KeyboardInterrupt:
+        record = sub.backend.refresh(record)
+        click.echo(f"\njob {record.id} cancelled", err=True)
+        raise click.exceptions.Exit(130)
+    code = record.exit_code if record.exit_code is not None else 1
+    detail = f" ({record.message})" if record.message and record.status != "succeeded" else ""
+    click.echo(f"job {record.id} {record.status}, exit code {record.exit_code}{detail}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

@@ -1,0 +1,36 @@
+"""What ``forge jobs show`` reports: the job record, the launcher's ``status.json`` and the
+summary of the job's provenance records.
+
+The summary is :func:`starforge.launch.provenance.summarize` over ``<job dir>/provenance/``
+(one JSON record per host, pid and attempt, written by the launcher and every process
+that carries the plugins). A job directory that is not reachable from here (a remote
+backend's) simply has no provenance section.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def job_details(record) -> dict:
+    """The record as a dict plus ``launch_status`` and ``provenance`` (None when absent)."""
+    out = record.to_dict()
+    job_dir = Path(record.dir)
+    out["launch_status"] = _read_json(job_dir / "status.json")
+    out["provenance"] = None
+    if (job_dir / "provenance").is_dir():
+        from ..launch.provenance import summarize
+
+        out["provenance"] = summarize(str(job_dir))
+    return out
+
+
+def _read_json(path: Path):
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,236 @@
+"""From a locked experiment to a JobSpec and a staged job directory (SPEC §8).
+
+:func:`plan_job` builds the :class:`~starforge.jobspec.JobSpec` (nothing is written):
+the lock must be fresh against forge.yaml (a stale or missing lock is an error, never
+re-resolved), the built-ins pass the static checks, and the hyperparameters are the
+declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` overrides.
+
+:func:`stage_job` builds the job directory::
+
+    jobspec.json
+    forge_plugins/<name>/...          each locked package, fetched by digest (cache first)
+    recipe/...                        the experiment directory, debris and .forge/ left out
+    recipe/common/algorithms/<name>/  each built-in: exactly its packable files
+
+It is built under a temporary name beside its final place, verified (every package and
+built-in against its digest), made read-only (``jobspec.json``, ``forge_plugins/`` and
+``recipe/``; the job directory itself stays writable for the launcher's ``status.json``,
+``provenance/`` and the backend's log) and renamed into place, so a half-staged job
+never appears.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import __version__
+from ..digest import file_map, tree_digest
+from ..errors import BackendError, VerificationError
+from ..jobspec import JobSpec, PluginEntry, write_spec
+from .config import Experiment
+from .lock import Builtin, fresh_lock, load_builtins, published_version
+from .lockfile import LoadedPlugin, LockFile, check_conflicts
+from .overrides import build_hyperparams, declared_params
+
+# Never copied into recipe/: tool debris, VCS data, virtualenvs, and the experiment's own
+# .forge/ (where local jobs are staged).
+SKIP_DIRS = {
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    ".venv",
+    ".ipynb_checkpoints",
+}
+SKIP_TOP_DIRS = {".forge"}
+SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+SKIP_FILES = {".DS_Store"}
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything needed to stage one job."""
+
+    spec: JobSpec
+    experiment: Experiment
+    lock: LockFile
+    builtins: list = field(default_factory=list)
+    shadowed: list = field(default_factory=list)
+
+
+def new_job_id(name: str, now: datetime | None = None) -> str:
+    """``<name>-<UTC yyyymmdd-HHMMSS>-<4 hex>``, e.g. ``qwen3b-grpo-opsd-20261129-120000-3fa2``."""
+    now = now or datetime.now(timezone.utc)
+    return f"{name}-{now.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def builtin_entry(b: Builtin) -> PluginEntry:
+    m = b.manifest
+    return PluginEntry(
+        name=b.name,
+        version=m.version,
+        digest=b.digest,
+        kind=m.kind,
+        load=m.load,
+        entrypoint=m.entrypoint,
+        targets=tuple(m.targets),
+        requires=m.requires.to_dict(),
+        top_level=tuple(b.top_level),
+        files=file_map(b.root, b.files),
+        params={k: p.to_dict() for k, p in m.params.items()},
+    )
+
+
+def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan:
+    """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing."""
+    builtins = load_builtins(exp)
+    lock = fresh_lock(exp, builtins)
+    shadowed = check_conflicts(
+        [LoadedPlugin(label=e.ref, name=e.name, kind=e.kind, top_level=e.top_level) for e in lock.plugins],
+        [b.loaded() for b in builtins],
+    )
+    declared = declared_params(
+        [(e.ref, e.params) for e in lock.plugins if e.kind == "algorithm"]
+        + [(f"built-in {b.name}", {k: p.to_dict() for k, p in b.manifest.params.items()})
+           for b in builtins if b.name not in shadowed and b.manifest.kind == "algorithm"]
+    )
+    config_lines = {}
+    for key in exp.flat_config():
+        line = exp.line(("config",) + tuple(key.split(".")))
+        config_lines[key] = f"{exp.path}:{line}" if line else str(exp.path)
+    hyperparams = build_hyperparams(declared, exp.flat_config(), sets, config_lines)
+    backend = backend or exp.backend
+    settings = exp.backend_settings(backend)
+    now = datetime.now(timezone.utc)
+    spec = JobSpec(
+        id=new_job_id(exp.name, now),
+        name=exp.name,
+        created=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        entrypoint=list(exp.entrypoint),
+        hyperparams=hyperparams,
+        plugins=tuple(e.to_plugin_entry() for e in lock.plugins),
+        recipe_plugins=tuple(builtin_entry(b) for b in builtins),
+        core_version=__version__,
+        strict_deferred=exp.strict_deferred,
+        backend=backend,
+        extra={backend: settings} if settings else {},
+    )
+    return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed)
+
+
+def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
+    """Build the job directory for *plan* at *job_dir* (which must not exist)."""
+    from ..registry.cache import materialize
+
+    job_dir = Path(job_dir)
+    if os.path.lexists(job_dir):
+        raise BackendError(f"{job_dir} already exists; a job directory is staged once")
+    job_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = job_dir.parent / f".{job_dir.name}.staging"
+    if os.path.lexists(tmp):
+        _remove_tree(tmp)
+    tmp.mkdir()
+    try:
+        plugins_dir = tmp / "forge_plugins"
+        plugins_dir.mkdir()
+        for entry in plan.lock.plugins:
+            target = plugins_dir / entry.name
+            materialize(registry, published_version(entry), target)
+            got = tree_digest(target)
+            if got != entry.digest:
+                raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
+        copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
+        write_spec(plan.spec, tmp / "jobspec.json")
+        for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
+            make_read_only(path)
+        os.rename(tmp, job_dir)
+    except BaseException:
+        _remove_tree(tmp)
+        raise
+    return job_dir
+
+
+def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
+    """Copy the experiment *src* to *dest*, leaving out debris; built-ins get exactly their packable files."""
+    src, dest = Path(src), Path(dest)
+    builtin_roots = {b.root.resolve(): b for b in builtins}
+
+    def walk(here: Path, there: Path, top: bool) -> None:
+        there.mkdir()
+        for entry in sorted(os.scandir(here), key=lambda e: e.name):
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info") or (top and entry.name in SKIP_TOP_DIRS):
+                    continue
+                b = builtin_roots.get(path.resolve())
+                if b is not None:
+                    _copy_files(path, there / entry.name, b.files)
+                    got = tree_digest(there / entry.name)
+                    if got != b.digest:
+                        raise VerificationError(f"built-in {b.name} changed while staging: digest {got}, checked {b.digest}")
+                else:
+                    walk(path, there / entry.name, False)
+            elif entry.name in SKIP_FILES or entry.name.endswith(SKIP_SUFFIXES):
+                continue
+            elif entry.is_symlink():
+                os.symlink(os.readlink(path), there / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copy2(path, there / entry.name)
+
+    walk(src, dest, True)
+
+
+def _copy_files(src: Path, dest: Path, files) -> None:
+    dest.mkdir(parents=True)
+    for rel in files:
+        target = dest.joinpath(*rel.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src.joinpath(*rel.split("/")), target)
+
+
+def make_read_only(path: Path) -> None:
+    """Drop every write bit below (and at) *path*; directories after their contents."""
+    path = Path(path)
+    if path.is_file() and not path.is_symlink():
+        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o222)
+        return
+    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, stat.S_IMODE(os.lstat(full).st_mode) & ~0o222)
+        os.chmod(dirpath, stat.S_IMODE(os.lstat(dirpath).st_mode) & ~0o222)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a (possibly read-only) tree."""
+    def writable(func, p, _exc):
+        os.chmod(os.path.dirname(p), 0o755)
+        if os.path.isdir(p) and not os.path.islink(p):
+            os.chmod(p, 0o755)
+        func(p)
+
+    if os.path.lexists(path):
+        for dirpath, dirnames, _ in os.walk(path):
+            os.chmod(dirpath, 0o755)
+        shutil.rmtree(path, onerror=writable)
+
+
+def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None) -> JobPlan:
+    """Read forge.yaml in *directory* and plan its job (what ``forge submit`` starts with)."""
+    from .config import load_experiment
+
+    return plan_job(load_experiment(directory), sets, backend=backend)

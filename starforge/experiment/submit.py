@@ -1,0 +1,54 @@
+"""``forge submit``: plan the job, stage its directory, hand it to a backend.
+
+>>> sub = submit_experiment("examples/quickstart", ["opsd.scale=0.5"])   # doctest: +SKIP
+>>> sub.record.status, sub.job_dir
+('running', PosixPath('examples/quickstart/.forge/jobs/quickstart-20261129-120000-3fa2'))
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .stage import JobPlan, load_plan, stage_job
+
+
+@dataclass(frozen=True)
+class Submission:
+    plan: JobPlan
+    job_dir: Path | None  # None for a dry run
+    record: object | None  # JobRecord; None for a dry run
+    backend: object | None
+
+    @property
+    def spec(self):
+        return self.plan.spec
+
+
+def submit_experiment(
+    directory: str | os.PathLike = ".",
+    sets=(),
+    *,
+    backend: str | None = None,
+    registry: str | None = None,
+    insecure: bool = False,
+    detach: bool = False,
+    dry_run: bool = False,
+    store=None,
+) -> Submission:
+    """Build the JobSpec of the experiment in *directory*; unless *dry_run*, stage and start it."""
+    from ..backends.base import get_backend
+    from .lock import open_experiment_registry
+
+    plan = load_plan(directory, sets, backend=backend)
+    if dry_run:
+        return Submission(plan=plan, job_dir=None, record=None, backend=None)
+    exp = plan.experiment
+    runner = get_backend(plan.spec.backend, exp.backend_settings(plan.spec.backend), store)
+    job_dir = runner.staging_dir(exp.root, plan.spec.id)
+    stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure))
+    record = runner.submit(job_dir, plan.spec, detach=detach)
+    return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner)
