@@ -1,0 +1,110 @@
+"""Publish a plugin directory: check, pack, optionally sign, store immutably.
+
+>>> publish_plugin("opsd-patch", open_registry(), "alice")     # doctest: +SKIP
+PublishResult(version=PublishedVersion(owner='alice', name='opsd-patch', version='1.2.0', ...), created=True)
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import UsageError
+from ..manifest import NAME_MAX, NAME_RE
+from .base import Progress, PublishedVersion, PublishResult, Registry
+
+
+def default_owner(explicit: str | None = None) -> str:
+    """The publishing owner: *explicit* (``--owner``), ``FORGE_OWNER``, config ``owner:``, the login name."""
+    if explicit:
+        return check_owner(explicit, "--owner")
+    env = os.environ.get("FORGE_OWNER")
+    if env:
+        return check_owner(env, "FORGE_OWNER")
+    from ..home import home
+
+    config = home().config_file
+    if config.exists():
+        from ..yamlio import load_yaml_file
+
+        data = load_yaml_file(config).data or {}
+        if isinstance(data, dict) and data.get("owner") is not None:
+            return check_owner(str(data["owner"]), f"'owner' in {config}")
+    import getpass
+
+    try:
+        login = getpass.getuser()
+    except (KeyError, OSError):
+        raise UsageError("cannot tell who is publishing", hint="pass --owner NAME or set FORGE_OWNER") from None
+    return check_owner(login, "the login name")
+
+
+def check_owner(owner: str, source: str) -> str:
+    if not NAME_RE.match(owner) or len(owner) > NAME_MAX:
+        raise UsageError(
+            f"owner '{owner}' (from {source}) is not a valid owner name",
+            hint="owners are lowercase letters, digits and single dashes; pass --owner NAME or set FORGE_OWNER",
+        )
+    return owner
+
+
+def publish_plugin(
+    root: str | os.PathLike,
+    registry: Registry,
+    owner: str,
+    *,
+    sign_key: str | os.PathLike | None = None,
+    passphrase: str | bytes | None = None,
+    progress: Progress | None = None,
+) -> PublishResult:
+    """Check the plugin at *root*, pack it and publish it as ``owner/name@version``.
+
+    With *sign_key*, a DSSE envelope over the publish statement is stored beside it. The
+    same tree digest under an already published version is a no-op success
+    (``created=False``); other content under it raises :class:`ImmutableVersionError`.
+    """
+    from ..archive import pack_tree
+    from ..authoring.checks import require_valid
+
+    check_owner(owner, "the owner")
+    root = Path(root)
+    report = require_valid(root)
+    manifest = report.manifest
+    with tempfile.TemporaryDirectory(prefix="forge-publish-") as tmp:
+        archive = Path(tmp) / f"{manifest.name}-{manifest.version}.tar.gz"
+        packed = pack_tree(root, list(report.files), archive)
+        files, artifact_digest, tree_digest = packed.files, packed.artifact_digest, packed.tree_digest
+        if report.digest and report.digest != tree_digest:
+            # The tree changed between the check and the pack: refuse rather than publish a mix.
+            raise UsageError(f"{root} changed while it was being published", hint="publish again when the files are settled")
+        info = PublishedVersion(
+            owner=owner,
+            name=manifest.name,
+            version=manifest.version,
+            tree_digest=tree_digest,
+            artifact_digest=artifact_digest,
+            manifest=manifest.to_dict(),
+            files=files,
+            top_level=tuple(sorted(report.top_level)),
+            size=archive.stat().st_size,
+            signed=sign_key is not None,
+        )
+        envelope = None
+        if sign_key is not None:
+            from ..signing import sign_statement
+
+            envelope = sign_statement(
+                sign_key,
+                owner=owner,
+                name=manifest.name,
+                version=manifest.version,
+                tree_digest=tree_digest,
+                artifact_digest=artifact_digest,
+                passphrase=passphrase,
+            )
+        return registry.publish(archive, info, signature=envelope, progress=progress) if progress else registry.publish(
+            archive, info, signature=envelope
+        )

@@ -1,0 +1,510 @@
+"""Signing keys, signed publish statements (in-toto Statement v1 in a DSSE envelope), trust.
+
+A publisher signs a statement binding ``owner/name@version`` to the tree digest (the
+subject) with the archive digest in the predicate. The signature covers DSSE's
+pre-authentication encoding of the payload type and the exact payload bytes, so it can be
+neither moved onto another name or version nor broken by re-serializing the JSON.
+
+Verifying (:func:`verify_envelope`) checks, in this order:
+
+1. the signature over the exact bytes, with the keys named in the trust file;
+2. the statement's subject (owner, name, version, tree digest) against what is expected;
+3. that the key which signed is trusted for that owner.
+
+The trust file (``trust.json`` in the config directory, or any path: the launcher reads
+``FORGE_TRUST``) maps owners to public keys by key id. An owner with trusted keys must
+always come with a valid signature; :func:`verify_published` with ``require=True`` extends
+that to every owner.
+
+Importing this module costs only the standard library; ``cryptography`` is imported by the
+functions that need it, so the launcher pays for it only when it checks signatures.
+
+>>> pae("application/vnd.in-toto+json", b"{}")
+b'DSSEv1 28 application/vnd.in-toto+json 2 {}'
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import SignatureError, UsageError
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://starforge.dev/publish/v1"
+TRUST_SCHEMA = "forge/trust/v1"
+DIGEST_ALGORITHM = "sf1"  # the subject digest: the tree digest's hex under its own name
+
+VERIFIED = "verified"  # a valid signature by a key trusted for the owner
+UNSIGNED = "unsigned"  # no signature, and none required (the owner has no trusted key)
+UNVERIFIED = "unverified"  # signed, but no key is trusted for the owner: nothing was checked
+
+
+# -- keys ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KeyPair:
+    """Where a generated key pair was written, and its key id."""
+
+    private: Path
+    public: Path
+    key_id: str
+
+
+def public_path_for(private: str | os.PathLike) -> Path:
+    """``keys/default.key`` -> ``keys/default.pub``."""
+    private = Path(private)
+    return private.with_suffix(".pub") if private.suffix == ".key" else private.with_name(private.name + ".pub")
+
+
+def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None) -> KeyPair:
+    """Write a new Ed25519 private key (PEM, mode 0600) to *path* and its public key beside it.
+
+    Refuses to overwrite an existing key. The key id is the sha256 hex of the raw public key.
+
+    >>> generate_key("keys/default.key").public          # doctest: +SKIP
+    PosixPath('keys/default.pub')
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private_path = Path(path)
+    public = public_path_for(private_path)
+    for p in (private_path, public):
+        if p.exists():
+            raise UsageError(f"{p} already exists; refusing to overwrite a key", hint="choose another --name")
+    private_path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.chmod(private_path.parent, 0o700)
+    key = Ed25519PrivateKey.generate()
+    if passphrase:
+        encryption = serialization.BestAvailableEncryption(_bytes(passphrase))
+    else:
+        encryption = serialization.NoEncryption()
+    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    _atomic_write(private_path, private_pem, 0o600, exclusive=True)
+    _atomic_write(public, public_pem, 0o644, exclusive=True)
+    return KeyPair(private=private_path, public=public, key_id=key_id(public_pem))
+
+
+def key_id(public_key) -> str:
+    """sha256 hex of the raw 32-byte Ed25519 public key (accepts PEM bytes/text or a key object)."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = load_public_key(public_key) if isinstance(public_key, (bytes, str)) else public_key
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def load_public_key(pem: bytes | str):
+    """An Ed25519 public key from PEM; :class:`SignatureError` for anything else."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    data = _bytes(pem)
+    if b"PRIVATE KEY" in data:
+        raise SignatureError("that is a private key; trust and verification take the public key (.pub)")
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError:
+        raise SignatureError("not a PEM public key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise SignatureError("not an Ed25519 public key", hint="make keys with 'forge key generate'")
+    return key
+
+
+def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = None):
+    """The Ed25519 private key at *path*, decrypted with *passphrase* when it has one."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SignatureError(f"no signing key at {path}", hint="make one with 'forge key generate' or pass --key FILE") from None
+    try:
+        key = serialization.load_pem_private_key(data, password=_bytes(passphrase) if passphrase else None)
+    except TypeError:
+        if passphrase:
+            raise SignatureError(f"{path} is not encrypted, but a passphrase was given") from None
+        raise SignatureError(f"{path} is encrypted", hint="set FORGE_KEY_PASSPHRASE to its passphrase") from None
+    except ValueError:
+        if passphrase:
+            raise SignatureError(f"cannot decrypt {path}: wrong passphrase or not a private key") from None
+        raise SignatureError(f"{path} is not a PEM private key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SignatureError(f"{path} is not an Ed25519 key", hint="make keys with 'forge key generate'")
+    return key
+
+
+# -- statements and envelopes -------------------------------------------------------------
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding: ``DSSEv1 SP len(type) SP type SP len(body) SP body``."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def subject_name(owner: str, name: str, version: str) -> str:
+    return f"{owner}/{name}@{version}"
+
+
+def make_statement(owner: str, name: str, version: str, tree_digest: str, artifact_digest: str) -> bytes:
+    """The in-toto Statement v1 a publisher signs, as the exact JSON bytes."""
+    if not tree_digest.startswith("sf1:"):
+        raise UsageError(f"'{tree_digest}' is not a tree digest (sf1:<hex>)")
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": subject_name(owner, name, version), "digest": {DIGEST_ALGORITHM: tree_digest[4:]}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {"artifact_digest": artifact_digest, "tree_digest": tree_digest},
+    }
+    return json.dumps(statement, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def sign_statement(
+    key_path: str | os.PathLike,
+    *,
+    owner: str,
+    name: str,
+    version: str,
+    tree_digest: str,
+    artifact_digest: str,
+    passphrase: str | bytes | None = None,
+) -> bytes:
+    """A DSSE envelope (JSON bytes) over the publish statement, signed with the key at *key_path*."""
+    key = load_private_key(key_path, passphrase)
+    payload = make_statement(owner, name, version, tree_digest, artifact_digest)
+    signature = key.sign(pae(PAYLOAD_TYPE, payload))
+    envelope = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "signatures": [{"keyid": key_id(key.public_key()), "sig": base64.b64encode(signature).decode("ascii")}],
+    }
+    return (json.dumps(envelope, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+# -- trust --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Trust:
+    """Owners and the public keys (by key id, PEM text) trusted for each."""
+
+    owners: dict = field(default_factory=dict)  # owner -> {key id: public key PEM}
+    path: Path | None = None
+
+    def key_ids(self, owner: str) -> list:
+        return sorted(self.owners.get(owner, {}))
+
+    def all_keys(self) -> dict:
+        """Every known key: key id -> PEM."""
+        out: dict = {}
+        for keys in self.owners.values():
+            out.update(keys)
+        return out
+
+
+def default_trust_path() -> Path:
+    from .home import home
+
+    return home().trust_file
+
+
+def load_trust(path: str | os.PathLike | None = None) -> Trust:
+    """The trust file at *path* (default: the user's); an absent file trusts nobody."""
+    path = Path(path) if path is not None else default_trust_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Trust(owners={}, path=path)
+    except ValueError as exc:
+        raise SignatureError(f"trust file {path} is not valid JSON: {exc}") from None
+    owners = data.get("owners") if isinstance(data, dict) else None
+    if data.get("schema") != TRUST_SCHEMA or not isinstance(owners, dict):
+        raise SignatureError(f"trust file {path} is not a {TRUST_SCHEMA} document")
+    clean: dict = {}
+    for owner, keys in owners.items():
+        if not isinstance(keys, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
+            raise SignatureError(f"trust file {path}: owner '{owner}' must map key ids to public keys")
+        clean[owner] = dict(keys)
+    return Trust(owners=clean, path=path)
+
+
+def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathLike | None = None) -> str:
+    """Trust the public key (a file path or PEM text) for *owner*; return its key id.
+
+    Adding a key that is already trusted for the owner changes nothing.
+    """
+    from .manifest import NAME_MAX, NAME_RE
+
+    if not NAME_RE.match(owner) or len(owner) > NAME_MAX:
+        raise UsageError(f"'{owner}' is not a valid owner", hint="lowercase letters, digits and single dashes")
+    text = str(public_key)
+    if "-----BEGIN" in text:
+        pem = text.encode("utf-8")
+    else:
+        try:
+            pem = Path(public_key).read_bytes()
+        except FileNotFoundError:
+            raise UsageError(f"no public key file {public_key}", hint="pass the .pub file written by 'forge key generate'") from None
+        except IsADirectoryError:
+            raise UsageError(f"{public_key} is a directory, not a public key file") from None
+    key = load_public_key(pem)
+    kid = key_id(key)
+    from cryptography.hazmat.primitives import serialization
+
+    normalized = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
+    path = Path(path) if path is not None else default_trust_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _flock(path.with_name(path.name + ".lock")):
+        trust = load_trust(path)
+        owners = {o: dict(k) for o, k in trust.owners.items()}
+        if owners.get(owner, {}).get(kid) == normalized:
+            return kid
+        owners.setdefault(owner, {})[kid] = normalized
+        doc = {"schema": TRUST_SCHEMA, "owners": {o: dict(sorted(k.items())) for o, k in sorted(owners.items())}}
+        _atomic_write(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
+    return kid
+
+
+def trust_list(path: str | os.PathLike | None = None) -> list:
+    """``[{"owner": ..., "key_id": ...}]`` sorted by owner then key id."""
+    trust = load_trust(path)
+    return [{"owner": o, "key_id": k} for o in sorted(trust.owners) for k in trust.key_ids(o)]
+
+
+# -- verification -------------------------------------------------------------------------
+
+def verify_envelope(
+    envelope: bytes,
+    *,
+    owner: str,
+    name: str,
+    version: str,
+    tree_digest: str,
+    trust: Trust,
+) -> str:
+    """Check a DSSE envelope for ``owner/name@version`` with *tree_digest*; return the key id.
+
+    Raises :class:`SignatureError` saying what failed: a malformed envelope, a signature
+    that does not verify or was made by an unknown key, a statement for another name,
+    version or digest, or a key not trusted for *owner*.
+    """
+    from cryptography.exceptions import InvalidSignature
+
+    ref = subject_name(owner, name, version)
+    payload_type, payload, signatures = _parse_envelope(envelope, ref)
+
+    # 1. The signature over the exact bytes, with any key the trust file knows.
+    known = trust.all_keys()
+    message = pae(payload_type, payload)
+    good: list = []
+    unknown: list = []
+    bad: list = []
+    for entry in signatures:
+        kid = entry["keyid"]
+        candidates = [kid] if kid in known else ([] if kid else list(known))
+        if not candidates:
+            unknown.append(kid)
+            continue
+        for cand in candidates:
+            try:
+                load_public_key(known[cand]).verify(entry["sig"], message)
+            except InvalidSignature:
+                continue
+            good.append(cand)
+            break
+        else:
+            bad.append(kid or "(no key id)")
+    if not good:
+        if bad:
+            raise SignatureError(
+                f"signature of {ref} does not verify with key {', '.join(bad)}: the signed statement was altered or signed by another key",
+                hint="do not use this version; ask the publisher to republish it signed",
+            )
+        raise SignatureError(
+            f"{ref} is signed by key {', '.join(k or '(no key id)' for k in unknown)}, which is not in the trust file",
+            hint=f"if you trust it: forge trust add {owner} PUBKEY.pub",
+        )
+
+    # 2. The statement names exactly what is being verified.
+    if payload_type != PAYLOAD_TYPE:
+        raise SignatureError(f"signature of {ref} has payload type '{payload_type}', expected '{PAYLOAD_TYPE}'")
+    statement = _parse_statement(payload, ref)
+    subject = statement["subject"][0]
+    signed_name = subject["name"]
+    s_owner, s_name, s_version = _split_subject(signed_name)
+    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
+        raise SignatureError(
+            f"signature is for {signed_name}, not {ref}: a signature cannot be moved onto another name or version",
+            hint="do not use this version; its signature belongs to another plugin or version",
+        )
+    signed_digest = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
+    if signed_digest != tree_digest:
+        raise SignatureError(
+            f"signature of {ref} is for tree digest {signed_digest}, but the registry serves {tree_digest}",
+            hint="the content under this version is not what its publisher signed",
+        )
+
+    # 3. The key is trusted for this owner.
+    trusted = set(trust.key_ids(owner))
+    for kid in good:
+        if kid in trusted:
+            return kid
+    hint = f"keys trusted for {owner}: {', '.join(sorted(trusted))}" if trusted else f"no key is trusted for {owner}"
+    raise SignatureError(f"{ref} is signed by key {good[0]}, which is not trusted for owner {owner}", hint=hint)
+
+
+def verify_published(registry, info, trust: Trust | None = None, require: bool = False) -> str:
+    """Signature status of a published version, for the lock file: ``verified``, ``unsigned`` or ``unverified``.
+
+    - The owner has trusted keys: the stored envelope must verify (:func:`verify_envelope`)
+      → ``"verified"``; a missing envelope raises :class:`SignatureError` (a stripped
+      signature is an error, never a downgrade).
+    - No key is trusted for the owner: with *require* (``--require-signatures``) this is a
+      :class:`SignatureError`; otherwise ``"unsigned"`` when there is no envelope and
+      ``"unverified"`` when there is one (nobody to check it against).
+
+    *trust* defaults to the user's trust file; *info* is a :class:`PublishedVersion`.
+    """
+    trust = trust if trust is not None else load_trust()
+    envelope = registry.signature(info)
+    trusted = trust.key_ids(info.owner)
+    if not trusted:
+        if require:
+            raise SignatureError(
+                f"{info.ref}: signatures are required, but no key is trusted for owner {info.owner}",
+                hint=f"forge trust add {info.owner} PUBKEY.pub",
+            )
+        return UNSIGNED if envelope is None else UNVERIFIED
+    if envelope is None:
+        raise SignatureError(
+            f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
+            hint="a signature may have been stripped; do not use this version until its publisher signs it",
+        )
+    verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version, tree_digest=info.tree_digest, trust=trust)
+    return VERIFIED
+
+
+# -- internals ----------------------------------------------------------------------------
+
+def _parse_envelope(envelope: bytes, ref: str):
+    def malformed(why: str) -> SignatureError:
+        return SignatureError(f"signature envelope of {ref} is malformed: {why}")
+
+    try:
+        doc = json.loads(envelope)
+    except (ValueError, TypeError):
+        raise malformed("not JSON") from None
+    if not isinstance(doc, dict):
+        raise malformed("not a JSON object")
+    payload_type, payload_b64, sigs = doc.get("payloadType"), doc.get("payload"), doc.get("signatures")
+    if not isinstance(payload_type, str) or not isinstance(payload_b64, str):
+        raise malformed("payloadType and payload must be strings")
+    if not isinstance(sigs, list) or not sigs:
+        raise malformed("no signatures")
+    try:
+        payload = base64.b64decode(payload_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise malformed("payload is not base64") from None
+    out = []
+    for s in sigs:
+        if not isinstance(s, dict) or not isinstance(s.get("sig"), str):
+            raise malformed("a signature entry has no 'sig'")
+        try:
+            raw = base64.b64decode(s["sig"], validate=True)
+        except (binascii.Error, ValueError):
+            raise malformed("a signature is not base64") from None
+        kid = s.get("keyid") or ""
+        out.append({"keyid": kid if isinstance(kid, str) else "", "sig": raw})
+    return payload_type, payload, out
+
+
+def _parse_statement(payload: bytes, ref: str) -> dict:
+    try:
+        st = json.loads(payload)
+    except ValueError:
+        raise SignatureError(f"signed statement of {ref} is not JSON") from None
+    ok = (
+        isinstance(st, dict)
+        and st.get("_type") == STATEMENT_TYPE
+        and st.get("predicateType") == PREDICATE_TYPE
+        and isinstance(st.get("subject"), list)
+        and len(st["subject"]) == 1
+        and isinstance(st["subject"][0], dict)
+        and isinstance(st["subject"][0].get("name"), str)
+        and isinstance(st["subject"][0].get("digest"), dict)
+    )
+    if not ok:
+        raise SignatureError(
+            f"signed statement of {ref} is not a StarForge publish statement "
+            f"({STATEMENT_TYPE} with predicate {PREDICATE_TYPE} and one subject)"
+        )
+    return st
+
+
+def _split_subject(text: str):
+    base, _, version = text.partition("@")
+    owner, _, name = base.partition("/")
+    return owner, name, version
+
+
+def _same_version(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return False
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+@contextlib.contextmanager
+def _flock(path: Path):
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes, mode: int, exclusive: bool = False) -> None:
+    """Write *data* to a temp file beside *path* with *mode* from the start, then rename.
+
+    With *exclusive*, an existing *path* is never replaced (the rename is a hard link).
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise UsageError(f"{path} already exists; refusing to overwrite a key") from None
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

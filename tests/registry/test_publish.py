@@ -1,0 +1,79 @@
+"""publish_plugin: checks, pack, store; then resolve and pull give back the same tree."""
+
+from __future__ import annotations
+
+import pytest
+from plugin_builders import forge_home, write_plugin  # noqa: F401  (fixtures)
+
+from starforge.digest import tree_digest
+from starforge.errors import CheckError, ImmutableVersionError, UsageError
+from starforge.registry.cache import materialize
+from starforge.registry.directory import DirectoryRegistry
+from starforge.registry.publish import default_owner, publish_plugin
+from starforge.registry.resolve import resolve
+
+
+def test_publish_resolve_pull_round_trip_keeps_the_tree_digest(tmp_path):
+    src = write_plugin(tmp_path / "opsd-patch", extra="SCALE = 1.0\n")
+    (src / "__pycache__").mkdir()
+    (src / "__pycache__" / "opsd_patch.cpython-311.pyc").write_bytes(b"debris")
+    expected = tree_digest(src, ["opsd_patch.py", "plugin.yaml"])
+    reg = DirectoryRegistry(tmp_path / "reg")
+    result = publish_plugin(src, reg, "alice")
+    assert result.created is True
+    info = result.version
+    assert (info.ref, info.tree_digest) == ("alice/opsd-patch@1.2.0", expected)
+    assert info.manifest["entrypoint"] == "opsd_patch:install"
+    assert info.top_level == ("opsd_patch",)
+    assert sorted(info.files) == ["opsd_patch.py", "plugin.yaml"]
+    got = resolve(reg, "alice/opsd-patch@~=1.2")
+    assert got.tree_digest == expected and got.artifact_digest == info.artifact_digest
+    pulled = materialize(reg, got, tmp_path / "pulled")
+    assert tree_digest(pulled) == expected  # every file, no excludes: the debris stayed home
+    assert (pulled / "opsd_patch.py").read_text() == (src / "opsd_patch.py").read_text()
+
+
+def test_republishing_unchanged_is_a_no_op_and_changed_content_needs_a_new_version(tmp_path):
+    src = write_plugin(tmp_path / "opsd-patch")
+    reg = DirectoryRegistry(tmp_path / "reg")
+    first = publish_plugin(src, reg, "alice").version
+    assert publish_plugin(src, reg, "alice").created is False
+    (src / "opsd_patch.py").write_text("def install(params):\n    return 1\n")
+    changed = tree_digest(src, ["opsd_patch.py", "plugin.yaml"])
+    with pytest.raises(ImmutableVersionError) as err:
+        publish_plugin(src, reg, "alice")
+    assert first.tree_digest in err.value.message and changed in err.value.message
+    assert "bump" in err.value.hint
+
+
+def test_a_plugin_that_fails_its_checks_is_not_published(tmp_path):
+    src = write_plugin(tmp_path / "opsd-patch")
+    (src / "plugin.yaml").write_text((src / "plugin.yaml").read_text().replace("entrypoint", "entry_point"))
+    reg = DirectoryRegistry(tmp_path / "reg")
+    with pytest.raises(CheckError):
+        publish_plugin(src, reg, "alice")
+    assert not (tmp_path / "reg").exists()
+
+
+def test_a_signed_publish_stores_an_envelope(tmp_path):
+    from starforge.signing import generate_key, load_trust, trust_add, verify_published
+
+    key = generate_key(tmp_path / "keys" / "alice.key")
+    reg = DirectoryRegistry(tmp_path / "reg")
+    info = publish_plugin(write_plugin(tmp_path / "p"), reg, "alice", sign_key=key.private).version
+    assert info.signed is True and reg.signature(info) is not None
+    trust_add("alice", key.public)
+    assert verify_published(reg, info, load_trust()) == "verified"
+
+
+def test_owner_comes_from_flag_then_env_then_config_then_login(forge_home, monkeypatch):
+    monkeypatch.setattr("getpass.getuser", lambda: "loginname")
+    assert default_owner() == "loginname"
+    forge_home.mkdir(parents=True, exist_ok=True)
+    (forge_home / "config.yaml").write_text("owner: carol\n")
+    assert default_owner() == "carol"
+    monkeypatch.setenv("FORGE_OWNER", "bob")
+    assert default_owner() == "bob"
+    assert default_owner("alice") == "alice"
+    with pytest.raises(UsageError, match="'Alice.Smith'"):
+        default_owner("Alice.Smith")
