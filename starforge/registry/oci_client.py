@@ -46,7 +46,7 @@ MANIFEST_MAX = 4 << 20  # what registries must accept; we refuse to read more
 DEFAULT_CHUNK = 16 << 20
 USER_AGENT = "starforge-oci"
 
-Progress = Callable[[int], None]  # called with the number of bytes just moved
+Update = Callable[[int], None]  # called with the number of bytes just moved (negative: restarted)
 
 
 def sha256_digest(data: bytes) -> str:
@@ -266,6 +266,7 @@ class OciClient:
             headers={"User-Agent": USER_AGENT},
             follow_redirects=False,
         )
+        self.catalog_page = 1000  # repositories asked for per catalog page
         self._base: str | None = None
         self._basic: str | None = None  # Authorization value once a Basic challenge was met
         self._tokens: dict[str, str] = {}  # scope -> "Bearer <token>"
@@ -461,7 +462,7 @@ class OciClient:
         return int(r.headers.get("content-length", "-1"))
 
     def push_blob(self, repo: str, source: bytes | Path, digest: str, size: int,
-                  progress: Progress | None = None) -> bool:
+                  progress: Update | None = None) -> bool:
         """Upload a blob unless the registry has it; return True when bytes were sent.
 
         Up to ``chunk_size`` bytes go in one POST + PUT; larger blobs as PATCH chunks and a
@@ -522,7 +523,7 @@ class OciClient:
         except TransientRegistryError as exc:
             raise _Retry(exc) from None
 
-    def fetch_blob(self, repo: str, digest: str, size: int, out, progress: Progress | None = None) -> None:
+    def fetch_blob(self, repo: str, digest: str, size: int, out, progress: Update | None = None) -> None:
         """Stream a blob into the binary file *out*, refusing bytes beyond *size* or a wrong digest.
 
         Restarts from the beginning on a dropped connection (``out`` is truncated first).
@@ -651,7 +652,7 @@ class OciClient:
 
     def catalog(self) -> list[str]:
         """Every repository name, following ``Link`` pages."""
-        return list(self._paged(self._url("/v2/_catalog?n=1000"), "repositories", "registry:catalog:*"))
+        return list(self._paged(self._url(f"/v2/_catalog?n={self.catalog_page}"), "repositories", "registry:catalog:*"))
 
     def _paged(self, url: str, key: str, scope: str) -> Iterator[str]:
         seen = 0

@@ -155,6 +155,12 @@ def private_registry(tmp_path):
         server.stop()
 
 
+@pytest.fixture
+def skopeo():
+    """Path of the skopeo binary (an independent OCI client)."""
+    return need_binary("skopeo")
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_registry_credentials(monkeypatch, tmp_path):
     """Tests see only the credentials they set: no user env vars, no ~/.docker/config.json."""

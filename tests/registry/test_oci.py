@@ -1,0 +1,488 @@
+"""The OCI backend against a real registry (Debian docker-registry on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from starforge.archive import pack_tree
+from starforge.digest import digest_of_bytes
+from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
+from starforge.registry.base import PublishedVersion, open_registry
+from starforge.registry.oci import ARTIFACT_TYPE, CONFIG_TYPE, LAYER_TYPE, SIGNATURE_TYPE, OciRegistry
+from starforge.registry.oci_client import OciClient, parse_challenge, parse_oci_url
+
+pytestmark = pytest.mark.oci
+
+
+def make_plugin(tmp_path: Path, owner: str, name: str, version: str, body: str = "", big: int = 0):
+    """Pack a small plugin tree; return (archive, PublishedVersion, {relpath: bytes})."""
+    module = name.replace("-", "_")
+    root = tmp_path / f"src-{owner}-{name}-{version}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
+    files = {
+        "plugin.yaml": (f"schema: forge/plugin/v1\nname: {name}\nversion: {version}\nkind: algorithm\n"
+                        f"entrypoint: {module}:install\n").encode(),
+        f"{module}/__init__.py": f"def install(params):\n    return {body!r}\n".encode(),
+    }
+    if big:
+        files[f"{module}/weights.bin"] = os.urandom(big)  # random: gzip cannot shrink it
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    packed = pack_tree(root, list(files), tmp_path / f"{root.name}.tar.gz")
+    manifest = {"schema": "forge/plugin/v1", "name": name, "version": version, "kind": "algorithm",
+                "entrypoint": f"{module}:install", "load": "eager"}
+    info = PublishedVersion(owner=owner, name=name, version=version, tree_digest=packed.tree_digest,
+                            artifact_digest=packed.artifact_digest, manifest=manifest, files=packed.files,
+                            top_level=(module,))
+    assert packed.tree_digest == digest_of_bytes(files)
+    return Path(packed.path), info, files
+
+
+def blob_file(storage: Path, digest: str) -> Path:
+    hexpart = digest.split(":", 1)[1]
+    return storage / "docker" / "registry" / "v2" / "blobs" / "sha256" / hexpart[:2] / hexpart / "data"
+
+
+# -- round trips ------------------------------------------------------------------------------
+
+def test_publish_get_download_round_trip(oci_registry, tmp_path):
+    reg = open_registry(oci_registry.url)
+    assert isinstance(reg, OciRegistry)
+    archive, info, _ = make_plugin(tmp_path, "rt-owner", "opsd-patch", "1.2")
+    assert reg.versions("rt-owner", "opsd-patch") == []
+    seen = []
+    result = reg.publish(archive, info, progress=lambda done, total: seen.append((done, total)))
+    assert result.created is True
+    assert result.version.version == "1.2"
+    assert seen[-1] == (archive.stat().st_size, archive.stat().st_size)
+
+    got = reg.get("rt-owner", "opsd-patch", "1.2.0")  # PEP 440-equal spelling finds it
+    assert (got.version, got.tree_digest, got.artifact_digest) == ("1.2", info.tree_digest, info.artifact_digest)
+    assert got.files == info.files and got.manifest == info.manifest and got.top_level == ("opsd_patch",)
+    assert got.size == archive.stat().st_size and got.signed is False
+
+    reg.publish(*make_plugin(tmp_path, "rt-owner", "opsd-patch", "1.10.0", body="b")[:2])
+    reg.publish(*make_plugin(tmp_path, "rt-owner", "other", "0.1.0")[:2])
+    assert reg.versions("rt-owner", "opsd-patch") == ["1.2", "1.10.0"]  # PEP 440 order, not string order
+    assert reg.plugins("rt-owner") == [("rt-owner", "opsd-patch"), ("rt-owner", "other")]
+    assert ("rt-owner", "other") in reg.plugins()
+
+    dest = tmp_path / "pulled" / "a.tar.gz"
+    reg.download(got, dest)
+    assert dest.read_bytes() == archive.read_bytes()
+
+    again = reg.publish(archive, info)
+    assert again.created is False and again.version.tree_digest == info.tree_digest
+
+    with pytest.raises(NotFoundError, match="1.3.0"):
+        reg.get("rt-owner", "opsd-patch", "1.3.0")
+    assert reg.versions("rt-owner", "nothing-here") == []
+
+
+def test_catalog_pages_are_followed(oci_registry, tmp_path):
+    reg = OciRegistry(oci_registry.url)
+    for name in ("pa", "pb", "pc", "pd", "pe"):
+        reg.publish(*make_plugin(tmp_path, "pager", name, "1.0.0")[:2])
+    reg.client.catalog_page = 2  # five repositories → at least three pages linked by Link headers
+    assert reg.plugins("pager") == [("pager", n) for n in ("pa", "pb", "pc", "pd", "pe")]
+
+
+def test_basic_auth_round_trip_from_environment(oci_registry_auth, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_REGISTRY_USER", oci_registry_auth.user)
+    monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", oci_registry_auth.password)
+    reg = OciRegistry(oci_registry_auth.url)
+    archive, info, _ = make_plugin(tmp_path, "authed", "p", "1.0.0")
+    assert reg.publish(archive, info).created is True
+    assert reg.versions("authed", "p") == ["1.0.0"]
+    assert reg.plugins("authed") == [("authed", "p")]
+    dest = tmp_path / "out.tar.gz"
+    reg.download(reg.get("authed", "p", "1.0.0"), dest)
+    assert dest.read_bytes() == archive.read_bytes()
+
+
+def test_basic_auth_from_docker_config(oci_registry_auth, tmp_path, monkeypatch):
+    config_dir = tmp_path / "docker-config"
+    config_dir.mkdir(exist_ok=True)
+    token = base64.b64encode(f"{oci_registry_auth.user}:{oci_registry_auth.password}".encode()).decode()
+    host = f"127.0.0.1:{oci_registry_auth.port}"
+    (config_dir / "config.json").write_text(json.dumps({"auths": {f"http://{host}": {"auth": token}}}))
+    reg = OciRegistry(oci_registry_auth.url)
+    archive, info, _ = make_plugin(tmp_path, "dockercfg", "p", "1.0.0")
+    assert reg.publish(archive, info).created is True
+    assert reg.get("dockercfg", "p", "1.0.0").tree_digest == info.tree_digest
+
+
+def test_credential_helper_from_docker_config(oci_registry_auth, tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    helper = bindir / "docker-credential-forgetest"
+    answer = json.dumps({"Username": oci_registry_auth.user, "Secret": oci_registry_auth.password})
+    helper.write_text(f"#!/bin/sh\nread server\n[ \"$1\" = get ] && echo '{answer}'\n")
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    config_dir = tmp_path / "docker-config"
+    config_dir.mkdir(exist_ok=True)
+    host = f"127.0.0.1:{oci_registry_auth.port}"
+    (config_dir / "config.json").write_text(json.dumps({"credHelpers": {host: "forgetest"}}))
+    reg = OciRegistry(oci_registry_auth.url)
+    archive, info, _ = make_plugin(tmp_path, "helper", "p", "1.0.0")
+    assert reg.publish(archive, info).created is True
+
+
+def test_missing_and_wrong_credentials_are_clear_errors(oci_registry_auth, tmp_path, monkeypatch):
+    archive, info, _ = make_plugin(tmp_path, "denied", "p", "1.0.0")
+    with pytest.raises(RegistryError, match="requires a login") as anonymous:
+        OciRegistry(oci_registry_auth.url).versions("denied", "p")
+    assert "FORGE_REGISTRY_USER" in anonymous.value.hint
+
+    monkeypatch.setenv("FORGE_REGISTRY_USER", oci_registry_auth.user)
+    monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "wrong-password")
+    with pytest.raises(RegistryError, match="refused the credentials of 'alice'") as wrong:
+        OciRegistry(oci_registry_auth.url).publish(archive, info)
+    assert "FORGE_REGISTRY_PASSWORD" in wrong.value.hint
+
+
+# -- immutability and races ------------------------------------------------------------------
+
+def test_published_version_is_immutable(oci_registry, tmp_path):
+    reg = OciRegistry(oci_registry.url)
+    archive_a, info_a, _ = make_plugin(tmp_path, "immut", "p", "2.0.0", body="a")
+    archive_b, info_b, _ = make_plugin(tmp_path, "immut", "p", "2.0", body="b")  # PEP 440-equal version
+    reg.publish(archive_a, info_a)
+    with pytest.raises(ImmutableVersionError) as refused:
+        reg.publish(archive_b, info_b)
+    assert info_a.tree_digest in str(refused.value) and info_b.tree_digest in str(refused.value)
+    assert reg.versions("immut", "p") == ["2.0.0"]
+    dest = tmp_path / "out.tar.gz"
+    reg.download(reg.get("immut", "p", "2.0.0"), dest)
+    assert dest.read_bytes() == archive_a.read_bytes()
+
+
+def test_publisher_that_loses_the_race_during_upload_reports_the_conflict(oci_registry, tmp_path):
+    """B publishes the same version while A's layer is on the wire: A must not overwrite B."""
+    reg_a, reg_b = OciRegistry(oci_registry.url, chunk_size=1 << 20), OciRegistry(oci_registry.url)
+    archive_a, info_a, _ = make_plugin(tmp_path, "race", "p", "1.0.0", body="a", big=3 << 20)
+    archive_b, info_b, _ = make_plugin(tmp_path, "race", "p", "1.0.0", body="b")
+    b_results = []
+
+    def during_a_upload(done, total):
+        if not b_results:
+            b_results.append(reg_b.publish(archive_b, info_b))
+
+    with pytest.raises(ImmutableVersionError) as lost:
+        reg_a.publish(archive_a, info_a, progress=during_a_upload)
+    assert b_results[0].created is True
+    assert info_a.tree_digest in str(lost.value) and info_b.tree_digest in str(lost.value)
+    assert reg_a.get("race", "p", "1.0.0").tree_digest == info_b.tree_digest
+
+
+def test_concurrent_publishers_never_both_keep_a_silent_win(oci_registry, tmp_path):
+    """Threads racing on one version: the tag ends on a winner; a loser reports or is detectable."""
+    for round_ in range(4):
+        version = f"3.0.{round_}"
+        plugins = [make_plugin(tmp_path, "threads", "p", version, body=f"{round_}-{i}") for i in range(3)]
+        barrier = threading.Barrier(len(plugins))
+        outcomes: list = [None] * len(plugins)
+
+        def run(i):
+            reg = OciRegistry(oci_registry.url)
+            barrier.wait()
+            try:
+                outcomes[i] = reg.publish(*plugins[i][:2])
+            except ImmutableVersionError as exc:
+                outcomes[i] = exc
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plugins))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        final = OciRegistry(oci_registry.url).get("threads", "p", version).tree_digest
+        winners = [i for i, o in enumerate(outcomes) if not isinstance(o, Exception)]
+        assert any(plugins[i][1].tree_digest == final for i in winners), outcomes
+        for i, outcome in enumerate(outcomes):
+            assert outcome is not None  # every publisher either returned or raised the conflict
+            if isinstance(outcome, Exception):
+                assert plugins[i][1].tree_digest in str(outcome)
+        # A publisher that returned while its content is not under the tag lost inside the
+        # millisecond window between another's last check and write: no tag write is
+        # conditional. `forge lock --check` catches that later, since the tag shows `final`.
+
+
+# -- failures in transit ----------------------------------------------------------------------
+
+def test_registry_killed_during_upload_leaves_no_version(private_registry, tmp_path):
+    server = private_registry()
+    archive, info, _ = make_plugin(tmp_path, "crash", "big", "1.0.0", big=6 << 20)
+    reg = OciRegistry(server.url, chunk_size=1 << 20, retries=2, backoff=0.05)
+
+    def kill_midway(done, total):
+        if done >= 2 << 20:
+            server.kill()
+
+    with pytest.raises(RegistryError, match="cannot reach registry"):
+        reg.publish(archive, info, progress=kill_midway)
+    server.start()  # same port, same storage
+    reg = OciRegistry(server.url, chunk_size=1 << 20)
+    assert reg.versions("crash", "big") == []
+    assert reg.plugins() == []
+    with pytest.raises(NotFoundError):
+        reg.get("crash", "big", "1.0.0")
+    assert reg.publish(archive, info).created is True
+    dest = tmp_path / "out.tar.gz"
+    reg.download(reg.get("crash", "big", "1.0.0"), dest)
+    assert dest.read_bytes() == archive.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "append"])
+def test_download_refuses_a_damaged_blob(private_registry, tmp_path, damage):
+    server = private_registry()
+    reg = OciRegistry(server.url)
+    archive, info, _ = make_plugin(tmp_path, "damage", "p", "1.0.0", big=200_000)
+    reg.publish(archive, info)
+    info = reg.get("damage", "p", "1.0.0")
+    data = blob_file(server.storage, info.artifact_digest)
+    raw = bytearray(data.read_bytes())
+    if damage == "flip":
+        raw[len(raw) // 2] ^= 0xFF
+        expect = "does not match its digest"
+    elif damage == "truncate":
+        raw = raw[: len(raw) - 1000]
+        expect = "truncated"
+    else:
+        raw += b"extra bytes"
+        expect = "larger than"
+    data.write_bytes(bytes(raw))
+    dest = tmp_path / "pulled" / "p.tar.gz"
+    with pytest.raises(RegistryError, match=expect):
+        reg.download(info, dest)
+    assert not dest.parent.exists() or os.listdir(dest.parent) == []  # no partial file left
+
+
+# -- interop ----------------------------------------------------------------------------------
+
+def test_skopeo_sees_our_artifact_and_the_layer_holds_the_annotated_tree(oci_registry, skopeo, tmp_path):
+    reg = OciRegistry(oci_registry.url)
+    archive, info, files = make_plugin(tmp_path, "alice", "p", "1.0.0")
+    reg.publish(archive, info)
+    out = subprocess.run(
+        [skopeo, "inspect", "--raw", "--tls-verify=false", f"docker://127.0.0.1:{oci_registry.port}/forge/alice/p:1.0.0"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr
+    manifest = json.loads(out.stdout)
+    assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+    assert manifest["artifactType"] == ARTIFACT_TYPE == "application/vnd.starforge.plugin.v1"
+    assert manifest["config"]["mediaType"] == CONFIG_TYPE
+    [layer] = manifest["layers"]
+    assert layer["mediaType"] == LAYER_TYPE
+
+    blob = httpx.get(f"{oci_registry.http}/v2/forge/alice/p/blobs/{layer['digest']}").content
+    assert "sha256:" + hashlib.sha256(blob).hexdigest() == layer["digest"]
+    extracted = {}
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                extracted[member.name] = tar.extractfile(member).read()
+    assert extracted == files
+    assert digest_of_bytes(extracted) == manifest["annotations"]["org.starforge.plugin.tree-digest"]
+
+
+def test_signature_is_a_referrer_found_through_the_tag_fallback(oci_registry, tmp_path):
+    reg = OciRegistry(oci_registry.url)
+    envelope = json.dumps({"payloadType": "application/vnd.in-toto+json", "payload": "e30=",
+                           "signatures": [{"keyid": "k", "sig": "c2ln"}]}).encode()
+    archive, info, _ = make_plugin(tmp_path, "signer", "p", "1.0.0")
+    assert reg.publish(archive, info, signature=envelope).version.signed is True
+    got = reg.get("signer", "p", "1.0.0")
+    assert got.signed is True
+    assert reg.signature(got) == envelope
+
+    # This registry has no referrers API: the signature is listed in the sha256-<hex> tag's index.
+    manifest = httpx.get(f"{oci_registry.http}/v2/forge/signer/p/manifests/1.0.0",
+                         headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+    subject = "sha256:" + hashlib.sha256(manifest.content).hexdigest()
+    assert httpx.get(f"{oci_registry.http}/v2/forge/signer/p/referrers/{subject}").status_code == 404
+    index = httpx.get(f"{oci_registry.http}/v2/forge/signer/p/manifests/sha256-{subject[7:]}",
+                      headers={"Accept": "application/vnd.oci.image.index.v1+json"}).json()
+    assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    [desc] = index["manifests"]
+    assert desc["artifactType"] == SIGNATURE_TYPE
+    sig_manifest = httpx.get(f"{oci_registry.http}/v2/forge/signer/p/manifests/{desc['digest']}",
+                             headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).json()
+    assert sig_manifest["subject"]["digest"] == subject
+    assert reg.versions("signer", "p") == ["1.0.0"]  # the referrers tag is not a version
+
+    # Unsigned, then signed on a same-content republish: the signature is added, the version kept.
+    archive2, info2, _ = make_plugin(tmp_path, "signer", "q", "1.0.0")
+    reg.publish(archive2, info2)
+    assert reg.signature(reg.get("signer", "q", "1.0.0")) is None
+    result = reg.publish(archive2, info2, signature=envelope)
+    assert result.created is False and result.version.signed is True
+    assert reg.signature(reg.get("signer", "q", "1.0.0")) == envelope
+
+
+# -- a Bearer-token front and fault injection, via a loopback proxy ----------------------------
+
+class TokenProxy:
+    """In front of a registry: demands ``Bearer`` tokens from its own /token endpoint (Basic
+    login there), checks each token's scope, and can answer 503 to the next N requests."""
+
+    def __init__(self, upstream: str, user: str, password: str):
+        self.upstream = upstream
+        self.user, self.password = user, password
+        self.fail_next = 0
+        self.scopes_asked: list = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_any(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if self.path.startswith("/token"):
+                    return self.token()
+                if proxy.fail_next > 0:
+                    proxy.fail_next -= 1
+                    return self.reply(503, {}, b"busy")
+                needed = proxy.needed_scope(self.command, self.path)
+                auth = self.headers.get("authorization", "")
+                if auth != f"Bearer tok:{needed}" and not (needed.endswith(":pull") and
+                                                          auth == f"Bearer tok:{needed[:-5]}:pull,push"):
+                    realm = f"http://127.0.0.1:{proxy.port}/token"
+                    challenge = f'Bearer realm="{realm}",service="forge-test",scope="{needed}"'
+                    return self.reply(401, {"WWW-Authenticate": challenge}, b"{}")
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host")}
+                headers["Host"] = f"127.0.0.1:{proxy.port}"
+                with httpx.Client() as up:
+                    r = up.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
+                out = {k: v for k, v in r.headers.items()
+                       if k.lower() not in ("content-length", "transfer-encoding", "connection")}
+                self.reply(r.status_code, out, r.content, r.headers.get("content-length"))
+
+            def token(self):
+                from urllib.parse import parse_qs, urlsplit
+
+                query = parse_qs(urlsplit(self.path).query)
+                expected = "Basic " + base64.b64encode(f"{proxy.user}:{proxy.password}".encode()).decode()
+                if self.headers.get("authorization") != expected:
+                    return self.reply(401, {}, b'{"details":"bad login"}')
+                scope = " ".join(query.get("scope", []))
+                proxy.scopes_asked.append(scope)
+                self.reply(200, {"Content-Type": "application/json"}, json.dumps({"token": f"tok:{scope}"}).encode())
+
+            def reply(self, status, headers, body, head_length=None):
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                length = head_length if self.command == "HEAD" and head_length else str(len(body))
+                self.send_header("Content-Length", length)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = do_any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @staticmethod
+    def needed_scope(method: str, path: str) -> str:
+        path = path.split("?", 1)[0]
+        if path.startswith("/v2/_catalog"):
+            return "registry:catalog:*"
+        if path in ("/v2/", "/v2"):
+            return ""
+        for marker in ("/blobs/", "/manifests/", "/tags/", "/referrers/"):
+            if marker in path:
+                repo = path[len("/v2/"):path.index(marker)]
+                return f"repository:{repo}:" + ("pull" if method in ("GET", "HEAD") else "pull,push")
+        return "unknown"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_bearer_token_challenge_is_answered_with_scoped_tokens(oci_registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_REGISTRY_USER", "bob")
+    monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "hunter2")
+    with TokenProxy(oci_registry.http, "bob", "hunter2") as proxy:
+        reg = OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge")
+        archive, info, _ = make_plugin(tmp_path, "bearer", "p", "1.0.0")
+        assert reg.publish(archive, info).created is True
+        assert reg.plugins("bearer") == [("bearer", "p")]
+        dest = tmp_path / "out.tar.gz"
+        reg.download(reg.get("bearer", "p", "1.0.0"), dest)
+        assert dest.read_bytes() == archive.read_bytes()
+        assert "repository:forge/bearer/p:pull,push" in proxy.scopes_asked
+        assert "registry:catalog:*" in proxy.scopes_asked
+
+        monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "wrong")
+        with pytest.raises(RegistryError, match="refused the credentials of 'bob'"):
+            OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge").versions("bearer", "p")
+
+
+def test_transient_503s_are_retried_and_persistent_ones_reported(oci_registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_REGISTRY_USER", "bob")
+    monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "hunter2")
+    with TokenProxy(oci_registry.http, "bob", "hunter2") as proxy:
+        reg = OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge", backoff=0.01)
+        archive, info, _ = make_plugin(tmp_path, "flaky", "p", "1.0.0")
+        reg.versions("flaky", "p")  # settle the scheme probe and the token first
+        proxy.fail_next = 2
+        assert reg.publish(archive, info).created is True
+        assert proxy.fail_next == 0
+
+        proxy.fail_next = 1000
+        with pytest.raises(RegistryError, match="HTTP 503"):
+            reg.versions("flaky", "p")
+        assert 1000 - proxy.fail_next == reg.client.retries  # bounded: exactly `retries` attempts
+
+
+# -- URL and header parsing (no network) -------------------------------------------------------
+
+def test_oci_url_rules():
+    loc = parse_oci_url("oci://Registry.Example.com:5000/Team/forge/")
+    assert (loc.host, loc.prefix, loc.is_loopback) == ("registry.example.com:5000", "team/forge", False)
+    assert loc.repository("alice", "opsd-patch") == "team/forge/alice/opsd-patch"
+    assert parse_oci_url("oci://localhost:5000").is_loopback
+    assert parse_oci_url("oci://[::1]:5000/x").is_loopback
+    assert parse_oci_url("oci://127.0.0.2/x").is_loopback
+    # A remote host is HTTPS unless --insecure; deciding that sends nothing.
+    assert OciClient(parse_oci_url("oci://registry.example.com/forge")).base == "https://registry.example.com"
+    for bad in ("oci://user:pw@host/x", "oci:///x", "oci://host/UP per", "oci://host:port/x"):
+        with pytest.raises(UsageError):
+            parse_oci_url(bad)
+
+
+def test_www_authenticate_parsing():
+    scheme, params = parse_challenge(
+        'Bearer realm="https://auth.example.com/token",service="registry.example.com",'
+        'scope="repository:team/p:pull,push"')
+    assert scheme == "bearer"
+    assert params == {"realm": "https://auth.example.com/token", "service": "registry.example.com",
+                      "scope": "repository:team/p:pull,push"}
+    assert parse_challenge('Basic realm="forge"') == ("basic", {"realm": "forge"})
