@@ -1,0 +1,139 @@
+"""PluginManifest validation: every §2 rule, with file, line, key and suggestion in the error."""
+
+import pytest
+
+from starforge.errors import ManifestError
+from starforge.manifest import PluginManifest, canonical_version, check_name, type_matches
+from starforge.yamlio import load_yaml
+
+BASE = """\
+schema: forge/plugin/v1
+name: opsd-patch
+version: 1.2.0
+kind: algorithm
+entrypoint: opsd_patch:install
+"""
+
+
+def parse(text: str, source: str = "p/plugin.yaml") -> PluginManifest:
+    doc = load_yaml(text, source)
+    return PluginManifest.from_mapping(doc.data, source=source, lines=doc.line)
+
+
+def error_of(text: str) -> ManifestError:
+    with pytest.raises(ManifestError) as err:
+        parse(text)
+    return err.value
+
+
+def test_minimal_manifest_defaults():
+    m = parse(BASE)
+    assert (m.name, m.version, m.kind, m.entrypoint, m.load) == ("opsd-patch", "1.2.0", "algorithm", "opsd_patch:install", "eager")
+    assert (m.module, m.function) == ("opsd_patch", "install")
+    assert m.targets == () and m.params == {} and m.requires.to_dict() == {}
+
+
+def test_full_manifest_round_trips_to_dict():
+    text = BASE + """\
+load: deferred
+targets: [nemo_rl.algorithms.grpo]
+requires:
+  core: ">=0.1,<1"
+  python: ">=3.10"
+  packages: {nemo-rl: ">=0.4"}
+params:
+  opsd.scale: {type: float, default: 1, description: "advantage multiplier"}
+  opsd.lr: {type: float, default: 1e-6}
+  opsd.flag: {type: str, default: no}
+description: "Scale GRPO advantages"
+"""
+    m = parse(text)
+    assert m.load == "deferred"
+    assert m.targets == ("nemo_rl.algorithms.grpo",)
+    assert m.requires.packages == {"nemo-rl": ">=0.4"}
+    # An int default of a float param is stored as a float; YAML 1.2: 1e-6 is a float, no a string.
+    assert m.param_defaults() == {"opsd.scale": 1.0, "opsd.lr": 1e-06, "opsd.flag": "no"}
+    assert type(m.params["opsd.scale"].default) is float
+    d = m.to_dict()
+    assert d["requires"] == {"core": ">=0.1,<1", "python": ">=3.10", "packages": {"nemo-rl": ">=0.4"}}
+    assert d["params"]["opsd.scale"] == {"type": "float", "default": 1.0, "description": "advantage multiplier"}
+    assert PluginManifest.from_mapping(d) == m
+
+
+def test_versions_are_stored_in_canonical_form():
+    assert parse(BASE.replace("1.2.0", '"1.2"')).version == "1.2"
+    assert parse(BASE.replace("1.2.0", "v1.2.0RC1")).version == "1.2.0rc1"
+    assert parse(BASE.replace("1.2.0", "3")).version == "3"
+    assert canonical_version("1.0.post1") == "1.0.post1"
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (("entrypoint: opsd_patch:install", "entry_point: opsd_patch:install"),
+         "p/plugin.yaml:5: entry_point: unknown key 'entry_point' (did you mean 'entrypoint'?)"),
+        (("schema: forge/plugin/v1", "schema: forge/plugin/v2"), "p/plugin.yaml:1: schema: expected 'forge/plugin/v1'"),
+        (("name: opsd-patch", "name: Opsd_Patch"), "p/plugin.yaml:2: name: 'Opsd_Patch' is not a valid name"),
+        (("name: opsd-patch", "name: opsd--patch"), "p/plugin.yaml:2: name: 'opsd--patch' is not a valid name"),
+        (("version: 1.2.0", "version: 1.2"), "p/plugin.yaml:3: version: 1.2 was read as a number; quote the version"),
+        (("version: 1.2.0", "version: 1!1.0"), "p/plugin.yaml:3: version: '1!1.0' has an epoch"),
+        (("version: 1.2.0", "version: 1.0+local"), "p/plugin.yaml:3: version: '1.0+local' has a local part"),
+        (("version: 1.2.0", "version: banana"), "p/plugin.yaml:3: version: 'banana' is not a PEP 440 version"),
+        (("kind: algorithm", "kind: algorthm"), "p/plugin.yaml:4: kind: expected one of algorithm, environment, data-prep, got 'algorthm' (did you mean 'algorithm'?)"),
+        (("entrypoint: opsd_patch:install", "entrypoint: opsd_patch.install"), "p/plugin.yaml:5: entrypoint: 'opsd_patch.install' is not 'dotted.module:function'"),
+    ],
+)
+def test_bad_values_name_file_line_key_and_fix(edit, expected):
+    assert str(error_of(BASE.replace(*edit))).startswith(expected)
+
+
+def test_unknown_key_hint_is_the_suggestion():
+    err = error_of(BASE.replace("kind:", "knd:"))
+    assert err.hint == "did you mean 'kind'?"
+
+
+def test_missing_required_key_names_it():
+    assert str(error_of(BASE.replace("kind: algorithm\n", ""))) == "p/plugin.yaml:1: missing required key 'kind'"
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ("load: lazy\n", "p/plugin.yaml:6: load: expected one of eager, deferred, got 'lazy'"),
+        ("targets: nemo_rl\n", "p/plugin.yaml:6: targets: expected a list of module names"),
+        ("targets: [ok.mod, 'not a module']\n", "p/plugin.yaml:6: targets.1: 'not a module' is not a dotted module name"),
+        ("requires:\n  core: banana\n", "p/plugin.yaml:7: requires.core: 'banana' is not a PEP 440 specifier set"),
+        ("requires:\n  pyhton: '>=3.10'\n", "p/plugin.yaml:7: requires.pyhton: unknown key 'pyhton' (did you mean 'python'?)"),
+        ("requires:\n  packages: [torch]\n", "p/plugin.yaml:7: requires.packages: expected a mapping"),
+        ("params:\n  opsd.scale: {type: float, default: fast}\n", "p/plugin.yaml:7: params.opsd.scale.default: default 'fast' is not of type float"),
+        ("params:\n  opsd.scale: {type: double}\n", "p/plugin.yaml:7: params.opsd.scale.type: expected one of float, int, bool, str, list, dict, got 'double'"),
+        ("params:\n  opsd.scale: {typ: float}\n", "p/plugin.yaml:7: params.opsd.scale.typ: unknown key 'typ' (did you mean 'type'?)"),
+        ("params:\n  opsd.flag: {type: int, default: true}\n", "p/plugin.yaml:7: params.opsd.flag.default: default True is not of type int"),
+        ("description: [a]\n", "p/plugin.yaml:6: description: expected a string"),
+    ],
+)
+def test_optional_sections_errors(extra, expected):
+    assert str(error_of(BASE + extra)).startswith(expected)
+
+
+def test_top_level_must_be_a_mapping():
+    with pytest.raises(ManifestError, match="expected a mapping at the top level, got a list"):
+        PluginManifest.from_mapping(["x"], source="p/plugin.yaml")
+
+
+def test_without_lines_the_error_still_names_the_file():
+    with pytest.raises(ManifestError, match=r"^plugin.yaml: missing required key 'schema'"):
+        PluginManifest.from_mapping({})
+
+
+def test_type_matches_int_for_float_but_never_bool():
+    assert type_matches("float", 1) and type_matches("float", 1.5)
+    assert not type_matches("float", True) and not type_matches("int", False)
+    assert type_matches("bool", False)
+
+
+def test_check_name_guards_paths():
+    assert check_name("alice") == "alice"
+    for bad in ("../x", "Alice", "a" * 65, "", "a_b", None):
+        with pytest.raises(ManifestError):
+            check_name(bad)
