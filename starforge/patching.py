@@ -132,11 +132,22 @@ def _iso(t: float | None) -> str | None:
 
 
 def _identity(obj: Any) -> str:
-    """What makes two replacements "the same" across re-runs of an install: the qualified name."""
+    """The qualified name of a function or class; type and repr of any other value."""
     qualname = getattr(obj, "__qualname__", None)
     if isinstance(qualname, str):
         return f"{getattr(obj, '__module__', None)}.{qualname}"
     return f"{type(obj).__module__}.{type(obj).__qualname__}:{obj!r}"
+
+
+def _same_definition(obj: Any) -> str:
+    """What makes two functions "the same" across re-runs of an install: where they are defined.
+
+    A re-run ``install`` makes new closures from the same source lines; two lambdas in
+    one function differ by line.
+    """
+    code = getattr(obj, "__code__", None)
+    line = getattr(code, "co_firstlineno", None)
+    return _identity(obj) + (f"@{line}" if line is not None else "")
 
 
 class Patch:
@@ -164,7 +175,7 @@ class Patch:
         self.applied_at: float | None = None
         self.undone_at: float | None = None
         self._target = target
-        self._key = (self.target, plugin, mode, _identity(fn))
+        self._key = (self.target, plugin, mode, _same_definition(fn))
         self._slot: _Slot | None = None
 
     @property
