@@ -138,10 +138,28 @@ def lock_experiment(
     trust=None,
 ) -> LockResult:
     """Resolve *exp*'s plugins and write the lock; *upgrade* is a set of names or :data:`ALL`."""
+    result = resolve_lock(exp, registry, upgrade=upgrade, require_signatures=require_signatures, trust=trust)
+    written = write_lock(result.lock, exp.lock_path)
+    return LockResult(lock=result.lock, written=written, changes=result.changes, shadowed=result.shadowed)
+
+
+def resolve_lock(
+    exp: Experiment,
+    registry,
+    *,
+    upgrade: str | set | None = None,
+    require_signatures: bool = False,
+    trust=None,
+    previous: LockFile | None = None,
+) -> LockResult:
+    """What :func:`lock_experiment` would write (``written`` is False); writes nothing.
+
+    *previous* defaults to the lock file next to forge.yaml.
+    """
     from ..registry.resolve import resolve
     from ..signing import verify_published
 
-    previous = read_lock(exp.lock_path)
+    previous = read_lock(exp.lock_path) if previous is None else previous
     upgrade = _upgrade_names(exp, upgrade)
     builtins = load_builtins(exp)
     entries: list = []
@@ -167,6 +185,8 @@ def lock_experiment(
             changes.append(f"added {entry.ref} ({entry.digest})")
         elif before.version != entry.version:
             changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
+        elif before.request != entry.request:
+            changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
         entries.append(entry)
     if previous:
         kept = {e.name for e in entries}
@@ -176,8 +196,7 @@ def lock_experiment(
         [b.loaded() for b in builtins],
     )
     lock = LockFile(plugins=tuple(entries), registry=registry.url)
-    written = write_lock(lock, exp.lock_path)
-    return LockResult(lock=lock, written=written, changes=changes, shadowed=shadowed)
+    return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed)
 
 
 def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:

@@ -1,0 +1,55 @@
+"""``forge plugin add REF`` / ``forge plugin remove NAME``: edit forge.yaml and plugins.lock.json together."""
+
+from __future__ import annotations
+
+import click
+
+
+def _report(result, directory: str) -> None:
+    for line in result.changes:
+        click.echo(line)
+    if result.lock is not None:
+        state = "wrote" if result.lock.written else "unchanged:"
+        click.echo(f"{'wrote' if result.yaml_written else 'unchanged:'} forge.yaml; {state} plugins.lock.json")
+
+
+@click.command("add")
+@click.argument("ref")
+@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
+@click.option("--registry", metavar="URL", help="Registry to resolve against.")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
+def add(ref: str, directory: str, registry: str | None, insecure: bool, require_signatures: bool) -> None:
+    """Request a plugin in forge.yaml and lock it, keeping forge.yaml's comments and layout.
+
+    A new plugin is appended (loaded last); a plugin already requested gets the new
+    request in its place and is re-resolved.
+
+    \b
+    Example:
+      forge plugin add alice/opsd-patch@~=1.2
+      forge plugin add alice/opsd-patch@1.3.0 --dir examples/quickstart
+    """
+    from ..experiment.edit import add_plugin
+
+    result = add_plugin(directory, ref, registry, insecure=insecure, require_signatures=require_signatures)
+    if result.action == "unchanged":
+        click.echo(f"{result.request} is already requested")
+    _report(result, directory)
+
+
+@click.command("remove")
+@click.argument("name")
+@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
+@click.option("--registry", metavar="URL", help="Registry to resolve against, when the lock must be redone.")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+def remove(name: str, directory: str, registry: str | None, insecure: bool) -> None:
+    """Remove a plugin from forge.yaml and from the lock, keeping forge.yaml's comments and layout.
+
+    \b
+    Example:
+      forge plugin remove opsd-patch
+    """
+    from ..experiment.edit import remove_plugin
+
+    _report(remove_plugin(directory, name, registry, insecure=insecure), directory)
