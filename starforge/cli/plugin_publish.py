@@ -1,0 +1,79 @@
+"""``forge plugin publish [DIR] [--owner OWNER] [--registry URL] [--insecure] [--sign [--key FILE]]``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+
+
+def read_passphrase(passphrase_file: str | None) -> str | None:
+    """The key passphrase: ``--passphrase-file`` (first line), else ``FORGE_KEY_PASSPHRASE``, else None."""
+    if passphrase_file:
+        try:
+            text = Path(passphrase_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read passphrase file {passphrase_file}: {exc.strerror}") from None
+        return text.splitlines()[0] if text.strip() else None
+    return os.environ.get("FORGE_KEY_PASSPHRASE") or None
+
+
+@click.command("publish")
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.option("--owner", metavar="OWNER", help="Publishing owner (default: FORGE_OWNER, config 'owner:', the login name).")
+@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key for --sign (default: the key named 'default').")
+@click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
+@click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
+def publish(directory, owner, registry, insecure, sign, key_file, passphrase_file, as_json) -> None:
+    """Check, pack and publish a plugin as OWNER/NAME@VERSION.
+
+    Published versions are immutable: publishing the same files again is a no-op success;
+    other files under a published version are refused (bump the version in plugin.yaml).
+
+    \b
+    Example:
+      forge plugin publish opsd-patch --owner alice --sign
+    """
+    from ..home import home
+    from ..registry.base import open_registry
+    from ..registry.progress import transfer_progress
+    from ..registry.publish import default_owner, publish_plugin
+
+    if key_file and not sign:
+        raise UsageError("--key goes with --sign", hint="forge plugin publish --sign --key FILE")
+    owner = default_owner(owner)
+    sign_key = None
+    passphrase = None
+    if sign:
+        sign_key = Path(key_file) if key_file else home().keys_dir / "default.key"
+        if not sign_key.exists():
+            raise UsageError(f"no signing key at {sign_key}", hint="make one with 'forge key generate' or pass --key FILE")
+        passphrase = read_passphrase(passphrase_file)
+        if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and click.get_text_stream("stdin").isatty():
+            passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)
+    reg = open_registry(registry, insecure=insecure)
+    with transfer_progress("publish", 0) as update:
+        result = publish_plugin(directory, reg, owner, sign_key=sign_key, passphrase=passphrase, progress=update)
+    info = result.version
+    if as_json:
+        from dataclasses import asdict
+
+        click.echo(json.dumps({"created": result.created, "registry": reg.url, **asdict(info), "ref": info.ref}, indent=2, sort_keys=True))
+        return
+    if result.created:
+        click.echo(f"published {info.ref} {info.tree_digest}")
+    else:
+        click.echo(f"already published {info.ref} {info.tree_digest} (same content)")
+    if sign and result.created:
+        from ..signing import key_id, load_private_key
+
+        click.echo(f"signed with key {key_id(load_private_key(sign_key, passphrase).public_key())}")
+    elif sign:
+        click.echo("a signature is stored for it" if info.signed else "not signed: the registry kept the version as it was")

@@ -1,0 +1,35 @@
+"""``forge plugin pull REF [-o DIR]``: fetch, verify and unpack one version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("pull")
+@click.argument("ref")
+@click.option("-o", "--output", type=click.Path(file_okay=False), help="Directory to create (default: ./NAME).")
+@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--require-signatures", is_flag=True, help="Refuse the version unless a trusted key signed it.")
+def pull(ref, output, registry, insecure, require_signatures) -> None:
+    """Download REF through the cache and unpack it into a new directory.
+
+    The archive is checked against its digest, the unpacked files against the tree
+    digest, and the signature against the trust file when the owner has trusted keys.
+
+    \b
+    Example:
+      forge plugin pull alice/opsd-patch@1.2.0 -o /tmp/opsd-patch
+    """
+    from ..registry.base import open_registry
+    from ..registry.cache import materialize
+    from ..registry.resolve import resolve
+    from ..signing import verify_published
+
+    reg = open_registry(registry, insecure=insecure)
+    info = resolve(reg, ref)
+    status = verify_published(reg, info, require=require_signatures)
+    dest = materialize(reg, info, Path(output) if output else Path(info.name))
+    click.echo(f"pulled {info.ref} {info.tree_digest} into {dest} (signature: {status})")

@@ -1,0 +1,71 @@
+"""``forge plugin show REF [--json]``: what a reference resolves to, and its signature status."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+
+def describe(registry, ref: str) -> dict:
+    """The resolved version of *ref* as a dict, with ``signature: {status, error}``."""
+    from ..errors import SignatureError
+    from ..registry.resolve import resolve
+    from ..signing import verify_published
+
+    info = resolve(registry, ref)
+    try:
+        signature = {"status": verify_published(registry, info), "error": None}
+    except SignatureError as exc:
+        signature = {"status": "refused", "error": exc.message}
+    return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature}
+
+
+@click.command("show")
+@click.argument("ref")
+@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
+def show(ref, registry, insecure, as_json) -> None:
+    """Show the version REF resolves to: digests, manifest, files and signature status.
+
+    \b
+    Example:
+      forge plugin show alice/opsd-patch@~=1.2
+    """
+    from ..registry.base import open_registry
+
+    d = describe(open_registry(registry, insecure=insecure), ref)
+    if as_json:
+        click.echo(json.dumps(d, indent=2, sort_keys=True))
+        return
+    m = d["manifest"]
+    req = m.get("requires") or {}
+    requires = [f"core {req['core']}"] if "core" in req else []
+    requires += [f"python {req['python']}"] if "python" in req else []
+    requires += [f"{k} {v}".strip() for k, v in sorted((req.get("packages") or {}).items())]
+    sig = d["signature"]
+    rows = [
+        ("tree digest", d["tree_digest"]),
+        ("artifact digest", f"{d['artifact_digest']} ({d['size']} bytes)"),
+        ("kind", f"{m.get('kind')} (load: {m.get('load', 'eager')})"),
+        ("entrypoint", m.get("entrypoint", "")),
+        ("top-level", ", ".join(d["top_level"]) or "-"),
+        ("targets", ", ".join(m.get("targets") or []) or "-"),
+        ("requires", "; ".join(requires) or "-"),
+        ("files", str(len(d["files"]))),
+        ("signature", sig["status"] + (f": {sig['error']}" if sig["error"] else "")),
+    ]
+    click.echo(d["ref"])
+    if m.get("description"):
+        click.echo(f"  {m['description']}")
+    for label, value in rows:
+        click.echo(f"  {label + ':':<17}{value}")
+    params = m.get("params") or {}
+    if params:
+        click.echo("  params:")
+        for key, decl in params.items():
+            default = f", default {json.dumps(decl['default'])}" if "default" in decl else ""
+            text = f": {decl['description']}" if decl.get("description") else ""
+            click.echo(f"    {key} ({decl['type']}{default}){text}")
