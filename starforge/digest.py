@@ -117,8 +117,9 @@ def case_collision(paths: Iterable[str]) -> tuple[str, str] | None:
 def digest_of_map(files: Mapping[str, str]) -> str:
     """The tree digest of a per-file map ``{relpath: sha256 hex}``."""
     h = hashlib.sha256()
-    for path in sorted(files, key=lambda p: p.encode("utf-8")):
-        h.update(f"{files[path]}  {path}\n".encode("utf-8"))
+    # surrogateescape: a name that is not UTF-8 contributes its raw bytes, as in the shell
+    for path in sorted(files, key=lambda p: p.encode("utf-8", "surrogateescape")):
+        h.update(f"{files[path]}  {path}\n".encode("utf-8", "surrogateescape"))
     return PREFIX + h.hexdigest()
 
 
@@ -129,16 +130,28 @@ def digest_of_bytes(contents: Mapping[str, bytes]) -> str:
 
 def walk_files(root: str | os.PathLike) -> list[str]:
     """Every regular file below *root* as sorted relative POSIX paths (no excludes)."""
-    root = os.fspath(root)
+    return [rel for rel, _ in _walk(os.fspath(root))]
+
+
+def _walk(root: str) -> list[tuple[str, str]]:
+    """``(relpath, full path)`` of every regular file below *root*, sorted by UTF-8 path.
+
+    Uses the directory entry's file type (no stat call per file where the file system
+    reports it). Symlinks, to files or directories, are neither listed nor followed.
+    """
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        rel = os.path.relpath(dirpath, root)
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            if stat.S_ISREG(os.lstat(full).st_mode):
-                out.append(name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}")
-    return sorted(out, key=lambda p: p.encode("utf-8"))
+    stack = [("", root)]
+    while stack:
+        rel_dir, full_dir = stack.pop()
+        with os.scandir(full_dir) as entries:
+            for entry in entries:
+                rel = f"{rel_dir}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    out.append((rel, entry.path))
+    out.sort(key=lambda item: item[0].encode("utf-8", "surrogateescape"))
+    return out
 
 
 def file_map(
@@ -148,12 +161,17 @@ def file_map(
 
     *workers*: ``1`` hashes on the calling thread; ``N > 1`` uses N threads, each given
     a share of the files balanced by size up front; ``None`` (default) is 1 for trees
-    under 16 MiB, else up to 4 threads bounded by the CPU count. The result never
+    under 16 MiB, else up to 4 threads bounded by the CPUs this process may use. The result never
     depends on *workers*.
     """
     root = os.fspath(root)
-    rels = walk_files(root) if paths is None else list(paths)
-    fulls = [os.path.join(root, *p.split("/")) for p in rels]
+    if paths is None:
+        pairs = _walk(root)
+        rels = [rel for rel, _ in pairs]
+        fulls = [full for _, full in pairs]
+    else:
+        rels = list(paths)
+        fulls = [os.path.join(root, *p.split("/")) for p in rels]
     if workers is not None and workers < 1:
         raise ValueError("workers must be at least 1")
     if workers == 1 or len(fulls) < 2:
@@ -167,11 +185,19 @@ def file_map(
     if workers is None:
         if sum(sizes) < _PARALLEL_MIN_BYTES:
             return _hash_many(rels, fulls)
-        workers = max(1, min(4, os.cpu_count() or 1))
+        workers = max(1, min(4, _usable_cpus()))
     workers = min(workers, len(fulls))
     if workers == 1:
         return _hash_many(rels, fulls)
     return _hash_parallel(rels, fulls, sizes, workers)
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _hash_many(rels: list[str], fulls: list[str]) -> FileMap:

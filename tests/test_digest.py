@@ -93,6 +93,13 @@ def test_non_ascii_names_match_the_pipeline(tmp_path):
     assert tree_digest(tmp_path) == shell_digest(tmp_path)
 
 
+def test_a_name_that_is_not_utf8_hashes_its_raw_bytes_like_the_pipeline(tmp_path):
+    write(tmp_path, "ok.py", "x")
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xff.py"), "wb") as f:
+        f.write(b"y")
+    assert tree_digest(tmp_path) == shell_digest(tmp_path)
+
+
 def test_debris_does_not_change_the_local_digest(tmp_path):
     write(tmp_path, "plugin.yaml", "name: x\n")
     write(tmp_path, "mod/__init__.py", "def install(params):\n    pass\n")
