@@ -38,6 +38,7 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure) -> Non
     record = sub.record
     click.echo(f"job     : {record.id}")
     click.echo(f"dir     : {record.dir}")
+    sys.stdout.flush()
     if detach:
         click.echo(f"backend : {record.backend} ({record.status}); follow with: forge jobs logs {record.id} -f")
         return
@@ -47,6 +48,7 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure) -> Non
         record = sub.backend.refresh(record)
         click.echo(f"\njob {record.id} cancelled", err=True)
         raise click.exceptions.Exit(130)
+    sys.stdout.flush()
     code = record.exit_code if record.exit_code is not None else 1
     detail = f" ({record.message})" if record.message and record.status != "succeeded" else ""
     click.echo(f"job {record.id} {record.status}, exit code {record.exit_code}{detail}", err=True)
