@@ -30,7 +30,8 @@ def check(directory: str, strict: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         if not report.ok:
-            raise click.exceptions.Exit(CheckError.exit_code)
+            n = len(report.errors)
+            raise CheckError(f"{directory}: {n} check{'s' if n > 1 else ''} failed", hint="see \"errors\" in the JSON report")
         return
     for finding in report.warnings:
         click.echo(f"warning: {finding.describe(directory)}", err=True)
