@@ -239,7 +239,7 @@ def run_entrypoint(argv: list[str], recipe: str):
             path = os.path.abspath(script)
             sys.argv = [script] + list(args)
             sys.path.insert(0, os.path.dirname(path))
-            runpy.run_path(path, run_name="__main__")
+            runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it
         return 0, None
     except SystemExit as exc:
         return _exit_code(exc.code), None
@@ -302,8 +302,8 @@ def _trim(tb):
     """Drop the launcher's and runpy's own frames from the top of a trainer traceback."""
     import runpy
 
-    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
+    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    while tb is not None and (tb.tb_frame.f_code.co_filename in skip or os.path.abspath(tb.tb_frame.f_code.co_filename) in skip):
         tb = tb.tb_next
     return tb
 

@@ -57,8 +57,14 @@ def runtime_paths(job_dir: str) -> dict:
     }
 
 
-def build_runtime_zip() -> bytes:
-    """A deterministic zip of the cluster-side starforge modules plus ``packaging``."""
+def build_runtime_zip(zip_path: str = ZIP_NAME) -> bytes:
+    """A deterministic zip of the cluster-side starforge modules plus ``packaging``.
+
+    Each module is stored as source and as unchecked hash-based bytecode for this
+    interpreter (zipimport cannot cache compiled code; without it every worker would
+    compile the runtime again). Another Python version ignores the bytecode (its magic
+    number differs) and compiles the source.
+    """
     import starforge
 
     pkg_root = os.path.dirname(os.path.abspath(starforge.__file__))
@@ -69,6 +75,10 @@ def build_runtime_zip() -> bytes:
             with open(path, "rb") as f:
                 files["starforge/" + rel] = f.read()
     files.update(_packaging_files())
+    for name in [n for n in files if n.endswith(".py")]:
+        pyc = _bytecode(files[name], os.path.join(zip_path, name))
+        if pyc is not None:
+            files[name[:-3] + ".pyc"] = pyc
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(files):
@@ -77,6 +87,18 @@ def build_runtime_zip() -> bytes:
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, files[name])
     return buf.getvalue()
+
+
+def _bytecode(source: bytes, filename: str) -> bytes | None:
+    import importlib.util
+
+    try:
+        from importlib._bootstrap_external import _code_to_hash_pyc  # stable since 3.7
+
+        code = compile(source, filename, "exec", dont_inherit=True)
+        return bytes(_code_to_hash_pyc(code, importlib.util.source_hash(source), checked=False))
+    except Exception:
+        return None
 
 
 def _packaging_files() -> dict[str, bytes]:
@@ -118,7 +140,7 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     paths = runtime_paths(job_dir)
     os.makedirs(paths["bootstrap"], exist_ok=True)
     _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
-    _write_if_changed(paths["zip"], build_runtime_zip())
+    _write_if_changed(paths["zip"], build_runtime_zip(paths["zip"]))
     if hyperparams is None:
         from ..jobspec import read_spec
 

@@ -17,7 +17,6 @@ Cluster side: standard library only.
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import marshal
@@ -27,7 +26,7 @@ import tempfile
 from typing import Iterable, Mapping
 
 
-class SnapshotLoader(importlib.abc.InspectLoader):
+class SnapshotLoader:
     """Loads modules of one plugin from its verified snapshot."""
 
     def __init__(self, root: str, contents: Mapping[str, bytes], modules: Mapping[str, tuple]) -> None:
@@ -37,6 +36,9 @@ class SnapshotLoader(importlib.abc.InspectLoader):
 
     def _path(self, rel: str) -> str:
         return os.path.join(self.root, *rel.split("/"))
+
+    # The importlib.abc interfaces, duck-typed: importing importlib.abc costs every
+    # process of the job several milliseconds (it pulls in importlib.resources).
 
     def create_module(self, spec):
         return None
@@ -75,7 +77,7 @@ class SnapshotLoader(importlib.abc.InspectLoader):
         raise FileNotFoundError(f"{path}: not part of the verified plugin tree")
 
 
-class SnapshotFinder(importlib.abc.MetaPathFinder):
+class SnapshotFinder:
     """Finds the modules of one verified plugin tree; placed at the front of ``sys.meta_path``."""
 
     def __init__(self, root: str, contents: Mapping[str, bytes], top_level: Iterable[str] = (), label: str = "") -> None:

@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,7 +237,7 @@ class Job:
                         raise LaunchFailure(
                             "install", 13, item.ref,
                             f"{item.ref}: install raised {type(exc).__name__}: {exc}",
-                            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                            _format_exc(exc),
                         ) from None
                     item.status = "loaded"
                 else:
@@ -267,7 +266,7 @@ class Job:
             raise LaunchFailure(
                 "import", 12, item.ref,
                 f"{item.ref}: importing '{module_name}' raised {type(exc).__name__}: {exc}",
-                "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                _format_exc(exc),
             ) from None
         func = getattr(module, func_name, None)
         if not callable(func):
@@ -313,6 +312,7 @@ class Job:
                 if self.watcher:
                     self.watcher.forget(item)
                 run_or_exit(self, lambda: self.activate(item, "install_deferred"))
+                self.write_provenance()
                 return True
         return False
 
@@ -425,6 +425,8 @@ class TargetWatcher:
             self.forget(item)
         for item in due:
             run_or_exit(self.job, lambda item=item: self.job.activate(item, f"target:{module_name}"))
+        if due:
+            self.job.write_provenance()
 
 
 # -- process-wide state ----------------------------------------------------------------------
@@ -503,6 +505,8 @@ def boot_process(reason: str = "start-up") -> Job | None:
                     item.status = "disabled"
         else:
             run_or_exit(job, lambda: job.boot(reason))
+        # Written now (a worker may be killed, skipping atexit) and again at exit.
+        job.write_provenance()
         import atexit
 
         atexit.register(job.write_provenance)
@@ -518,10 +522,14 @@ def attempt_number(env) -> int:
     return 0
 
 
-def _host() -> str:
-    import socket
+def _format_exc(exc: BaseException) -> str:
+    import traceback
 
-    return socket.gethostname()
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def _host() -> str:
+    return os.uname().nodename
 
 
 def _core_version() -> str:
