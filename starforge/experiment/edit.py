@@ -205,12 +205,15 @@ def set_plugins_text(text: str, new_items: list, *, replace_index: int | None = 
 
 
 def _insert_point(bare: list) -> int:
-    """Where a new top-level ``plugins:`` line goes: before the top-level key that follows
-    ``entrypoint:`` (so after its value), else at the end."""
+    """Where a new top-level ``plugins:`` line goes: right after ``entrypoint:`` and its
+    value (before the comments that lead the next key), else at the end."""
     seen_entry = False
     for n, line in enumerate(bare):
         if _TOP_KEY_RE.match(line):
             if seen_entry:
+                # comments and blank lines just above the next key belong to it
+                while n > 0 and (not bare[n - 1].strip() or bare[n - 1].lstrip().startswith("#")):
+                    n -= 1
                 return n
             if line.startswith("entrypoint"):
                 seen_entry = True

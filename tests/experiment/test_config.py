@@ -1,0 +1,71 @@
+"""forge.yaml: what is accepted, and how a mistake is reported (file, line, closest key)."""
+
+import pytest
+
+from starforge.errors import ManifestError
+from starforge.experiment.config import flatten, load_experiment
+
+GOOD = """\
+schema: forge/job/v1
+name: qwen3b-grpo-opsd
+entrypoint: python -m toy_grpo.train --steps 3
+plugins: [alice/opsd-patch@~=1.2, bob/gspo]
+recipe:
+  plugins: [reward-clip]
+config:
+  opsd: {scale: 1.0}
+  grpo: {group_size: 8, lr: 1.0e-6}
+  task.target: [1, 2]
+backend: slurm
+slurm: {launch: per-node}
+"""
+
+
+def write(tmp_path, text):
+    (tmp_path / "forge.yaml").write_text(text)
+    return tmp_path
+
+
+def test_a_full_forge_yaml(tmp_path):
+    exp = load_experiment(write(tmp_path, GOOD))
+    assert exp.name == "qwen3b-grpo-opsd"
+    assert exp.entrypoint == ("python", "-m", "toy_grpo.train", "--steps", "3")
+    assert [(p.owner, p.name, p.specifier) for p in exp.plugins] == [("alice", "opsd-patch", "~=1.2"), ("bob", "gspo", None)]
+    assert exp.recipe_plugins == ("reward-clip",)
+    assert exp.flat_config() == {"opsd.scale": 1.0, "grpo.group_size": 8, "grpo.lr": 1e-6, "task.target": [1, 2]}
+    assert exp.backend == "slurm" and exp.backend_settings("slurm") == {"launch": "per-node"}
+    assert exp.plugins[0].line == 4
+
+
+def test_defaults(tmp_path):
+    exp = load_experiment(write(tmp_path, "schema: forge/job/v1\nname: x\nentrypoint: [python, train.py]\n"))
+    assert (exp.plugins, exp.recipe_plugins, exp.config, exp.backend, exp.strict_deferred) == ((), (), {}, "local", False)
+    assert exp.entrypoint == ("python", "train.py")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (GOOD.replace("plugins: [alice", "plugin: [alice"), r"forge.yaml:4: unknown key 'plugin' \(did you mean 'plugins'\?\)"),
+        (GOOD.replace("  plugins: [reward", "  plugin: [reward"), r"forge.yaml:6: unknown key 'recipe.plugin' \(did you mean 'plugins'\?\)"),
+        (GOOD.replace("backend: slurm", "backend: slrum"), r"forge.yaml:11: expected one of local, ray, slurm, got 'slrum' \(did you mean 'slurm'\?\)"),
+        (GOOD.replace("schema: forge/job/v1", "schema: forge/job/v2"), r"forge.yaml:1: expected 'forge/job/v1'"),
+        (GOOD.replace("bob/gspo", "bob/opsd-patch"), r"forge.yaml:4: plugins\[1\]: plugin 'opsd-patch' is already requested"),
+        (GOOD.replace("bob/gspo", "gspo"), r"forge.yaml:4: plugins\[1\]: 'gspo' is not a plugin reference"),
+        (GOOD.replace("  task.target: [1, 2]", "  opsd.scale: 2.0"), r"config key 'opsd.scale' is written twice"),
+        (GOOD.replace("name: qwen3b-grpo-opsd", "name: 'a b'"), r"forge.yaml:2: 'a b' is not a valid job name"),
+        ("schema: forge/job/v1\nname: x\n", r"missing required key 'entrypoint'"),
+    ],
+)
+def test_mistakes_are_located(tmp_path, text, message):
+    with pytest.raises(ManifestError, match=message):
+        load_experiment(write(tmp_path, text))
+
+
+def test_missing_forge_yaml_is_a_clear_error(tmp_path):
+    with pytest.raises(ManifestError, match="no forge.yaml here"):
+        load_experiment(tmp_path)
+
+
+def test_flatten_keeps_lists_and_empty_mappings_as_leaves():
+    assert flatten({"a": {"b": {"c": 1}, "d": []}, "e": {}}) == {"a.b.c": 1, "a.d": [], "e": {}}
