@@ -334,9 +334,9 @@ def _next_attempt(job_dir: str) -> int:
 
 
 def _make_read_only(job) -> None:
-    """Leave every staged plugin tree read-only (files 0444, directories 0555)."""
-    for item in job.items:
-        root = item.root
+    """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used)."""
+    roots = [os.path.join(job.job_dir, "forge_plugins")] + [i.root for i in job.items if i.builtin]
+    for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):
             continue
         for dirpath, dirnames, filenames in os.walk(root):
