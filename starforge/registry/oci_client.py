@@ -137,6 +137,8 @@ def _auth_key_matches(key: str, host: str) -> bool:
     if "://" in k:
         k = k.split("://", 1)[1]
     k = k.split("/", 1)[0].lower()
+    if k == "index.docker.io" and host in ("docker.io", "registry-1.docker.io"):
+        return True
     return k == host or (host.endswith(":443") and k == host[:-4])
 
 
@@ -194,8 +196,11 @@ def find_credentials(host: str, env=None) -> Credentials | None:
             return Credentials(user, password, source)
         if entry.get("username") and entry.get("password"):
             return Credentials(entry["username"], entry["password"], source)
-    if isinstance(config.get("credsStore"), str) and config["credsStore"]:
-        return _credential_helper(config["credsStore"], host, source)
+    store = config.get("credsStore")
+    if isinstance(store, str) and store and shutil.which(f"docker-credential-{store}"):
+        # A default store whose helper is not installed (Docker Desktop's "desktop" on a
+        # machine without it) means no stored credentials, not an error.
+        return _credential_helper(store, host, source)
     return None
 
 
@@ -248,7 +253,7 @@ class OciClient:
         location: OciLocation,
         *,
         insecure: bool = False,
-        credentials: Credentials | None = None,
+        credentials: Credentials | None | Callable[[], Credentials | None] = None,
         retries: int = 4,
         backoff: float = 0.25,
         chunk_size: int = DEFAULT_CHUNK,
@@ -256,7 +261,7 @@ class OciClient:
     ) -> None:
         self.location = location
         self.insecure = insecure
-        self.credentials = credentials
+        self._credentials = credentials
         self.retries = max(1, retries)
         self.backoff = backoff
         self.chunk_size = max(1 << 16, chunk_size)
@@ -274,6 +279,13 @@ class OciClient:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def credentials(self) -> Credentials | None:
+        """Resolved on first use, so an anonymous registry never runs a credential helper."""
+        if callable(self._credentials):
+            self._credentials = self._credentials()
+        return self._credentials
+
     # -- plumbing ---------------------------------------------------------------------------
 
     @property
@@ -287,9 +299,12 @@ class OciClient:
                 try:
                     self._http.get(f"{https}/v2/", timeout=5.0)
                     self._base = https
-                except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectTimeout):
-                    # Not TLS (or not up at all: then http fails the same way and says so).
-                    self._base = f"http://{self.location.host}"
+                except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectTimeout) as exc:
+                    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                        self._base = https  # it speaks TLS: let the certificate error surface
+                    else:
+                        # Not TLS (or not up at all: then http fails the same way and says so).
+                        self._base = f"http://{self.location.host}"
         return self._base
 
     def _url(self, path: str) -> str:
@@ -499,7 +514,10 @@ class OciClient:
             r = self.request("POST", self._url(f"/v2/{repo}/blobs/uploads/"), scope=scope,
                              headers={"Content-Length": "0"}, ok=(202,), retry=False)
             location = self._absolute(r.headers["location"])
-            if size <= self.chunk_size:
+            chunk_size = self.chunk_size
+            if r.headers.get("oci-chunk-min-length", "").isdigit():
+                chunk_size = max(chunk_size, int(r.headers["oci-chunk-min-length"]))
+            if size <= chunk_size:
                 data = source if isinstance(source, bytes) else Path(source).read_bytes()
                 # Data goes with the PUT: a POST body with ?digest= is dropped by some registries.
                 url = str(httpx.URL(location).copy_merge_params({"digest": digest}))
@@ -508,7 +526,7 @@ class OciClient:
                 progress(len(data))
                 return
             offset = 0
-            for chunk in _chunks(source, self.chunk_size):
+            for chunk in _chunks(source, chunk_size):
                 end = offset + len(chunk) - 1
                 r = self.request("PATCH", location, scope=scope, content=chunk, ok=(202,), retry=False,
                                  headers={"Content-Type": "application/octet-stream",
