@@ -421,11 +421,11 @@ def undo_all() -> None:
 
 
 def _imported(name: str) -> bool:
-    module = sys.modules.get(name)
-    if module is None:
-        return False
-    spec = getattr(module, "__spec__", None)
-    return not getattr(spec, "_initializing", False)
+    # A module still initializing counts as imported: a post-import hook (the launcher's
+    # target watcher) runs inside the import, after the body has run, and waiting would miss
+    # it. Patching from inside the module's own body finds only what is defined so far and
+    # fails loudly if the target is not.
+    return name in sys.modules
 
 
 def _import(t: Target, p: Patch) -> types.ModuleType:

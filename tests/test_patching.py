@@ -397,6 +397,20 @@ def test_when_imported_applies_at_once_when_already_imported(pkg):
     assert p.applied and fw.compute(1) == -2
 
 
+def test_when_imported_from_a_post_import_hook_applies_at_once(pkg):
+    """The launcher installs a plugin right after its target module ran, still inside the import."""
+    name, root = pkg
+    write(root, "hooked", f"""
+        def f(x):
+            return x + 1
+
+        from starforge import patching
+        patching.wrap("{name}.hooked:f", lambda original, x: original(x) * 5, when_imported=True)
+    """)
+    assert importlib.import_module(f"{name}.hooked").f(1) == 10
+    assert patching.records()[-1]["status"] == "applied"
+
+
 def test_a_missing_attribute_fails_the_import_of_the_deferred_target(pkg):
     name, root = pkg
     write(root, "late", "def f(x):\n    return x\n")
