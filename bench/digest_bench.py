@@ -55,6 +55,17 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+def best_interleaved(fns, repeat: int) -> list[float]:
+    """Best time of each function, run round-robin so passing load hits them all alike."""
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [min(t) for t in times]
+
+
 def sha256_rate(repeat: int) -> float:
     """Bytes per second of hashlib.sha256 over one in-memory 64 MiB buffer, one core."""
     buf = os.urandom(64 << 20)
@@ -71,7 +82,7 @@ def main() -> int:
     os.makedirs(base, exist_ok=True)
     try:
         rate = sha256_rate(args.repeat)
-        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
         print(f"hashlib.sha256, one core, in memory: {rate / 1e6:8.1f} MB/s  (= 1.00x)")
         print()
         header = f"{'tree':30} {'method':22} {'time':>9} {'MB/s':>9} {'x sha256':>9} {'x coreutils':>12}"
@@ -85,15 +96,14 @@ def main() -> int:
             expected = tree_digest(root)  # also warms the page cache
             out = subprocess.run(PIPELINE, shell=True, cwd=root, check=True, capture_output=True, text=True).stdout
             assert expected == "sf1:" + out.split()[0], "tree digest disagrees with the coreutils pipeline"
-            t_shell = best(
-                lambda: subprocess.run(PIPELINE, shell=True, cwd=root, check=True, capture_output=True), args.repeat
-            )
-            rows = [
-                ("coreutils pipeline", t_shell),
-                ("tree_digest workers=1", best(lambda: tree_digest(root, workers=1), args.repeat)),
-                ("tree_digest workers=2", best(lambda: tree_digest(root, workers=2), args.repeat)),
-                ("tree_digest default", best(lambda: tree_digest(root), args.repeat)),
+            methods = [
+                ("coreutils pipeline", lambda: subprocess.run(PIPELINE, shell=True, cwd=root, check=True, capture_output=True)),
+                ("tree_digest workers=1", lambda: tree_digest(root, workers=1)),
+                ("tree_digest workers=2", lambda: tree_digest(root, workers=2)),
+                ("tree_digest default", lambda: tree_digest(root)),
             ]
+            rows = list(zip([m for m, _ in methods], best_interleaved([fn for _, fn in methods], args.repeat)))
+            t_shell = rows[0][1]
             for method, t in rows:
                 ratio = total / t / rate
                 print(f"{label:30} {method:22} {t * 1000:7.1f}ms {total / t / 1e6:9.1f} {ratio:8.2f}x {t_shell / t:11.2f}x")
@@ -101,6 +111,7 @@ def main() -> int:
                 single, double = target
                 print(f"{'':30} targets: workers=1 >= {single}x sha256" + (f", workers=2 >= {double}x" if double else ""))
             print()
+        print(f"load average at the end: {os.getloadavg()[0]:.2f} (other processes skew the two-worker rows most)")
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

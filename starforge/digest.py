@@ -72,6 +72,30 @@ def _hash_path(path: str, buf: bytearray) -> str:
         os.close(fd)
 
 
+def _hash_if_small(path: str, buf: bytearray) -> tuple[str | None, int]:
+    """``(sha256 hex, size)`` for a file under the small-file size, else ``(None, size)``."""
+    fd = os.open(path, _O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size >= _SMALL:
+            return None, size
+        h = hashlib.sha256(os.read(fd, size) if size else b"")
+        view = memoryview(buf)
+        while True:
+            n = os.readv(fd, [buf]) if _HAVE_READV else _readinto(fd, buf)
+            if not n:
+                return h.hexdigest(), size
+            h.update(view[:n])
+    finally:
+        os.close(fd)
+
+
+def _readinto(fd: int, buf: bytearray) -> int:
+    data = os.read(fd, len(buf))
+    buf[: len(data)] = data
+    return len(data)
+
+
 def path_problem(path: str) -> str | None:
     """Why *path* (relative, POSIX) cannot name a file in a plugin tree, or None.
 
@@ -159,10 +183,13 @@ def file_map(
 ) -> FileMap:
     """``{relpath: sha256 hex}`` for *paths* (default: every regular file below *root*).
 
-    *workers*: ``1`` hashes on the calling thread; ``N > 1`` uses N threads, each given
-    a share of the files balanced by size up front; ``None`` (default) is 1 for trees
-    under 16 MiB, else up to 4 threads bounded by the CPUs this process may use. The result never
-    depends on *workers*.
+    *workers*: ``1`` hashes everything on the calling thread. Otherwise files under
+    256 KiB (whose cost is mostly Python and system calls, under the GIL) are hashed on
+    the calling thread as they come, and the large ones (hashed with the GIL released)
+    are then split by size, largest first, into one share per worker, each run by one
+    long-lived thread with no queue between files. ``None`` (default) uses threads only
+    when the large files add up to 16 MiB, then up to 4 bounded by the CPUs this process
+    may use. The result never depends on *workers*.
     """
     root = os.fspath(root)
     if paths is None:
@@ -176,20 +203,27 @@ def file_map(
         raise ValueError("workers must be at least 1")
     if workers == 1 or len(fulls) < 2:
         return _hash_many(rels, fulls)
-    sizes = []
-    for full in fulls:
-        try:
-            sizes.append(os.stat(full).st_size)
-        except OSError:
-            sizes.append(0)  # hashing reports the real error
+    # Small files are hashed here as they come; large ones are set aside with the size
+    # fstat reported and then split over the threads.
+    results: list[str | None] = [None] * len(fulls)
+    large: list[tuple[int, int]] = []
+    buf = bytearray(_CHUNK)
+    for i, full in enumerate(fulls):
+        digest, size = _hash_if_small(full, buf)
+        if digest is None:
+            large.append((i, size))
+        else:
+            results[i] = digest
     if workers is None:
-        if sum(sizes) < _PARALLEL_MIN_BYTES:
-            return _hash_many(rels, fulls)
-        workers = max(1, min(4, _usable_cpus()))
-    workers = min(workers, len(fulls))
-    if workers == 1:
-        return _hash_many(rels, fulls)
-    return _hash_parallel(rels, fulls, sizes, workers)
+        big = sum(size for _, size in large)
+        workers = max(1, min(4, _usable_cpus())) if big >= _PARALLEL_MIN_BYTES else 1
+    workers = min(workers, len(large))
+    if workers <= 1:
+        for i, _ in large:
+            results[i] = _hash_path(fulls[i], buf)
+    else:
+        _hash_parallel(fulls, large, workers, results)
+    return dict(zip(rels, results))  # type: ignore[arg-type]
 
 
 def _usable_cpus() -> int:
@@ -205,18 +239,19 @@ def _hash_many(rels: list[str], fulls: list[str]) -> FileMap:
     return {rel: _hash_path(full, buf) for rel, full in zip(rels, fulls)}
 
 
-def _hash_parallel(rels: list[str], fulls: list[str], sizes: list[int], workers: int) -> FileMap:
+def _hash_parallel(fulls: list[str], large: list[tuple[int, int]], workers: int, results: list) -> None:
+    """Hash the ``(index, size)`` files of *large* on *workers* threads into *results*."""
     import threading
 
-    # Largest first onto the least-loaded share: each thread then runs one long batch
-    # with no queue between files.
+    # Largest first onto the least-loaded share, decided before any thread starts: each
+    # thread then runs one long batch with no queue between files. The calling thread
+    # takes share 0.
     shares: list[list[int]] = [[] for _ in range(workers)]
     loads = [0] * workers
-    for i in sorted(range(len(fulls)), key=lambda i: -sizes[i]):
+    for i, size in sorted(large, key=lambda item: -item[1]):
         k = loads.index(min(loads))
         shares[k].append(i)
-        loads[k] += sizes[i] + 4096  # a file costs something even when empty
-    results: list[str | None] = [None] * len(fulls)
+        loads[k] += size
     errors: list[BaseException] = []
 
     def run(share: list[int]) -> None:
@@ -235,7 +270,6 @@ def _hash_parallel(rels: list[str], fulls: list[str], sizes: list[int], workers:
         t.join()
     if errors:
         raise errors[0]
-    return {rel: h for rel, h in zip(rels, results)}  # type: ignore[misc]
 
 
 def tree_digest(
