@@ -116,7 +116,10 @@ def report(exc: ForgeError) -> int:
 def main(argv: list | None = None) -> int:
     debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        forge.main(args=argv, prog_name="forge", standalone_mode=False)
+        code = forge.main(args=argv, prog_name="forge", standalone_mode=False)
+        # without standalone mode click returns the code of click.exceptions.Exit instead of exiting
+        if isinstance(code, int) and not isinstance(code, bool) and code:
+            sys.exit(code)
     except ForgeError as exc:
         if debug:
             raise
