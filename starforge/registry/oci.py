@@ -404,7 +404,15 @@ class OciRegistry(Registry):
         again = self._manifest(info.owner, info.name, tag)
         if again is not None:
             return self._republish(again, info, tag, ref, signature, concurrent=True)
-        self.client.put_manifest(repo, tag, body, OCI_MANIFEST)
+        try:
+            self.client.put_manifest(repo, tag, body, OCI_MANIFEST)
+        except RegistryError:
+            # A registry with immutable tags refuses the write when another publisher got
+            # there first: report that as the conflict it is.
+            again = self._manifest(info.owner, info.name, tag)
+            if again is None:
+                raise
+            return self._republish(again, info, tag, ref, signature, concurrent=True)
         # Re-check: our tag, and any PEP 440-equal spelling another publisher may have written.
         for other in [tag] + [t for t in self._equal_tags(repo, tag) if t != tag]:
             after = self.client.get_manifest(repo, other)

@@ -345,11 +345,14 @@ class TokenProxy:
         self.upstream = upstream
         self.user, self.password = user, password
         self.fail_next = 0
+        self.before_tag_write = None  # called once before the first manifest PUT by tag
+        self.immutable_tags = False  # refuse a manifest PUT to an existing tag (like Harbor, ECR)
         self.scopes_asked: list = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes
 
             def log_message(self, *args):
                 pass
@@ -371,6 +374,15 @@ class TokenProxy:
                     return self.reply(401, {"WWW-Authenticate": challenge}, b"{}")
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host")}
                 headers["Host"] = f"127.0.0.1:{proxy.port}"
+                reference = self.path.rsplit("/manifests/", 1)[-1] if "/manifests/" in self.path else ""
+                if self.command == "PUT" and reference and not reference.startswith("sha256:"):
+                    hook, proxy.before_tag_write = proxy.before_tag_write, None
+                    if hook:
+                        hook()
+                    existing = httpx.get(proxy.upstream + self.path, headers={"Accept": headers.get("Content-Type", "")})
+                    if proxy.immutable_tags and existing.status_code == 200:
+                        error = {"errors": [{"code": "DENIED", "message": "the tag is immutable"}]}
+                        return self.reply(412, {"Content-Type": "application/json"}, json.dumps(error).encode())
                 with httpx.Client() as up:
                     r = up.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
                 out = {k: v for k, v in r.headers.items()
@@ -443,6 +455,21 @@ def test_bearer_token_challenge_is_answered_with_scoped_tokens(oci_registry, tmp
         monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "wrong")
         with pytest.raises(RegistryError, match="refused the credentials of 'bob'"):
             OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge").versions("bearer", "p")
+
+
+def test_registry_side_tag_immutability_turns_a_lost_race_into_a_conflict(oci_registry, tmp_path, monkeypatch):
+    """B writes the tag between A's last check and A's write; the registry refuses A's write."""
+    monkeypatch.setenv("FORGE_REGISTRY_USER", "bob")
+    monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "hunter2")
+    archive_a, info_a, _ = make_plugin(tmp_path, "guarded", "p", "1.0.0", body="a")
+    archive_b, info_b, _ = make_plugin(tmp_path, "guarded", "p", "1.0.0", body="b")
+    with TokenProxy(oci_registry.http, "bob", "hunter2") as proxy:
+        proxy.immutable_tags = True
+        proxy.before_tag_write = lambda: OciRegistry(oci_registry.url).publish(archive_b, info_b)
+        with pytest.raises(ImmutableVersionError) as lost:
+            OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge").publish(archive_a, info_a)
+    assert info_a.tree_digest in str(lost.value) and info_b.tree_digest in str(lost.value)
+    assert OciRegistry(oci_registry.url).get("guarded", "p", "1.0.0").tree_digest == info_b.tree_digest
 
 
 def test_transient_503s_are_retried_and_persistent_ones_reported(oci_registry, tmp_path, monkeypatch):
