@@ -37,7 +37,11 @@ def plugin(root: Path, version="1.2.0", body="") -> Path:
 
 
 def digest_of(env, path) -> str:
-    return forge(env, "plugin", "digest", str(path)).stdout.split()[-1]
+    """The tree digest of a plugin directory holding only what `plugin` writes."""
+    from starforge.digest import tree_digest
+
+    assert sorted(p.name for p in Path(path).iterdir()) == ["opsd_patch.py", "plugin.yaml"]
+    return tree_digest(path)
 
 
 def test_publish_list_show_pull_round_trip(tmp_path, env):
