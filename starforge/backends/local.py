@@ -250,19 +250,19 @@ def supervise(store_root: str, job_id: str) -> int:
 
 
 def _failure_message(job_dir: Path, code: int) -> str:
-    """One line from the launcher's ``status.json`` when it wrote one."""
+    """Which launcher phase failed, from its ``status.json`` ("" when the trainer decided)."""
     import json
 
     try:
         status = json.loads((job_dir / "status.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return f"exit code {code}"
+        return ""
     if not isinstance(status, dict):
-        return f"exit code {code}"
+        return ""
     phase, plugin = status.get("phase"), status.get("plugin")
     if phase and phase != "entrypoint" or plugin:
-        return f"exit code {code} in phase {phase}" + (f" (plugin {plugin})" if plugin else "")
-    return f"exit code {code}"
+        return f"launcher phase {phase}" + (f", plugin {plugin}" if plugin else "")
+    return ""
 
 
 if __name__ == "__main__":

@@ -1,0 +1,269 @@
+"""forge lock, forge submit, forge plugin add/remove, end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCALE = {"opsd.scale": ("float", 1.0)}
+
+
+@pytest.fixture
+def opsd(project):
+    """alice/opsd-patch 1.2.0 (eager, declares opsd.scale) published; experiment requests it."""
+    project.publish(project.plugin("opsd-patch", params=SCALE))
+    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
+    return project
+
+
+def test_eager_and_deferred_plugins_run_and_see_the_set(project):
+    project.publish(project.plugin("opsd-patch", params=SCALE))
+    project.publish(project.plugin("late-patch", "0.3.0", load="deferred"))
+    project.experiment(plugins=["alice/opsd-patch@~=1.2", "alice/late-patch"], entrypoint="python -m trainer late-patch")
+    out = project.forge("lock").stdout
+    assert "added alice/opsd-patch@1.2.0" in out and "added alice/late-patch@0.3.0" in out
+    run = project.forge("submit", "--set", "opsd.scale=0.5")
+    lines = run.stdout.splitlines()
+    job_id = lines[0].split(": ", 1)[1]
+    assert lines[1] == f"dir     : {project.jobs_dir() / job_id}"
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in lines
+    assert any(line.startswith("plugin  : alice/late-patch@0.3.0 registered") for line in lines)
+    assert "opsd-patch 1.2.0 installed opsd.scale=0.5" in lines
+    assert "late-patch 0.3.0 installed later with tiny-model" in lines
+    hp = json.loads(next(line for line in lines if line.startswith("trainer hyperparams ")).split(" ", 2)[2])
+    assert hp == {"grpo.group_size": 8, "grpo.lr": 1e-6, "opsd.scale": 0.5}
+    assert f"job {job_id} succeeded, exit code 0" in run.stderr
+
+    shown = json.loads(project.forge("jobs", "show", job_id, "--json").stdout)
+    assert {k: shown[k] for k in ("id", "status", "exit_code", "dir", "backend")} == {
+        "id": job_id, "status": "succeeded", "exit_code": 0, "dir": str(project.jobs_dir() / job_id), "backend": "local"
+    }
+    prov = shown["provenance"]["plugins"]
+    assert prov["alice/opsd-patch@1.2.0"]["loaded"] >= 1 and prov["alice/late-patch@0.3.0"]["installed_later"] >= 1
+    text = project.forge("jobs", "show", job_id).stdout
+    assert "status   : succeeded (exit 0)" in text and "alice/opsd-patch@1.2.0" in text
+    log = project.forge("jobs", "logs", job_id).stdout
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in log and "trainer done" in log
+
+
+def test_staged_job_directory(opsd):
+    opsd.forge("lock")
+    job_id = opsd.forge("submit").stdout.splitlines()[0].split(": ", 1)[1]
+    job = opsd.jobs_dir() / job_id
+    spec = json.loads((job / "jobspec.json").read_text())
+    lock = json.loads(opsd.lock.read_text())
+    assert spec["id"] == job_id and job_id.startswith("demo-")
+    assert spec["plugins"][0]["digest"] == lock["plugins"][0]["digest"]
+    assert spec["core_version"] and spec["entrypoint"] == ["python", "-m", "trainer"]
+    assert sorted(os.listdir(job / "forge_plugins" / "opsd-patch")) == ["opsd_patch.py", "plugin.yaml"]
+    assert (job / "recipe" / "trainer.py").is_file() and (job / "recipe" / "forge.yaml").is_file()
+    assert not (job / "recipe" / ".forge").exists()  # the jobs directory is not copied into itself
+    assert not os.access(job / "forge_plugins" / "opsd-patch" / "opsd_patch.py", os.W_OK) or os.geteuid() == 0
+    assert (os.stat(job / "forge_plugins" / "opsd-patch" / "opsd_patch.py").st_mode & 0o222) == 0
+    assert (os.stat(job / "recipe" / "trainer.py").st_mode & 0o222) == 0
+    assert (job / "log.txt").read_text().count("trainer done") == 1
+
+
+def test_set_typing_and_typos(opsd):
+    opsd.forge("lock")
+    typo = opsd.forge("submit", "--set", "opsd.scael=0.5", ok=False)
+    assert typo.returncode == 2
+    assert "error: --set opsd.scael=0.5: unknown key 'opsd.scael' (closest: opsd.scale)" in typo.stderr
+    bad = opsd.forge("submit", "--set", "grpo.group_size=abc", ok=False)
+    assert bad.returncode == 2 and "'grpo.group_size' is an integer in config (8), got a string 'abc'" in bad.stderr
+    spec = json.loads(opsd.forge("submit", "--dry-run", "--set", "+new.key=1", "--set", "opsd.scale=2", "--set", "grpo.lr=3e-6").stdout)
+    assert spec["hyperparams"] == {"grpo.group_size": 8, "grpo.lr": 3e-6, "new.key": 1, "opsd.scale": 2.0}
+    assert not opsd.jobs_dir().exists()  # a dry run and refused submits stage nothing
+
+
+def test_dry_run_prints_the_jobspec_and_stages_nothing(opsd):
+    opsd.forge("lock")
+    spec = json.loads(opsd.forge("submit", "--dry-run").stdout)
+    assert spec["schema"] == "forge/jobspec/v1"
+    assert [p["ref"] for p in spec["plugins"]] == ["alice/opsd-patch@1.2.0"]
+    assert spec["hyperparams"]["opsd.scale"] == 1.0  # the declared default
+    assert not (opsd.exp / ".forge").exists()
+    assert json.loads(opsd.forge("jobs", "list", "--json").stdout) == []
+
+
+def test_missing_and_stale_lock_refuse_to_submit(opsd):
+    missing = opsd.forge("submit", ok=False)
+    assert missing.returncode == 15 and "no lock file next to forge.yaml" in missing.stderr
+    assert "hint: run: forge lock" in missing.stderr
+    opsd.forge("lock")
+    (opsd.exp / "forge.yaml").write_text((opsd.exp / "forge.yaml").read_text().replace("~=1.2", ">=1.0"))
+    stale = opsd.forge("submit", ok=False)
+    assert stale.returncode == 15
+    assert "plugins.lock.json is stale: opsd-patch: forge.yaml requests alice/opsd-patch@>=1.0, the lock was made for alice/opsd-patch@~=1.2" in stale.stderr
+    assert not opsd.jobs_dir().exists()
+
+
+def test_lock_check_passes_after_config_edit_fails_after_request_change_and_writes_nothing(opsd):
+    opsd.forge("lock")
+    before = opsd.lock.read_bytes()
+    stat = os.stat(opsd.lock)
+    assert opsd.forge("lock", "--check").stdout.startswith(f"ok: {opsd.lock} matches forge.yaml and registry ")
+    yaml_path = opsd.exp / "forge.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace('"group_size": 8', '"group_size": 16'))
+    opsd.forge("lock", "--check")
+    opsd.forge("lock", "--check", "--offline")
+    assert "unchanged:" in opsd.forge("lock").stdout
+    yaml_path.write_text(yaml_path.read_text().replace("~=1.2", "~=1.3"))
+    for args in (("lock", "--check"), ("lock", "--check", "--offline")):
+        failed = opsd.forge(*args, ok=False)
+        assert failed.returncode == 15
+        assert "forge.yaml requests alice/opsd-patch@~=1.3, the lock was made for alice/opsd-patch@~=1.2" in failed.stderr
+        assert "hint: run: forge lock --upgrade opsd-patch" in failed.stderr
+    assert opsd.lock.read_bytes() == before and os.stat(opsd.lock).st_mtime_ns == stat.st_mtime_ns
+
+
+def test_moved_tag_is_a_hard_error_naming_both_digests(opsd):
+    opsd.forge("lock")
+    locked = json.loads(opsd.lock.read_text())["plugins"][0]["digest"]
+    record = opsd.home / "registry" / "plugins" / "alice" / "opsd-patch" / "1.2.0.json"
+    data = json.loads(record.read_text())
+    moved = "sf1:" + "f" * 64
+    data["tree_digest"] = moved
+    record.write_text(json.dumps(data))
+    for args in (("lock", "--check"), ("lock",)):
+        failed = opsd.forge(*args, ok=False)
+        assert failed.returncode == 15
+        assert f"moved tag: alice/opsd-patch@1.2.0 is locked at {locked}, but registry" in failed.stderr
+        assert f"now serves {moved}" in failed.stderr
+    assert opsd.forge("lock", "--check", "--offline").returncode == 0
+    assert json.loads(opsd.lock.read_text())["plugins"][0]["digest"] == locked
+
+
+def test_only_upgrade_changes_a_locked_version(opsd):
+    opsd.forge("lock")
+    opsd.publish(opsd.plugin("opsd-patch", "1.2.1", params=SCALE))
+    opsd.forge("lock")
+    assert json.loads(opsd.lock.read_text())["plugins"][0]["version"] == "1.2.0"
+    assert "upgraded opsd-patch 1.2.0 -> 1.2.1" in opsd.forge("lock", "--upgrade", "opsd-patch").stdout
+    assert json.loads(opsd.lock.read_text())["plugins"][0]["version"] == "1.2.1"
+    unknown = opsd.forge("lock", "--upgrade", "nope", ok=False)
+    assert unknown.returncode == 2 and "--upgrade nope: no plugin of that name in forge.yaml" in unknown.stderr
+
+
+def test_lock_entry_fields(opsd):
+    opsd.forge("lock")
+    lock = json.loads(opsd.lock.read_text())
+    assert lock["schema"] == "forge/lock/v1" and lock["registry"] == str(opsd.home / "registry")
+    e = lock["plugins"][0]
+    assert sorted(e) == sorted([
+        "owner", "name", "version", "request", "digest", "artifact_digest", "kind", "load", "entrypoint",
+        "requires", "targets", "params", "top_level", "files", "signature",
+    ])
+    assert (e["owner"], e["name"], e["version"], e["request"], e["kind"], e["load"]) == (
+        "alice", "opsd-patch", "1.2.0", "alice/opsd-patch@~=1.2", "algorithm", "eager")
+    assert e["top_level"] == ["opsd_patch"] and e["signature"] == {"status": "unsigned"}
+    assert e["params"] == {"opsd.scale": {"type": "float", "default": 1.0}}
+    digest = opsd.forge("plugin", "digest", str(opsd.src / "opsd-patch-1.2.0")).stdout.strip()
+    assert e["digest"] == digest
+
+
+def test_refusals_at_lock_time(project):
+    project.publish(project.plugin("prep", "1.0.0", kind="data-prep"))
+    project.publish(project.plugin("left", "1.0.0", module="shared_mod"))
+    project.publish(project.plugin("right", "1.0.0", module="shared_mod"))
+    project.publish(project.plugin("env-thing", "1.0.0", kind="environment"))
+    project.experiment(plugins=["alice/prep"])
+    failed = project.forge("lock", ok=False)
+    assert failed.returncode == 15 and "alice/prep@1.0.0 is a data-prep plugin" in failed.stderr
+    project.experiment(plugins=["alice/left", "alice/right"])
+    failed = project.forge("lock", ok=False)
+    assert "alice/left@1.0.0 and alice/right@1.0.0 both provide the top-level module 'shared_mod'" in failed.stderr
+    assert not project.lock.exists()
+    project.experiment(plugins=["alice/env-thing"])
+    out = project.forge("lock").stdout
+    assert "environment plugin: shipped with the job" in out
+    assert json.loads(project.lock.read_text())["plugins"][0]["note"].startswith("environment plugin")
+
+
+def test_builtin_shadowed_by_a_locked_package(opsd):
+    # a built-in of the same name and module: the locked package wins and the built-in is not loaded
+    opsd.plugin("opsd-patch", "0.9.0", params=SCALE, where=opsd.exp / "common" / "algorithms" / "opsd-patch",
+                body="def install(params):\n    print('BUILT-IN RAN', flush=True)\n")
+    opsd.experiment(plugins=["alice/opsd-patch@~=1.2"], builtins=["opsd-patch"])
+    assert "note: built-in opsd-patch is shadowed by the locked package" in opsd.forge("lock").stdout
+    run = opsd.forge("submit")
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in run.stdout
+    assert "recipe:opsd-patch@0.9.0 shadowed" in run.stdout
+    assert "BUILT-IN RAN" not in run.stdout and "opsd-patch 1.2.0 installed" in run.stdout
+
+
+def test_builtin_is_digested_into_the_spec(opsd):
+    opsd.plugin("clip", "0.1.0", where=opsd.exp / "common" / "algorithms" / "clip")
+    (opsd.exp / "common" / "algorithms" / "clip" / "__pycache__").mkdir()
+    (opsd.exp / "common" / "algorithms" / "clip" / "__pycache__" / "x.pyc").write_bytes(b"debris")
+    opsd.experiment(plugins=["alice/opsd-patch@~=1.2"], builtins=["clip"])
+    opsd.forge("lock")
+    spec = json.loads(opsd.forge("submit", "--dry-run").stdout)
+    digest = opsd.forge("plugin", "digest", str(opsd.exp / "common" / "algorithms" / "clip")).stdout.strip()
+    assert [(p["name"], p["digest"]) for p in spec["recipe"]["plugins"]] == [("clip", digest)]
+    run = opsd.forge("submit")
+    assert "clip 0.1.0 installed" in run.stdout
+    job = opsd.jobs_dir() / run.stdout.splitlines()[0].split(": ", 1)[1]
+    assert not (job / "recipe" / "common" / "algorithms" / "clip" / "__pycache__" / "x.pyc").exists()
+
+
+def test_tampered_staged_plugin_fails_verification(opsd):
+    opsd.forge("lock")
+    job = opsd.jobs_dir() / opsd.forge("submit").stdout.splitlines()[0].split(": ", 1)[1]
+    target = job / "forge_plugins" / "opsd-patch" / "opsd_patch.py"
+    os.chmod(target.parent, 0o755)
+    os.chmod(target, 0o644)
+    target.write_text("def install(params):\n    print('EVIL', flush=True)\n")
+    rerun = subprocess.run([sys.executable, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")],
+                           env=opsd.env, cwd=job, capture_output=True, text=True, timeout=60)
+    assert rerun.returncode == 10
+    assert "changed: opsd_patch.py" in rerun.stderr and "EVIL" not in rerun.stdout
+    assert json.loads((job / "status.json").read_text())["phase"] == "verify"
+
+
+def test_exit_code_passes_through(opsd):
+    opsd.forge("lock")
+    run = opsd.forge("submit", "--set", "+exit.code=3", ok=False)
+    assert run.returncode == 3
+    job_id = run.stdout.splitlines()[0].split(": ", 1)[1]
+    assert f"job {job_id} failed, exit code 3" in run.stderr
+    rows = json.loads(opsd.forge("jobs", "list", "--json").stdout)
+    assert [(r["id"], r["status"], r["exit_code"]) for r in rows] == [(job_id, "failed", 3)]
+
+
+def test_plugin_add_and_remove_edit_both_files(opsd):
+    opsd.publish(opsd.plugin("gspo", "1.0.0"))
+    yaml_path = opsd.exp / "forge.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("plugins: [alice/opsd-patch@~=1.2]", "# mine\nplugins: [alice/opsd-patch@~=1.2]  # load order"))
+    out = opsd.forge("plugin", "add", "alice/gspo")
+    assert "added alice/gspo@1.0.0" in out.stdout
+    assert "# mine\nplugins: [alice/opsd-patch@~=1.2, alice/gspo]  # load order\n" in yaml_path.read_text()
+    assert [p["name"] for p in json.loads(opsd.lock.read_text())["plugins"]] == ["opsd-patch", "gspo"]
+    opsd.forge("lock", "--check")
+    opsd.forge("plugin", "remove", "opsd-patch")
+    assert "plugins: [alice/gspo]  # load order\n" in yaml_path.read_text()
+    assert [p["name"] for p in json.loads(opsd.lock.read_text())["plugins"]] == ["gspo"]
+    opsd.forge("lock", "--check")
+    missing = opsd.forge("plugin", "remove", "opsd-patch", ok=False)
+    assert missing.returncode == 2 and "does not request a plugin 'opsd-patch'" in missing.stderr
+    nothing = opsd.forge("plugin", "add", "alice/nothing", ok=False)
+    assert nothing.returncode == 7
+    assert "alice/nothing" not in yaml_path.read_text()  # an unresolvable request leaves both files alone
+
+
+def test_plugin_add_block_style(opsd):
+    opsd.publish(opsd.plugin("gspo", "1.0.0"))
+    yaml_path = opsd.exp / "forge.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("plugins: [alice/opsd-patch@~=1.2]", "plugins:\n  - alice/opsd-patch@~=1.2  # first"))
+    opsd.forge("plugin", "add", "alice/gspo@1.0.0")
+    assert "plugins:\n  - alice/opsd-patch@~=1.2  # first\n  - alice/gspo@1.0.0\n" in yaml_path.read_text()
+    opsd.forge("plugin", "add", "alice/opsd-patch@1.2.0")
+    assert "plugins:\n  - alice/opsd-patch@1.2.0  # first\n  - alice/gspo@1.0.0\n" in yaml_path.read_text()
+    assert [p["request"] for p in json.loads(opsd.lock.read_text())["plugins"]] == ["alice/opsd-patch@==1.2.0", "alice/gspo@==1.0.0"]
+    opsd.forge("plugin", "remove", "alice/gspo")
+    assert "plugins:\n  - alice/opsd-patch@1.2.0  # first\nrecipe:" in yaml_path.read_text()
+    opsd.forge("lock", "--check")
