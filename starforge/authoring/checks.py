@@ -259,7 +259,7 @@ def _bindings(body: list, name: str):
                     yield stmt
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
             for alias in stmt.names:
-                bound = alias.asname or alias.name.split(".")[0]
+                bound = alias.asname or (alias.name if isinstance(stmt, ast.ImportFrom) else alias.name.split(".")[0])
                 if bound == name:
                     yield stmt
         else:
@@ -306,50 +306,76 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
             "create the module, fix 'entrypoint' in plugin.yaml, or check that .forgeignore does not exclude it",
         ))
         return errors, warnings
-    seen: set = set()
-    while True:
-        tree = trees.get(rel)
-        if tree is None:
-            return errors, warnings  # it does not parse; the syntax finding says why
-        found = list(_bindings(tree.body, function))
-        where = f"{rel}"
-        if not found:
-            errors.append(Finding(
-                "entrypoint", where, None,
-                f"'{function}' is not defined at module level in {rel} (entrypoint '{manifest.entrypoint}')",
-                f"define 'def {function}(params{', **ctx' if manifest.load == 'deferred' else ''}):' at the top level of {rel}",
-            ))
-            return errors, warnings
-        defs = [n for n in found if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        if defs:
-            for fn in defs:
-                if isinstance(fn, ast.AsyncFunctionDef):
-                    errors.append(Finding("entrypoint", where, fn.lineno,
-                                          f"'{function}' is 'async def'; the launcher calls it and would get a coroutine that never runs",
-                                          "make it a plain 'def'"))
-                    continue
-                problem = _signature_problem(fn, manifest.load)
-                if problem:
-                    hint = "def install(params, **ctx):" if manifest.load == "deferred" else "def install(params):"
-                    errors.append(Finding("entrypoint", where, fn.lineno, problem,
-                                          f"use a signature like '{hint.replace('install', function)}'"))
-            return errors, warnings
+    if rel not in trees:
+        return errors, warnings  # it does not parse; the syntax finding says why
+    found = _find_function(rel, function, files, trees, set())
+    if isinstance(found, Finding):
+        warnings.append(found)
+        return errors, warnings
+    if found is None:
+        errors.append(Finding(
+            "entrypoint", rel, None,
+            f"'{function}' is not defined at module level in {rel} (entrypoint '{manifest.entrypoint}')",
+            f"define 'def {function}(params{', **ctx' if manifest.load == 'deferred' else ''}):' at the top level of {rel}",
+        ))
+        return errors, warnings
+    for where, fn in found:
+        if isinstance(fn, ast.AsyncFunctionDef):
+            errors.append(Finding("entrypoint", where, fn.lineno,
+                                  f"'{fn.name}' is 'async def'; the launcher calls it and would get a coroutine that never runs",
+                                  "make it a plain 'def'"))
+            continue
+        problem = _signature_problem(fn, manifest.load)
+        if problem:
+            shape = f"def {fn.name}(params, **ctx):" if manifest.load == "deferred" else f"def {fn.name}(params):"
+            errors.append(Finding("entrypoint", where, fn.lineno, problem, f"use a signature like '{shape}'"))
+    return errors, warnings
+
+
+def _find_function(rel: str, name: str, files: set[str], trees: dict, seen: set):
+    """The ``def`` statements binding *name* in module *rel*, following imports inside the plugin.
+
+    Returns a list of ``(file, FunctionDef)``, None when nothing binds the name, or a
+    warning :class:`Finding` when it is bound in a way that cannot be checked.
+    """
+    if (rel, name) in seen or rel not in trees:
+        return Finding("entrypoint", rel, None, f"'{name}' cannot be followed statically; its signature is not checked")
+    seen.add((rel, name))
+    body = trees[rel].body
+    found = list(_bindings(body, name))
+    defs = [(rel, n) for n in found if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if defs:
+        return defs
+    if found:
         last = found[-1]
         if isinstance(last, ast.ImportFrom):
-            alias = next(a for a in last.names if (a.asname or a.name) == function)
-            target = _resolve_from(last, rel)
-            next_rel = _module_file(target, files) if target else None
-            key = (next_rel, alias.name)
-            if next_rel is None or key in seen:
-                warnings.append(Finding("entrypoint", where, last.lineno,
-                                        f"'{function}' is imported from '{target or '.' * last.level}', outside the plugin; its signature is not checked"))
-                return errors, warnings
-            seen.add(key)
-            rel, function = next_rel, alias.name
-            continue
-        warnings.append(Finding("entrypoint", where, last.lineno,
-                                f"'{function}' is not bound by 'def'; its signature cannot be checked statically"))
-        return errors, warnings
+            alias = next(a for a in last.names if (a.asname or a.name) == name)
+            return _follow(last, alias.name, rel, files, trees, seen)
+        return Finding("entrypoint", rel, last.lineno,
+                       f"'{name}' is not bound by 'def'; its signature cannot be checked statically")
+    unresolved = None
+    for node in (n for n in _bindings(body, "*") if isinstance(n, ast.ImportFrom)):
+        result = _follow(node, name, rel, files, trees, seen)
+        if isinstance(result, list):
+            return result
+        if result is None and unresolved is None and _module_file(_resolve_from(node, rel) or "", files) is None:
+            unresolved = Finding("entrypoint", rel, node.lineno,
+                                 f"'{name}' may come from 'from {'.' * node.level}{node.module or ''} import *', outside the plugin; "
+                                 "its signature is not checked")
+        elif isinstance(result, Finding):
+            return result
+    return unresolved
+
+
+def _follow(node: ast.ImportFrom, name: str, rel: str, files: set[str], trees: dict, seen: set):
+    target = _resolve_from(node, rel)
+    target_rel = _module_file(target, files) if target else None
+    if target_rel is None:
+        if node.names[0].name == "*":
+            return None
+        return Finding("entrypoint", rel, node.lineno,
+                       f"'{name}' is imported from '{target or '.' * node.level}', outside the plugin; its signature is not checked")
+    return _find_function(target_rel, name, files, trees, seen)
 
 
 def _resolve_from(node: ast.ImportFrom, rel: str) -> str | None:

@@ -224,6 +224,23 @@ def test_reexported_entrypoint_is_followed_to_its_def(tmp_path):
     assert codes(check_plugin(root).errors) == [("entrypoint", "opsd_patch/_impl.py", 1)]
 
 
+def test_star_imports_are_followed_inside_the_plugin(tmp_path):
+    files = {"opsd_patch/__init__.py": "from .hooks import *\n", "opsd_patch/hooks.py": "def install(params):\n    pass\n"}
+    root = make_plugin(tmp_path / "ok", MANIFEST + "load: deferred\n", files)
+    assert codes(check_plugin(root).errors) == [("entrypoint", "opsd_patch/hooks.py", 1)]
+    files["opsd_patch/__init__.py"] = "from os.path import *\n"
+    root = make_plugin(tmp_path / "outside", MANIFEST, files)
+    report = check_plugin(root)
+    assert report.ok and codes(report.warnings) == [("entrypoint", "opsd_patch/__init__.py", 1)]
+
+
+def test_entrypoint_imported_from_outside_the_plugin_is_a_warning(tmp_path):
+    root = make_plugin(tmp_path / "p", files={"opsd_patch.py": "from shared_hooks import install\n"})
+    report = check_plugin(root)
+    assert report.ok and codes(report.warnings) == [("entrypoint", "opsd_patch.py", 1)]
+    assert "outside the plugin" in report.warnings[0].message
+
+
 def test_entrypoint_bound_by_assignment_is_a_warning(tmp_path):
     root = make_plugin(tmp_path / "p", files={"opsd_patch.py": "def _real(params):\n    pass\n\ninstall = _real\n"})
     report = check_plugin(root)
