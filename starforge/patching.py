@@ -226,7 +226,7 @@ class _Slot:
 
     @property
     def module_attribute(self) -> bool:
-        return not self.is_item and self.owner is self.module
+        return not self.is_item and isinstance(self.owner, types.ModuleType)
 
     def read(self) -> Any:
         if self.is_item:
@@ -623,7 +623,7 @@ def _rebind(slot: _Slot, old: Any, new: Any, *, scan: bool, skip: set) -> list:
         if not isinstance(namespace, dict):
             continue
         for name, value in list(namespace.items()):
-            if value is old and not (mod is slot.module and name == slot.name):
+            if value is old and not (mod is slot.owner and name == slot.name):
                 namespace[name] = new
                 slot.alias_sites.add((modname, name))
                 found.append(f"{modname}.{name}")
@@ -650,8 +650,10 @@ class _NotifyingLoader(importlib.abc.Loader):
         try:
             self._loader.exec_module(module)
         finally:
-            # Leave the module as if this wrapper had never been there.
-            module.__loader__ = self._loader
+            # Leave the module as if this wrapper had never been there (another post-import
+            # wrapper inside this one may already have done so).
+            if getattr(module, "__loader__", None) is self:
+                module.__loader__ = self._loader
             spec = getattr(module, "__spec__", None)
             if spec is not None and spec.loader is self:
                 spec.loader = self._loader
@@ -661,20 +663,27 @@ class _NotifyingLoader(importlib.abc.Loader):
 class _ImportHook(importlib.abc.MetaPathFinder):
     """Meta-path finder that never imports anything itself; it only wraps the real loader."""
 
+    def __init__(self) -> None:
+        self._local = threading.local()  # set while asking the other finders (no re-entry)
+
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in _pending:
+        if fullname not in _pending or getattr(self._local, "busy", False):
             return None
-        for finder in list(sys.meta_path):
-            if isinstance(finder, _ImportHook):
-                continue
-            find = getattr(finder, "find_spec", None)
-            if find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
+        self._local.busy = True
+        try:
+            for finder in list(sys.meta_path):
+                if isinstance(finder, _ImportHook):
+                    continue
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._local.busy = False
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
         spec.loader = _NotifyingLoader(spec.loader)

@@ -411,6 +411,67 @@ def test_when_imported_from_a_post_import_hook_applies_at_once(pkg):
     assert patching.records()[-1]["status"] == "applied"
 
 
+class _OtherPostImportHook:
+    """Another meta-path finder that wraps loaders to run code after an import, as launchers do."""
+
+    def __init__(self, watched: str) -> None:
+        self.watched = watched
+        self.seen: list = []
+        self.busy = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.watched or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = next(s for f in sys.meta_path if f is not self and hasattr(f, "find_spec")
+                        for s in [f.find_spec(fullname, path, target)] if s is not None)
+        finally:
+            self.busy = False
+        hook, real = self, spec.loader
+
+        class Loader:
+            def create_module(self, spec):
+                return None
+
+            def exec_module(self, module):
+                module.__loader__ = module.__spec__.loader = real
+                real.exec_module(module)
+                hook.seen.append(module.__name__)
+
+        spec.loader = Loader()
+        return spec
+
+
+@pytest.mark.parametrize("other_first", [True, False], ids=["other-hook-first", "patching-hook-first"])
+def test_waiting_patches_compose_with_another_post_import_hook(pkg, other_first):
+    name, root = pkg
+    write(root, "late", "def f(x):\n    return x + 1\n")
+    other = _OtherPostImportHook(f"{name}.late")
+    if not other_first:
+        sys.meta_path.insert(0, other)
+    p = patching.wrap(f"{name}.late:f", lambda o, x: o(x) * 3, when_imported=True)
+    if other_first:
+        sys.meta_path.insert(0, other)
+    try:
+        late = importlib.import_module(f"{name}.late")
+    finally:
+        sys.meta_path.remove(other)
+    assert late.f(1) == 6 and p.status == "applied"
+    assert other.seen == [f"{name}.late"]
+    assert type(late.__loader__).__name__ == "SourceFileLoader"
+    assert late.__spec__.loader is late.__loader__
+
+
+def test_aliases_of_a_submodule_function_reached_through_its_package(pkg):
+    name, root = pkg
+    (root / "__init__.py").write_text("from . import framework\n")
+    write(root, "trainer", f"from {name}.framework import compute\n")
+    trainer = importlib.import_module(f"{name}.trainer")
+    p = patching.wrap(f"{name}:framework.compute", lambda o, x: o(x) * 3)
+    assert trainer.compute(1) == 6 and p.aliases == [f"{name}.trainer.compute"]
+
+
 def test_a_missing_attribute_fails_the_import_of_the_deferred_target(pkg):
     name, root = pkg
     write(root, "late", "def f(x):\n    return x\n")
