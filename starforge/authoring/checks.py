@@ -33,7 +33,7 @@ MANIFEST_FILE = "plugin.yaml"
 # names would replace the framework it means to patch.
 TRAINING_STACK = frozenset({
     "accelerate", "apex", "bitsandbytes", "datasets", "deepspeed", "einops", "flash_attn",
-    "flax", "fsdp", "huggingface_hub", "hydra", "jax", "jaxlib", "keras", "liger_kernel",
+    "flax", "huggingface_hub", "hydra", "jax", "jaxlib", "keras", "liger_kernel",
     "megatron", "nemo", "nemo_aligner", "nemo_rl", "numpy", "omegaconf", "openrlhf", "optax",
     "pandas", "peft", "ray", "safetensors", "scipy", "sentencepiece", "sglang", "tensorboard",
     "tensordict", "tensorflow", "tiktoken", "tokenizers", "torch", "torchaudio", "torchdata",
