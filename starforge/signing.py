@@ -259,7 +259,11 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
             raise UsageError(f"no public key file {public_key}", hint="pass the .pub file written by 'forge key generate'") from None
         except IsADirectoryError:
             raise UsageError(f"{public_key} is a directory, not a public key file") from None
-    key = load_public_key(pem)
+    try:
+        key = load_public_key(pem)
+    except SignatureError as exc:
+        raise UsageError(f"{public_key if '-----BEGIN' not in text else 'the key given'}: {exc.message}",
+                         hint=exc.hint or "pass the .pub file written by 'forge key generate'") from None
     kid = key_id(key)
     from cryptography.hazmat.primitives import serialization
 

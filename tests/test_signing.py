@@ -246,8 +246,9 @@ def test_trust_add_is_idempotent_and_listed(tmp_path, forge_home):
 
 def test_trust_add_refuses_a_private_key_and_a_bad_owner(tmp_path):
     a = generate_key(tmp_path / "a.key")
-    with pytest.raises(SignatureError, match="private key"):
+    with pytest.raises(UsageError, match="that is a private key") as err:
         trust_add("alice", a.private)
+    assert err.value.hint == "pass the .pub file written by 'forge key generate'"
     with pytest.raises(UsageError, match="not a valid owner"):
         trust_add("Alice", a.public)
     with pytest.raises(UsageError, match="no public key file"):
