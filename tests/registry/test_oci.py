@@ -361,7 +361,7 @@ class TokenProxy:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if self.path.startswith("/token"):
-                    return self.token()
+                    return self.token(body)
                 if proxy.fail_next > 0:
                     proxy.fail_next -= 1
                     return self.reply(503, {}, b"busy")
@@ -389,16 +389,25 @@ class TokenProxy:
                        if k.lower() not in ("content-length", "transfer-encoding", "connection")}
                 self.reply(r.status_code, out, r.content, r.headers.get("content-length"))
 
-            def token(self):
+            def token(self, body):
                 from urllib.parse import parse_qs, urlsplit
 
-                query = parse_qs(urlsplit(self.path).query)
-                expected = "Basic " + base64.b64encode(f"{proxy.user}:{proxy.password}".encode()).decode()
-                if self.headers.get("authorization") != expected:
-                    return self.reply(401, {}, b'{"details":"bad login"}')
-                scope = " ".join(query.get("scope", []))
-                proxy.scopes_asked.append(scope)
-                self.reply(200, {"Content-Type": "application/json"}, json.dumps({"token": f"tok:{scope}"}).encode())
+                if self.command == "POST":  # OAuth2 refresh-token grant (docker login's identity token)
+                    form = parse_qs(body.decode())
+                    if form.get("grant_type") != ["refresh_token"] or form.get("refresh_token") != [proxy.password]:
+                        return self.reply(401, {}, b'{"details":"bad refresh token"}')
+                    scope = " ".join(form.get("scope", []))
+                    proxy.scopes_asked.append(scope)
+                    answer = {"access_token": f"tok:{scope}"}
+                else:
+                    query = parse_qs(urlsplit(self.path).query)
+                    expected = "Basic " + base64.b64encode(f"{proxy.user}:{proxy.password}".encode()).decode()
+                    if self.headers.get("authorization") != expected:
+                        return self.reply(401, {}, b'{"details":"bad login"}')
+                    scope = " ".join(query.get("scope", []))
+                    proxy.scopes_asked.append(scope)
+                    answer = {"token": f"tok:{scope}"}
+                self.reply(200, {"Content-Type": "application/json"}, json.dumps(answer).encode())
 
             def reply(self, status, headers, body, head_length=None):
                 self.send_response(status)
@@ -455,6 +464,18 @@ def test_bearer_token_challenge_is_answered_with_scoped_tokens(oci_registry, tmp
         monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "wrong")
         with pytest.raises(RegistryError, match="refused the credentials of 'bob'"):
             OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge").versions("bearer", "p")
+
+
+def test_identity_token_from_docker_config_is_exchanged_for_access_tokens(oci_registry, tmp_path):
+    with TokenProxy(oci_registry.http, "<token>", "refresh-me") as proxy:
+        config_dir = tmp_path / "docker-config"
+        config_dir.mkdir(exist_ok=True)
+        (config_dir / "config.json").write_text(
+            json.dumps({"auths": {f"127.0.0.1:{proxy.port}": {"auth": "", "identitytoken": "refresh-me"}}}))
+        reg = OciRegistry(f"oci://127.0.0.1:{proxy.port}/forge")
+        archive, info, _ = make_plugin(tmp_path, "idtoken", "p", "1.0.0")
+        assert reg.publish(archive, info).created is True
+        assert "repository:forge/idtoken/p:pull,push" in proxy.scopes_asked
 
 
 def test_registry_side_tag_immutability_turns_a_lost_race_into_a_conflict(oci_registry, tmp_path, monkeypatch):
