@@ -254,3 +254,12 @@ def test_trust_add_refuses_a_private_key_and_a_bad_owner(tmp_path):
     with pytest.raises(UsageError, match="no public key file"):
         trust_add("alice", tmp_path / "missing.pub")
     assert trust_list() == []
+
+
+def test_importing_signing_costs_no_cryptography():
+    import subprocess
+    import sys
+
+    code = "import sys, starforge.signing; print(sorted(m for m in sys.modules if m.startswith('cryptography')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

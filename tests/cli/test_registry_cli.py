@@ -67,8 +67,9 @@ def test_publish_list_show_pull_round_trip(tmp_path, env):
 
     work = tmp_path / "work"
     work.mkdir()
-    out = forge(env, "plugin", "pull", "alice/opsd-patch", cwd=work).stdout
-    assert out == f"pulled alice/opsd-patch@1.2.0 {digest} into opsd-patch (signature: unsigned)\n"
+    proc = forge(env, "plugin", "pull", "alice/opsd-patch", cwd=work)
+    assert proc.stdout == f"pulled alice/opsd-patch@1.2.0 {digest} into opsd-patch (signature: unsigned)\n"
+    assert proc.stderr == ""  # no progress bar off a terminal
     assert digest_of(env, work / "opsd-patch") == digest
     proc = forge(env, "plugin", "pull", "alice/opsd-patch", cwd=work, ok=False)
     assert proc.returncode == 2 and "opsd-patch already exists" in proc.stderr
