@@ -437,12 +437,14 @@ def _import(t: Target, p: Patch) -> types.ModuleType:
                 f"patch target '{t}' not found: no module named '{exc.name}'",
                 target=str(t),
                 missing="module",
-                hint="check the module path against the framework version installed in the job"
-                " (or pass when_imported=True to wait for a module imported later)",
+                hint=_NOT_FOUND_HINT + " (or pass when_imported=True to wait for a module imported later)",
             )
             _fail(p, err)
             raise err from None
         raise
+
+
+_NOT_FOUND_HINT = "check the target against the framework version installed in the job"
 
 
 def _fail(p: Patch, err: Exception) -> None:
@@ -492,6 +494,7 @@ def _slot_for(p: Patch, module: types.ModuleType) -> _Slot:
                 + _suggest(part, dir(obj)),
                 target=str(t),
                 missing="attribute",
+                hint=_NOT_FOUND_HINT,
             ) from None
         obj = obj_next
     walked = f"{t.module}:{'.'.join(walk)}" if walk else t.module
@@ -511,6 +514,7 @@ def _slot_for(p: Patch, module: types.ModuleType) -> _Slot:
                     + f" (keys: {', '.join(keys) if keys else 'none'})",
                     target=str(t),
                     missing="key",
+                    hint=_NOT_FOUND_HINT,
                 )
             name = t.key
         slot = _Slot(t, module, obj, name, is_item=True)
@@ -524,6 +528,7 @@ def _slot_for(p: Patch, module: types.ModuleType) -> _Slot:
             + _suggest(name, dir(obj)),
             target=str(t),
             missing="attribute",
+            hint=_NOT_FOUND_HINT,
         )
     _slots[skey] = slot
     return slot
@@ -542,6 +547,10 @@ def _apply(p: Patch, module: types.ModuleType) -> None:
     except PatchError as err:
         _fail(p, err)
         raise
+    except (AttributeError, TypeError) as exc:  # e.g. a read-only attribute of a builtin type
+        err = PatchTargetError(f"cannot patch '{p.target}': {exc}", target=p.target)
+        _fail(p, err)
+        raise err from exc
     slot.layers = layers
     slot.installed = value
     p._slot = slot
@@ -554,10 +563,13 @@ def _apply(p: Patch, module: types.ModuleType) -> None:
 
 def _reinstall(p: Patch, fn: Any) -> None:
     """A re-run install made a new function of the same name: swap it into the same layer."""
-    p.fn = fn
-    p.reinstalled += 1
     if p.status == "applied" and p._slot is not None:
+        p._slot.check_untouched()
+        p.fn = fn
         _restack(p._slot, p.rebind_aliases, skip={getattr(fn, "__module__", None)})
+    else:
+        p.fn = fn
+    p.reinstalled += 1
 
 
 def _undo(p: Patch) -> None:

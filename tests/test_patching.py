@@ -232,6 +232,13 @@ def test_registry_target_that_is_not_a_mapping_is_refused(pkg):
         patching.wrap(f"{name}.framework:SCALE[x]", lambda o, *a: o(*a))
 
 
+def test_a_read_only_target_is_a_target_error_and_recorded_as_failed():
+    with pytest.raises(PatchTargetError, match="cannot patch 'builtins:int.bit_length'"):
+        patching.wrap("builtins:int.bit_length", lambda original, self: 0)
+    assert (1).bit_length() == 1
+    assert patching.records()[-1]["status"] == "failed"
+
+
 # -- idempotency and stacking ----------------------------------------------------------------
 
 
