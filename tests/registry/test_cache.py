@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import shutil
 from pathlib import Path
@@ -13,6 +14,7 @@ from plugin_builders import forge_home, make_version  # noqa: F401  (fixtures)
 from starforge.errors import ArchiveError, RegistryError, UsageError
 from starforge.registry.cache import cached_path, fetch, materialize
 from starforge.registry.directory import DirectoryRegistry
+from starforge.registry.progress import transfer_progress
 
 
 def _blob(reg_root: Path, info) -> Path:
@@ -111,3 +113,18 @@ def test_a_record_whose_tree_digest_does_not_match_the_archive_is_refused(tmp_pa
     assert "changed: opsd_patch.py" in err.value.message
     assert other.tree_digest in err.value.message
     assert not (tmp_path / "out").exists()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_progress_bar_is_drawn_only_on_a_terminal():
+    with transfer_progress("pull alice/opsd-patch@1.2.0", 2048, stream=io.StringIO()) as update:
+        assert update is None
+    screen = _Terminal()
+    with transfer_progress("pull alice/opsd-patch@1.2.0", 2048, stream=screen) as update:
+        update(1024, 2048)
+        update(2048, 2048)
+    assert "pull alice/opsd-patch@1.2.0" in screen.getvalue()
