@@ -14,7 +14,7 @@ error lists the pre-releases so the user can ask for one explicitly.
 
 from __future__ import annotations
 
-from ..errors import NotFoundError
+from ..errors import NotFoundError, RegistryError
 from .base import PublishedVersion, Ref, Registry, parse_ref
 
 
@@ -42,7 +42,10 @@ def resolve(registry: Registry, ref: Ref | str) -> PublishedVersion:
         ref = parse_ref(ref)
     versions = registry.versions(ref.owner, ref.name)
     if not versions:
-        others = [f"{o}/{n}" for o, n in registry.plugins(ref.owner)]
+        try:
+            others = [f"{o}/{n}" for o, n in registry.plugins(ref.owner)]
+        except RegistryError:  # a registry without a listing (some OCI registries) still resolves names
+            others = []
         hint = (
             f"{ref.owner} has published: {', '.join(others)}"
             if others
