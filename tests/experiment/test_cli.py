@@ -267,3 +267,29 @@ def test_plugin_add_block_style(opsd):
     opsd.forge("plugin", "remove", "alice/gspo")
     assert "plugins:\n  - alice/opsd-patch@1.2.0  # first\nrecipe:" in yaml_path.read_text()
     opsd.forge("lock", "--check")
+
+
+def test_signature_status_is_locked_and_required_when_asked(project):
+    project.forge("key", "generate", cwd=project.tmp)
+    project.forge("trust", "add", "alice", str(project.home / "keys" / "default.pub"), cwd=project.tmp)
+    signed = project.plugin("opsd-patch", params=SCALE)
+    project.forge("plugin", "publish", str(signed), "--sign", cwd=project.tmp)
+    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
+    project.forge("lock", "--require-signatures")
+    assert json.loads(project.lock.read_text())["plugins"][0]["signature"] == {"status": "verified"}
+    project.forge("lock", "--check", "--require-signatures")
+
+    # bob has no trusted key: fine by default (unsigned), refused with --require-signatures
+    project.env["FORGE_OWNER"] = "bob"
+    project.publish(project.plugin("gspo", "1.0.0"))
+    project.experiment(plugins=["alice/opsd-patch@~=1.2", "bob/gspo"])
+    refused = project.forge("lock", "--require-signatures", ok=False)
+    assert refused.returncode == 9 and "no key is trusted for owner bob" in refused.stderr
+    assert [p["name"] for p in json.loads(project.lock.read_text())["plugins"]] == ["opsd-patch"]  # untouched
+    project.forge("lock")
+    assert [p["signature"]["status"] for p in json.loads(project.lock.read_text())["plugins"]] == ["verified", "unsigned"]
+    # an owner with trusted keys needs a signature: alice's unsigned 1.2.1 cannot be locked
+    project.env["FORGE_OWNER"] = "alice"
+    project.publish(project.plugin("opsd-patch", "1.2.1", params=SCALE))
+    stripped = project.forge("lock", "--upgrade", "opsd-patch", ok=False)
+    assert stripped.returncode == 9 and "alice/opsd-patch@1.2.1 has no signature" in stripped.stderr
