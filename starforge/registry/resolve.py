@@ -44,13 +44,13 @@ def resolve(registry: Registry, ref: Ref | str) -> PublishedVersion:
     if not versions:
         try:
             others = [f"{o}/{n}" for o, n in registry.plugins(ref.owner)]
+            hint = (
+                f"{ref.owner} has published: {', '.join(others)}"
+                if others
+                else f"nothing by {ref.owner} is published there; check the owner, --registry or FORGE_REGISTRY"
+            )
         except RegistryError:  # a registry without a listing (some OCI registries) still resolves names
-            others = []
-        hint = (
-            f"{ref.owner} has published: {', '.join(others)}"
-            if others
-            else f"nothing by {ref.owner} is published there; check the owner, --registry or FORGE_REGISTRY"
-        )
+            hint = "check the owner and name, --registry or FORGE_REGISTRY"
         raise NotFoundError(f"no plugin {ref.owner}/{ref.name} in registry {registry.url}", hint=hint)
     chosen = select_version(versions, ref.specifier)
     if chosen is None:
