@@ -380,3 +380,198 @@ def sockets():
     s = Sockets()
     s.listeners, s.descendants, s.is_loopback = staticmethod(listeners), staticmethod(descendants), staticmethod(is_loopback)
     return s
+
+
+# -- a real experiment: a published plugin, a recipe, a lock --------------------------------
+
+MARK_PLUGIN = {
+    "plugin.yaml": """\
+schema: forge/plugin/v1
+name: mark-worker
+version: 1.0.0
+kind: algorithm
+entrypoint: mark_worker:install
+targets: [workload.algo]
+requires:
+  core: ">=0.1"
+params:
+  mark.label: {type: str, default: patched, description: "prefix the patched function adds"}
+description: "Prefix workload.algo.tag() with mark.label, in every process of the job"
+""",
+    "mark_worker.py": '''\
+"""mark-worker: prefix workload.algo.tag() with params["mark.label"]."""
+
+from starforge import patching
+
+
+def install(params):
+    label = params.get("mark.label", "patched")
+
+    def tagged(original):
+        return label + ":" + original()
+
+    patching.wrap("workload.algo:tag", tagged, when_imported=True)
+''',
+}
+
+WORKLOAD = {
+    "workload/__init__.py": "",
+    "workload/algo.py": '''\
+import os
+
+
+def tag():
+    return "plain:%d" % os.getpid()
+''',
+    # A Ray job: the entrypoint, two tasks and an actor all call the patched function.
+    "workload/ray_train.py": '''\
+import json
+import os
+import sys
+
+import ray
+
+from workload import algo
+
+
+@ray.remote
+def task():
+    from workload import algo
+
+    return {"where": "task", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN")}
+
+
+@ray.remote
+class Actor:
+    def tag(self):
+        from workload import algo
+
+        return {"where": "actor", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN")}
+
+
+def main():
+    kwargs = {}
+    if "--own-hook" in sys.argv:
+        kwargs["runtime_env"] = {"worker_process_setup_hook": "workload.hooks.mark_process"}
+    ray.init(**kwargs)
+    results = ray.get([task.remote(), task.remote()])
+    actor = Actor.remote()
+    results.append(ray.get(actor.tag.remote()))
+    results.append({"where": "driver", "tag": algo.tag(), "pid": os.getpid(), "own_hook": None})
+    print("RESULTS " + json.dumps(results), flush=True)
+    ok = all(r["tag"].startswith("patched:") for r in results)
+    sys.exit(0 if ok else 3)
+
+
+if __name__ == "__main__":
+    main()
+''',
+    "workload/hooks.py": '''\
+import os
+
+
+def mark_process():
+    os.environ["WORKLOAD_HOOK_RAN"] = str(os.getpid())
+''',
+    # A plain job (Slurm): the entrypoint and a spawned child process call the patched function.
+    "workload/train.py": '''\
+import json
+import multiprocessing
+import os
+import socket
+import sys
+
+from workload import algo
+
+
+def child(q):
+    from workload import algo
+
+    q.put(algo.tag())
+
+
+def main():
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    child_tag = q.get(timeout=60)
+    p.join()
+    slurm = {k: os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODEID", "SLURM_PROCID")}
+    out = {"driver": algo.tag(), "child": child_tag, "host": socket.gethostname(), "slurm": slurm, "cwd": os.getcwd()}
+    print("RESULTS " + json.dumps(out), flush=True)
+    code = int(os.environ.get("WORKLOAD_EXIT", "0"))
+    sys.exit(code if code else (0 if out["driver"].startswith("patched:") and out["child"].startswith("patched:") else 3))
+
+
+if __name__ == "__main__":
+    main()
+''',
+}
+
+
+def write_tree(root: Path, files: dict) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.fixture(scope="session")
+def plugin_registry(tmp_path_factory):
+    """A directory registry holding ``tester/mark-worker@1.0.0``."""
+    from starforge.registry.base import open_registry
+    from starforge.registry.publish import publish_plugin
+
+    root = tmp_path_factory.mktemp("backend-registry")
+    src = tmp_path_factory.mktemp("mark-worker-src") / "mark-worker"
+    write_tree(src, MARK_PLUGIN)
+    publish_plugin(src, open_registry(str(root / "registry")), "tester")
+    return str(root / "registry")
+
+
+@pytest.fixture
+def forge_home(tmp_path, monkeypatch):
+    """Per-test user state (cache, jobs store) under tmp_path."""
+    home = tmp_path / "forge-home"
+    monkeypatch.setenv("FORGE_HOME", str(home))
+    monkeypatch.delenv("FORGE_REGISTRY", raising=False)
+    monkeypatch.delenv("FORGE_JOBS_DIR", raising=False)
+    return home
+
+
+@pytest.fixture
+def make_experiment(tmp_path, plugin_registry, forge_home):
+    """``make(entrypoint, backend, settings) -> experiment dir``, locked against the test registry."""
+    import yaml
+
+    from starforge.experiment.config import load_experiment
+    from starforge.experiment.lock import lock_experiment
+    from starforge.registry.base import open_registry
+
+    def make(entrypoint: str, backend: str, settings: dict | None = None, name: str = "backend-test") -> Path:
+        root = tmp_path / name
+        write_tree(root, WORKLOAD)
+        doc = {
+            "schema": "forge/job/v1",
+            "name": name,
+            "entrypoint": entrypoint,
+            "plugins": ["tester/mark-worker@1.0.0"],
+            "config": {"mark": {"label": "patched"}},
+            "backend": backend,
+            "registry": plugin_registry,
+        }
+        if settings:
+            doc[backend] = settings
+        (root / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        exp = load_experiment(root)
+        lock_experiment(exp, open_registry(plugin_registry))
+        return root
+
+    return make
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port nothing listens on."""
+    return free_port()

@@ -1,0 +1,332 @@
+"""The ``ray`` backend: a staged job submitted through the Ray Jobs REST API.
+
+What it does, with nothing but httpx on the submitting machine (``ray`` is never imported
+here):
+
+1. packs the job directory into a zip with deterministic entries (sorted, fixed times,
+   normalized modes) and names it after the sha256 of its bytes, so re-submitting the same
+   directory uploads nothing new: ``GET /api/packages/gcs/<name>.zip``, ``PUT`` on 404;
+2. submits ``POST /api/jobs/`` with that package as ``runtime_env.working_dir``, the
+   launcher as the entrypoint (Ray runs it with the extracted package as its working
+   directory, so ``jobspec.json`` is found beside it), the launcher's bootstrap environment
+   as ``runtime_env.env_vars`` and the launcher's Ray hook as
+   ``runtime_env.worker_process_setup_hook``, so every Ray worker of the job verifies and
+   applies the plugins too;
+3. maps ``GET /api/jobs/<id>`` (status, ``driver_exit_code``, ``message``), ``/logs`` and
+   ``/stop`` onto the job record.
+
+Settings (the ``ray:`` mapping of ``forge.yaml``): ``address`` (the Jobs API URL, e.g.
+``http://127.0.0.1:8265``; ``FORGE_RAY_ADDRESS`` takes precedence, this is the default),
+``entrypoint_num_cpus``, ``entrypoint_num_gpus``, ``entrypoint_resources`` (where Ray may
+place the launcher process). A token for a head running with ``RAY_AUTH_MODE=token`` is read
+from ``FORGE_RAY_TOKEN``, ``RAY_AUTH_TOKEN`` or the file named by ``RAY_AUTH_TOKEN_PATH``
+and sent as ``Authorization: Bearer``.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import BackendError, ManifestError
+from .base import LIVE, Backend, JobRecord, utc_now
+
+DEFAULT_ADDRESS = "http://127.0.0.1:8265"
+SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources")
+# runtime_env.env_vars reach the entrypoint too; the launcher must not bootstrap itself as
+# a worker from them (it sets up its own environment), so FORGE_JOBSPEC is dropped for it.
+LAUNCHER = "env -u FORGE_JOBSPEC forge-launch --spec jobspec.json"
+
+# Ray job status -> record status
+STATUS = {
+    "PENDING": "pending",
+    "RUNNING": "running",
+    "SUCCEEDED": "succeeded",
+    "FAILED": "failed",
+    "STOPPED": "cancelled",
+}
+
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_TIMEOUT = 30.0
+
+
+def resolve_address(settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:
+    """The Jobs API base URL: ``FORGE_RAY_ADDRESS``, else ``ray.address``, else the local default.
+
+    >>> resolve_address({"address": "10.0.0.5:8265"}, {})
+    'http://10.0.0.5:8265'
+    """
+    env = os.environ if env is None else env
+    address = env.get("FORGE_RAY_ADDRESS") or settings.get("address") or DEFAULT_ADDRESS
+    if not isinstance(address, str):
+        raise ManifestError(f"forge.yaml: ray.address: expected a URL string, got {address!r}")
+    address = address.strip().rstrip("/")
+    if address.startswith("ray://"):
+        raise BackendError(
+            f"{address} is a Ray Client address; the ray backend talks to the Jobs API (the dashboard port)",
+            hint="use the dashboard URL, e.g. http://HEAD:8265",
+        )
+    if "://" not in address:
+        address = "http://" + address
+    if not address.startswith(("http://", "https://")):
+        raise BackendError(f"unsupported Ray address {address!r}", hint="use http://HOST:PORT of the Ray dashboard")
+    return address
+
+
+def auth_token(env: Mapping[str, str] | None = None) -> str | None:
+    """The bearer token for a head with token auth, or None."""
+    env = os.environ if env is None else env
+    token = env.get("FORGE_RAY_TOKEN") or env.get("RAY_AUTH_TOKEN")
+    if not token and env.get("RAY_AUTH_TOKEN_PATH"):
+        try:
+            token = Path(env["RAY_AUTH_TOKEN_PATH"]).expanduser().read_text().strip()
+        except OSError as exc:
+            raise BackendError(f"cannot read the Ray token file: {exc}") from None
+    return token or None
+
+
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """Refuse unknown keys of the ``ray:`` mapping, naming the closest known one."""
+    from ..manifest import closest
+
+    for key in settings:
+        if key not in SETTINGS:
+            guess = closest(str(key), SETTINGS)
+            raise ManifestError(
+                f"forge.yaml: unknown key 'ray.{key}'" + (f" (did you mean 'ray.{guess}'?)" if guess else ""),
+                hint=f"ray settings: {', '.join(SETTINGS)}",
+            )
+    return dict(settings)
+
+
+def build_package(job_dir: Path) -> tuple[str, bytes]:
+    """The job directory as a zip with deterministic bytes, and its content-addressed name.
+
+    Entries are the regular files below *job_dir* in sorted order, with fixed times and
+    modes 0644 (0755 when executable by the owner). A symlink or special file is refused:
+    the package must hold exactly the bytes the launcher will verify.
+    """
+    job_dir = Path(job_dir)
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(job_dir):
+        dirnames.sort()
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            mode = os.lstat(full).st_mode
+            rel = full.relative_to(job_dir).as_posix()
+            if stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise BackendError(f"{full}: not a regular file or directory; the job package holds files only")
+            if stat.S_ISREG(mode):
+                entries.append((rel, full, 0o755 if mode & stat.S_IXUSR else 0o644))
+    if not entries:
+        raise BackendError(f"{job_dir}: empty job directory")
+    entries.sort(key=lambda e: e[0].encode("utf-8"))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for rel, full, mode in entries:
+            info = zipfile.ZipInfo(rel, date_time=_ZIP_TIME)
+            info.create_system = 3  # unix, so the mode below is honoured
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, full.read_bytes())
+    data = buf.getvalue()
+    return f"starforge_{hashlib.sha256(data).hexdigest()[:32]}.zip", data
+
+
+class RayJobsClient:
+    """A thin client of the Ray Jobs REST API on one head."""
+
+    def __init__(self, address: str, token: str | None = None, timeout: float = _TIMEOUT) -> None:
+        import httpx
+
+        self.address = address
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=address, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, ok=(200,), **kwargs):
+        import httpx
+
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise BackendError(
+                f"cannot reach the Ray Jobs API at {self.address}: {exc}",
+                hint="start a Ray head with the dashboard, or set FORGE_RAY_ADDRESS / ray.address in forge.yaml",
+            ) from None
+        if response.status_code in (401, 403):
+            raise BackendError(
+                f"the Ray head at {self.address} refused the request ({response.status_code})",
+                hint="set FORGE_RAY_TOKEN (or RAY_AUTH_TOKEN) to the cluster's auth token",
+            )
+        if response.status_code not in ok:
+            body = " ".join(response.text.split())[-300:]
+            raise BackendError(f"Ray Jobs API {method} {path}: HTTP {response.status_code}: {body}")
+        return response
+
+    def upload_package(self, name: str, data: bytes) -> str:
+        """Upload *data* as ``gcs://<name>`` unless the head already has it; return the URI."""
+        path = f"/api/packages/gcs/{name}"
+        # The GET also pins the URI on the head for a while, covering the upload and submit.
+        if self._request("GET", path, ok=(200, 404)).status_code == 404:
+            self._request("PUT", path, content=data)
+        return f"gcs://{name}"
+
+    def job(self, submission_id: str) -> dict | None:
+        """The job's info, or None when the head does not know it."""
+        response = self._request("GET", f"/api/jobs/{submission_id}", ok=(200, 404))
+        return None if response.status_code == 404 else response.json()
+
+    def submit(self, request: dict) -> str:
+        return self._request("POST", "/api/jobs/", json=request).json()["submission_id"]
+
+    def logs(self, submission_id: str) -> str:
+        return self._request("GET", f"/api/jobs/{submission_id}/logs").json().get("logs", "")
+
+    def stop(self, submission_id: str) -> bool:
+        return bool(self._request("POST", f"/api/jobs/{submission_id}/stop").json().get("stopped"))
+
+
+class RayBackend(Backend):
+    """Runs jobs on a Ray cluster through its Jobs REST API."""
+
+    name = "ray"
+
+    def __init__(self, settings=None, store=None) -> None:
+        super().__init__(check_settings(settings or {}), store)
+
+    def _client(self, address: str) -> RayJobsClient:
+        return RayJobsClient(address, auth_token())
+
+    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
+        from ..launch import RAY_SETUP_HOOK, bootstrap_env
+
+        job_dir = Path(job_dir)
+        address = resolve_address(self.settings)
+        # Relative paths: Ray unpacks the package elsewhere on each node and starts the
+        # entrypoint and every worker inside it. This also writes .forge-runtime/ into the
+        # job directory, so it must come before the package is built.
+        env = {str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()}
+        name, data = build_package(job_dir)
+        client = self._client(address)
+        try:
+            uri = client.upload_package(name, data)
+            request = {
+                "entrypoint": LAUNCHER,
+                "runtime_env": {
+                    "working_dir": uri,
+                    "env_vars": env,
+                    "worker_process_setup_hook": RAY_SETUP_HOOK,
+                },
+                "metadata": {"forge_job_id": spec.id, "forge_job_name": spec.name},
+            }
+            for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources"):
+                if key in self.settings:
+                    request[key] = self.settings[key]
+            submission_id = _submit_unique(client, f"forge-{spec.id}", request)
+        finally:
+            client.close()
+        record = JobRecord(
+            id=spec.id,
+            name=spec.name,
+            backend=self.name,
+            status="pending",
+            dir=str(job_dir),
+            created=utc_now(),
+            backend_ref={"address": address, "submission_id": submission_id, "package": uri},
+        )
+        self.store.save(record)
+        return record
+
+    def refresh(self, record: JobRecord) -> JobRecord:
+        if record.final:
+            return record
+        client = self._client(record.backend_ref["address"])
+        try:
+            info = client.job(record.backend_ref["submission_id"])
+        finally:
+            client.close()
+        return self.store.update(record.id, lambda r: r if r.final else _apply(r, info))
+
+    def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
+        client = self._client(record.backend_ref["address"])
+        sid = record.backend_ref["submission_id"]
+        seen = 0
+        try:
+            while True:
+                # Status before logs: once a read status is final, the logs read after it are complete.
+                info = client.job(sid)
+                if info is None:
+                    return
+                text = client.logs(sid)
+                if len(text) > seen:
+                    yield text[seen:]
+                    seen = len(text)
+                if not follow or STATUS.get(info.get("status")) not in LIVE:
+                    return
+                time.sleep(0.5)
+        finally:
+            client.close()
+
+    def cancel(self, record: JobRecord) -> JobRecord:
+        record = self.refresh(record)
+        if record.final:
+            return record
+        client = self._client(record.backend_ref["address"])
+        try:
+            stopped = client.stop(record.backend_ref["submission_id"])
+        finally:
+            client.close()
+        if not stopped:  # it ended on its own first
+            return self.refresh(record)
+        return self.store.update(
+            record.id,
+            lambda r: r if r.final else r.with_changes(status="cancelled", finished=utc_now(), message="stopped through the Ray Jobs API"),
+        )
+
+
+def _submit_unique(client: RayJobsClient, base: str, request: dict) -> str:
+    """Submit under ``base``, or ``base-2``, ``base-3`` … when an earlier submit took the id.
+
+    Ray answers a reused submission id with HTTP 500, so look first; if another client
+    takes the id between the look and the submit, the look after the failure shows it.
+    """
+    for attempt in range(1, 100):
+        sid = base if attempt == 1 else f"{base}-{attempt}"
+        if client.job(sid) is not None:
+            continue
+        try:
+            return client.submit({**request, "submission_id": sid})
+        except BackendError:
+            if client.job(sid) is None:
+                raise
+    raise BackendError(f"no free Ray submission id for {base}", hint="delete old jobs on the head (ray job delete)")
+
+
+def _apply(record: JobRecord, info: dict | None) -> JobRecord:
+    if info is None:
+        return record.with_changes(
+            status="lost", finished=utc_now(), message="the Ray head no longer knows this job (restarted or deleted)"
+        )
+    status = STATUS.get(info.get("status"), record.status)
+    changes: dict[str, Any] = {"status": status}
+    if status in ("succeeded", "failed", "cancelled"):
+        code = info.get("driver_exit_code")
+        if code is None and status == "succeeded":
+            code = 0
+        changes.update(exit_code=code, finished=utc_now(), message=_first_line(info.get("message")))
+    return record.with_changes(**changes)
+
+def _first_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[0][:300] if lines else ""

@@ -1,0 +1,186 @@
+"""The ray backend against a real Ray head on 127.0.0.1 (one head for the whole session)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from starforge.backends.base import wait
+from starforge.backends.ray import RayBackend, RayJobsClient, build_package, resolve_address
+from starforge.backends.store import JobStore
+from starforge.errors import BackendError, ManifestError
+from starforge.experiment.submit import submit_experiment
+
+pytestmark = pytest.mark.ray
+
+
+def _submit(exp: Path, tmp_path: Path, sets=()):
+    store = JobStore(tmp_path / "jobs")
+    sub = submit_experiment(exp, sets, backend="ray", store=store)
+    chunks: list[str] = []
+    record = wait(sub.backend, sub.record, chunks.append)
+    return sub, record, "".join(chunks)
+
+
+def _results(log: str) -> list:
+    line = next(l for l in log.splitlines() if l.startswith("RESULTS "))
+    return json.loads(line[len("RESULTS ") :])
+
+
+def _node_job_dir(ray_head, record) -> Path:
+    """Where Ray unpacked the job package on this (only) node."""
+    name = record.backend_ref["package"].removeprefix("gcs://").removesuffix(".zip")
+    found = list(ray_head.temp_dir.glob(f"session_2*/runtime_resources/working_dir_files/{name}"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _provenance(job_dir: Path) -> list:
+    return [json.loads(p.read_text()) for p in sorted((job_dir / "provenance").glob("*.json"))]
+
+
+def _patched_pids(records: list) -> set:
+    return {r["pid"] for r in records if any(p.get("target") == "workload.algo:tag" for p in r["patches"])}
+
+
+def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_head, make_experiment, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+    exp = make_experiment("python -m workload.ray_train", "ray")
+    sub, record, log = _submit(exp, tmp_path)
+
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    assert "plugin  : tester/mark-worker@1.0.0 loaded" in log
+    results = _results(log)
+    assert [r["where"] for r in results] == ["task", "task", "actor", "driver"]
+    assert all(r["tag"] == f"patched:plain:{r['pid']}" for r in results), results
+
+    # The record is in the store with the Ray handle; `forge jobs` reads it from there.
+    stored = JobStore(tmp_path / "jobs").get(record.id)
+    assert stored.status == "succeeded" and stored.backend_ref["submission_id"] == f"forge-{record.id}"
+
+    # Provenance on the node: the launcher and every worker process that ran the function.
+    records = _provenance(_node_job_dir(ray_head, record))
+    worker_pids = {r["pid"] for r in results if r["where"] != "driver"}
+    assert worker_pids <= _patched_pids(records), records
+    roles = {r["pid"]: r["role"] for r in records}
+    assert roles[results[-1]["pid"]] == "launcher"
+    for pid in worker_pids:
+        rec = next(r for r in records if r["pid"] == pid)
+        assert [(p["ref"], p["status"]) for p in rec["plugins"]] == [("tester/mark-worker@1.0.0", "loaded")]
+
+
+def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_head, make_experiment, tmp_path):
+    # Address from forge.yaml this time (no FORGE_RAY_ADDRESS).
+    exp = make_experiment("python -m workload.ray_train --own-hook", "ray", {"address": ray_head.address})
+    sub, record, log = _submit(exp, tmp_path)
+
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    workers = [r for r in _results(log) if r["where"] != "driver"]
+    assert all(r["tag"].startswith("patched:") for r in workers), workers
+    # the hook the entrypoint passed to ray.init ran in each worker, as well as ours
+    assert all(r["own_hook"] == str(r["pid"]) for r in workers), workers
+    assert {r["pid"] for r in workers} <= _patched_pids(_provenance(_node_job_dir(ray_head, record)))
+
+
+def test_tampered_plugin_fails_the_job_with_the_verification_code(ray_head, make_experiment, tmp_path, monkeypatch):
+    from starforge.experiment.stage import load_plan, stage_job
+    from starforge.experiment.lock import open_experiment_registry
+
+    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+    exp = make_experiment("python -m workload.ray_train", "ray")
+    plan = load_plan(exp, backend="ray")
+    backend = RayBackend({}, JobStore(tmp_path / "jobs"))
+    job_dir = backend.staging_dir(exp, plan.spec.id)
+    stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
+    target = job_dir / "forge_plugins" / "mark-worker" / "mark_worker.py"
+    target.chmod(0o644)
+    target.write_text(target.read_text() + "\nEXTRA = 1\n")
+
+    record = backend.submit(job_dir, plan.spec, detach=False)
+    chunks: list[str] = []
+    record = wait(backend, record, chunks.append)
+    log = "".join(chunks)
+    assert (record.status, record.exit_code) == ("failed", 10), log
+    assert "mark_worker.py" in log  # the mismatch report names the changed file
+    assert "RESULTS" not in log  # the training entrypoint never ran
+
+
+def test_resubmitting_a_staged_job_gets_a_new_submission_id(ray_head, make_experiment, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+    exp = make_experiment("python -c 'import sys; sys.exit(4)'", "ray")
+    sub, first, log = _submit(exp, tmp_path)
+    assert (first.status, first.exit_code) == ("failed", 4), log
+
+    again = sub.backend.submit(sub.job_dir, sub.spec, detach=True)
+    assert again.backend_ref["submission_id"] == f"forge-{sub.spec.id}-2"
+    # same directory, same bytes: the package is content-addressed and not uploaded twice
+    assert again.backend_ref["package"] == first.backend_ref["package"]
+    assert wait(sub.backend, again, lambda _: None).exit_code == 4
+
+
+def test_cancel_stops_a_running_job(ray_head, make_experiment, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+    exp = make_experiment("python -c 'import time; print(\"sleeping\", flush=True); time.sleep(300)'", "ray")
+    store = JobStore(tmp_path / "jobs")
+    sub = submit_experiment(exp, (), backend="ray", store=store, detach=True)
+    backend = sub.backend
+    deadline = time.monotonic() + 60
+    while "sleeping" not in "".join(backend.logs(sub.record)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    record = backend.cancel(sub.record)
+    assert record.status == "cancelled"
+    client = RayJobsClient(ray_head.address)
+    try:
+        deadline = time.monotonic() + 30
+        while client.job(record.backend_ref["submission_id"])["status"] != "STOPPED" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.job(record.backend_ref["submission_id"])["status"] == "STOPPED"
+    finally:
+        client.close()
+    assert store.get(record.id).status == "cancelled"
+
+
+def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):
+    job = tmp_path / "job"
+    (job / "forge_plugins" / "p").mkdir(parents=True)
+    (job / "jobspec.json").write_text("{}")
+    (job / "forge_plugins" / "p" / "m.py").write_text("x = 1\n")
+    (job / "run.sh").write_text("#!/bin/sh\n")
+    (job / "run.sh").chmod(0o755)
+    name1, data1 = build_package(job)
+    os.utime(job / "jobspec.json", (1, 1))  # times do not matter
+    name2, data2 = build_package(job)
+    assert (name1, data1) == (name2, data2)
+    assert name1.startswith("starforge_") and name1.endswith(".zip")
+    with zipfile.ZipFile(BytesIO(data1)) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+    assert sorted(infos) == ["forge_plugins/p/m.py", "jobspec.json", "run.sh"]
+    assert stat.S_IMODE(infos["run.sh"].external_attr >> 16) == 0o755
+    assert stat.S_IMODE(infos["jobspec.json"].external_attr >> 16) == 0o644
+    (job / "link").symlink_to("jobspec.json")
+    with pytest.raises(BackendError, match="not a regular file"):
+        build_package(job)
+
+
+def test_address_resolution_and_settings(monkeypatch):
+    assert resolve_address({}, {}) == "http://127.0.0.1:8265"
+    assert resolve_address({"address": "10.1.2.3:8265/"}, {}) == "http://10.1.2.3:8265"
+    assert resolve_address({"address": "http://a:1"}, {"FORGE_RAY_ADDRESS": "http://b:2"}) == "http://b:2"
+    with pytest.raises(BackendError, match="Ray Client address"):
+        resolve_address({"address": "ray://head:10001"}, {})
+    with pytest.raises(ManifestError, match="did you mean 'ray.address'"):
+        RayBackend({"adress": "x"})
+
+
+def test_unreachable_head_is_a_clear_error(make_experiment, tmp_path, monkeypatch, unused_port):
+    monkeypatch.setenv("FORGE_RAY_ADDRESS", f"http://127.0.0.1:{unused_port}")
+    exp = make_experiment("python -m workload.ray_train", "ray")
+    with pytest.raises(BackendError, match="cannot reach the Ray Jobs API"):
+        submit_experiment(exp, (), backend="ray", store=JobStore(tmp_path / "jobs"))
