@@ -103,6 +103,8 @@ class DirectoryRegistry(Registry):
         self._readable()
         try:
             src = open(blob, "rb")
+        except PermissionError:
+            raise RegistryError(f"{info.ref}: cannot read {blob}: permission denied") from None
         except FileNotFoundError:
             raise RegistryError(
                 f"{info.ref}: archive sha256:{hex_} is missing from registry {self.url}",
@@ -143,6 +145,18 @@ class DirectoryRegistry(Registry):
 
     def publish(
         self, archive: Path, info: PublishedVersion, signature: bytes | None = None, progress: Progress | None = None
+    ) -> PublishResult:
+        try:
+            return self._publish(archive, info, signature, progress)
+        except OSError as exc:
+            where = exc.filename or self.url
+            raise RegistryError(
+                f"cannot publish to registry {self.url}: {where}: {exc.strerror or exc}",
+                hint="check that the registry directory is writable by you",
+            ) from None
+
+    def _publish(
+        self, archive: Path, info: PublishedVersion, signature: bytes | None, progress: Progress | None
     ) -> PublishResult:
         _check_name(info.owner, "owner")
         _check_name(info.name, "name")
@@ -345,7 +359,10 @@ def _unlink(path) -> None:
 
 @contextlib.contextmanager
 def _flock(path: Path):
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:  # created by another user of a shared registry; flock needs no write access
+        fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
