@@ -125,7 +125,7 @@ def main() -> None:
             times["raw pull"].append(timed(lambda: raw_pull(base, f"raw/round{i}", digest, work / f"raw{i}")))
             times["pull"].append(timed(lambda: reg.download(published, work / f"pull{i}.tar.gz")))
             size = len(data)
-            del data
+            data = b""
             for p in (work / f"raw{i}", work / f"pull{i}.tar.gz", archive):
                 p.unlink()
             shutil.rmtree(work / f"src-1.0.{i}")

@@ -674,12 +674,15 @@ class OciClient:
 
     def _paged(self, url: str, key: str, scope: str) -> Iterator[str]:
         seen = 0
+        catalog = key == "repositories"
         while url:
-            r = self.request("GET", url, scope=scope, ok=(200,), allow=(404,))
+            r = self.request("GET", url, scope=scope, ok=(200,), allow=(401, 403, 404) if catalog else (404,))
+            if r.status_code in (401, 403, 404) and catalog:
+                # GHCR has no catalog; Harbor shows it to administrators only.
+                raise RegistryError(
+                    f"{self.location.host} does not list its repositories to this account (HTTP {r.status_code})",
+                    hint="name the plugin instead: forge plugin show OWNER/NAME")
             if r.status_code == 404:
-                if key == "repositories":
-                    raise RegistryError(f"{self.location.host} does not offer a repository catalog",
-                                        hint="list a known plugin by name instead (forge plugin show OWNER/NAME)")
                 return
             try:
                 items = r.json().get(key) or []

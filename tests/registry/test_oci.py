@@ -7,7 +7,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import tarfile
 import threading
@@ -189,7 +188,7 @@ def test_publisher_that_loses_the_race_during_upload_reports_the_conflict(oci_re
     assert reg_a.get("race", "p", "1.0.0").tree_digest == info_b.tree_digest
 
 
-def test_concurrent_publishers_never_both_keep_a_silent_win(oci_registry, tmp_path):
+def test_concurrent_publishers_leave_the_tag_on_a_reported_winner(oci_registry, tmp_path):
     """Threads racing on one version: the tag ends on a winner; a loser reports or is detectable."""
     for round_ in range(4):
         version = f"3.0.{round_}"
@@ -347,6 +346,7 @@ class TokenProxy:
         self.fail_next = 0
         self.before_tag_write = None  # called once before the first manifest PUT by tag
         self.immutable_tags = False  # refuse a manifest PUT to an existing tag (like Harbor, ECR)
+        self.catalog_denied = False  # answer 403 to /v2/_catalog (like Harbor for non-administrators)
         self.scopes_asked: list = []
         proxy = self
 
@@ -372,6 +372,8 @@ class TokenProxy:
                     realm = f"http://127.0.0.1:{proxy.port}/token"
                     challenge = f'Bearer realm="{realm}",service="forge-test",scope="{needed}"'
                     return self.reply(401, {"WWW-Authenticate": challenge}, b"{}")
+                if proxy.catalog_denied and self.path.startswith("/v2/_catalog"):
+                    return self.reply(403, {"Content-Type": "application/json"}, b'{"errors":[{"code":"DENIED"}]}')
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host")}
                 headers["Host"] = f"127.0.0.1:{proxy.port}"
                 reference = self.path.rsplit("/manifests/", 1)[-1] if "/manifests/" in self.path else ""
@@ -460,6 +462,11 @@ def test_bearer_token_challenge_is_answered_with_scoped_tokens(oci_registry, tmp
         assert dest.read_bytes() == archive.read_bytes()
         assert "repository:forge/bearer/p:pull,push" in proxy.scopes_asked
         assert "registry:catalog:*" in proxy.scopes_asked
+        proxy.catalog_denied = True
+        with pytest.raises(RegistryError, match="does not list its repositories") as no_catalog:
+            reg.plugins()
+        assert "forge plugin show" in no_catalog.value.hint
+        assert reg.versions("bearer", "p") == ["1.0.0"]  # a plugin is still reachable by name
 
         monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "wrong")
         with pytest.raises(RegistryError, match="refused the credentials of 'bob'"):
