@@ -191,6 +191,9 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
     job.write_provenance()
 
     argv = list(cmd) if cmd else list(spec.entrypoint)
+    from .ray_hook import watch_ray_init
+
+    watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
     code, failure = run_entrypoint(argv, recipe)
     if failure is not None:

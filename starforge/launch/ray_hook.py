@@ -1,24 +1,40 @@
-"""Ray's ``worker_process_setup_hook`` for forge jobs.
+"""Ray's ``worker_process_setup_hook`` for forge jobs, and chaining to the entrypoint's own.
 
-Name it in dotted form (Ray refuses ``module:function``)::
+A backend names the hook in dotted form (Ray refuses ``module:function``)::
 
-    runtime_env = {"worker_process_setup_hook": starforge.launch.RAY_SETUP_HOOK,
-                   "env_vars": starforge.launch.bootstrap_env(job_dir, relative=True)}
+    from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
+    runtime_env = {"working_dir": job_dir,
+                   "worker_process_setup_hook": RAY_SETUP_HOOK,
+                   "env_vars": bootstrap_env(job_dir, relative=True)}
 
-In each Ray worker process :func:`setup` bootstraps the job's plugins (the same work the
+In each Ray worker process :func:`setup` bootstraps the job's plugins (the work the
 ``sitecustomize`` bootstrap does; idempotent, so a worker that already ran it pays nothing)
-and then calls the hook the training entrypoint passed to ``ray.init`` itself, named by
-``FORGE_RAY_CHAINED_HOOK`` (dotted ``module.function``).
+and then calls the hook the training entrypoint gave ``ray.init`` itself.
 
-Cluster side: standard library only; importable from the job's runtime zip.
+Ray refuses a driver ``runtime_env`` that repeats a field of the job's (two setup hooks
+conflict), so the launcher wraps ``ray.init`` when the entrypoint imports ``ray``
+(:func:`watch_ray_init`): the entrypoint's hook is moved into the env var
+``FORGE_RAY_CHAINED_HOOK`` (a dotted name) or ``FORGE_RAY_CHAINED_HOOK_PICKLED`` (a
+callable, pickled with ``ray.cloudpickle``), and ours takes its place when the job does
+not already set it.
+
+Cluster side: standard library only (``ray`` only inside Ray processes); importable from
+the job's runtime zip.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import sys
+import threading
 
 CHAINED_HOOK_ENV = "FORGE_RAY_CHAINED_HOOK"
+CHAINED_PICKLED_ENV = "FORGE_RAY_CHAINED_HOOK_PICKLED"
+RAY_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"  # where Ray keeps the job's hook
+SETUP_HOOK = f"{__name__}.setup"
+FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT", "PYTHONPATH")
 
 
 def setup() -> None:
@@ -28,24 +44,123 @@ def setup() -> None:
 
     runtime.boot_process("ray-setup-hook")
     chained = os.environ.get(CHAINED_HOOK_ENV, "")
-    if chained and chained != f"{__name__}.setup":
+    pickled = os.environ.get(CHAINED_PICKLED_ENV, "")
+    if chained and chained != SETUP_HOOK:
         module_name, _, func_name = chained.rpartition(".")
-        func = getattr(importlib.import_module(module_name), func_name)
-        func()
+        getattr(importlib.import_module(module_name), func_name)()
+    elif pickled:
+        import base64
+
+        from ray import cloudpickle  # only reached inside a Ray worker
+
+        cloudpickle.loads(base64.b64decode(pickled))()
+
+
+def chain_runtime_env(runtime_env, environ=None) -> dict:
+    """The ``runtime_env`` the entrypoint gave ``ray.init``, with our hook chained in front.
+
+    >>> chain_runtime_env({"worker_process_setup_hook": "mylib.setup"}, {})["env_vars"]
+    {'FORGE_RAY_CHAINED_HOOK': 'mylib.setup'}
+    """
+    environ = os.environ if environ is None else environ
+    env = dict(runtime_env or {})
+    env_vars = dict(env.get("env_vars") or {})
+    user = env.pop("worker_process_setup_hook", None)
+    if user is not None and user != SETUP_HOOK:
+        if isinstance(user, str):
+            env_vars[CHAINED_HOOK_ENV] = user
+        elif callable(user):
+            import base64
+
+            from ray import cloudpickle
+
+            env_vars[CHAINED_PICKLED_ENV] = base64.b64encode(cloudpickle.dumps(user)).decode("ascii")
+        else:
+            raise TypeError(f"worker_process_setup_hook must be a function or a dotted name, got {type(user).__name__}")
+    if environ.get(RAY_HOOK_ENV) != SETUP_HOOK:
+        # The job was not submitted with our hook (a driver starting its own Ray, say):
+        # the driver's runtime_env carries it, with the job environment.
+        env["worker_process_setup_hook"] = SETUP_HOOK
+        for key in FORWARDED:
+            if key in environ and key not in env_vars:
+                env_vars[key] = environ[key]
+    if env_vars:
+        env["env_vars"] = env_vars
+    return env
+
+
+def watch_ray_init() -> None:
+    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks."""
+    module = sys.modules.get("ray")
+    if module is not None:
+        _wrap_init(module)
+        return
+    if not any(isinstance(f, _RayWatcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RayWatcher())
+
+
+def _wrap_init(ray) -> None:
+    original = getattr(ray, "init", None)
+    if original is None or getattr(original, "_forge_chained", False):
+        return
+
+    @functools.wraps(original)
+    def init(*args, **kwargs):
+        kwargs["runtime_env"] = chain_runtime_env(kwargs.get("runtime_env"))
+        return original(*args, **kwargs)
+
+    init._forge_chained = True  # type: ignore[attr-defined]
+    ray.init = init
+
+
+class _RayWatcher:
+    """A meta-path finder that wraps ``ray.init`` once ``ray`` has been imported."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "ray" or getattr(self.local, "busy", False):
+            return None
+        from .runtime import _PostImportLoader
+
+        self.local.busy = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.local.busy = False
+        if spec is None or spec.loader is None:
+            return spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec.loader = _PostImportLoader(spec.loader, lambda name: _wrap_init(sys.modules[name]))
+        return spec
 
 
 def _locate_job() -> None:
-    # Ray unpacks the job directory (working_dir) at another path on every node: relative
-    # FORGE_* paths are resolved against the worker's working directory.
-    spec = os.environ.get("FORGE_JOBSPEC")
-    if spec and not os.path.isabs(spec):
-        job_dir = os.path.abspath(os.environ.get("FORGE_JOB_DIR") or ".")
-        os.environ["FORGE_JOB_DIR"] = job_dir
-        os.environ["FORGE_JOBSPEC"] = os.path.join(job_dir, spec) if not os.path.isabs(spec) else spec
-        for key in ("FORGE_HYPERPARAMS", "FORGE_RUNTIME"):
-            value = os.environ.get(key)
-            if value and not os.path.isabs(value):
-                os.environ[key] = os.path.join(job_dir, value)
-    elif not spec and os.path.exists("jobspec.json"):
-        os.environ["FORGE_JOBSPEC"] = os.path.abspath("jobspec.json")
-        os.environ.setdefault("FORGE_JOB_DIR", os.path.abspath("."))
+    # Ray unpacks the job directory (working_dir) at another path on every node and starts
+    # workers inside it: relative FORGE_* paths, or absolute ones that do not exist here,
+    # are resolved against the worker's working directory.
+    spec = os.environ.get("FORGE_JOBSPEC", "")
+    if spec and os.path.isabs(spec) and os.path.exists(spec):
+        return
+    if not spec and not os.path.exists("jobspec.json"):
+        return
+    job_dir = os.environ.get("FORGE_JOB_DIR", "")
+    if not job_dir or not os.path.isabs(job_dir) or not os.path.isdir(job_dir):
+        job_dir = os.getcwd()
+    os.environ["FORGE_JOB_DIR"] = job_dir
+    os.environ["FORGE_JOBSPEC"] = os.path.join(job_dir, "jobspec.json")
+    from .environment import runtime_paths
+
+    paths = runtime_paths(job_dir)
+    os.environ["FORGE_HYPERPARAMS"] = paths["hyperparams"]
+    os.environ["FORGE_RUNTIME"] = paths["zip"]
+    if paths["zip"] not in sys.path:
+        sys.path.append(paths["zip"])

@@ -505,6 +505,9 @@ def boot_process(reason: str = "start-up") -> Job | None:
                     item.status = "disabled"
         else:
             run_or_exit(job, lambda: job.boot(reason))
+            from .ray_hook import watch_ray_init
+
+            watch_ray_init()
         # Written now (a worker may be killed, skipping atexit) and again at exit.
         job.write_provenance()
         import atexit

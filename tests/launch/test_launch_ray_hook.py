@@ -1,0 +1,65 @@
+"""The Ray setup hook: bootstraps a worker from the job directory and chains the
+entrypoint's own hook. (The Ray backend tests run it inside real Ray workers.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launch_jobs import demo_plugin
+from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
+from starforge.launch.ray_hook import CHAINED_HOOK_ENV, RAY_HOOK_ENV, chain_runtime_env
+
+USER_HOOK = "import os\ndef setup():\n    os.environ['USER_HOOK_RAN'] = 'yes'\n"
+
+
+def test_hook_name_is_dotted_and_importable():
+    module, _, func = RAY_SETUP_HOOK.rpartition(".")
+    assert ":" not in RAY_SETUP_HOOK
+    assert callable(getattr(__import__(module, fromlist=[func]), func))
+
+
+def test_setup_bootstraps_from_the_working_directory_and_chains(builder):
+    """A Ray worker: cwd is the unpacked job directory, FORGE_* paths are relative."""
+    job = builder.job(plugins=[demo_plugin()], recipe={"app/userhook.py": USER_HOOK})
+    env = bootstrap_env(job.dir, relative=True)
+    del env["PYTHONPATH"]  # no sitecustomize: the hook alone must do the work
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+    full.update(env)
+    full["PYTHONPATH"] = "recipe"
+    full[CHAINED_HOOK_ENV] = "app.userhook.setup"
+    code = (
+        "import os; from starforge.launch import ray_hook; ray_hook.setup(); "
+        "from app import algo; print(algo.compute(1), os.environ['USER_HOOK_RAN'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, cwd=str(job.dir))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["20", "yes"]
+    (rec,) = job.records()
+    assert rec["role"] == "worker" and rec["plugins"][0]["trigger"] == "ray-setup-hook"
+
+
+def test_chain_runtime_env_moves_the_entrypoint_hook_behind_ours():
+    environ = {"FORGE_JOBSPEC": "/j/jobspec.json", "PYTHONPATH": "/j/.forge-runtime/bootstrap", "HOME": "/root"}
+    chained = chain_runtime_env({"worker_process_setup_hook": "mylib.setup", "env_vars": {"A": "1"}}, environ)
+    assert chained == {
+        "worker_process_setup_hook": RAY_SETUP_HOOK,
+        "env_vars": {
+            "A": "1",
+            CHAINED_HOOK_ENV: "mylib.setup",
+            "FORGE_JOBSPEC": "/j/jobspec.json",
+            "PYTHONPATH": "/j/.forge-runtime/bootstrap",
+        },
+    }
+    # The job was submitted with our hook: the driver must not repeat the field (Ray
+    # refuses a driver runtime_env that overlaps the job's).
+    submitted = {**environ, RAY_HOOK_ENV: RAY_SETUP_HOOK}
+    assert chain_runtime_env({"worker_process_setup_hook": "mylib.setup"}, submitted) == {
+        "env_vars": {CHAINED_HOOK_ENV: "mylib.setup"}
+    }
+    assert chain_runtime_env(None, submitted) == {}
+    with pytest.raises(TypeError):
+        chain_runtime_env({"worker_process_setup_hook": 3}, environ)
