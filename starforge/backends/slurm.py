@@ -1,0 +1,344 @@
+"""The ``slurm`` backend: one ``sbatch`` script per job over a shared staging directory.
+
+The job directory is staged on a filesystem every node sees (``slurm.staging`` in
+``forge.yaml``, or ``FORGE_SLURM_STAGING``; by default the experiment's
+``.forge/jobs/<id>``, which is shared when the experiment lives in a shared home). The
+batch script, written to ``<job dir>/slurm/job.sbatch``, runs three kinds of step:
+
+1. **prepare**, on every node of the allocation (``srun --ntasks-per-node=1``): copy the
+   job (``jobspec.json``, ``forge_plugins/``, ``recipe/``, ``.forge-runtime/``) to a
+   node-local directory that has the same path on every node
+   (``<slurm.node_dir>/starforge-<job id>``, default ``/tmp``), make the verified inputs
+   read-only, and run one full launcher pass on that copy with a no-op command
+   (``forge-launch --spec … -- true``): every plugin is verified, requirement-checked,
+   imported and installed on every node before any training starts;
+2. **run** the launcher on the node-local copy: once on the batch host
+   (``slurm.launch: once``, the default) or on every node (``slurm.launch: per-node``,
+   ``srun --ntasks-per-node=1``). The launcher exports the bootstrap environment to the
+   processes it starts; because the copy's path is the same on every node, a process the
+   entrypoint starts on another node (``srun python …``, torchrun) verifies and loads that
+   node's own copy;
+3. **collect**, on every node: copy the node's provenance records and launcher status
+   back into the shared job directory, and remove the node-local copy.
+
+The script records the exit code in ``slurm/exit_code``; output goes to
+``slurm/output.log``. Status comes from ``scontrol show job``, then ``sacct`` where
+accounting exists, then that exit-code file. Every Slurm client command runs under
+``timeout`` (they hang while slurmctld is down).
+
+Other settings: ``nodes`` (default 1), ``partition``, ``account``, ``time``,
+``cpus_per_task``, ``gpus_per_node``, ``sbatch_args`` (a list of extra ``sbatch``
+arguments).
+
+Laptop side (the batch script runs on the cluster and calls only the shell and
+``forge-launch``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import BackendError, ManifestError
+from .base import Backend, JobRecord, exit_status, utc_now
+
+SETTINGS = (
+    "staging",
+    "launch",
+    "nodes",
+    "partition",
+    "account",
+    "time",
+    "cpus_per_task",
+    "gpus_per_node",
+    "node_dir",
+    "sbatch_args",
+)
+LAUNCH_MODES = ("once", "per-node")
+CLIENT_TIMEOUT = 30  # seconds for each sbatch/scontrol/sacct/scancel call
+SLURM_DIR = "slurm"  # inside the job directory: script, output, exit code, node statuses
+JOB_ITEMS = ("jobspec.json", "forge_plugins", "recipe", ".forge-runtime")  # what a node copies
+
+# Slurm job state -> record status (anything unknown counts as still running)
+PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD"}
+SUCCEEDED = {"COMPLETED"}
+CANCELLED = {"CANCELLED"}
+FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT"}
+
+
+def check_settings(settings: Mapping[str, Any]) -> dict:
+    """The ``slurm:`` mapping with unknown keys and bad values refused."""
+    from ..manifest import closest
+
+    out = dict(settings)
+    for key in out:
+        if key not in SETTINGS:
+            guess = closest(str(key), SETTINGS)
+            raise ManifestError(
+                f"forge.yaml: unknown key 'slurm.{key}'" + (f" (did you mean 'slurm.{guess}'?)" if guess else ""),
+                hint=f"slurm settings: {', '.join(SETTINGS)}",
+            )
+    launch = out.setdefault("launch", "once")
+    if launch not in LAUNCH_MODES:
+        raise ManifestError(f"forge.yaml: slurm.launch: expected once or per-node, got {launch!r}")
+    for key in ("nodes", "cpus_per_task", "gpus_per_node"):
+        value = out.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ManifestError(f"forge.yaml: slurm.{key}: expected a positive integer, got {value!r}")
+    for key in ("staging", "partition", "account", "time", "node_dir"):
+        value = out.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ManifestError(f"forge.yaml: slurm.{key}: expected a string, got {value!r}")
+    args = out.get("sbatch_args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ManifestError("forge.yaml: slurm.sbatch_args: expected a list of strings")
+    return out
+
+
+def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError."""
+    try:
+        result = subprocess.run(
+            ["timeout", str(CLIENT_TIMEOUT), *argv], capture_output=True, text=True, env=dict(env) if env else None
+        )
+    except FileNotFoundError:
+        raise BackendError("the 'timeout' command is missing (coreutils)") from None
+    if result.returncode == 127:
+        raise BackendError(f"'{argv[0]}' not found", hint="run forge submit on a Slurm login node (slurm-client installed)")
+    if result.returncode == 124:
+        raise BackendError(
+            f"'{' '.join(argv[:2])}' did not answer within {CLIENT_TIMEOUT} s",
+            hint="is slurmctld running and reachable (scontrol ping)?",
+        )
+    if check and result.returncode != 0:
+        err = " ".join((result.stderr or result.stdout).split())[-300:]
+        raise BackendError(f"{argv[0]} failed ({result.returncode}): {err}")
+    return result
+
+
+def node_job_dir(settings: Mapping[str, Any], job_id: str) -> str:
+    """The node-local copy's path, the same on every node of the allocation."""
+    return os.path.join(settings.get("node_dir") or "/tmp", f"starforge-{job_id}")
+
+
+def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
+    """The sbatch script of one job (see the module docstring for its steps)."""
+    q = shlex.quote
+    shared = str(job_dir)
+    local = node_job_dir(settings, spec.id)
+    out = Path(job_dir) / SLURM_DIR
+    nodes = int(settings.get("nodes") or 1)
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={q(spec.name)}",
+        f"#SBATCH --output={q(str(out / 'output.log'))}",
+        f"#SBATCH --chdir={q(shared)}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --export=ALL",
+    ]
+    for key, flag in (("partition", "--partition"), ("account", "--account"), ("time", "--time"),
+                      ("cpus_per_task", "--cpus-per-task"), ("gpus_per_node", "--gpus-per-node")):  # fmt: skip
+        if settings.get(key) is not None:
+            lines.append(f"#SBATCH {flag}={q(str(settings[key]))}")
+    run = 'forge-launch --spec "$LOCAL/jobspec.json"'
+    lines += [
+        "# Written by forge submit (starforge slurm backend).",
+        "set -u",
+        "# Not a worker of some other forge job: the launcher sets up this job's environment.",
+        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME",
+        "# The prepare step and the run share one attempt number (provenance file names).",
+        'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
+        f"SHARED={q(shared)}",
+        f"LOCAL={q(local)}",
+        'NODES="${SLURM_JOB_NUM_NODES:-1}"',
+        'on_each_node() { srun --nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 "$@"; }',
+        "",
+        "# 1. every node: a node-local read-only copy, checked by a full launcher pass (no-op command)",
+        "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" ' + " ".join(q(i) for i in JOB_ITEMS),
+        "code=$?",
+        'if [ "$code" -eq 0 ]; then',
+        "    # 2. the training entrypoint on the local copy; the launcher exports the bootstrap",
+        "    #    environment, whose paths are the same on every node",
+        f"    {'on_each_node ' if settings.get('launch', 'once') == 'per-node' else ''}{run}",
+        "    code=$?",
+        "fi",
+        "# 3. every node: provenance and launcher status back to the shared directory",
+        "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
+        f'echo "$code" > "$SHARED/{SLURM_DIR}/exit_code.tmp" && mv -f "$SHARED/{SLURM_DIR}/exit_code.tmp" "$SHARED/{SLURM_DIR}/exit_code"',
+        'exit "$code"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# bash -c '<this>' forge-prepare SHARED LOCAL ITEM...
+_PREPARE = r"""set -eu
+shared=$1; local=$2; shift 2
+rm -rf "$local.tmp"
+if [ -e "$local" ]; then chmod -R u+w "$local"; rm -rf "$local"; fi
+mkdir -p "$local.tmp"
+for item in "$@"; do
+    if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local.tmp/"; fi
+done
+# the verified inputs are read-only; .forge-runtime/, status.json and provenance/ are the launcher's
+for item in jobspec.json forge_plugins recipe; do
+    if [ -e "$local.tmp/$item" ]; then chmod -R a-w "$local.tmp/$item"; fi
+done
+mv "$local.tmp" "$local"
+exec forge-launch --spec "$local/jobspec.json" -- true
+"""
+
+# bash -c '<this>' forge-collect SHARED LOCAL
+_COLLECT = r"""shared=$1; local=$2
+host=$(hostname -s)
+if [ -d "$local/provenance" ]; then
+    mkdir -p "$shared/provenance"
+    cp "$local"/provenance/*.json "$shared/provenance/" 2>/dev/null
+fi
+if [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/slurm/status-$host.json"; fi
+if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/status.json"; fi
+chmod -R u+w "$local" 2>/dev/null
+rm -rf "$local"
+true
+"""
+
+
+class SlurmBackend(Backend):
+    """Runs jobs with sbatch on a Slurm cluster."""
+
+    name = "slurm"
+
+    def __init__(self, settings=None, store=None) -> None:
+        super().__init__(check_settings(settings or {}), store)
+
+    def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
+        """``$FORGE_SLURM_STAGING/<id>``, else ``slurm.staging/<id>``, else the experiment's ``.forge/jobs/<id>``."""
+        root = os.environ.get("FORGE_SLURM_STAGING") or self.settings.get("staging")
+        if root:
+            return Path(root).expanduser() / job_id
+        return super().staging_dir(experiment_dir, job_id)
+
+    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
+        job_dir = Path(job_dir).resolve()
+        out = job_dir / SLURM_DIR
+        out.mkdir(exist_ok=True)
+        script = out / "job.sbatch"
+        _atomic_write(script, batch_script(job_dir, spec, self.settings))
+        result = run_client(["sbatch", "--parsable", *self.settings.get("sbatch_args", []), str(script)])
+        slurm_id = result.stdout.strip().split(";")[0]
+        if not slurm_id.isdigit():
+            raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")
+        record = JobRecord(
+            id=spec.id,
+            name=spec.name,
+            backend=self.name,
+            status="pending",
+            dir=str(job_dir),
+            created=utc_now(),
+            backend_ref={"job_id": slurm_id, "output": str(out / "output.log"), "launch": self.settings["launch"]},
+        )
+        self.store.save(record)
+        return record
+
+    def refresh(self, record: JobRecord) -> JobRecord:
+        if record.final:
+            return record
+        state = query_state(record.backend_ref["job_id"], Path(record.dir))
+        return self.store.update(record.id, lambda r: r if r.final else _apply(r, state))
+
+    def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
+        path = Path(record.backend_ref["output"])
+        pos = 0
+        while True:
+            # State before reading: once the job is seen ended, the read after it is complete.
+            ended = not follow or self.refresh(record).final
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                    pos = f.tell()
+            except FileNotFoundError:
+                chunk = ""
+            if chunk:
+                yield chunk
+            if ended:
+                return
+            time.sleep(0.5)
+
+    def cancel(self, record: JobRecord) -> JobRecord:
+        record = self.refresh(record)
+        if record.final:
+            return record
+        run_client(["scancel", record.backend_ref["job_id"]])
+        return self.store.update(
+            record.id,
+            lambda r: r if r.final else r.with_changes(status="cancelled", finished=utc_now(), message="cancelled with scancel"),
+        )
+
+
+def query_state(slurm_id: str, job_dir: Path) -> dict:
+    """``{state, exit_code, reason}`` from scontrol, else sacct, else the job's exit-code file.
+
+    ``state`` is a Slurm state name, or ``None`` when nothing knows the job.
+    """
+    result = run_client(["scontrol", "show", "job", "-o", slurm_id], check=False)
+    if result.returncode == 0 and "JobState=" in result.stdout:
+        text = result.stdout
+        state = re.search(r"\bJobState=(\S+)", text).group(1)
+        reason = re.search(r"\bReason=(\S+)", text)
+        return {"state": state, "exit_code": _exit_code(text), "reason": reason.group(1) if reason else ""}
+    result = run_client(["sacct", "-j", slurm_id, "-X", "-n", "-P", "-o", "State,ExitCode"], check=False)
+    line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
+    if "|" in line:
+        state, code = line.split("|", 1)
+        return {"state": state.split()[0], "exit_code": _exit_code("ExitCode=" + code), "reason": ""}
+    try:
+        code = int((job_dir / SLURM_DIR / "exit_code").read_text().strip())
+    except (OSError, ValueError):
+        return {"state": None, "exit_code": None, "reason": ""}
+    return {"state": "COMPLETED" if code == 0 else "FAILED", "exit_code": code, "reason": ""}
+
+
+def _exit_code(text: str) -> int | None:
+    m = re.search(r"\bExitCode=(\d+):(\d+)", text)
+    if not m:
+        return None
+    code, sig = int(m.group(1)), int(m.group(2))
+    return exit_status(-sig) if sig else code
+
+
+def _apply(record: JobRecord, state: dict) -> JobRecord:
+    name = state["state"]
+    if name is None:
+        return record.with_changes(
+            status="lost", finished=utc_now(), message="Slurm no longer knows this job and it recorded no exit code"
+        )
+    if name in PENDING:
+        return record.with_changes(status="pending")
+    final = "succeeded" if name in SUCCEEDED else "cancelled" if name in CANCELLED else "failed" if name in FAILED else None
+    if final is None:
+        return record.with_changes(status="running")
+    code = state["exit_code"]
+    message = "" if final == "succeeded" else f"Slurm state {name}" + (f" ({state['reason']})" if state["reason"] not in ("", "None") else "")
+    return record.with_changes(status=final, exit_code=code, finished=utc_now(), message=message)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
