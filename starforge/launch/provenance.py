@@ -16,6 +16,7 @@ import re
 import tempfile
 
 DIRNAME = "provenance"
+_PATCH_KEY = ("target", "plugin", "mode", "function", "status")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -109,8 +110,10 @@ def summarize(job_dir: str) -> dict:
                 s[status] += 1
             s["installed_later"] += bool(p.get("installed_later"))
         for patch in rec.get("patches", []):
-            key = json.dumps(patch, sort_keys=True, default=str)
-            entry = patches.setdefault(key, {"patch": patch, "processes": 0})
+            if not isinstance(patch, dict):
+                continue
+            key = tuple(str(patch.get(k)) for k in _PATCH_KEY)
+            entry = patches.setdefault(key, {**{k: patch.get(k) for k in _PATCH_KEY}, "processes": 0})
             entry["processes"] += 1
     return {
         "processes": len(records),
@@ -120,5 +123,5 @@ def summarize(job_dir: str) -> dict:
         "disabled_processes": sum(1 for r in records if r.get("disabled")),
         "failures": failures,
         "plugins": plugins,
-        "patches": [dict(v["patch"], processes=v["processes"]) if isinstance(v["patch"], dict) else v for v in patches.values()],
+        "patches": list(patches.values()),
     }
