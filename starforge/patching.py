@@ -142,9 +142,11 @@ def _identity(obj: Any) -> str:
 def _same_definition(obj: Any) -> str:
     """What makes two functions "the same" across re-runs of an install: where they are defined.
 
-    A re-run ``install`` makes new closures from the same source lines; two lambdas in
-    one function differ by line.
+    A re-run ``install`` makes new closures (or ``functools.partial`` objects) from the
+    same source lines; two lambdas in one function differ by line.
     """
+    if isinstance(obj, functools.partial):
+        return "partial:" + _same_definition(obj.func)
     code = getattr(obj, "__code__", None)
     line = getattr(code, "co_firstlineno", None)
     return _identity(obj) + (f"@{line}" if line is not None else "")

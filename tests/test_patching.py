@@ -274,6 +274,20 @@ def test_a_rerun_with_new_params_takes_the_same_layer(pkg):
     assert fw.compute(1) == 10
 
 
+def test_a_partial_made_anew_by_a_rerun_is_the_same_patch(pkg):
+    import functools
+
+    name, _ = pkg
+    fw = importlib.import_module(f"{name}.framework")
+
+    def scaled(original, x, *, scale):
+        return original(x) * scale
+
+    patching.wrap(f"{name}.framework:compute", functools.partial(scaled, scale=2))
+    patching.wrap(f"{name}.framework:compute", functools.partial(scaled, scale=3))
+    assert fw.compute(1) == 6
+
+
 def test_same_function_from_two_plugins_stacks(pkg):
     name, _ = pkg
     fw = importlib.import_module(f"{name}.framework")
