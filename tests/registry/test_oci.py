@@ -334,6 +334,35 @@ def test_signature_is_a_referrer_found_through_the_tag_fallback(oci_registry, tm
     assert reg.signature(reg.get("signer", "q", "1.0.0")) == envelope
 
 
+def test_concurrent_signed_publishes_of_one_content_keep_a_signature(oci_registry, tmp_path):
+    """The referrers tag is read-modify-write without a conditional PUT: concurrent signers may
+    drop each other's entries, but the last writer always lists its own."""
+    archive, info, _ = make_plugin(tmp_path, "cosign", "p", "1.0.0")
+    envelopes = [json.dumps({"payloadType": "t", "payload": "", "signatures": [{"keyid": str(i)}]}).encode()
+                 for i in range(3)]
+    barrier = threading.Barrier(len(envelopes))
+    errors = []
+
+    def run(envelope):
+        reg = OciRegistry(oci_registry.url)
+        barrier.wait()
+        try:
+            reg.publish(archive, info, signature=envelope)
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(e,)) for e in envelopes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    reg = OciRegistry(oci_registry.url)
+    got = reg.get("cosign", "p", "1.0.0")
+    assert got.signed is True
+    assert reg.signature(got) in envelopes
+
+
 # -- a Bearer-token front and fault injection, via a loopback proxy ----------------------------
 
 class TokenProxy:
