@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -214,6 +213,8 @@ def read_spec(path: str | os.PathLike) -> JobSpec:
 
 def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
     """Write *spec* atomically (temp file in the same directory, then rename)."""
+    import tempfile  # here, not at the top: every process of a job reads specs, few write them
+
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".jobspec.", dir=os.path.dirname(path) or ".")
     try:

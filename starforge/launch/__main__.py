@@ -16,7 +16,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import traceback
 
@@ -77,13 +76,10 @@ def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "")
         "message": message,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    from ._files import atomic_write
+
     try:
-        fd, tmp = tempfile.mkstemp(dir=job_dir, prefix=".status-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(job_dir, "status.json"))
+        atomic_write(os.path.join(job_dir, "status.json"), (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     except OSError as exc:
         say(f"forge-launch: cannot write status.json: {exc}")
 
@@ -325,12 +321,11 @@ def _next_attempt(job_dir: str) -> int:
             n = int(f.read().strip() or 0)
     except (OSError, ValueError):
         n = 0
+    from ._files import atomic_write
+
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(f"{n + 1}\n")
-        os.replace(tmp, path)
+        atomic_write(path, f"{n + 1}\n".encode("ascii"))
     except OSError:
         pass
     return n

@@ -16,11 +16,8 @@ Cluster side: standard library only.
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import tempfile
-import zipfile
 from typing import Mapping
 
 RUNTIME_DIR = ".forge-runtime"
@@ -38,6 +35,7 @@ RUNTIME_MODULES = (
     "plugins.py",
     "patching.py",
     "launch/__init__.py",
+    "launch/_files.py",
     "launch/environment.py",
     "launch/loader.py",
     "launch/provenance.py",
@@ -45,6 +43,7 @@ RUNTIME_MODULES = (
     "launch/runtime.py",
 )
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+ZIP_FORMAT = "1"  # bump when the zip's layout changes
 
 
 def runtime_paths(job_dir: str) -> dict:
@@ -57,7 +56,55 @@ def runtime_paths(job_dir: str) -> dict:
     }
 
 
-def build_runtime_zip(zip_path: str = ZIP_NAME) -> bytes:
+def _runtime_sources() -> dict[str, str]:
+    """``{name in the zip: path on disk}`` of everything the runtime zip carries."""
+    import importlib.util
+
+    import starforge
+
+    pkg_root = os.path.dirname(os.path.abspath(starforge.__file__))
+    out: dict[str, str] = {}
+    for rel in RUNTIME_MODULES:
+        path = os.path.join(pkg_root, *rel.split("/"))
+        if os.path.exists(path):
+            out["starforge/" + rel] = path
+    spec = importlib.util.find_spec("packaging")
+    if spec is not None and spec.submodule_search_locations:
+        root = list(spec.submodule_search_locations)[0]
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in filenames:
+                if name.endswith((".py", ".typed")):
+                    full = os.path.join(dirpath, name)
+                    out[os.path.relpath(full, os.path.dirname(root)).replace(os.sep, "/")] = full
+        # Carry packaging's licence with the vendored copy (from its .dist-info, if any).
+        parent = os.path.dirname(root)
+        try:
+            infos = [d for d in os.listdir(parent) if d.startswith("packaging-") and d.endswith(".dist-info")]
+        except OSError:
+            infos = []
+        for info in infos[:1]:
+            for dirpath, dirnames, filenames in os.walk(os.path.join(parent, info)):
+                for name in filenames:
+                    if name.upper().startswith("LICENSE"):
+                        out[f"packaging-licenses/{name}"] = os.path.join(dirpath, name)
+    return out
+
+
+def runtime_fingerprint(sources: dict[str, str] | None = None) -> str:
+    """A cheap key of the runtime zip's inputs (names, sizes, mtimes, bytecode magic)."""
+    import hashlib
+    import importlib.util
+
+    sources = _runtime_sources() if sources is None else sources
+    h = hashlib.sha256(importlib.util.MAGIC_NUMBER + ZIP_FORMAT.encode())
+    for name in sorted(sources):
+        st = os.stat(sources[name])
+        h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def build_runtime_zip(zip_path: str = ZIP_NAME, sources: dict[str, str] | None = None) -> bytes:
     """A deterministic zip of the cluster-side starforge modules plus ``packaging``.
 
     Each module is stored as source and as unchecked hash-based bytecode for this
@@ -65,16 +112,14 @@ def build_runtime_zip(zip_path: str = ZIP_NAME) -> bytes:
     compile the runtime again). Another Python version ignores the bytecode (its magic
     number differs) and compiles the source.
     """
-    import starforge
+    import io
+    import zipfile
 
-    pkg_root = os.path.dirname(os.path.abspath(starforge.__file__))
+    sources = _runtime_sources() if sources is None else sources
     files: dict[str, bytes] = {}
-    for rel in RUNTIME_MODULES:
-        path = os.path.join(pkg_root, *rel.split("/"))
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                files["starforge/" + rel] = f.read()
-    files.update(_packaging_files())
+    for name, path in sources.items():
+        with open(path, "rb") as f:
+            files[name] = f.read()
     for name in [n for n in files if n.endswith(".py")]:
         pyc = _bytecode(files[name], os.path.join(zip_path, name))
         if pyc is not None:
@@ -101,33 +146,57 @@ def _bytecode(source: bytes, filename: str) -> bytes | None:
         return None
 
 
-def _packaging_files() -> dict[str, bytes]:
-    import importlib.util
+def _runtime_zip(job_zip: str) -> None:
+    """Put an up-to-date runtime zip at *job_zip*, building it only when its inputs changed.
 
-    spec = importlib.util.find_spec("packaging")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    root = list(spec.submodule_search_locations)[0]
-    out: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in filenames:
-            if name.endswith((".py", ".typed")):
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, os.path.dirname(root)).replace(os.sep, "/")
-                with open(full, "rb") as f:
-                    out[rel] = f.read()
-    # Carry packaging's licence with the vendored copy.
+    The key of the inputs is kept beside the zip; built zips are also kept in the private
+    per-user cache, so a new job directory copies one instead of compiling again.
+    """
+    sources = _runtime_sources()
+    key = runtime_fingerprint(sources)
+    key_file = job_zip + ".key"
     try:
-        import importlib.metadata as md
-
-        dist = md.distribution("packaging")
-        for f in dist.files or ():
-            if "LICENSE" in f.name.upper() and f.name.upper().startswith("LICENSE"):
-                out[f"packaging-licenses/{f.name}"] = f.locate().read_bytes()
-    except Exception:
+        with open(key_file, encoding="ascii") as f:
+            if f.read().strip() == key and os.path.isfile(job_zip):
+                return
+    except OSError:
         pass
-    return out
+    # The file names compiled into the bytecode are the job's, so the cache is per path too.
+    import hashlib
+
+    cache_dir = _private_cache_dir()
+    cached = None
+    if cache_dir:
+        cached = os.path.join(cache_dir, hashlib.sha256(f"{key}\0{job_zip}".encode()).hexdigest() + ".zip")
+    data = None
+    if cached and os.path.isfile(cached):
+        with open(cached, "rb") as f:
+            data = f.read()
+    if data is None:
+        data = build_runtime_zip(job_zip, sources)
+        if cached:
+            try:
+                _write_if_changed(cached, data)
+            except OSError:
+                pass
+    _write_if_changed(job_zip, data)
+    _write_if_changed(key_file, (key + "\n").encode("ascii"))
+
+
+def _private_cache_dir() -> str | None:
+    if os.environ.get("FORGE_HOME"):
+        base = os.path.join(os.environ["FORGE_HOME"], "cache")
+    else:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "starforge")
+    path = os.path.join(base, "runtime")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not os.path.isdir(path):
+            return None
+    except OSError:
+        return None
+    return path
 
 
 def sitecustomize_source() -> bytes:
@@ -140,7 +209,7 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     paths = runtime_paths(job_dir)
     os.makedirs(paths["bootstrap"], exist_ok=True)
     _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
-    _write_if_changed(paths["zip"], build_runtime_zip(paths["zip"]))
+    _runtime_zip(paths["zip"])
     if hyperparams is None:
         from ..jobspec import read_spec
 
@@ -179,13 +248,6 @@ def _write_if_changed(path: str, data: bytes) -> None:
                 return
     except OSError:
         pass
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ._files import atomic_write
+
+    atomic_write(path, data)

@@ -9,7 +9,7 @@ names that is not in the snapshot fails to import instead of falling through to 
 
 Compiled code may be cached in a private per-user directory keyed by the hash of the
 source, the file name and the interpreter's bytecode magic; ``FORGE_BYTECODE_CACHE=0``
-turns it off. The global ``sys.pycache_prefix`` is never touched.
+(or Python's own ``-B`` / ``PYTHONDONTWRITEBYTECODE``) turns it off. The global ``sys.pycache_prefix`` is never touched.
 
 Cluster side: standard library only.
 """
@@ -22,7 +22,6 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 from typing import Iterable, Mapping
 
 
@@ -138,8 +137,8 @@ def _bytecode_dir() -> str | None:
     if _cache_dir is not False:
         return _cache_dir  # type: ignore[return-value]
     _cache_dir = None
-    if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off"):
-        return None
+    if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off") or sys.dont_write_bytecode:
+        return None  # PYTHONDONTWRITEBYTECODE / -B: no compiled files anywhere
     if os.environ.get("FORGE_HOME"):
         base = os.path.join(os.environ["FORGE_HOME"], "cache")
     else:
@@ -175,11 +174,10 @@ def compile_cached(source: bytes, filename: str):
     except (OSError, EOFError, ValueError, TypeError):
         pass
     code = compile(source, filename, "exec", dont_inherit=True)
+    from ._files import atomic_write
+
     try:
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(marshal.dumps(code))
-        os.replace(tmp, entry)
+        atomic_write(entry, marshal.dumps(code), 0o600)
     except OSError:
         pass
     return code

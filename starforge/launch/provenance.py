@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 
 DIRNAME = "provenance"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
@@ -29,17 +28,9 @@ def write_record(job_dir: str, record: dict) -> str:
     """Write *record* atomically to its per-host/pid/attempt file; return the path."""
     path = record_path(job_dir, record)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ._files import atomic_write
+
+    atomic_write(path, (json.dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))
     return path
 
 

@@ -17,6 +17,7 @@ def cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("FORGE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("FORGE_BYTECODE_CACHE", raising=False)
     monkeypatch.setattr(loader, "_cache_dir", False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
     return tmp_path / "home" / "cache" / "bytecode"
 
 
@@ -78,5 +79,10 @@ def test_cache_hit_reuses_code_and_a_shared_cache_dir_is_ignored(tmp_path, cache
 
 def test_cache_can_be_turned_off(tmp_path, cache_home, monkeypatch):
     monkeypatch.setenv("FORGE_BYTECODE_CACHE", "0")
+    loader.compile_cached(b"A = 1\n", str(tmp_path / "x.py"))
+    assert not cache_home.exists()
+    monkeypatch.delenv("FORGE_BYTECODE_CACHE")
+    monkeypatch.setattr(loader, "_cache_dir", False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # python -B / PYTHONDONTWRITEBYTECODE
     loader.compile_cached(b"A = 1\n", str(tmp_path / "x.py"))
     assert not cache_home.exists()

@@ -1,0 +1,159 @@
+"""Launcher overhead: forge-launch vs a bare script doing the same work unverified.
+
+Both run the same 20-file eager plugin (its ``install`` imports every module and patches
+one function) and the same trivial training entrypoint, in fresh interpreters, interleaved
+in one run:
+
+- ``bare``: a script that puts the plugin on ``sys.path``, imports it, calls
+  ``install(params)`` and runs the entrypoint with ``runpy`` (normal ``__pycache__``);
+- ``launch``: ``python -m starforge.launch --spec jobspec.json`` (verify, requires,
+  snapshot import, install, status/provenance/runtime files, entrypoint), with the
+  private compiled-code cache;
+- ``launch-nocache``: the same with ``FORGE_BYTECODE_CACHE=0``;
+- ``python``: ``python -c pass``, for scale.
+
+Usage: ``python bench/launch_bench.py [--runs 40]``; prints medians and the extra cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODULE = '''"""Module {i} of the benchmark plugin."""
+
+import math
+
+
+def scale_{i}(values, factor={i}.0):
+    return [v * factor for v in values]
+
+
+def norm_{i}(values):
+    total = math.fsum(v * v for v in values)
+    return math.sqrt(total) if total else 0.0
+
+
+class Estimator{i}:
+    def __init__(self, eps=1e-6):
+        self.eps = eps
+
+    def __call__(self, rewards):
+        mean = sum(rewards) / len(rewards)
+        std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
+        return [(r - mean) / (std + self.eps) for r in rewards]
+'''
+
+INIT = '''"""Benchmark plugin: 19 modules imported by install, one function patched."""
+
+
+def install(params):
+    import importlib
+
+    from starforge import patching
+
+    for i in range(1, 20):
+        importlib.import_module(f"bench_patch.mod{{i:02d}}")
+    scale = params["bench.scale"]
+    patching.wrap("app.algo:compute", lambda original, x: original(x) * scale)
+'''
+
+BARE = '''import os, runpy, sys, types
+root, recipe = sys.argv[1], sys.argv[2]
+sys.path.insert(0, root)
+os.chdir(recipe)
+sys.path.insert(0, recipe)
+import bench_patch
+bench_patch.install(types.MappingProxyType({"bench.scale": 2}))
+sys.argv = ["app.train"]
+runpy.run_module("app.train", run_name="__main__", alter_sys=True)
+'''
+
+
+def build(base: Path) -> tuple[Path, Path]:
+    from starforge.digest import digest_of_map, file_map
+    from starforge.jobspec import SCHEMA, JobSpec, write_spec
+
+    job = base / "job"
+    plugin = job / "forge_plugins" / "bench-patch"
+    (plugin / "bench_patch").mkdir(parents=True)
+    (plugin / "bench_patch" / "__init__.py").write_text(INIT.format())
+    for i in range(1, 20):
+        (plugin / "bench_patch" / f"mod{i:02d}.py").write_text(MODULE.format(i=i))
+    recipe = job / "recipe" / "app"
+    recipe.mkdir(parents=True)
+    (recipe / "__init__.py").write_text("")
+    (recipe / "algo.py").write_text("def compute(x):\n    return x + 1\n")
+    (recipe / "train.py").write_text("from app import algo\nassert algo.compute(1) == 4\n")
+    files = file_map(plugin)
+    assert len(files) == 20
+    spec = {
+        "schema": SCHEMA, "id": "bench-1", "name": "bench", "created": "2026-01-01T00:00:00Z",
+        "entrypoint": ["python", "-m", "app.train"], "hyperparams": {"bench.scale": 2},
+        "plugins": [{"owner": "bench", "name": "bench-patch", "version": "1.0.0", "digest": digest_of_map(files),
+                     "kind": "algorithm", "load": "eager", "entrypoint": "bench_patch:install",
+                     "requires": {"core": ">=0.1"}, "top_level": ["bench_patch"], "files": files}],
+        "recipe": {"plugins": []}, "core_version": "0.1.0",
+    }
+    write_spec(JobSpec.from_dict(spec), job / "jobspec.json")
+    bare_copy = base / "bare-plugin"
+    shutil.copytree(plugin, bare_copy)
+    (base / "bare.py").write_text(BARE)
+    return job, bare_copy
+
+
+def timed(argv, env, cwd) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} failed ({proc.returncode}):\n{proc.stderr.decode()}")
+    return dt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=40)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
+        base = Path(tmp)
+        job, bare_copy = build(base)
+        # Normal interpreters keep __pycache__ (and our private cache): measure that case.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("FORGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+        env["FORGE_HOME"] = str(base / "home")
+        py = sys.executable
+        variants = {
+            "python": ([py, "-c", "pass"], env),
+            "bare": ([py, str(base / "bare.py"), str(bare_copy), str(job / "recipe")], env),
+            "launch": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")], env),
+            "launch-nocache": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")],
+                               dict(env, FORGE_BYTECODE_CACHE="0")),
+        }
+        for argv, e in variants.values():  # warm: __pycache__, bytecode cache, runtime zip
+            timed(argv, e, str(base))
+        samples: dict[str, list] = {k: [] for k in variants}
+        for _ in range(args.runs):
+            for name, (argv, e) in variants.items():
+                samples[name].append(timed(argv, e, str(base)))
+    med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+    p90 = {k: sorted(v)[int(len(v) * 0.9) - 1] * 1000 for k, v in samples.items()}
+    print(f"python {sys.version.split()[0]}, {args.runs} runs each, interleaved; wall time per process")
+    for name in variants:
+        print(f"  {name:15s} median {med[name]:7.1f} ms   p90 {p90[name]:7.1f} ms")
+    print(f"  launcher overhead over bare (median): {med['launch'] - med['bare']:+.1f} ms with the bytecode cache, "
+          f"{med['launch-nocache'] - med['bare']:+.1f} ms without")
+    print(json.dumps({"median_ms": med, "p90_ms": p90}, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""Atomic file writes for the launcher (temp file in the same directory, then rename).
+
+``tempfile`` is avoided on purpose: importing it costs every process of the job a few
+milliseconds, and the names here only need to be unique per process and call.
+
+Cluster side: standard library only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+_counter = itertools.count()
+
+
+def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write *data* to *path* atomically; nothing half-written is ever visible."""
+    folder = os.path.dirname(path) or "."
+    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{next(_counter)}-{os.path.basename(path)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
