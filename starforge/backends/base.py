@@ -164,8 +164,22 @@ def wait(backend: Backend, record: JobRecord, write: Callable[[str], Any], poll:
             record = backend.refresh(record)
         return record
     except KeyboardInterrupt:
-        backend.cancel(record)
+        _cancel_uninterrupted(backend, record)
         raise
+
+
+def _cancel_uninterrupted(backend: Backend, record: JobRecord) -> JobRecord:
+    """Cancel with SIGINT ignored, so an impatient second Ctrl-C cannot leave the job running."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return backend.cancel(record)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return backend.cancel(record)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def exit_status(returncode: int) -> int:

@@ -61,8 +61,6 @@ class LocalBackend(Backend):
             experiment=str(job_dir.parent.parent.parent) if job_dir.parent.name == "jobs" else "",
         )
         self.store.save(record)
-        env = dict(os.environ)
-        env["FORGE_JOBS_DIR"] = str(self.store.root)
         try:
             with open(job_dir / LOG_NAME, "ab") as log:
                 proc = subprocess.Popen(
@@ -72,7 +70,6 @@ class LocalBackend(Backend):
                     stdout=log,
                     stderr=log,
                     start_new_session=True,
-                    env=env,
                 )
         except OSError as exc:
             record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
@@ -212,7 +209,6 @@ def supervise(store_root: str, job_id: str) -> int:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["FORGE_JOB_ID"] = job_id
-    env.pop("FORGE_JOBS_DIR", None)
     with store.locked(job_id):
         record = store.get(job_id)
         if record.backend_ref.get("cancel_requested"):
