@@ -103,9 +103,9 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         [b.loaded() for b in builtins],
     )
     declared = declared_params(
-        [(e.ref, e.params) for e in lock.plugins if e.kind == "algorithm"]
+        [(e.ref, e.params) for e in lock.plugins]
         + [(f"built-in {b.name}", {k: p.to_dict() for k, p in b.manifest.params.items()})
-           for b in builtins if b.name not in shadowed and b.manifest.kind == "algorithm"]
+           for b in builtins if b.name not in shadowed]
     )
     config_lines = {}
     for key in exp.flat_config():
