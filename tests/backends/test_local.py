@@ -99,6 +99,8 @@ def test_detach_list_logs_and_cancel(exp, env):
     assert f"follow with: forge jobs logs {job_id} -f" in run.stdout
     log = exp / ".forge" / "jobs" / job_id / "log.txt"
     pid = wait_for(lambda: trainer_pid(log))
+    record_file = Path(env["FORGE_HOME"]) / "jobs" / f"{job_id}.json"
+    wait_for(lambda: json.loads(record_file.read_text())["status"] == "running")
     rows = json.loads(forge(env, exp, "jobs", "list", "--json").stdout)
     assert [(r["id"], r["status"], r["exit_code"], r["backend"]) for r in rows] == [(job_id, "running", None, "local")]
     assert job_id in forge(env, exp, "jobs", "list").stdout
