@@ -293,3 +293,16 @@ def test_signature_status_is_locked_and_required_when_asked(project):
     project.publish(project.plugin("opsd-patch", "1.2.1", params=SCALE))
     stripped = project.forge("lock", "--upgrade", "opsd-patch", ok=False)
     assert stripped.returncode == 9 and "alice/opsd-patch@1.2.1 has no signature" in stripped.stderr
+
+
+def test_a_failing_install_stops_the_job_and_show_names_the_phase(project):
+    project.publish(project.plugin("boom", "1.0.0", body="def install(params):\n    raise RuntimeError('no target here')\n"))
+    project.experiment(plugins=["alice/boom"])
+    project.forge("lock")
+    run = project.forge("submit", ok=False)
+    assert run.returncode == 13
+    assert "RuntimeError: no target here" in run.stdout and "trainer done" not in run.stdout
+    job_id = run.stdout.splitlines()[0].split(": ", 1)[1]
+    assert f"job {job_id} failed, exit code 13 (launcher phase install, plugin " in run.stderr
+    shown = project.forge("jobs", "show", job_id).stdout
+    assert "status   : failed (exit 13)" in shown and "phase    : install (plugin " in shown
