@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import time
-import traceback
 
 USAGE = """usage: forge-launch --spec JOBSPEC [-- CMD ...]
 
@@ -157,6 +156,10 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
             say(f"{PREFIX}{failure.plugin} failed ({_PHASE_WORDS[failure.phase]}, exit {failure.code})")
         return _fail(job_dir, failure)
     spec = job.spec
+    # The bootstrap may have booted this very process (a backend exporting the job
+    # environment to every process): it is the launcher all the same.
+    job.role = "launcher"
+    job.attempt = runtime.attempt_number(os.environ)
 
     _make_read_only(job)
     # Plugins patch the experiment's own modules too: the recipe is importable (first on
@@ -243,9 +246,13 @@ def run_entrypoint(argv: list[str], recipe: str):
     except SystemExit as exc:
         return _exit_code(exc.code), None
     except KeyboardInterrupt:
+        import traceback
+
         traceback.print_exc()
         return 130, None
     except BaseException as exc:
+        import traceback
+
         install = _install_error(exc)
         if install is not None:
             detail = "".join(traceback.format_exception(type(exc), exc, _trim(exc.__traceback__)))

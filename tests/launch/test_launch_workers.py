@@ -213,3 +213,17 @@ def test_bootstrap_env_lets_a_backend_start_workers(builder):
     assert out.stdout.strip() == "20"
     rel = bootstrap_env(job.dir, relative=True)
     assert rel["FORGE_JOB_DIR"] == "." and rel["PYTHONPATH"].startswith(".forge-runtime/bootstrap")
+
+
+def test_launcher_started_inside_the_job_environment_loads_once(builder):
+    """A backend exports bootstrap_env to every process, the launcher included."""
+    job = builder.job(plugins=[demo_plugin()])
+    from starforge.launch import bootstrap_env
+
+    env = bootstrap_env(job.dir)
+    result = job.launch(env=env)
+    assert result.returncode == 0, result.stderr
+    assert job.plugin_lines(result) == LAUNCHER_ONLY
+    assert "compute(1) = 20" in result.stdout  # installed once, not wrapped twice
+    (rec,) = job.records()
+    assert rec["role"] == "launcher" and rec["plugins"][0]["status"] == "loaded"

@@ -38,7 +38,12 @@ def _forge_bootstrap():
         return
     runtime_zip = _os.environ.get("FORGE_RUNTIME")
     if runtime_zip and runtime_zip not in _sys.path:
-        _sys.path.append(runtime_zip)
+        # The job's runtime only where starforge-core is not installed: an installed one
+        # (even an editable install, found by a meta-path finder after sys.path) wins.
+        import importlib.util
+
+        if importlib.util.find_spec("starforge") is None:
+            _sys.path.append(runtime_zip)
     try:
         from starforge.launch import runtime
     except BaseException as exc:
