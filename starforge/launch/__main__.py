@@ -160,6 +160,11 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
     # environment to every process): it is the launcher all the same.
     job.role = "launcher"
     job.attempt = runtime.attempt_number(os.environ)
+    if job.disabled:  # FORGE_DISABLE opts workers out, never the launcher
+        job.disabled = runtime._plugins._registry.disabled = False
+        for item in job.items:
+            if item.status == "disabled":
+                item.status = "planned"
 
     _make_read_only(job)
     # Plugins patch the experiment's own modules too: the recipe is importable (first on
