@@ -44,20 +44,41 @@ COMMANDS = {
 
 HELP = {
     "plugin": "Author, check, pack, publish and fetch plugins.",
+    "plugin init": "Create a plugin from a template.",
+    "plugin check": "Run the static checks on a plugin directory.",
+    "plugin digest": "Print the tree digest of a plugin directory.",
+    "plugin pack": "Write the deterministic package archive of a plugin.",
+    "plugin publish": "Check, pack and publish a plugin to a registry.",
+    "plugin list": "List published plugins.",
+    "plugin show": "Show one published plugin version.",
+    "plugin pull": "Fetch a plugin version, verified, into a directory.",
+    "plugin add": "Add a plugin request to forge.yaml and the lock.",
+    "plugin remove": "Remove a plugin from forge.yaml and the lock.",
     "lock": "Resolve forge.yaml's plugins into plugins.lock.json.",
     "submit": "Build a JobSpec from the locked experiment and run it on a backend.",
     "jobs": "List, inspect, follow and cancel submitted jobs.",
+    "jobs list": "List submitted jobs.",
+    "jobs show": "Show a job's status, exit code and provenance.",
+    "jobs logs": "Print (or follow) a job's log.",
+    "jobs cancel": "Cancel a running job.",
     "key": "Manage signing keys.",
+    "key generate": "Generate an Ed25519 signing key pair.",
     "trust": "Manage which keys are trusted for which owners.",
+    "trust add": "Trust a public key for an owner.",
+    "trust list": "List trusted keys by owner.",
 }
 
 
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
-    def __init__(self, *args, table: dict, **kwargs) -> None:
+    def __init__(self, *args, table: dict, path: str = "", **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.table = table
+        self.path = path
+
+    def _key(self, name: str) -> str:
+        return f"{self.path} {name}".strip()
 
     def list_commands(self, ctx):
         return sorted(self.table)
@@ -67,18 +88,18 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         if isinstance(target, dict):
-            return LazyGroup(name=name, table=target, help=HELP.get(name))
+            return LazyGroup(name=name, table=target, path=self._key(name), help=HELP.get(self._key(name)))
         module_name, attr = target.split(":")
         try:
             module = importlib.import_module(f"starforge.cli.{module_name}")
         except ModuleNotFoundError as exc:
             if exc.name != f"starforge.cli.{module_name}":
                 raise
-            return _unavailable(name, HELP.get(name, ""))
+            return _unavailable(name, HELP.get(self._key(name), ""))
         return getattr(module, attr)
 
     def format_commands(self, ctx, formatter):
-        rows = [(name, HELP.get(name, "") if isinstance(t, dict) or name in HELP else "") for name, t in sorted(self.table.items())]
+        rows = [(name, HELP.get(self._key(name), "")) for name in sorted(self.table)]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
