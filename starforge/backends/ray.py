@@ -19,8 +19,8 @@ Settings (the ``ray:`` mapping of ``forge.yaml``): ``address`` (the Jobs API URL
 ``http://127.0.0.1:8265``; ``FORGE_RAY_ADDRESS`` takes precedence, this is the default),
 ``entrypoint_num_cpus``, ``entrypoint_num_gpus``, ``entrypoint_resources`` (where Ray may
 place the launcher process). A token for a head running with ``RAY_AUTH_MODE=token`` is read
-from ``FORGE_RAY_TOKEN``, ``RAY_AUTH_TOKEN`` or the file named by ``RAY_AUTH_TOKEN_PATH``
-and sent as ``Authorization: Bearer``.
+from ``FORGE_RAY_TOKEN``, else where the ``ray`` CLI finds it (``RAY_AUTH_TOKEN``,
+``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``), and sent as ``Authorization: Bearer``.
 
 Laptop side.
 """
@@ -41,9 +41,22 @@ from .base import LIVE, Backend, JobRecord, utc_now
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources")
-# runtime_env.env_vars reach the entrypoint too; the launcher must not bootstrap itself as
-# a worker from them (it sets up its own environment), so FORGE_JOBSPEC is dropped for it.
-LAUNCHER = "env -u FORGE_JOBSPEC forge-launch --spec jobspec.json"
+
+
+def launcher_command() -> str:
+    """The Ray entrypoint: ``forge-launch --spec jobspec.json`` in the unpacked package.
+
+    ``runtime_env.env_vars`` reach the entrypoint too; the launcher must not bootstrap
+    itself as a worker from them (it sets up its own environment), so ``FORGE_JOBSPEC`` is
+    dropped for it. The launcher's ``ray.init`` wrapper adds our setup hook to the driver's
+    runtime_env unless the job already carries it (Ray refuses a repeated field); the
+    variable it reads for that is set for the entrypoint here, where Ray itself sets it
+    only in worker processes.
+    """
+    from ..launch import RAY_SETUP_HOOK
+    from ..launch.ray_hook import RAY_HOOK_ENV
+
+    return f"env -u FORGE_JOBSPEC {RAY_HOOK_ENV}={RAY_SETUP_HOOK} forge-launch --spec jobspec.json"
 
 # Ray job status -> record status
 STATUS = {
@@ -82,14 +95,24 @@ def resolve_address(settings: Mapping[str, Any], env: Mapping[str, str] | None =
 
 
 def auth_token(env: Mapping[str, str] | None = None) -> str | None:
-    """The bearer token for a head with token auth, or None."""
+    """The bearer token for a head with token auth, or None.
+
+    ``FORGE_RAY_TOKEN``, then Ray's own ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` and
+    ``~/.ray/auth_token`` (as the ``ray`` CLI looks them up), unless ``RAY_AUTH_MODE=disabled``.
+    """
     env = os.environ if env is None else env
-    token = env.get("FORGE_RAY_TOKEN") or env.get("RAY_AUTH_TOKEN")
+    token = env.get("FORGE_RAY_TOKEN")
+    if token or env.get("RAY_AUTH_MODE", "").lower() == "disabled":
+        return token or None
+    token = env.get("RAY_AUTH_TOKEN")
     if not token and env.get("RAY_AUTH_TOKEN_PATH"):
         try:
             token = Path(env["RAY_AUTH_TOKEN_PATH"]).expanduser().read_text().strip()
         except OSError as exc:
             raise BackendError(f"cannot read the Ray token file: {exc}") from None
+    if not token:
+        default = Path.home() / ".ray" / "auth_token"
+        token = default.read_text().strip() if default.is_file() else None
     return token or None
 
 
@@ -222,7 +245,7 @@ class RayBackend(Backend):
         try:
             uri = client.upload_package(name, data)
             request = {
-                "entrypoint": LAUNCHER,
+                "entrypoint": launcher_command(),
                 "runtime_env": {
                     "working_dir": uri,
                     "env_vars": env,

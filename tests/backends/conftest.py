@@ -160,6 +160,7 @@ class RayHead:
     gcs_address: str
     temp_dir: Path
     sid: int
+    token: str  # the head runs with RAY_AUTH_MODE=token
     env: dict = field(default_factory=dict)
 
     def pids(self) -> list[int]:
@@ -181,10 +182,14 @@ def ray_head():
     env.update(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # else --node-ip-address 127.0.0.1 is replaced
         RAY_USAGE_STATS_ENABLED="0",
+        # Token auth, explicitly: Ray turns it on by itself when ~/.ray/auth_token exists,
+        # so the tests pin the mode and the token rather than depend on the home directory.
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=secrets.token_hex(32),
         # The job entrypoints resolve `forge-launch` and `python` through the head's PATH.
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     )
-    for var in ("RAY_ADDRESS", "FORGE_RAY_ADDRESS", "PYTHONPATH"):
+    for var in ("RAY_ADDRESS", "FORGE_RAY_ADDRESS", "PYTHONPATH", "RAY_AUTH_TOKEN_PATH"):
         env.pop(var, None)
     cmd = [
         ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs_port),
@@ -199,32 +204,50 @@ def ray_head():
         cmd, env=env, cwd=temp_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     head = RayHead(
-        address=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}", temp_dir=temp_dir, sid=proc.pid, env=env
+        address=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}", temp_dir=temp_dir, sid=proc.pid,
+        token=env["RAY_AUTH_TOKEN"], env=env,
     )
     try:
         out, _ = proc.communicate(timeout=120)
         if proc.returncode != 0:
             pytest.fail(f"ray start failed ({proc.returncode}):\n{out[-4000:]}")
-        _wait_http(f"{head.address}/api/version", 60)
+        _wait_http(f"{head.address}/api/version", 90, temp_dir, head.token)
         yield head
     finally:
         terminate(head.pids())
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _wait_http(url: str, timeout: float) -> None:
+def _wait_http(url: str, timeout: float, log_dir: Path | None = None, token: str | None = None) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
+    last = "no answer"
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url, timeout=2).status_code == 200:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            response = httpx.get(url, timeout=2, trust_env=False, headers=headers)
+            if response.status_code == 200:
                 return
+            last = f"HTTP {response.status_code}: {response.text[:200]}"
         except httpx.HTTPError as exc:
-            last = exc
+            last = repr(exc)
         time.sleep(0.3)
-    pytest.fail(f"{url} did not answer within {timeout:.0f} s: {last}")
+    tail = ""
+    if log_dir is not None:
+        for log in sorted(log_dir.glob("session_2*/logs/dashboard.*")):
+            tail += f"\n--- {log.name}\n" + log.read_text(errors="replace")[-2000:]
+    pytest.fail(f"{url} did not answer within {timeout:.0f} s: {last}{tail}")
+
+
+@pytest.fixture
+def ray_client(ray_head, monkeypatch):
+    """This test's forge talks to the session head: FORGE_RAY_ADDRESS and FORGE_RAY_TOKEN set."""
+    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+    monkeypatch.setenv("FORGE_RAY_TOKEN", ray_head.token)
+    for var in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    return ray_head
 
 
 # -- Slurm -----------------------------------------------------------------------------

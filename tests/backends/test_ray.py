@@ -50,8 +50,8 @@ def _patched_pids(records: list) -> set:
     return {r["pid"] for r in records if any(p.get("target") == "workload.algo:tag" for p in r["patches"])}
 
 
-def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_head, make_experiment, tmp_path, monkeypatch):
-    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, make_experiment, tmp_path):
+    ray_head = ray_client
     exp = make_experiment("python -m workload.ray_train", "ray")
     sub, record, log = _submit(exp, tmp_path)
 
@@ -76,8 +76,12 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_head, make_
         assert [(p["ref"], p["status"]) for p in rec["plugins"]] == [("tester/mark-worker@1.0.0", "loaded")]
 
 
-def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_head, make_experiment, tmp_path):
-    # Address from forge.yaml this time (no FORGE_RAY_ADDRESS).
+def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_client, make_experiment, tmp_path, monkeypatch):
+    ray_head = ray_client
+    # Address from forge.yaml this time (no FORGE_RAY_ADDRESS), token from Ray's own variable.
+    monkeypatch.delenv("FORGE_RAY_ADDRESS")
+    monkeypatch.delenv("FORGE_RAY_TOKEN")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", ray_head.token)
     exp = make_experiment("python -m workload.ray_train --own-hook", "ray", {"address": ray_head.address})
     sub, record, log = _submit(exp, tmp_path)
 
@@ -89,11 +93,10 @@ def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_head, make_expe
     assert {r["pid"] for r in workers} <= _patched_pids(_provenance(_node_job_dir(ray_head, record)))
 
 
-def test_tampered_plugin_fails_the_job_with_the_verification_code(ray_head, make_experiment, tmp_path, monkeypatch):
-    from starforge.experiment.stage import load_plan, stage_job
+def test_tampered_plugin_fails_the_job_with_the_verification_code(ray_client, make_experiment, tmp_path):
     from starforge.experiment.lock import open_experiment_registry
+    from starforge.experiment.stage import load_plan, stage_job
 
-    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
     exp = make_experiment("python -m workload.ray_train", "ray")
     plan = load_plan(exp, backend="ray")
     backend = RayBackend({}, JobStore(tmp_path / "jobs"))
@@ -112,8 +115,7 @@ def test_tampered_plugin_fails_the_job_with_the_verification_code(ray_head, make
     assert "RESULTS" not in log  # the training entrypoint never ran
 
 
-def test_resubmitting_a_staged_job_gets_a_new_submission_id(ray_head, make_experiment, tmp_path, monkeypatch):
-    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+def test_resubmitting_a_staged_job_gets_a_new_submission_id(ray_client, make_experiment, tmp_path):
     exp = make_experiment("python -c 'import sys; sys.exit(4)'", "ray")
     sub, first, log = _submit(exp, tmp_path)
     assert (first.status, first.exit_code) == ("failed", 4), log
@@ -125,8 +127,8 @@ def test_resubmitting_a_staged_job_gets_a_new_submission_id(ray_head, make_exper
     assert wait(sub.backend, again, lambda _: None).exit_code == 4
 
 
-def test_cancel_stops_a_running_job(ray_head, make_experiment, tmp_path, monkeypatch):
-    monkeypatch.setenv("FORGE_RAY_ADDRESS", ray_head.address)
+def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
+    ray_head = ray_client
     exp = make_experiment("python -c 'import time; print(\"sleeping\", flush=True); time.sleep(300)'", "ray")
     store = JobStore(tmp_path / "jobs")
     sub = submit_experiment(exp, (), backend="ray", store=store, detach=True)
@@ -136,7 +138,7 @@ def test_cancel_stops_a_running_job(ray_head, make_experiment, tmp_path, monkeyp
         time.sleep(0.5)
     record = backend.cancel(sub.record)
     assert record.status == "cancelled"
-    client = RayJobsClient(ray_head.address)
+    client = RayJobsClient(ray_head.address, ray_head.token)
     try:
         deadline = time.monotonic() + 30
         while client.job(record.backend_ref["submission_id"])["status"] != "STOPPED" and time.monotonic() < deadline:
@@ -177,6 +179,15 @@ def test_address_resolution_and_settings(monkeypatch):
         resolve_address({"address": "ray://head:10001"}, {})
     with pytest.raises(ManifestError, match="did you mean 'ray.address'"):
         RayBackend({"adress": "x"})
+
+
+def test_a_head_with_token_auth_refuses_a_missing_or_wrong_token(ray_client, make_experiment, tmp_path, monkeypatch):
+    exp = make_experiment("python -m workload.ray_train", "ray")
+    monkeypatch.setenv("FORGE_RAY_TOKEN", "0" * 64)
+    with pytest.raises(BackendError, match="refused the request") as info:
+        submit_experiment(exp, (), backend="ray", store=JobStore(tmp_path / "jobs"))
+    assert "FORGE_RAY_TOKEN" in info.value.hint
+    assert JobStore(tmp_path / "jobs").list() == []  # nothing recorded for a job that never started
 
 
 def test_unreachable_head_is_a_clear_error(make_experiment, tmp_path, monkeypatch, unused_port):
