@@ -10,7 +10,10 @@ in one run:
   snapshot import, install, status/provenance/runtime files, entrypoint), with the
   private compiled-code cache;
 - ``launch-nocache``: the same with ``FORGE_BYTECODE_CACHE=0``;
-- ``python``: ``python -c pass``, for scale.
+- ``launch-norequires``: the same job without ``requires`` (no ``packaging`` import);
+- ``python``: ``python -c pass``, for scale;
+- ``worker``: ``python -c pass`` started with the job environment (``bootstrap_env``):
+  what every other process of the job pays at start-up for this eager plugin.
 
 Usage: ``python bench/launch_bench.py [--runs 40]``; prints medians and the extra cost.
 """
@@ -105,6 +108,11 @@ def build(base: Path) -> tuple[Path, Path]:
         "recipe": {"plugins": []}, "core_version": "0.1.0",
     }
     write_spec(JobSpec.from_dict(spec), job / "jobspec.json")
+    # The same job without `requires`: what checking it (importing packaging) costs.
+    plain = base / "job-no-requires"
+    shutil.copytree(job, plain)
+    del spec["plugins"][0]["requires"]
+    write_spec(JobSpec.from_dict(spec), plain / "jobspec.json")
     bare_copy = base / "bare-plugin"
     shutil.copytree(plugin, bare_copy)
     (base / "bare.py").write_text(BARE)
@@ -136,12 +144,17 @@ def main() -> int:
                if not k.startswith("FORGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         env["FORGE_HOME"] = str(base / "home")
         py = sys.executable
+        from starforge.launch import bootstrap_env
+
+        worker_env = dict(env, **bootstrap_env(job))
         variants = {
             "python": ([py, "-c", "pass"], env),
             "bare": ([py, str(base / "bare.py"), str(bare_copy), str(job / "recipe")], env),
             "launch": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")], env),
             "launch-nocache": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")],
                                dict(env, FORGE_BYTECODE_CACHE="0")),
+            "worker": ([py, "-c", "pass"], worker_env),
+            "launch-norequires": ([py, "-m", "starforge.launch", "--spec", str(base / "job-no-requires" / "jobspec.json")], env),
         }
         for argv, e in variants.values():  # warm: __pycache__, bytecode cache, runtime zip
             timed(argv, e, str(base))
@@ -156,7 +169,7 @@ def main() -> int:
     cmed = {k: statistics.median(v) * 1000 for k, v in cpu.items()}
     print(f"python {sys.version.split()[0]}, {args.runs} runs each, interleaved; median per process")
     for name in variants:
-        print(f"  {name:15s} wall {med[name]:7.1f} ms   cpu {cmed[name]:7.1f} ms")
+        print(f"  {name:18s} wall {med[name]:7.1f} ms   cpu {cmed[name]:7.1f} ms")
     for label, m in (("wall", med), ("cpu", cmed)):
         print(f"  launcher overhead over bare ({label}): {m['launch'] - m['bare']:+.1f} ms with the bytecode cache, "
               f"{m['launch-nocache'] - m['bare']:+.1f} ms without")
