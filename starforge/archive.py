@@ -289,7 +289,9 @@ def _check_members(members: list[tarfile.TarInfo], name: str, *, max_bytes: int,
         path = raw[:-1] if is_dir and raw.endswith("/") else raw
         problem = path_problem(path)
         if problem:
-            raise ArchiveError(f"{name}: member {raw!r}: {problem}; refusing to write outside the target")
+            escapes = path.startswith("/") or ".." in path.split("/")
+            suffix = "; it would write outside the target" if escapes else ""
+            raise ArchiveError(f"{name}: member {raw!r}: {problem}{suffix}")
         if m.type not in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE):
             kind = _KIND_NAMES.get(m.type, f"an entry of type {m.type!r}")
             raise ArchiveError(f"{name}: member {path!r} is {kind}; plugin archives hold regular files only")
