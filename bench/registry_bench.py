@@ -135,6 +135,8 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     mb = size / 1e6
+    load = os.getloadavg()[0]
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.2f}")
     print(f"archive: {mb:.1f} MB, best of {args.repeat} rounds, loopback docker-registry")
     print(f"{'operation':<10} {'seconds':>8} {'MB/s':>8}")
     for name, values in times.items():
