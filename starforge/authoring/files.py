@@ -84,32 +84,57 @@ def _strip_trailing_spaces(line: str) -> str:
     return line[:end]
 
 
+# POSIX classes git's wildmatch accepts inside brackets, as regex class members (ASCII).
+_POSIX_CLASSES = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "blank": " \\t",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "\\x21-\\x7e",
+    "lower": "a-z",
+    "print": "\\x20-\\x7e",
+    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    "space": " \\t\\n\\r\\f\\v",
+    "upper": "A-Z",
+    "xdigit": "0-9A-Fa-f",
+}
+_POSIX_CLASS_RE = re.compile(r"\[:([a-z]+):\]")
+
+
+def _class_member(body: str, i: int) -> tuple[str, int]:
+    """One literal member of a class body at *i* (backslash escapes) as regex text."""
+    c = body[i]
+    if c == "\\" and i + 1 < len(body):
+        i += 1
+        c = body[i]
+    return ("\\" + c if c in "\\]^-[" else c), i + 1
+
+
 def _class_to_regex(body: str) -> str:
-    """A gitignore ``[...]`` body (without brackets) as a regex class that never matches '/'."""
+    """A gitignore ``[...]`` body (without brackets) as a regex class that never matches '/'.
+
+    Raises ``ValueError`` for an unknown ``[:name:]`` class.
+    """
     negate = body[:1] in ("!", "^")
     if negate:
         body = body[1:]
     out = []
     i = 0
     while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            i += 1
-            c = body[i]
-        if c in "\\]^-[":
-            out.append("\\" + c)
-        else:
-            out.append(c)
-        # a range a-z: keep the dash unescaped between two members
-        if i + 2 < len(body) and body[i + 1] == "-" and body[i + 2] != "]":
-            out.append("-")
-            i += 2
-            c2 = body[i]
-            if c2 == "\\" and i + 1 < len(body):
-                i += 1
-                c2 = body[i]
-            out.append("\\" + c2 if c2 in "\\]^-[" else c2)
-        i += 1
+        named = _POSIX_CLASS_RE.match(body, i)
+        if named:
+            if named.group(1) not in _POSIX_CLASSES:
+                raise ValueError(f"unknown character class [:{named.group(1)}:]")
+            out.append(_POSIX_CLASSES[named.group(1)])
+            i = named.end()
+            continue
+        first, i = _class_member(body, i)
+        out.append(first)
+        # a range a-z: a dash between two members
+        if i + 1 < len(body) and body[i] == "-":
+            last, i = _class_member(body, i + 1)
+            out.append("-" + last)
     inner = "".join(out)
     return f"[^/{inner}]" if negate else f"(?:(?!/)[{inner}])"
 
@@ -122,6 +147,10 @@ def _find_class_end(pat: str, start: int) -> int:
     if i < len(pat) and pat[i] == "]":  # a leading ']' is a member
         i += 1
     while i < len(pat):
+        named = _POSIX_CLASS_RE.match(pat, i)
+        if named:
+            i = named.end()
+            continue
         if pat[i] == "\\":
             i += 2
             continue
@@ -201,10 +230,24 @@ def compile_rule(line: str) -> IgnoreRule | None:
 
 
 class IgnoreRules:
-    """An ordered list of gitignore rules; the last matching rule decides."""
+    """An ordered list of gitignore rules; the last matching rule decides.
 
-    def __init__(self, lines: Iterable[str] = ()) -> None:
-        self.rules = [r for r in map(compile_rule, lines) if r is not None]
+    A pattern that cannot be compiled (a reversed range ``[z-a]``, an unknown
+    ``[:name:]`` class) raises :class:`CheckError` naming *source* and the line.
+    """
+
+    def __init__(self, lines: Iterable[str] = (), source: str = IGNORE_FILE) -> None:
+        self.rules = []
+        for number, line in enumerate(lines, 1):
+            try:
+                rule = compile_rule(line)
+            except (re.error, ValueError) as exc:
+                raise CheckError(
+                    f"{source}:{number}: bad pattern {line.strip()!r} ({exc})",
+                    hint="fix or remove the line (gitignore syntax)",
+                ) from None
+            if rule is not None:
+                self.rules.append(rule)
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         """True when *rel* (relative POSIX path) is excluded by these rules alone.
@@ -237,7 +280,7 @@ def read_ignore_rules(root: str | os.PathLike) -> IgnoreRules:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CheckError(f"{path}: is not valid UTF-8") from None
-    return IgnoreRules(text.splitlines())
+    return IgnoreRules(text.splitlines(), source=path)
 
 
 # -- the walk -----------------------------------------------------------------------------

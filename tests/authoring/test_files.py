@@ -126,6 +126,16 @@ def test_forgeignore_character_classes(tmp_path):
     assert plugin_files(tmp_path) == [".forgeignore", "a.py", "b.tmp", "run9.log", "runx.log"]
 
 
+def test_forgeignore_posix_classes(tmp_path):
+    tree(tmp_path, "a.py", "run1.log", "runA.log", "ckpt-7", "ckpt-x", ignore="run[[:digit:]].log\nckpt-[![:alpha:]]\n")
+    assert plugin_files(tmp_path) == [".forgeignore", "a.py", "ckpt-x", "runA.log"]
+
+
+def test_a_bad_forgeignore_pattern_names_the_line(tmp_path):
+    tree(tmp_path, "a.py", ignore="# ranges\n*.log\n[z-a].txt\n")
+    refused(tmp_path, ".forgeignore:3: bad pattern '[z-a].txt'")
+
+
 def test_forgeignore_escapes_and_trailing_spaces(tmp_path):
     tree(tmp_path, "a.py", "!important", "star*", "starx", "sp ", ignore="\\!important\nstar\\*\nsp\\ \n")
     assert plugin_files(tmp_path) == [".forgeignore", "a.py", "starx"]
