@@ -134,7 +134,8 @@ def build_package(job_dir: Path) -> tuple[str, bytes]:
     """The job directory as a zip with deterministic bytes, and its content-addressed name.
 
     Entries are the regular files below *job_dir* in sorted order, with fixed times and
-    modes 0644 (0755 when executable by the owner). A symlink or special file is refused:
+    modes 0644, 0755, 0444 or 0555 (after the owner's write and execute bits: the staged
+    read-only files stay read-only where Ray unpacks them). A symlink or special file is refused:
     the package must hold exactly the bytes the launcher will verify.
     """
     job_dir = Path(job_dir)
@@ -148,7 +149,8 @@ def build_package(job_dir: Path) -> tuple[str, bytes]:
             if stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise BackendError(f"{full}: not a regular file or directory; the job package holds files only")
             if stat.S_ISREG(mode):
-                entries.append((rel, full, 0o755 if mode & stat.S_IXUSR else 0o644))
+                normalized = (0o644 if mode & stat.S_IWUSR else 0o444) | (0o111 if mode & stat.S_IXUSR else 0)
+                entries.append((rel, full, normalized))
     if not entries:
         raise BackendError(f"{job_dir}: empty job directory")
     entries.sort(key=lambda e: e[0].encode("utf-8"))
