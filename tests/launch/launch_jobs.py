@@ -77,7 +77,9 @@ class Job:
 
     def records(self) -> list:
         folder = self.dir / "provenance"
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+        # Skip temp files: a worker killed mid-write (a terminated pool worker) leaves one.
+        paths = sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.exists() else []
+        return [json.loads(p.read_text()) for p in paths]
 
     def launch(self, *cmd: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "starforge.launch", "--spec", str(self.spec_path)]
