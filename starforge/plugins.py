@@ -55,8 +55,10 @@ class _Registry:
         self.deferred: dict[str, _Deferred] = {}
         self.booted = False  # True once the launcher or the bootstrap has filled this process
         self.disabled = False  # FORGE_DISABLE=1 in this process
-        # Set by the bootstrap: activates a plugin whose start-up waits for a target import.
+        # Set by the bootstrap: activates a plugin whose start-up waits for a target import,
+        # and lists the deferred plugins, registered or still waiting, in load order.
         self.activate: Callable[[str], bool] | None = None
+        self.listing: Callable[[], list] | None = None
 
 
 _registry = _Registry()
@@ -120,11 +122,20 @@ def install_deferred(name: str, **ctx: Any) -> None:
 
 
 def registered() -> tuple:
-    """Names of the deferred plugins registered in this process, in load order."""
+    """Names of the deferred plugins registered in this process.
+
+    Includes, in a process other than the launcher, deferred plugins that declare
+    ``targets`` and are still waiting for one to be imported: ``install_deferred`` loads
+    them on demand.
+    """
     with _registry.lock:
         if not _registry.booted and _job_env(os.environ):
             _bootstrap_from_env()
-        return tuple(_registry.deferred)
+        names = list(_registry.deferred)
+        if _registry.listing is not None:
+            listed = _registry.listing()  # registered or waiting, in load order
+            names = listed + [n for n in names if n not in listed]
+        return tuple(names)
 
 
 # -- used by the launcher and the bootstrap ------------------------------------------------
@@ -195,6 +206,8 @@ def _freeze(values: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _unknown(name: str) -> UnknownPluginError:
     names = list(_registry.deferred)
+    if _registry.listing is not None:
+        names = _registry.listing() + [n for n in names if n not in _registry.listing()]
     if _registry.disabled:
         listing = "none: plugins are disabled in this process (FORGE_DISABLE=1)"
     elif not _job_env(os.environ) and not names:

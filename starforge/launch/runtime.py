@@ -304,6 +304,11 @@ class Job:
             self.watcher = TargetWatcher(self, waiting)
             sys.meta_path.insert(0, self.watcher)
         _plugins._registry.activate = self.activate_by_name
+        _plugins._registry.listing = self.deferred_names
+
+    def deferred_names(self) -> list:
+        """Deferred plugins registered or waiting for a target, in load order."""
+        return [i.entry.name for i in self.items if i.entry.load == "deferred" and i.status in ("registered", "pending")]
 
     def activate_by_name(self, name: str) -> bool:
         """Used by ``install_deferred`` for a deferred plugin still waiting for its target."""

@@ -227,3 +227,44 @@ def test_launcher_started_inside_the_job_environment_loads_once(builder):
     assert "compute(1) = 20" in result.stdout  # installed once, not wrapped twice
     (rec,) = job.records()
     assert rec["role"] == "launcher" and rec["plugins"][0]["status"] == "loaded"
+
+
+def test_deferred_plugin_waiting_for_its_target_is_listed_and_installable_in_a_worker(builder, tmp_path):
+    marker = tmp_path / "late-targeted"
+    plugin = deferred_plugin("late-targeted", targets=["app.algo"])
+    plugin["files"]["late_targeted.py"] = (
+        f"open({str(marker)!r}, 'a').write('module\\n')\n" + plugin["files"]["late_targeted.py"]
+    )
+    trainer = """
+    import subprocess, sys
+    open(sys.argv[1], "w").close()   # forget the launcher's import
+    code = ("from starforge import plugins; import sys; "
+            "print('listed', plugins.registered(), 'app.algo' in sys.modules); "
+            "plugins.install_deferred('late-targeted', offset=5); "
+            "from app import algo; print('worker', algo.compute(1))")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    """
+    job = builder.job(plugins=[plugin], trainer=trainer)
+    result = job.launch("python", "-m", "app.train", str(marker))
+    assert result.returncode == 0, result.stderr
+    assert "listed ('late-targeted',) False" in result.stdout
+    assert "worker 7" in result.stdout
+    assert marker.read_text() == "module\n"
+    (rec,) = workers(job)
+    assert rec["plugins"][0]["trigger"] == "install_deferred" and rec["plugins"][0]["installed_later"] is True
+
+
+def test_two_forge_bootstraps_on_the_path_do_not_chain_forever(builder):
+    """A job started from inside another job's environment."""
+    from starforge.launch import bootstrap_env
+
+    outer = builder.job(plugins=[demo_plugin()])
+    outer_bootstrap = bootstrap_env(outer.dir)["PYTHONPATH"].split(os.pathsep)[0]
+    trainer = """
+    import subprocess, sys
+    subprocess.run([sys.executable, "-c", "from app import algo; print('child', algo.compute(1))"], check=True)
+    """
+    inner = builder.job(plugins=[demo_plugin()], trainer=trainer)
+    result = inner.launch(env={"PYTHONPATH": outer_bootstrap})
+    assert result.returncode == 0, result.stderr
+    assert "child 20" in result.stdout

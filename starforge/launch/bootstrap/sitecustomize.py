@@ -16,8 +16,11 @@ def _run_hidden_sitecustomize():
     import importlib.machinery
     import importlib.util
 
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    others = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != here]
+    # Every forge bootstrap directory seen in this process is skipped, so two of them on
+    # sys.path (a job started from inside another) cannot chain to each other forever.
+    seen = _sys.__dict__.setdefault("_forge_bootstrap_dirs", set())
+    seen.add(_os.path.dirname(_os.path.abspath(__file__)))
+    others = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) not in seen]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
     if spec is None or spec.loader is None:
         return
