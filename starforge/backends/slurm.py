@@ -293,8 +293,11 @@ def query_state(slurm_id: str, job_dir: Path) -> dict:
         state = re.search(r"\bJobState=(\S+)", text).group(1)
         reason = re.search(r"\bReason=(\S+)", text)
         return {"state": state, "exit_code": _exit_code(text), "reason": reason.group(1) if reason else ""}
-    result = run_client(["sacct", "-j", slurm_id, "-X", "-n", "-P", "-o", "State,ExitCode"], check=False)
-    line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
+    try:  # accounting is optional: no sacct, no slurmdbd, or no record there is not an error
+        result = run_client(["sacct", "-j", slurm_id, "-X", "-n", "-P", "-o", "State,ExitCode"], check=False)
+        line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
+    except BackendError:
+        line = ""
     if "|" in line:
         state, code = line.split("|", 1)
         return {"state": state.split()[0], "exit_code": _exit_code("ExitCode=" + code), "reason": ""}

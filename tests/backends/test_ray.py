@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import time
 import zipfile
 from io import BytesIO
@@ -22,8 +24,7 @@ pytestmark = pytest.mark.ray
 
 
 def _submit(exp: Path, tmp_path: Path, sets=()):
-    store = JobStore(tmp_path / "jobs")
-    sub = submit_experiment(exp, sets, backend="ray", store=store)
+    sub = submit_experiment(exp, sets, backend="ray")  # the user's jobs store, under FORGE_HOME
     chunks: list[str] = []
     record = wait(sub.backend, sub.record, chunks.append)
     return sub, record, "".join(chunks)
@@ -32,6 +33,10 @@ def _submit(exp: Path, tmp_path: Path, sets=()):
 def _results(log: str) -> list:
     line = next(l for l in log.splitlines() if l.startswith("RESULTS "))
     return json.loads(line[len("RESULTS ") :])
+
+
+def _forge(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "forge"), *args], capture_output=True, text=True, timeout=60)
 
 
 def _node_job_dir(ray_head, record) -> Path:
@@ -62,8 +67,14 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
     assert all(r["tag"] == f"patched:plain:{r['pid']}" for r in results), results
 
     # The record is in the store with the Ray handle; `forge jobs` reads it from there.
-    stored = JobStore(tmp_path / "jobs").get(record.id)
+    stored = JobStore().get(record.id)
     assert stored.status == "succeeded" and stored.backend_ref["submission_id"] == f"forge-{record.id}"
+    shown = _forge("jobs", "show", record.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    details = json.loads(shown.stdout)
+    assert (details["status"], details["exit_code"], details["backend"]) == ("succeeded", 0, "ray")
+    logs = _forge("jobs", "logs", record.id)
+    assert logs.returncode == 0 and "RESULTS " in logs.stdout
 
     # Provenance on the node: the launcher and every worker process that ran the function.
     records = _provenance(_node_job_dir(ray_head, record))
@@ -130,13 +141,14 @@ def test_resubmitting_a_staged_job_gets_a_new_submission_id(ray_client, make_exp
 def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
     ray_head = ray_client
     exp = make_experiment("python -c 'import time; print(\"sleeping\", flush=True); time.sleep(300)'", "ray")
-    store = JobStore(tmp_path / "jobs")
-    sub = submit_experiment(exp, (), backend="ray", store=store, detach=True)
+    sub = submit_experiment(exp, (), backend="ray", detach=True)
     backend = sub.backend
     deadline = time.monotonic() + 60
     while "sleeping" not in "".join(backend.logs(sub.record)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    record = backend.cancel(sub.record)
+    cancelled = _forge("jobs", "cancel", sub.record.id, "--json")  # through the CLI, from another process
+    assert cancelled.returncode == 0, cancelled.stderr
+    record = JobStore().get(sub.record.id)
     assert record.status == "cancelled"
     client = RayJobsClient(ray_head.address, ray_head.token)
     try:
@@ -146,7 +158,7 @@ def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
         assert client.job(record.backend_ref["submission_id"])["status"] == "STOPPED"
     finally:
         client.close()
-    assert store.get(record.id).status == "cancelled"
+    assert backend.refresh(record).status == "cancelled"
 
 
 def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):

@@ -29,7 +29,7 @@ def slurm_job_env(slurm_env, monkeypatch):
     return slurm_env
 
 
-def _run(exp: Path, timeout: float = 120):
+def _run(exp: Path):
     sub = submit_experiment(exp, (), backend="slurm")
     chunks: list[str] = []
     record = wait(sub.backend, sub.record, chunks.append)
