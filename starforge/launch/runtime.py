@@ -493,6 +493,7 @@ def boot_process(reason: str = "start-up") -> Job | None:
         if not spec_path:
             return None
         job_dir = os.environ.get("FORGE_JOB_DIR") or os.path.dirname(os.path.abspath(spec_path))
+        _absolute_job_env(os.environ)
         job: Job | None = None
         try:
             job = load_job(job_dir, spec_path, "worker")
@@ -519,6 +520,27 @@ def boot_process(reason: str = "start-up") -> Job | None:
 
         atexit.register(job.write_provenance)
         return job
+
+
+def _absolute_job_env(env) -> None:
+    """Make relative job paths (Ray's working_dir form) absolute for this process's children.
+
+    They were relative to the working directory this process started in; a child started
+    from another directory must still find the job.
+    """
+    for key in ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_HYPERPARAMS", "FORGE_RUNTIME"):
+        value = env.get(key)
+        if value and not os.path.isabs(value):
+            env[key] = os.path.abspath(value)
+    job_dir = env.get("FORGE_JOB_DIR")
+    if job_dir and env.get("PYTHONPATH"):
+        parts = env["PYTHONPATH"].split(os.pathsep)
+        fixed = [
+            os.path.abspath(p) if p and not os.path.isabs(p) and os.path.abspath(p).startswith(job_dir + os.sep) else p
+            for p in parts
+        ]
+        if fixed != parts:
+            env["PYTHONPATH"] = os.pathsep.join(fixed)
 
 
 def attempt_number(env) -> int:

@@ -63,3 +63,19 @@ def test_chain_runtime_env_moves_the_entrypoint_hook_behind_ours():
     assert chain_runtime_env(None, submitted) == {}
     with pytest.raises(TypeError):
         chain_runtime_env({"worker_process_setup_hook": 3}, environ)
+
+
+def test_relative_job_environment_survives_a_child_in_another_directory(builder, tmp_path):
+    """Ray form: env vars relative to the unpacked job dir, worker started inside it."""
+    job = builder.job(plugins=[demo_plugin()])
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+    full.update(bootstrap_env(job.dir, relative=True))
+    code = (
+        "import subprocess, sys; from app import algo; print('worker', algo.compute(1)); "
+        "subprocess.run([sys.executable, '-c', 'from app import algo; print(\"elsewhere\", algo.compute(1))'], "
+        f"cwd={str(tmp_path)!r}, check=True)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, cwd=str(job.dir))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["worker", "20", "elsewhere", "20"]
+    assert len(job.records()) == 2

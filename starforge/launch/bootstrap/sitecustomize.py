@@ -40,6 +40,8 @@ def _forge_bootstrap():
     if not _os.environ.get("FORGE_JOBSPEC"):
         return
     runtime_zip = _os.environ.get("FORGE_RUNTIME")
+    if runtime_zip:
+        runtime_zip = _os.path.abspath(runtime_zip)
     if runtime_zip and runtime_zip not in _sys.path:
         # The job's runtime only where starforge-core is not installed: an installed one
         # (even an editable install, found by a meta-path finder after sys.path) wins.
