@@ -73,6 +73,9 @@ def hyperparams() -> Mapping[str, Any]:
     >>> hyperparams().get("grpo.lr", 1e-6)
     1e-06
     """
+    values = _registry.hyperparams
+    if values is not None:  # no lock once set: an install holding it may start threads
+        return values
     with _registry.lock:
         if _registry.hyperparams is None:
             _registry.hyperparams = _freeze(_hyperparams_from_env(os.environ))
