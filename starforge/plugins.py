@@ -22,7 +22,6 @@ import json
 import os
 import threading
 import types
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import InstallError, UsageError
@@ -38,14 +37,18 @@ class ContextMismatchError(UsageError, ValueError):
     """``install_deferred`` was called again for a plugin with a different context."""
 
 
-@dataclass
 class _Deferred:
-    name: str
-    ref: str
-    install: Callable[..., Any]
-    installed: bool = False
-    ctx: dict = field(default_factory=dict)
-    installed_at: float | None = None
+    """A registered deferred plugin (a plain class: dataclass creation costs every process)."""
+
+    __slots__ = ("name", "ref", "install", "installed", "ctx", "installed_at")
+
+    def __init__(self, name: str, ref: str, install: Callable[..., Any]) -> None:
+        self.name = name
+        self.ref = ref
+        self.install = install
+        self.installed = False
+        self.ctx: dict = {}
+        self.installed_at: float | None = None
 
 
 class _Registry:

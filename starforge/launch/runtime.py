@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import plugins as _plugins
@@ -50,18 +49,20 @@ class LaunchFailure(Exception):
         return {"phase": self.phase, "code": self.code, "plugin": self.plugin, "message": self.message}
 
 
-@dataclass
 class Item:
-    """One plugin of the job as this process sees it."""
+    """One plugin of the job as this process sees it (a plain class: cheap to define)."""
 
-    entry: PluginEntry
-    builtin: bool
-    root: str
-    status: str = "planned"  # planned|pending|loaded|registered|skipped|shadowed|failed
-    shadowed_by: str | None = None
-    verified: bool = False
-    trigger: str | None = None  # start-up | launcher | target:<module> | install_deferred
-    seconds: float | None = None
+    __slots__ = ("entry", "builtin", "root", "status", "shadowed_by", "verified", "trigger", "seconds")
+
+    def __init__(self, entry: PluginEntry, builtin: bool, root: str) -> None:
+        self.entry = entry
+        self.builtin = builtin
+        self.root = root
+        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|failed
+        self.shadowed_by: str | None = None
+        self.verified = False
+        self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
+        self.seconds: float | None = None
 
     @property
     def ref(self) -> str:
