@@ -521,7 +521,14 @@ def main():
     child_tag = q.get(timeout=60)
     p.join()
     slurm = {k: os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODEID", "SLURM_PROCID")}
-    out = {"driver": algo.tag(), "child": child_tag, "host": socket.gethostname(), "slurm": slurm, "cwd": os.getcwd()}
+    out = {
+        "driver": algo.tag(),
+        "child": child_tag,
+        "host": socket.gethostname(),
+        "slurm": slurm,
+        "cwd": os.getcwd(),
+        "cwd_mode": oct(os.stat(os.getcwd()).st_mode & 0o777),
+    }
     print("RESULTS " + json.dumps(out), flush=True)
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))
     sys.exit(code if code else (0 if out["driver"].startswith("patched:") and out["child"].startswith("patched:") else 3))

@@ -55,7 +55,8 @@ def test_job_runs_once_with_plugins_in_every_process(slurm_job_env, make_experim
     [res] = _results(log)  # launch: once
     assert res["driver"].startswith("patched:plain:") and res["child"].startswith("patched:plain:"), res
     local = node_job_dir({}, sub.spec.id)
-    assert res["cwd"] == f"{local}/recipe"  # the training ran on the node-local copy
+    assert res["cwd"] == f"{local}/recipe"  # the training ran on the node-local copy, read-only
+    assert res["cwd_mode"] == "0o555"
     assert not os.path.exists(local)  # ...which the collect step removed
     assert res["slurm"]["SLURM_JOB_ID"] == record.backend_ref["job_id"]
     assert "plugin  : tester/mark-worker@1.0.0 loaded" in log
