@@ -46,6 +46,7 @@ from typing import Any, Iterator, Mapping
 
 from ..errors import BackendError, ManifestError
 from .base import Backend, JobRecord, exit_status, utc_now
+from .store import _atomic_write
 
 SETTINGS = (
     "staging",
@@ -331,17 +332,3 @@ def _apply(record: JobRecord, state: dict) -> JobRecord:
     message = "" if final == "succeeded" else f"Slurm state {name}" + (f" ({state['reason']})" if state["reason"] not in ("", "None") else "")
     return record.with_changes(status=final, exit_code=code, finished=utc_now(), message=message)
 
-
-def _atomic_write(path: Path, text: str) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
