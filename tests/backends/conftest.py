@@ -164,7 +164,9 @@ class RayHead:
     env: dict = field(default_factory=dict)
 
     def pids(self) -> list[int]:
-        return session_pids(self.sid)
+        """Every process of this cluster: its session, plus what left it (Ray starts job
+        entrypoints in sessions of their own, as children of processes of this one)."""
+        return descendants(session_pids(self.sid))
 
 
 def _ray_bin() -> str | None:
@@ -198,8 +200,8 @@ def ray_head():
         "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", str(temp_dir),
         "--disable-usage-stats", "--object-store-memory", "200000000",
     ]  # fmt: skip
-    # A new session: every process of this cluster inherits its session id, which is how
-    # teardown finds them (and nothing else).
+    # A new session: every process of this cluster inherits its session id (or is a child
+    # of one that does), which is how teardown finds them, and nothing else.
     proc = subprocess.Popen(
         cmd, env=env, cwd=temp_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
@@ -395,14 +397,10 @@ def slurm_env(slurm_cluster, monkeypatch):
 
 @pytest.fixture(scope="session")
 def sockets():
-    """Helpers to inspect the listeners of processes: ``listeners``, ``descendants``, ``is_loopback``."""
+    """Helpers to inspect the listeners of processes: ``listeners(pids)``, ``is_loopback(addr)``."""
+    from types import SimpleNamespace
 
-    class Sockets:
-        pass
-
-    s = Sockets()
-    s.listeners, s.descendants, s.is_loopback = staticmethod(listeners), staticmethod(descendants), staticmethod(is_loopback)
-    return s
+    return SimpleNamespace(listeners=listeners, is_loopback=is_loopback)
 
 
 # -- a real experiment: a published plugin, a recipe, a lock --------------------------------
