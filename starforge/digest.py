@@ -17,9 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import unicodedata
-from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from .errors import VerificationError
 
@@ -119,6 +116,8 @@ def path_problem(path: str) -> str | None:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return "path is not valid UTF-8"
+    import unicodedata  # here: only the laptop side checks names
+
     if not unicodedata.is_normalized("NFC", path):
         return "path is not in Unicode NFC form"
     return None
@@ -284,13 +283,36 @@ def tree_digest(
     return digest_of_map(files)
 
 
-@dataclass(frozen=True)
 class TreeDiff:
-    """What differs between an expected and an actual per-file map."""
+    """What differs between an expected and an actual per-file map (``added``, ``removed``,
+    ``changed``: sorted lists of paths). Immutable, compared by value."""
 
-    added: list = field(default_factory=list)
-    removed: list = field(default_factory=list)
-    changed: list = field(default_factory=list)
+    __slots__ = ("added", "removed", "changed")
+
+    def __init__(self, added: list | None = None, removed: list | None = None, changed: list | None = None) -> None:
+        object.__setattr__(self, "added", [] if added is None else added)
+        object.__setattr__(self, "removed", [] if removed is None else removed)
+        object.__setattr__(self, "changed", [] if changed is None else changed)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return (self.added, self.removed, self.changed) == (other.added, other.removed, other.changed)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self.added, self.removed, self.changed))
+
+    def __repr__(self) -> str:
+        return f"TreeDiff(added={self.added!r}, removed={self.removed!r}, changed={self.changed!r})"
+
+    def __reduce__(self):
+        return (TreeDiff, (self.added, self.removed, self.changed))
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed)

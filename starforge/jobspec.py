@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
 
 from .digest import is_digest
 from .errors import SpecError
@@ -32,22 +31,67 @@ KINDS = ("algorithm", "environment", "data-prep")
 LOADS = ("eager", "deferred")
 
 
-@dataclass(frozen=True)
-class PluginEntry:
-    """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in."""
+class _Frozen:
+    """Immutable value object: fields set once by ``__init__``, compared and hashed by value.
 
-    name: str
-    version: str
-    digest: str
-    kind: str
-    load: str
-    entrypoint: str
-    owner: str | None = None
-    targets: tuple = ()
-    requires: dict = field(default_factory=dict)
-    top_level: tuple = ()
-    files: dict = field(default_factory=dict)  # relpath -> sha256 hex, for mismatch reports
-    params: dict = field(default_factory=dict)
+    What ``@dataclass(frozen=True)`` gave, without importing ``dataclasses`` (and, through
+    it, ``inspect``) in every process of a job.
+    """
+
+    _fields: tuple = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _values(self) -> tuple:
+        d = self.__dict__
+        return tuple(d[f] for f in self._fields)
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        d = self.__dict__
+        return f"{type(self).__qualname__}(" + ", ".join(f"{f}={d[f]!r}" for f in self._fields) + ")"
+
+
+def _copy(value):
+    """A deep copy of JSON-like data (dicts, lists, tuples), as ``dataclasses.asdict`` made."""
+    if isinstance(value, dict):
+        return type(value)((_copy(k), _copy(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    return value
+
+
+class PluginEntry(_Frozen):
+    """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in.
+
+    Fields: name, version, digest, kind, load, entrypoint, owner (None for a built-in),
+    targets, requires, top_level, files (relpath -> sha256 hex, for mismatch reports), params.
+    """
+
+    _fields = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
+               "requires", "top_level", "files", "params")
+
+    def __init__(self, name: str, version: str, digest: str, kind: str, load: str, entrypoint: str,
+                 owner: str | None = None, targets: tuple = (), requires: dict | None = None,
+                 top_level: tuple = (), files: dict | None = None, params: dict | None = None) -> None:
+        self.__dict__.update(
+            name=name, version=version, digest=digest, kind=kind, load=load, entrypoint=entrypoint,
+            owner=owner, targets=targets, requires={} if requires is None else requires,
+            top_level=top_level, files={} if files is None else files, params={} if params is None else params,
+        )
 
     @property
     def ref(self) -> str:
@@ -55,7 +99,7 @@ class PluginEntry:
         return f"{self.owner}/{self.name}@{self.version}" if self.owner else f"recipe:{self.name}@{self.version}"
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = {f: _copy(getattr(self, f)) for f in self._fields}
         d["ref"] = self.ref
         d["targets"] = list(self.targets)
         d["top_level"] = list(self.top_level)
@@ -64,7 +108,7 @@ class PluginEntry:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> "PluginEntry":
+    def from_dict(cls, data, where: str) -> "PluginEntry":
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected an object")
         name = _name(data.get("name"), f"{where}.name")
@@ -111,19 +155,24 @@ class PluginEntry:
         )
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    id: str
-    name: str
-    created: str
-    entrypoint: list  # argv of the training entrypoint, e.g. ["python", "-m", "toy_grpo.train"]
-    hyperparams: dict = field(default_factory=dict)
-    plugins: tuple = ()  # PluginEntry, in load order
-    recipe_plugins: tuple = ()  # PluginEntry built-ins, loaded after the packages
-    core_version: str = ""
-    strict_deferred: bool = False
-    backend: str = "local"
-    extra: dict = field(default_factory=dict)  # backend settings (ray.*, slurm.*), opaque here
+class JobSpec(_Frozen):
+    """The whole job: entrypoint (argv of the training entrypoint, e.g. ``["python", "-m",
+    "toy_grpo.train"]``), hyperparams, plugins (PluginEntry, in load order), recipe_plugins
+    (built-ins, loaded after the packages), core_version, strict_deferred, backend and extra
+    (backend settings, ``ray.*``/``slurm.*``, opaque here)."""
+
+    _fields = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
+               "core_version", "strict_deferred", "backend", "extra")
+
+    def __init__(self, id: str, name: str, created: str, entrypoint: list, hyperparams: dict | None = None,
+                 plugins: tuple = (), recipe_plugins: tuple = (), core_version: str = "",
+                 strict_deferred: bool = False, backend: str = "local", extra: dict | None = None) -> None:
+        self.__dict__.update(
+            id=id, name=name, created=created, entrypoint=entrypoint,
+            hyperparams={} if hyperparams is None else hyperparams, plugins=plugins,
+            recipe_plugins=recipe_plugins, core_version=core_version, strict_deferred=strict_deferred,
+            backend=backend, extra={} if extra is None else extra,
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -145,7 +194,7 @@ class JobSpec:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Any) -> "JobSpec":
+    def from_dict(cls, data) -> "JobSpec":
         if not isinstance(data, Mapping):
             raise SpecError("jobspec: expected a JSON object")
         if data.get("schema") != SCHEMA:
@@ -228,19 +277,19 @@ def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
         raise
 
 
-def _str(value: Any, where: str) -> str:
+def _str(value, where: str) -> str:
     if not isinstance(value, str):
         raise SpecError(f"{where}: expected a string, got {value!r}")
     return value
 
 
-def _name(value: Any, where: str) -> str:
+def _name(value, where: str) -> str:
     if not isinstance(value, str) or not _NAME_RE.match(value) or len(value) > 64:
         raise SpecError(f"{where}: {value!r} is not a valid plugin name")
     return value
 
 
-def _modules(value: Any, where: str) -> tuple:
+def _modules(value, where: str) -> tuple:
     if not isinstance(value, list) or not all(isinstance(m, str) and _MODULE_RE.match(m) for m in value):
         raise SpecError(f"{where}: expected a list of dotted module names")
     return tuple(value)

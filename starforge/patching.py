@@ -33,17 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import difflib
 import functools
 import importlib
-import importlib.abc
 import re
 import sys
 import threading
 import time
 import types
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
 
 from .errors import PatchError, PatchTargetError
 
@@ -82,13 +78,39 @@ _ABSENT: Any = _Absent()
 # -- targets ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Target:
-    """A parsed patch target. ``str(target)`` is its canonical form (a key quoted only when it must be)."""
+    """A parsed patch target. ``str(target)`` is its canonical form (a key quoted only when it must be).
 
-    module: str
-    path: tuple
-    key: str | None = None
+    Fields ``module``, ``path`` (tuple of attribute names) and ``key`` (None unless a
+    registry entry); immutable, compared and hashed by value.
+    """
+
+    __slots__ = ("module", "path", "key")
+
+    def __init__(self, module: str, path: tuple, key: str | None = None) -> None:
+        object.__setattr__(self, "module", module)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "key", key)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return (self.module, self.path, self.key) == (other.module, other.path, other.key)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self.module, self.path, self.key))
+
+    def __repr__(self) -> str:
+        return f"Target(module={self.module!r}, path={self.path!r}, key={self.key!r})"
+
+    def __reduce__(self):
+        return (Target, (self.module, self.path, self.key))
 
     def __str__(self) -> str:
         text = f"{self.module}:{'.'.join(self.path)}"
@@ -465,6 +487,8 @@ def _describe(obj: Any, walked: str) -> str:
 
 
 def _suggest(word: str, choices: Any) -> str:
+    import difflib  # only when a target is missing
+
     names = [c for c in choices if isinstance(c, str)]
     match = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
     return f" (did you mean '{match[0]}'?)" if match else ""
@@ -647,7 +671,12 @@ def _rebind(slot: _Slot, old: Any, new: Any, *, scan: bool, skip: set) -> list:
 # -- waiting for an import ------------------------------------------------------------------
 
 
-class _NotifyingLoader(importlib.abc.Loader):
+# The two import-system classes below implement the importlib.abc interfaces without
+# inheriting from them: importing importlib.abc pulls in importlib.resources and pathlib,
+# several milliseconds in every process of a job.
+
+
+class _NotifyingLoader:
     """Runs the real loader, then applies the patches waiting for the module."""
 
     def __init__(self, loader: Any) -> None:
@@ -674,7 +703,7 @@ class _NotifyingLoader(importlib.abc.Loader):
         _module_imported(module)
 
 
-class _ImportHook(importlib.abc.MetaPathFinder):
+class _ImportHook:
     """Meta-path finder that never imports anything itself; it only wraps the real loader."""
 
     def __init__(self) -> None:

@@ -22,7 +22,6 @@ import json
 import os
 import threading
 import types
-from typing import Any, Callable, Mapping
 
 from .errors import InstallError, UsageError
 

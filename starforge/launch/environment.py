@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Mapping
 
 RUNTIME_DIR = ".forge-runtime"
 BOOTSTRAP_DIR = "bootstrap"

@@ -22,7 +22,6 @@ import importlib.util
 import marshal
 import os
 import sys
-from typing import Iterable, Mapping
 
 
 class SnapshotLoader:

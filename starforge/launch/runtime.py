@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import time
-from typing import Any
 
 from .. import plugins as _plugins
 from ..digest import verify_tree
