@@ -8,15 +8,15 @@ sha256sum`` prints on a clean tree.
 
 Cluster side: standard library only.
 
->>> digest_of_map({"a.py": hashlib.sha256(b"x").hexdigest()})[:4]
+>>> digest_of_map({"a.py": "0" * 64})[:4]
 'sf1:'
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
+import sys
 
 from .errors import VerificationError
 
@@ -30,6 +30,37 @@ _HAVE_READV = hasattr(os, "readv")
 _PARALLEL_MIN_BYTES = 16 << 20
 
 FileMap = dict  # relative POSIX path -> sha256 hex of the file's bytes
+
+
+# Below this many bytes, the interpreter's built-in sha256 is used when hashlib is not
+# imported yet: loading hashlib (OpenSSL) costs a process 2-3 ms, which the faster OpenSSL
+# hash pays back only on about a megabyte of input.
+_OPENSSL_MIN_BYTES = 1 << 20
+_builtin_sha256 = False  # not looked up yet
+
+
+def sha256_for(nbytes: int):
+    """The sha256 constructor to use for about *nbytes* of input.
+
+    ``hashlib.sha256`` (OpenSSL) when hashlib is already imported or the input is large;
+    otherwise the interpreter's built-in implementation, which gives the same digests
+    without loading OpenSSL (what verifying a small plugin tree in a fresh process needs).
+    """
+    global _builtin_sha256
+    if nbytes < _OPENSSL_MIN_BYTES and "hashlib" not in sys.modules:
+        if _builtin_sha256 is False:
+            _builtin_sha256 = None
+            for name in ("_sha2", "_sha256"):  # CPython 3.12+, then 3.11 and older
+                try:
+                    _builtin_sha256 = __import__(name).sha256
+                    break
+                except (ImportError, AttributeError):
+                    pass
+        if _builtin_sha256 is not None:
+            return _builtin_sha256
+    import hashlib
+
+    return hashlib.sha256
 
 
 def is_digest(value: object) -> bool:
@@ -48,6 +79,8 @@ def _hash_path(path: str, buf: bytearray) -> str:
     # Small files: one read of exactly their size. Large files: read into *buf* (reused
     # by the caller) and hash a memoryview, so no copy is made and hashlib hashes
     # without holding the GIL. Reading goes on to end of file whatever fstat said.
+    import hashlib
+
     fd = os.open(path, _O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -71,6 +104,8 @@ def _hash_path(path: str, buf: bytearray) -> str:
 
 def _hash_if_small(path: str, buf: bytearray) -> tuple[str | None, int]:
     """``(sha256 hex, size)`` for a file under the small-file size, else ``(None, size)``."""
+    import hashlib
+
     fd = os.open(path, _O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -139,7 +174,11 @@ def case_collision(paths: Iterable[str]) -> tuple[str, str] | None:
 
 def digest_of_map(files: Mapping[str, str]) -> str:
     """The tree digest of a per-file map ``{relpath: sha256 hex}``."""
-    h = hashlib.sha256()
+    return _digest_of_map(files, sha256_for(len(files) * 80))
+
+
+def _digest_of_map(files: Mapping[str, str], sha256) -> str:
+    h = sha256()
     # surrogateescape: a name that is not UTF-8 contributes its raw bytes, as in the shell
     for path in sorted(files, key=lambda p: p.encode("utf-8", "surrogateescape")):
         h.update(f"{files[path]}  {path}\n".encode("utf-8", "surrogateescape"))
@@ -148,7 +187,8 @@ def digest_of_map(files: Mapping[str, str]) -> str:
 
 def digest_of_bytes(contents: Mapping[str, bytes]) -> str:
     """The tree digest of in-memory files ``{relpath: bytes}``."""
-    return digest_of_map({p: hashlib.sha256(b).hexdigest() for p, b in contents.items()})
+    sha256 = sha256_for(sum(len(b) for b in contents.values()))
+    return _digest_of_map({p: sha256(b).hexdigest() for p, b in contents.items()}, sha256)
 
 
 def walk_files(root: str | os.PathLike) -> list[str]:
@@ -383,8 +423,9 @@ def verify_tree(
     per-file map is known.
     """
     contents = read_tree_strict(root)
-    actual = {p: hashlib.sha256(b).hexdigest() for p, b in contents.items()}
-    got = digest_of_map(actual)
+    sha256 = sha256_for(sum(len(b) for b in contents.values()))
+    actual = {p: sha256(b).hexdigest() for p, b in contents.items()}
+    got = _digest_of_map(actual, sha256)
     if got != expected:
         detail = diff_maps(expected_files, actual).describe() if expected_files else "per-file hashes unknown"
         raise VerificationError(f"{os.fspath(root)}: digest mismatch (expected {expected}, got {got}); {detail}")

@@ -92,11 +92,12 @@ def _runtime_sources() -> dict[str, str]:
 
 def runtime_fingerprint(sources: dict[str, str] | None = None) -> str:
     """A cheap key of the runtime zip's inputs (names, sizes, mtimes, bytecode magic)."""
-    import hashlib
     import importlib.util
 
+    from ..digest import sha256_for
+
     sources = _runtime_sources() if sources is None else sources
-    h = hashlib.sha256(importlib.util.MAGIC_NUMBER + ZIP_FORMAT.encode())
+    h = sha256_for(0)(importlib.util.MAGIC_NUMBER + ZIP_FORMAT.encode())
     for name in sorted(sources):
         st = os.stat(sources[name])
         h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
@@ -155,18 +156,18 @@ def _runtime_zip(job_zip: str) -> None:
     key = runtime_fingerprint(sources)
     key_file = job_zip + ".key"
     try:
-        with open(key_file, encoding="ascii") as f:
-            if f.read().strip() == key and os.path.isfile(job_zip):
+        with open(key_file, "rb") as f:
+            if f.read().strip() == key.encode("ascii") and os.path.isfile(job_zip):
                 return
     except OSError:
         pass
     # The file names compiled into the bytecode are the job's, so the cache is per path too.
-    import hashlib
+    from ..digest import sha256_for
 
     cache_dir = _private_cache_dir()
     cached = None
     if cache_dir:
-        cached = os.path.join(cache_dir, hashlib.sha256(f"{key}\0{job_zip}".encode()).hexdigest() + ".zip")
+        cached = os.path.join(cache_dir, sha256_for(0)(f"{key}\0{job_zip}".encode()).hexdigest() + ".zip")
     data = None
     if cached and os.path.isfile(cached):
         with open(cached, "rb") as f:

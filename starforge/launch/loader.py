@@ -16,7 +16,6 @@ Cluster side: standard library only.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import marshal
@@ -160,7 +159,9 @@ def compile_cached(source: bytes, filename: str):
     cache = _bytecode_dir()
     if cache is None:
         return compile(source, filename, "exec", dont_inherit=True)
-    h = hashlib.sha256()
+    from ..digest import sha256_for
+
+    h = sha256_for(len(source))()
     h.update(importlib.util.MAGIC_NUMBER)
     h.update(str(sys.flags.optimize).encode())
     h.update(filename.encode("utf-8", "surrogateescape") + b"\0")
