@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import time
 
@@ -329,15 +330,20 @@ def _next_attempt(job_dir: str) -> int:
             return int(value)
     path = os.path.join(job_dir, RUNTIME_DIR, "attempts")
     try:
-        with open(path, encoding="ascii") as f:
+        with open(path, "rb") as f:
             n = int(f.read().strip() or 0)
+    except FileNotFoundError:
+        n = 0
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError:
+            pass
     except (OSError, ValueError):
         n = 0
     from ._files import atomic_write
 
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, f"{n + 1}\n".encode("ascii"))
+        atomic_write(path, b"%d\n" % (n + 1))
     except OSError:
         pass
     return n
@@ -349,22 +355,33 @@ def _make_read_only(job) -> None:
     for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):
             continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in filenames:
-                full = os.path.join(dirpath, name)
-                try:
-                    st = os.lstat(full)
-                    if not os.path.islink(full) and st.st_mode & 0o222:
-                        os.chmod(full, st.st_mode & ~0o222)
-                except OSError:
-                    pass
-        for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        _read_only_tree(root)
+
+
+def _read_only_tree(path: str) -> None:
+    """Clear the write bits below *path* (files first, then each directory); symlinks are left alone."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            _read_only_tree(entry.path)
+        elif not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o222:
             try:
-                st = os.lstat(dirpath)
-                if st.st_mode & 0o222:
-                    os.chmod(dirpath, st.st_mode & ~0o222)
+                os.chmod(entry.path, stat.S_IMODE(st.st_mode) & ~0o222)
             except OSError:
                 pass
+    try:
+        st = os.lstat(path)
+        if st.st_mode & 0o222:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o222)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -12,17 +12,26 @@ import itertools
 import os
 
 _counter = itertools.count()
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Write *data* to *path* atomically; nothing half-written is ever visible."""
+    """Write *data* to *path* atomically; nothing half-written is ever visible.
+
+    Five system calls: create the temp file, write, set its mode (whatever the umask),
+    close, rename over *path*.
+    """
     folder = os.path.dirname(path) or "."
     tmp = os.path.join(folder, f".tmp-{os.getpid()}-{next(_counter)}-{os.path.basename(path)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    fd = os.open(tmp, _FLAGS, mode)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
