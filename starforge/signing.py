@@ -31,10 +31,10 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import atomic
 from .errors import SignatureError, UsageError
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -91,8 +91,8 @@ def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None)
         encryption = serialization.NoEncryption()
     private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     public_pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    _atomic_write(private_path, private_pem, 0o600, exclusive=True)
-    _atomic_write(public, public_pem, 0o644, exclusive=True)
+    _write_key(private_path, private_pem, 0o600)
+    _write_key(public, public_pem, 0o644)
     return KeyPair(private=private_path, public=public, key_id=key_id(public_pem))
 
 
@@ -277,7 +277,7 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
             return kid
         owners.setdefault(owner, {})[kid] = normalized
         doc = {"schema": TRUST_SCHEMA, "owners": {o: dict(sorted(k.items())) for o, k in sorted(owners.items())}}
-        _atomic_write(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
+        atomic.write_file(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", fsync=True)
     return kid
 
 
@@ -488,27 +488,9 @@ def _flock(path: Path):
         os.close(fd)
 
 
-def _atomic_write(path: Path, data: bytes, mode: int, exclusive: bool = False) -> None:
-    """Write *data* to a temp file beside *path* with *mode* from the start, then rename.
-
-    With *exclusive*, an existing *path* is never replaced (the rename is a hard link).
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _write_key(path: Path, data: bytes, mode: int) -> None:
+    """Write a key file atomically and durably; an existing key is never replaced."""
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if exclusive:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise UsageError(f"{path} already exists; refusing to overwrite a key") from None
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        atomic.write_file(path, data, mode, fsync=True, exclusive=True)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists; refusing to overwrite a key") from None

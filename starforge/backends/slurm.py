@@ -44,9 +44,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from .. import atomic
 from ..errors import BackendError, ManifestError
 from .base import Backend, JobRecord, exit_status, utc_now
-from .store import _atomic_write
 
 SETTINGS = (
     "staging",
@@ -230,7 +230,7 @@ class SlurmBackend(Backend):
         out = job_dir / SLURM_DIR
         out.mkdir(exist_ok=True)
         script = out / "job.sbatch"
-        _atomic_write(script, batch_script(job_dir, spec, self.settings))
+        atomic.write_file(script, batch_script(job_dir, spec, self.settings))
         result = run_client(["sbatch", "--parsable", *self.settings.get("sbatch_args", []), str(script)])
         slurm_id = result.stdout.strip().split(";")[0]
         if not slurm_id.isdigit():

@@ -20,10 +20,10 @@ import fcntl
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .. import atomic
 from ..errors import BackendError, UsageError
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -53,7 +53,7 @@ class JobStore:
     def save(self, record) -> None:
         """Write *record* atomically."""
         self.root.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.path(record.id), json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
+        atomic.write_file(self.path(record.id), json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
 
     def get(self, job_id: str):
         """The record of *job_id*; a unique prefix of an id is accepted."""
@@ -115,14 +115,3 @@ def _read_json(path: Path) -> dict:
         raise BackendError(f"{path}: unreadable job record: {exc}") from None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

@@ -25,10 +25,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import atomic
 from ..errors import ManifestError, UsageError
 from ..yamlio import load_yaml
 from .config import FILENAME, Experiment, parse_experiment, parse_request
@@ -317,16 +317,8 @@ def _read(path: Path) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Replace forge.yaml atomically, keeping its permissions."""
     mode = 0o644
     with contextlib.suppress(OSError):
         mode = os.stat(path).st_mode & 0o777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic.write_file(path, text, mode)

@@ -24,11 +24,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .. import atomic
 from ..digest import is_digest
 from ..errors import LockError
 from ..jobspec import PluginEntry
@@ -232,16 +232,7 @@ def write_lock(lock: LockFile, path: str | os.PathLike) -> bool:
     with contextlib.suppress(LockError):
         if lock.same_content(read_lock(path)):
             return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(lock.to_json())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic.write_file(path, lock.to_json())
     return True
 
 

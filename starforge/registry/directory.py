@@ -24,10 +24,10 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
+from .. import atomic
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
 from .base import Progress, PublishedVersion, PublishResult, Registry
@@ -187,7 +187,7 @@ class DirectoryRegistry(Registry):
                         hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
                     )
                 if signature is not None and not existing.signed:
-                    _atomic_write(plugin_dir / f"{stored}{SIG_SUFFIX}", signature)
+                    atomic.write_file(plugin_dir / f"{stored}{SIG_SUFFIX}", signature, fsync=True)
                     existing = self._read_entry(info.owner, info.name, stored)
                 return PublishResult(version=existing, created=False)
             blob = self._blob_path(hex_)
@@ -197,7 +197,7 @@ class DirectoryRegistry(Registry):
             elif progress:
                 progress(size, size)
             if signature is not None:
-                _atomic_write(plugin_dir / f"{version}{SIG_SUFFIX}", signature)
+                atomic.write_file(plugin_dir / f"{version}{SIG_SUFFIX}", signature, fsync=True)
             else:
                 # A signature left by an interrupted publish of this version must not
                 # attach itself to other content.
@@ -216,7 +216,7 @@ class DirectoryRegistry(Registry):
                 "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
-            _atomic_write(plugin_dir / f"{version}.json", data)
+            atomic.write_file(plugin_dir / f"{version}.json", data, fsync=True)
             return PublishResult(version=self._read_entry(info.owner, info.name, version), created=True)
 
     # -- internals -----------------------------------------------------------------------
@@ -258,7 +258,7 @@ class DirectoryRegistry(Registry):
             raise RegistryError(f"cannot create registry {self.url}: {exc.strerror}") from None
         marker = self.root / MARKER
         if not marker.exists():
-            _atomic_write(marker, (json.dumps({"schema": SCHEMA}) + "\n").encode())
+            atomic.write_file(marker, (json.dumps({"schema": SCHEMA}) + "\n").encode(), fsync=True)
 
     def _plugin_dir(self, owner: str, name: str) -> Path:
         _check_name(owner, "owner")
@@ -370,40 +370,12 @@ def _flock(path: Path):
         os.close(fd)  # closing releases the lock
 
 
-def _temp_beside(path: Path):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    return os.fdopen(fd, "wb"), tmp
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    f, tmp = _temp_beside(path)
-    try:
-        with f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
 def _atomic_copy(src: Path, dest: Path, progress: Progress | None) -> None:
-    f, tmp = _temp_beside(dest)
     total = src.stat().st_size
     done = 0
-    try:
-        with f, open(src, "rb") as s:
-            while chunk := s.read(_CHUNK):
-                f.write(chunk)
-                done += len(chunk)
-                if progress:
-                    progress(done, total)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        _unlink(tmp)
-        raise
+    with atomic.writer(dest, fsync=True) as f, open(src, "rb") as s:
+        while chunk := s.read(_CHUNK):
+            f.write(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
