@@ -107,6 +107,21 @@ class Backend(abc.ABC):
         self.settings = dict(settings or {})
         self.store = store if store is not None else JobStore()
 
+    def _save_new_record(self, job_dir: Path, spec, created: str | None = None, **fields: Any) -> JobRecord:
+        """Save and return the first record of the job staged in *job_dir*: ``pending``, created
+        at *created* (default: now), with the other :class:`JobRecord` *fields* given."""
+        record = JobRecord(
+            id=spec.id,
+            name=spec.name,
+            backend=self.name,
+            status="pending",
+            dir=str(job_dir),
+            created=created or utc_now(),
+            **fields,
+        )
+        self.store.save(record)
+        return record
+
     def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
         """Where the job directory for *job_id* is built; default ``<experiment>/.forge/jobs/<id>``."""
         return Path(experiment_dir) / ".forge" / "jobs" / job_id

@@ -51,16 +51,12 @@ class LocalBackend(Backend):
         job_dir = Path(job_dir).resolve()
         if not (job_dir / "jobspec.json").is_file():
             raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
-        record = JobRecord(
-            id=spec.id,
-            name=spec.name,
-            backend=self.name,
-            status="pending",
-            dir=str(job_dir),
-            created=spec.created or utc_now(),
+        record = self._save_new_record(
+            job_dir,
+            spec,
+            created=spec.created,
             experiment=str(job_dir.parent.parent.parent) if job_dir.parent.name == "jobs" else "",
         )
-        self.store.save(record)
         try:
             with open(job_dir / LOG_NAME, "ab") as log:
                 proc = subprocess.Popen(

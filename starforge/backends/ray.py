@@ -261,17 +261,9 @@ class RayBackend(Backend):
             submission_id = _submit_unique(client, f"forge-{spec.id}", request)
         finally:
             client.close()
-        record = JobRecord(
-            id=spec.id,
-            name=spec.name,
-            backend=self.name,
-            status="pending",
-            dir=str(job_dir),
-            created=utc_now(),
-            backend_ref={"address": address, "submission_id": submission_id, "package": uri},
+        return self._save_new_record(
+            job_dir, spec, backend_ref={"address": address, "submission_id": submission_id, "package": uri}
         )
-        self.store.save(record)
-        return record
 
     def refresh(self, record: JobRecord) -> JobRecord:
         if record.final:

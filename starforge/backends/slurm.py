@@ -235,17 +235,11 @@ class SlurmBackend(Backend):
         slurm_id = result.stdout.strip().split(";")[0]
         if not slurm_id.isdigit():
             raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")
-        record = JobRecord(
-            id=spec.id,
-            name=spec.name,
-            backend=self.name,
-            status="pending",
-            dir=str(job_dir),
-            created=utc_now(),
+        return self._save_new_record(
+            job_dir,
+            spec,
             backend_ref={"job_id": slurm_id, "output": str(out / "output.log"), "launch": self.settings["launch"]},
         )
-        self.store.save(record)
-        return record
 
     def refresh(self, record: JobRecord) -> JobRecord:
         if record.final:
