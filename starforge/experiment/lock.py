@@ -191,10 +191,7 @@ def resolve_lock(
     if previous:
         kept = {e.name for e in entries}
         changes.extend(f"removed {e.ref}" for e in previous.plugins if e.name not in kept)
-    shadowed = check_conflicts(
-        [LoadedPlugin(label=e.ref, name=e.name, kind=e.kind, top_level=e.top_level) for e in entries],
-        [b.loaded() for b in builtins],
-    )
+    shadowed = check_conflicts([e.loaded() for e in entries], [b.loaded() for b in builtins])
     lock = LockFile(plugins=tuple(entries), registry=registry.url)
     return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed)
 
@@ -208,10 +205,7 @@ def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
     if reasons:
         raise LockError(f"{exp.lock_path.name} is stale: {'; '.join(reasons)}", hint=_stale_hint(exp, lock))
     builtins = load_builtins(exp) if builtins is None else builtins
-    check_conflicts(
-        [LoadedPlugin(label=e.ref, name=e.name, kind=e.kind, top_level=e.top_level) for e in lock.plugins],
-        [b.loaded() for b in builtins],
-    )
+    check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
     return lock
 
 

@@ -65,6 +65,10 @@ class LockEntry:
     def ref(self) -> str:
         return f"{self.owner}/{self.name}@{self.version}"
 
+    def loaded(self) -> "LoadedPlugin":
+        """This package as the conflict checks see it."""
+        return LoadedPlugin(label=self.ref, name=self.name, kind=self.kind, top_level=self.top_level)
+
     def param_defaults(self) -> dict:
         return {k: d["default"] for k, d in self.params.items() if isinstance(d, Mapping) and "default" in d}
 

@@ -37,7 +37,7 @@ from ..errors import BackendError, VerificationError
 from ..jobspec import JobSpec, PluginEntry, write_spec
 from .config import Experiment
 from .lock import Builtin, fresh_lock, load_builtins, published_version
-from .lockfile import LoadedPlugin, LockFile, check_conflicts
+from .lockfile import LockFile, check_conflicts
 from .overrides import build_hyperparams, declared_params
 
 # Never copied into recipe/: tool debris, VCS data, virtualenvs, and the experiment's own
@@ -98,10 +98,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
     """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing."""
     builtins = load_builtins(exp)
     lock = fresh_lock(exp, builtins)
-    shadowed = check_conflicts(
-        [LoadedPlugin(label=e.ref, name=e.name, kind=e.kind, top_level=e.top_level) for e in lock.plugins],
-        [b.loaded() for b in builtins],
-    )
+    shadowed = check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
     declared = declared_params(
         [(e.ref, e.params) for e in lock.plugins]
         + [(f"built-in {b.name}", {k: p.to_dict() for k, p in b.manifest.params.items()})
