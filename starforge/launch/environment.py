@@ -184,19 +184,9 @@ def _runtime_zip(job_zip: str) -> None:
 
 
 def _private_cache_dir() -> str | None:
-    if os.environ.get("FORGE_HOME"):
-        base = os.path.join(os.environ["FORGE_HOME"], "cache")
-    else:
-        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "starforge")
-    path = os.path.join(base, "runtime")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not os.path.isdir(path):
-            return None
-    except OSError:
-        return None
-    return path
+    from ._files import private_cache_dir
+
+    return private_cache_dir("runtime")
 
 
 def sitecustomize_source() -> bytes:

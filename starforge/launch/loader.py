@@ -137,18 +137,11 @@ def _bytecode_dir() -> str | None:
     _cache_dir = None
     if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off") or sys.dont_write_bytecode:
         return None  # PYTHONDONTWRITEBYTECODE / -B: no compiled files anywhere
-    if os.environ.get("FORGE_HOME"):
-        base = os.path.join(os.environ["FORGE_HOME"], "cache")
-    else:
-        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "starforge")
-    path = os.path.join(base, "bytecode")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-        # Private or nothing: code from a directory others can write would be theirs to run.
-        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not os.path.isdir(path) or os.path.islink(path):
-            return None
-    except OSError:
+    from ._files import private_cache_dir
+
+    # Private or nothing: code from a directory others can write would be theirs to run.
+    path = private_cache_dir("bytecode")
+    if path is None:
         return None
     _cache_dir = path
     return path
