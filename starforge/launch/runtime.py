@@ -124,14 +124,30 @@ def plan(spec: JobSpec, job_dir: str) -> list[Item]:
 
 
 def check_requires(entry: PluginEntry) -> None:
-    """Raise LaunchFailure(requires, 11) when core, python or packages are not satisfied here."""
+    """Raise LaunchFailure(requires, 11) when core, python or packages are not satisfied here.
+
+    Every verdict comes from ``packaging``. A ``core``/``python`` requirement that this same
+    ``packaging`` installation found satisfied before, for the same specifier and version,
+    is remembered in the private per-user cache (see :func:`_remembered`), so a job whose
+    plugins declare only those does not import ``packaging`` again (several milliseconds in
+    every process). Unmet or invalid requirements are never remembered: they are always
+    evaluated, and reported, by ``packaging``.
+    """
     req = entry.requires or {}
     if not req:
         return
+    from .. import __version__
+
+    core = req.get("core")
+    python = req.get("python")
+    have_py = "%d.%d.%d" % sys.version_info[:3]
+    packages = req.get("packages") or {}
+    pairs = [(spec, have) for spec, have in ((core, __version__), (python, have_py)) if spec]
+    if not packages and _remembered(pairs):
+        return
+
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import Version
-
-    from .. import __version__
 
     def unmet(what: str, spec: str, have: str | None) -> LaunchFailure:
         found = f"found {have}" if have else "not installed"
@@ -143,14 +159,10 @@ def check_requires(entry: PluginEntry) -> None:
         except InvalidSpecifier:
             raise LaunchFailure("requires", 11, entry.ref, f"{entry.ref}: invalid specifier for {what}: {spec!r}") from None
 
-    core = req.get("core")
     if core and not satisfied(core, __version__, "starforge-core"):
         raise unmet("starforge-core", core, __version__)
-    python = req.get("python")
-    have_py = "%d.%d.%d" % sys.version_info[:3]
     if python and not satisfied(python, have_py, "python"):
         raise unmet("python", python, have_py)
-    packages = req.get("packages") or {}
     if packages:
         import importlib.metadata as md
 
@@ -161,6 +173,85 @@ def check_requires(entry: PluginEntry) -> None:
                 raise unmet(dist, spec or "(any version)", None) from None
             if spec and not satisfied(spec, have, dist):
                 raise unmet(dist, spec, have)
+    _remember(pairs)
+
+
+# -- remembered requirement verdicts -------------------------------------------------------
+#
+# One empty file per (packaging installation, specifier, version) that packaging found
+# satisfied, under <cache>/requires/. The installation is identified by the path, size and
+# modification time of each of its modules, so upgrading or editing packaging starts afresh.
+# FORGE_REQUIRES_CACHE=0 turns this off (every check imports packaging).
+
+_verdict_dir: str | None | bool = False  # False: not looked up yet; None: off
+_packaging_id: bytes | None | bool = False
+
+
+def _verdict_path(spec: str, have: str) -> str | None:
+    global _verdict_dir, _packaging_id
+    if _verdict_dir is False:
+        _verdict_dir = None
+        if os.environ.get("FORGE_REQUIRES_CACHE", "1") not in ("0", "false", "no", "off"):
+            from ._files import private_cache_dir
+
+            _verdict_dir = private_cache_dir("requires")
+    if _verdict_dir is None:
+        return None
+    if _packaging_id is False:
+        _packaging_id = _packaging_identity()
+    if _packaging_id is None:
+        return None
+    from ..digest import sha256_for
+
+    key = b"\0".join((b"forge-requires/1 prereleases", _packaging_id, spec.encode("utf-8", "surrogateescape"),
+                      have.encode("utf-8", "surrogateescape")))
+    return os.path.join(_verdict_dir, sha256_for(len(key))(key).hexdigest())
+
+
+def _packaging_identity() -> bytes | None:
+    """Where the ``packaging`` this process would import lives, and the stat of each module."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("packaging")
+        locations = list(spec.submodule_search_locations or ()) if spec else []
+        if not locations:
+            return None
+        parts = [os.path.abspath(locations[0])]
+        with os.scandir(locations[0]) as entries:
+            for e in entries:
+                if e.name.endswith(".py"):
+                    st = e.stat()
+                    parts.append(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}")
+    except (ImportError, ValueError, OSError):
+        return None  # e.g. the copy inside the job's runtime zip: no file stats, no memo
+    parts[1:] = sorted(parts[1:])
+    return "\n".join(parts).encode("utf-8", "surrogateescape")
+
+
+def _remembered(pairs: list) -> bool:
+    """True when packaging found every ``(specifier, version)`` of *pairs* satisfied before."""
+    if not pairs or "packaging.specifiers" in sys.modules:  # imported already: just check
+        return False
+    for spec, have in pairs:
+        path = _verdict_path(spec, have)
+        if path is None or not os.path.isfile(path):
+            return False
+    return True
+
+
+def _remember(pairs: list) -> None:
+    for spec, have in pairs:
+        path = _verdict_path(spec, have)
+        if path is None:
+            return
+        if not os.path.isfile(path):
+            from ._files import atomic_write
+
+            try:
+                atomic_write(path, b"", 0o600)
+            except OSError:
+                return
 
 
 @contextlib.contextmanager
