@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from ..errors import BackendError, UsageError
+from ..errors import BackendError, ManifestError, UsageError
 
 LIVE = ("pending", "running")
 FINAL = ("succeeded", "failed", "cancelled", "lost")
@@ -162,6 +162,19 @@ def get_backend(name: str, settings: Mapping[str, Any] | None = None, store=None
             raise
         raise BackendError(f"the '{name}' backend is not available in this build") from None
     return getattr(module, cls_name)(settings, store)
+
+
+def refuse_unknown_settings(backend: str, settings: Mapping[str, Any], known: tuple) -> None:
+    """Refuse the first key of forge.yaml's ``<backend>:`` mapping not in *known*, naming the closest."""
+    from ..manifest import closest
+
+    for key in settings:
+        if key not in known:
+            guess = closest(str(key), known)
+            raise ManifestError(
+                f"forge.yaml: unknown key '{backend}.{key}'" + (f" (did you mean '{backend}.{guess}'?)" if guess else ""),
+                hint=f"{backend} settings: {', '.join(known)}",
+            )
 
 
 def wait(backend: Backend, record: JobRecord, write: Callable[[str], Any], poll: float = 0.5) -> JobRecord:

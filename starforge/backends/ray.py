@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..errors import BackendError, ManifestError
-from .base import LIVE, Backend, JobRecord, utc_now
+from .base import LIVE, Backend, JobRecord, refuse_unknown_settings, utc_now
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources")
@@ -118,15 +118,7 @@ def auth_token(env: Mapping[str, str] | None = None) -> str | None:
 
 def check_settings(settings: Mapping[str, Any]) -> dict:
     """Refuse unknown keys of the ``ray:`` mapping, naming the closest known one."""
-    from ..manifest import closest
-
-    for key in settings:
-        if key not in SETTINGS:
-            guess = closest(str(key), SETTINGS)
-            raise ManifestError(
-                f"forge.yaml: unknown key 'ray.{key}'" + (f" (did you mean 'ray.{guess}'?)" if guess else ""),
-                hint=f"ray settings: {', '.join(SETTINGS)}",
-            )
+    refuse_unknown_settings("ray", settings, SETTINGS)
     return dict(settings)
 
 

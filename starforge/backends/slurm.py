@@ -46,7 +46,7 @@ from typing import Any, Iterator, Mapping
 
 from .. import atomic
 from ..errors import BackendError, ManifestError
-from .base import Backend, JobRecord, exit_status, utc_now
+from .base import Backend, JobRecord, exit_status, refuse_unknown_settings, utc_now
 
 SETTINGS = (
     "staging",
@@ -74,16 +74,8 @@ FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "BOOT_FAIL", "DEADL
 
 def check_settings(settings: Mapping[str, Any]) -> dict:
     """The ``slurm:`` mapping with unknown keys and bad values refused."""
-    from ..manifest import closest
-
+    refuse_unknown_settings("slurm", settings, SETTINGS)
     out = dict(settings)
-    for key in out:
-        if key not in SETTINGS:
-            guess = closest(str(key), SETTINGS)
-            raise ManifestError(
-                f"forge.yaml: unknown key 'slurm.{key}'" + (f" (did you mean 'slurm.{guess}'?)" if guess else ""),
-                hint=f"slurm settings: {', '.join(SETTINGS)}",
-            )
     launch = out.setdefault("launch", "once")
     if launch not in LAUNCH_MODES:
         raise ManifestError(f"forge.yaml: slurm.launch: expected once or per-node, got {launch!r}")
