@@ -50,12 +50,10 @@ def sha256_for(nbytes: int):
     if nbytes < _OPENSSL_MIN_BYTES and "hashlib" not in sys.modules:
         if _builtin_sha256 is False:
             _builtin_sha256 = None
-            for name in ("_sha2", "_sha256"):  # CPython 3.12+, then 3.11 and older
-                try:
-                    _builtin_sha256 = __import__(name).sha256
-                    break
-                except (ImportError, AttributeError):
-                    pass
+            try:  # the module's name changed in CPython 3.12
+                _builtin_sha256 = __import__("_sha2" if sys.version_info >= (3, 12) else "_sha256").sha256
+            except (ImportError, AttributeError):
+                pass
         if _builtin_sha256 is not None:
             return _builtin_sha256
     import hashlib

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -33,7 +32,6 @@ example:
 """
 
 PREFIX = "plugin  : "
-_PYTHON_RE = re.compile(r"python[0-9.]*")
 _PHASE_WORDS = {
     "spec": "refused",
     "verify": "verification failed",
@@ -222,7 +220,7 @@ def run_entrypoint(argv: list[str], recipe: str):
     """Run the entrypoint; return (exit code, LaunchFailure or None)."""
     from . import runtime
 
-    python = _PYTHON_RE.fullmatch(os.path.basename(argv[0])) or os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+    python = _is_python_name(os.path.basename(argv[0])) or os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
     module = script = None
     if python and len(argv) >= 3 and argv[1] == "-m":
         module, args = argv[2], argv[3:]
@@ -269,6 +267,11 @@ def run_entrypoint(argv: list[str], recipe: str):
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _is_python_name(name: str) -> bool:
+    """``python``, ``python3``, ``python3.11`` ...: ``python[0-9.]*`` in full."""
+    return name.startswith("python") and all(c in "0123456789." for c in name[6:])
 
 
 def _exec(argv: list[str]) -> None:

@@ -12,15 +12,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 DIRNAME = "provenance"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _safe(text: str) -> str:
+    """*text* with each run of characters outside ``[A-Za-z0-9._-]`` replaced by one ``_``."""
+    if _SAFE.issuperset(text):
+        return text
+    out = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        elif not out or out[-1] != "\0":
+            out.append("\0")
+    return "".join(out).replace("\0", "_")
 
 
 def record_path(job_dir: str, record: dict) -> str:
-    host = _SAFE.sub("_", str(record.get("host", "host")))[:64] or "host"
+    host = _safe(str(record.get("host", "host")))[:64] or "host"
     return os.path.join(job_dir, DIRNAME, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
 
 
