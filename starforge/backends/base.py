@@ -39,11 +39,11 @@ import importlib
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BackendError, ManifestError, UsageError
+from ..utctime import utc_now
 
 LIVE = ("pending", "running")
 FINAL = ("succeeded", "failed", "cancelled", "lost")
@@ -55,11 +55,6 @@ BACKENDS = {
     "ray": "starforge.backends.ray:RayBackend",
     "slurm": "starforge.backends.slurm:SlurmBackend",
 }
-
-
-def utc_now() -> str:
-    """The current UTC time as ``2026-11-29T12:00:00Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

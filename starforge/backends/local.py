@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import BackendError
-from .base import Backend, JobRecord, exit_status, pid_alive, utc_now
+from ..utctime import utc_now
+from .base import Backend, JobRecord, exit_status, pid_alive
 from .store import JobStore
 
 LOG_NAME = "log.txt"

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..errors import BackendError, ManifestError
-from .base import LIVE, Backend, JobRecord, refuse_unknown_settings, utc_now
+from ..utctime import utc_now
+from .base import LIVE, Backend, JobRecord, refuse_unknown_settings
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources")

@@ -46,7 +46,8 @@ from typing import Any, Iterator, Mapping
 
 from .. import atomic
 from ..errors import BackendError, ManifestError
-from .base import Backend, JobRecord, exit_status, refuse_unknown_settings, utc_now
+from ..utctime import utc_now
+from .base import Backend, JobRecord, exit_status, refuse_unknown_settings
 
 SETTINGS = (
     "staging",

@@ -35,6 +35,7 @@ from .. import __version__
 from ..digest import file_map, tree_digest
 from ..errors import BackendError, VerificationError
 from ..jobspec import JobSpec, PluginEntry, write_spec
+from ..utctime import TIMESTAMP
 from .config import Experiment
 from .lock import Builtin, fresh_lock, load_builtins, published_version
 from .lockfile import LockFile, check_conflicts
@@ -115,7 +116,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
     spec = JobSpec(
         id=new_job_id(exp.name, now),
         name=exp.name,
-        created=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created=now.strftime(TIMESTAMP),
         entrypoint=list(exp.entrypoint),
         hyperparams=hyperparams,
         plugins=tuple(e.to_plugin_entry() for e in lock.plugins),

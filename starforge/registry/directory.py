@@ -24,12 +24,12 @@ import fcntl
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 
 from .. import atomic
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
+from ..utctime import utc_now
 from .base import Progress, PublishedVersion, PublishResult, Registry
 
 MARKER = "forge-registry.json"
@@ -213,7 +213,7 @@ class DirectoryRegistry(Registry):
                 "manifest": info.manifest,
                 "files": dict(sorted(info.files.items())),
                 "top_level": sorted(info.top_level),
-                "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "published": utc_now(),
             }
             data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
             atomic.write_file(plugin_dir / f"{version}.json", data, fsync=True)
