@@ -55,8 +55,12 @@ def runtime_paths(job_dir: str) -> dict:
     }
 
 
-def _runtime_sources() -> dict[str, str]:
-    """``{name in the zip: path on disk}`` of everything the runtime zip carries."""
+def _runtime_sources(licences: bool = True) -> dict[str, str]:
+    """``{name in the zip: path on disk}`` of everything the runtime zip carries.
+
+    *licences*: include packaging's licence files (only needed to build the zip, not to
+    tell whether it is up to date: a licence does not change without packaging's modules).
+    """
     import importlib.util
 
     import starforge
@@ -70,23 +74,38 @@ def _runtime_sources() -> dict[str, str]:
     spec = importlib.util.find_spec("packaging")
     if spec is not None and spec.submodule_search_locations:
         root = list(spec.submodule_search_locations)[0]
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        _add_tree(out, root, "packaging/")
+        if licences:
+            out.update(_packaging_licences(os.path.dirname(root)))
+    return out
+
+
+def _add_tree(out: dict, folder: str, prefix: str) -> None:
+    """Add the ``.py`` and ``.typed`` files below *folder* (no ``__pycache__``) to *out*."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                _add_tree(out, entry.path, prefix + entry.name + "/")
+        elif entry.name.endswith((".py", ".typed")):
+            out[prefix + entry.name] = entry.path
+
+
+def _packaging_licences(parent: str) -> dict[str, str]:
+    """Packaging's licence files (from its .dist-info, if any), carried with the vendored copy."""
+    out = {}
+    try:
+        infos = [d for d in os.listdir(parent) if d.startswith("packaging-") and d.endswith(".dist-info")]
+    except OSError:
+        infos = []
+    for info in infos[:1]:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(parent, info)):
             for name in filenames:
-                if name.endswith((".py", ".typed")):
-                    full = os.path.join(dirpath, name)
-                    out[os.path.relpath(full, os.path.dirname(root)).replace(os.sep, "/")] = full
-        # Carry packaging's licence with the vendored copy (from its .dist-info, if any).
-        parent = os.path.dirname(root)
-        try:
-            infos = [d for d in os.listdir(parent) if d.startswith("packaging-") and d.endswith(".dist-info")]
-        except OSError:
-            infos = []
-        for info in infos[:1]:
-            for dirpath, dirnames, filenames in os.walk(os.path.join(parent, info)):
-                for name in filenames:
-                    if name.upper().startswith("LICENSE"):
-                        out[f"packaging-licenses/{name}"] = os.path.join(dirpath, name)
+                if name.upper().startswith("LICENSE"):
+                    out[f"packaging-licenses/{name}"] = os.path.join(dirpath, name)
     return out
 
 
@@ -152,7 +171,7 @@ def _runtime_zip(job_zip: str) -> None:
     The key of the inputs is kept beside the zip; built zips are also kept in the private
     per-user cache, so a new job directory copies one instead of compiling again.
     """
-    sources = _runtime_sources()
+    sources = _runtime_sources(licences=False)
     key = runtime_fingerprint(sources)
     key_file = job_zip + ".key"
     try:
@@ -173,7 +192,7 @@ def _runtime_zip(job_zip: str) -> None:
         with open(cached, "rb") as f:
             data = f.read()
     if data is None:
-        data = build_runtime_zip(job_zip, sources)
+        data = build_runtime_zip(job_zip, _runtime_sources())
         if cached:
             try:
                 _write_if_changed(cached, data)
