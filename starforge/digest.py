@@ -406,10 +406,25 @@ def read_tree_strict(root: str | os.PathLike) -> dict[str, bytes]:
                 elif st.st_nlink > 1:
                     raise VerificationError(f"{rel}: has {st.st_nlink} hard links; plugin files must have one")
                 else:
-                    fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-                    with os.fdopen(fd, "rb") as f:
-                        out[rel] = f.read()
+                    out[rel] = _read_all(entry.path, st.st_size)
     return out
+
+
+def _read_all(path: str, size: int) -> bytes:
+    """Every byte of the file at *path* (no symlink followed), *size* being what stat said."""
+    fd = os.open(path, _O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        data = os.read(fd, size) if size else b""
+        more = os.read(fd, 1 << 16)
+        if not more:
+            return data
+        parts = [data, more]
+        while more:
+            more = os.read(fd, 1 << 16)
+            parts.append(more)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def verify_tree(
