@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import atomic
@@ -250,11 +250,11 @@ def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None 
     yaml_written = new_text != text
     if yaml_written:
         _atomic_write(path, new_text)
-    written = write_lock(result.lock, new_exp.lock_path)
+    result = replace(result, written=write_lock(result.lock, new_exp.lock_path))
     return EditResult(
         action=action,
         request=req.request,
-        lock=LockResult(lock=result.lock, written=written, changes=result.changes, shadowed=result.shadowed),
+        lock=result,
         yaml_written=yaml_written,
         changes=result.changes,
     )
@@ -289,11 +289,11 @@ def remove_plugin(directory: str | os.PathLike, name: str, registry_url: str | N
         registry = open_experiment_registry(new_exp, registry_url, insecure=insecure)
         lock = resolve_lock(new_exp, registry, previous=previous)
     _atomic_write(path, new_text)
-    written = write_lock(lock.lock, new_exp.lock_path)
+    lock = replace(lock, written=write_lock(lock.lock, new_exp.lock_path))
     return EditResult(
         action="removed",
         request=removed.request,
-        lock=LockResult(lock=lock.lock, written=written, changes=lock.changes, shadowed=lock.shadowed),
+        lock=lock,
         yaml_written=True,
         changes=lock.changes,
     )

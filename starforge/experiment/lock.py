@@ -15,7 +15,7 @@ Laptop side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import LockError, NotFoundError, UsageError
@@ -139,8 +139,7 @@ def lock_experiment(
 ) -> LockResult:
     """Resolve *exp*'s plugins and write the lock; *upgrade* is a set of names or :data:`ALL`."""
     result = resolve_lock(exp, registry, upgrade=upgrade, require_signatures=require_signatures, trust=trust)
-    written = write_lock(result.lock, exp.lock_path)
-    return LockResult(lock=result.lock, written=written, changes=result.changes, shadowed=result.shadowed)
+    return replace(result, written=write_lock(result.lock, exp.lock_path))
 
 
 def resolve_lock(
