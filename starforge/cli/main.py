@@ -14,7 +14,7 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import ForgeError
+from ..errors import ForgeError, UsageError
 
 # command path -> "module:attribute" (modules relative to starforge.cli)
 COMMANDS = {
@@ -40,6 +40,13 @@ COMMANDS = {
     },
     "key": {"generate": "keys:generate"},
     "trust": {"add": "trust:add", "list": "trust:list_trust"},
+}
+
+GROUP_EXAMPLES = {
+    "plugin": "forge plugin init opsd-patch && forge plugin publish opsd-patch",
+    "jobs": "forge jobs list --json && forge jobs logs JOB_ID -f",
+    "key": "forge key generate --name release",
+    "trust": "forge trust add alice ~/.config/starforge/keys/release.pub",
 }
 
 HELP = {
@@ -88,7 +95,9 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         if isinstance(target, dict):
-            return LazyGroup(name=name, table=target, path=self._key(name), help=HELP.get(self._key(name)))
+            key = self._key(name)
+            example = f"\n\n\b\nExample:\n  {GROUP_EXAMPLES[key]}" if key in GROUP_EXAMPLES else ""
+            return LazyGroup(name=name, table=target, path=key, help=HELP.get(key, "") + example)
         module_name, attr = target.split(":")
         try:
             module = importlib.import_module(f"starforge.cli.{module_name}")
@@ -148,8 +157,11 @@ def main(argv: list | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "forge"
+        sys.exit(report(UsageError(exc.format_message(), hint=f"see '{command} --help'")))
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -1,0 +1,53 @@
+"""The forge entry point: usage errors read like every other error, help is lazy."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def forge(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "starforge", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize(
+    "args, says, hint",
+    [
+        (["nosuch"], "No such command 'nosuch'", "see 'forge --help'"),
+        (["jobs", "logs"], "Missing argument 'ID'", "see 'forge jobs logs --help'"),
+        (["submit", ".", "--backend", "k8s"], "'k8s' is not one of 'local', 'ray', 'slurm'", "see 'forge submit --help'"),
+        (["submit", ".", "--set"], "'--set' requires an argument", None),
+    ],
+)
+def test_usage_errors_are_one_error_line_and_a_hint(args, says, hint):
+    result = forge(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("error: ") and says in lines[0]
+    if hint is None:  # click reports some option errors from the parent command's context
+        assert lines[1].startswith("hint: see 'forge") and lines[1].endswith("--help'")
+    else:
+        assert lines[1] == f"hint: {hint}"
+    assert "Traceback" not in result.stderr and "Usage:" not in result.stderr
+
+
+def test_every_group_help_lists_subcommands_with_a_summary_and_an_example():
+    for group in ("plugin", "jobs", "key", "trust"):
+        out = forge(group, "--help").stdout
+        assert "Example:" in out, group
+        commands = out.split("Commands:")[1].strip().splitlines()
+        assert commands and all(len(line.split(None, 1)) == 2 for line in commands), out
+
+
+def test_help_imports_no_command_module():
+    code = (
+        "import sys; from starforge.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('starforge.') and m not in "
+        "('starforge.cli', 'starforge.cli.main', 'starforge.errors'))\n"
+        "heavy = sorted(m for m in ('httpx', 'rich', 'yaml', 'cryptography') if m in sys.modules)\n"
+        "print(loaded, heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[] []"
