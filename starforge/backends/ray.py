@@ -172,6 +172,12 @@ class RayJobsClient:
     def close(self) -> None:
         self._http.close()
 
+    def __enter__(self) -> "RayJobsClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _request(self, method: str, path: str, ok=(200,), **kwargs):
         import httpx
 
@@ -236,8 +242,7 @@ class RayBackend(Backend):
         # job directory, so it must come before the package is built.
         env = {str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()}
         name, data = build_package(job_dir)
-        client = self._client(address)
-        try:
+        with self._client(address) as client:
             uri = client.upload_package(name, data)
             request = {
                 "entrypoint": launcher_command(),
@@ -252,8 +257,6 @@ class RayBackend(Backend):
                 if key in self.settings:
                     request[key] = self.settings[key]
             submission_id = _submit_unique(client, f"forge-{spec.id}", request)
-        finally:
-            client.close()
         return self._save_new_record(
             job_dir, spec, backend_ref={"address": address, "submission_id": submission_id, "package": uri}
         )
@@ -261,18 +264,14 @@ class RayBackend(Backend):
     def refresh(self, record: JobRecord) -> JobRecord:
         if record.final:
             return record
-        client = self._client(record.backend_ref["address"])
-        try:
+        with self._client(record.backend_ref["address"]) as client:
             info = client.job(record.backend_ref["submission_id"])
-        finally:
-            client.close()
         return self.store.update(record.id, lambda r: r if r.final else _apply(r, info))
 
     def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
-        client = self._client(record.backend_ref["address"])
         sid = record.backend_ref["submission_id"]
         seen = 0
-        try:
+        with self._client(record.backend_ref["address"]) as client:
             while True:
                 # Status before logs: once a read status is final, the logs read after it are complete.
                 info = client.job(sid)
@@ -285,18 +284,13 @@ class RayBackend(Backend):
                 if not follow or STATUS.get(info.get("status")) not in LIVE:
                     return
                 time.sleep(0.5)
-        finally:
-            client.close()
 
     def cancel(self, record: JobRecord) -> JobRecord:
         record = self.refresh(record)
         if record.final:
             return record
-        client = self._client(record.backend_ref["address"])
-        try:
+        with self._client(record.backend_ref["address"]) as client:
             stopped = client.stop(record.backend_ref["submission_id"])
-        finally:
-            client.close()
         if not stopped:  # it ended on its own first
             return self.refresh(record)
         return self.store.update(
