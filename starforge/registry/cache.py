@@ -18,18 +18,15 @@ Laptop side.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from ..digest import diff_maps, digest_of_map
+from ..digest import diff_maps, digest_of_map, hash_file
 from ..errors import ArchiveError, RegistryError, UsageError
 from .base import PublishedVersion, Registry
 from .progress import transfer_progress
-
-_CHUNK = 1 << 20
 
 
 def cache_root(cache: str | os.PathLike | None = None) -> Path:
@@ -53,7 +50,7 @@ def lookup(info: PublishedVersion, cache: str | os.PathLike | None = None) -> Pa
     """The cached archive of *info* when present and intact; a damaged entry is removed."""
     path = cached_path(info.artifact_digest, cache)
     try:
-        actual = _hash_file(path)
+        actual = hash_file(path)
     except FileNotFoundError:
         return None
     if "sha256:" + actual == info.artifact_digest:
@@ -85,7 +82,7 @@ def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLik
                 registry.download(info, Path(tmp))
             else:
                 registry.download(info, Path(tmp), progress=update)
-        actual = "sha256:" + _hash_file(tmp)
+        actual = "sha256:" + hash_file(tmp)
         if actual != info.artifact_digest:
             raise RegistryError(
                 f"{info.ref}: the registry served an archive with digest {actual}, expected {info.artifact_digest} "
@@ -132,11 +129,3 @@ def materialize(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest
-
-
-def _hash_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 from .. import atomic
+from ..digest import hash_file
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
 from ..utctime import utc_now
@@ -166,7 +167,7 @@ class DirectoryRegistry(Registry):
             raise UsageError(f"cannot publish {info.owner}/{info.name}: {exc}") from None
         archive = Path(archive)
         hex_ = _sha256_hex(info.artifact_digest)
-        actual = _hash_path(archive)
+        actual = hash_file(archive)
         if actual != hex_:
             raise RegistryError(
                 f"{archive}: archive digest is sha256:{actual}, not the declared {info.artifact_digest}",
@@ -191,7 +192,7 @@ class DirectoryRegistry(Registry):
                     existing = self._read_entry(info.owner, info.name, stored)
                 return PublishResult(version=existing, created=False)
             blob = self._blob_path(hex_)
-            if not blob.exists() or _hash_path(blob) != hex_:
+            if not blob.exists() or hash_file(blob) != hex_:
                 blob.parent.mkdir(parents=True, exist_ok=True)
                 _atomic_copy(archive, blob, progress)
             elif progress:
@@ -342,14 +343,6 @@ def _listdir(path: Path) -> list:
         return sorted(os.listdir(path))
     except (FileNotFoundError, NotADirectoryError):
         return []
-
-
-def _hash_path(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _unlink(path) -> None:
