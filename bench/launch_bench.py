@@ -8,9 +8,11 @@ in one run:
   ``install(params)`` and runs the entrypoint with ``runpy`` (normal ``__pycache__``);
 - ``launch``: ``python -m starforge.launch --spec jobspec.json`` (verify, requires,
   snapshot import, install, status/provenance/runtime files, entrypoint), with the
-  private compiled-code cache;
-- ``launch-nocache``: the same with ``FORGE_BYTECODE_CACHE=0``;
-- ``launch-norequires``: the same job without ``requires`` (no ``packaging`` import);
+  private per-user caches warm (compiled code, remembered requirement verdicts);
+- ``launch-nocache``: the same with ``FORGE_BYTECODE_CACHE=0`` (every module compiled);
+- ``launch-noverdicts``: the same with ``FORGE_REQUIRES_CACHE=0`` (``packaging``
+  imported to check ``requires`` in every launch);
+- ``launch-norequires``: the same job without ``requires``;
 - ``python``: ``python -c pass``, for scale;
 - ``worker``: ``python -c pass`` started with the job environment (``bootstrap_env``):
   what every other process of the job pays at start-up for this eager plugin.
@@ -108,7 +110,7 @@ def build(base: Path) -> tuple[Path, Path]:
         "recipe": {"plugins": []}, "core_version": "0.1.0",
     }
     write_spec(JobSpec.from_dict(spec), job / "jobspec.json")
-    # The same job without `requires`: what checking it (importing packaging) costs.
+    # The same job without `requires`: what checking it costs.
     plain = base / "job-no-requires"
     shutil.copytree(job, plain)
     del spec["plugins"][0]["requires"]
@@ -153,6 +155,8 @@ def main() -> int:
             "launch": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")], env),
             "launch-nocache": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")],
                                dict(env, FORGE_BYTECODE_CACHE="0")),
+            "launch-noverdicts": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")],
+                                  dict(env, FORGE_REQUIRES_CACHE="0")),
             "worker": ([py, "-c", "pass"], worker_env),
             "launch-norequires": ([py, "-m", "starforge.launch", "--spec", str(base / "job-no-requires" / "jobspec.json")], env),
         }
@@ -171,8 +175,9 @@ def main() -> int:
     for name in variants:
         print(f"  {name:18s} wall {med[name]:7.1f} ms   cpu {cmed[name]:7.1f} ms")
     for label, m in (("wall", med), ("cpu", cmed)):
-        print(f"  launcher overhead over bare ({label}): {m['launch'] - m['bare']:+.1f} ms with the bytecode cache, "
-              f"{m['launch-nocache'] - m['bare']:+.1f} ms without")
+        print(f"  launcher overhead over bare ({label}): {m['launch'] - m['bare']:+.1f} ms with the caches, "
+              f"{m['launch-nocache'] - m['bare']:+.1f} ms without compiled code cached, "
+              f"{m['launch-noverdicts'] - m['bare']:+.1f} ms importing packaging")
     print(json.dumps({"wall_ms": med, "cpu_ms": cmed}, sort_keys=True))
     return 0
 
