@@ -36,6 +36,7 @@ from pathlib import Path
 
 from . import atomic
 from .errors import SignatureError, UsageError
+from .filelock import exclusive_lock
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -270,7 +271,7 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
     normalized = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
     path = Path(path) if path is not None else default_trust_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _flock(path.with_name(path.name + ".lock")):
+    with exclusive_lock(path.with_name(path.name + ".lock")):
         trust = load_trust(path)
         owners = {o: dict(k) for o, k in trust.owners.items()}
         if owners.get(owner, {}).get(kid) == normalized:
@@ -474,18 +475,6 @@ def _same_version(a: str, b: str) -> bool:
 
 def _bytes(value: str | bytes) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
-
-
-@contextlib.contextmanager
-def _flock(path: Path):
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _write_key(path: Path, data: bytes, mode: int) -> None:

@@ -16,7 +16,6 @@ Laptop side, standard library only.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Callable, Iterator
 
 from .. import atomic
 from ..errors import BackendError, UsageError
+from ..filelock import exclusive_lock
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -94,13 +94,8 @@ class JobStore:
     @contextlib.contextmanager
     def locked(self, job_id: str) -> Iterator[None]:
         self.root.mkdir(parents=True, exist_ok=True)
-        lock = self.root / f"{job_id}.lock"
-        with open(lock, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with exclusive_lock(self.root / f"{job_id}.lock"):
+            yield
 
     def _files(self) -> list:
         if not self.root.is_dir():
@@ -113,5 +108,3 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise BackendError(f"{path}: unreadable job record: {exc}") from None
-
-

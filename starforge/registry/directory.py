@@ -20,7 +20,6 @@ Laptop side (standard library and ``packaging``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 from .. import atomic
 from ..digest import hash_file
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
+from ..filelock import exclusive_lock
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
 from ..utctime import utc_now
 from .base import Progress, PublishedVersion, PublishResult, Registry
@@ -177,7 +177,7 @@ class DirectoryRegistry(Registry):
         self._ensure_root()
         plugin_dir = self._plugin_dir(info.owner, info.name)
         plugin_dir.mkdir(parents=True, exist_ok=True)
-        with _flock(plugin_dir / ".lock"):
+        with exclusive_lock(plugin_dir / ".lock"):
             stored = self._stored_version(info.owner, info.name, version)
             if stored is not None:
                 existing = self._read_entry(info.owner, info.name, stored)
@@ -348,19 +348,6 @@ def _listdir(path: Path) -> list:
 def _unlink(path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-
-
-@contextlib.contextmanager
-def _flock(path: Path):
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except PermissionError:  # created by another user of a shared registry; flock needs no write access
-        fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _atomic_copy(src: Path, dest: Path, progress: Progress | None) -> None:
