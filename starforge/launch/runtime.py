@@ -51,7 +51,7 @@ class LaunchFailure(Exception):
 class Item:
     """One plugin of the job as this process sees it (a plain class: cheap to define)."""
 
-    __slots__ = ("entry", "builtin", "root", "status", "shadowed_by", "verified", "trigger", "seconds")
+    __slots__ = ("entry", "builtin", "root", "status", "shadowed_by", "verified", "trigger", "seconds", "contents")
 
     def __init__(self, entry: PluginEntry, builtin: bool, root: str) -> None:
         self.entry = entry
@@ -62,6 +62,7 @@ class Item:
         self.verified = False
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
         self.seconds: float | None = None
+        self.contents: dict | None = None  # the verified snapshot, until it is imported
 
     @property
     def ref(self) -> str:
@@ -303,22 +304,54 @@ class Job:
 
     # -- the four phases for one plugin ----------------------------------------------------
 
+    def verify_all(self) -> None:
+        """Verify every plugin still to be loaded, then check every one's ``requires``.
+
+        Runs before any plugin is imported or installed, so a tampered or unsatisfiable
+        plugin stops the job before another plugin's code has run. The verified bytes are
+        kept (``item.contents``): the import later reads them, never the disk. Idempotent.
+        """
+        with self.lock:
+            todo = [i for i in self.items if i.status in ("planned", "pending") and i.contents is None]
+            if not todo:
+                return
+            try:
+                for item in todo:
+                    t0 = time.perf_counter()
+                    entry = item.entry
+                    try:
+                        contents = verify_tree(item.root, entry.digest, entry.files or None)
+                    except VerificationError as exc:
+                        where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
+                        raise LaunchFailure("verify", 10, item.ref, f"{item.ref}: verification failed in {where}/{entry.name}: {exc}") from None
+                    finally:
+                        item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+                    item.verified = True
+                    item.contents = contents
+                for item in todo:
+                    t0 = time.perf_counter()
+                    try:
+                        check_requires(item.entry)
+                    finally:
+                        item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+            except LaunchFailure as failure:
+                for item in todo:
+                    if item.ref == failure.plugin:
+                        item.status = "failed"
+                self.failure = failure
+                raise
+
     def activate(self, item: Item, trigger: str) -> None:
-        """Verify, check, import and install/register *item* (idempotent)."""
+        """Import and install/register *item* (idempotent), every plugin verified first."""
         with self.lock:
             if item.status not in ("planned", "pending"):
                 return
+            self.verify_all()
             t0 = time.perf_counter()
             item.trigger = trigger
             entry = item.entry
             try:
-                try:
-                    contents = verify_tree(item.root, entry.digest, entry.files or None)
-                except VerificationError as exc:
-                    where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
-                    raise LaunchFailure("verify", 10, item.ref, f"{item.ref}: verification failed in {where}/{entry.name}: {exc}") from None
-                item.verified = True
-                check_requires(entry)
+                contents, item.contents = item.contents, None
                 func = self._import(item, contents)
                 if entry.load == "eager":
                     try:
@@ -339,7 +372,7 @@ class Job:
                 self.failure = failure
                 raise
             finally:
-                item.seconds = time.perf_counter() - t0
+                item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
 
     def _import(self, item: Item, contents: dict):
         from .loader import SnapshotFinder
@@ -367,7 +400,18 @@ class Job:
     # -- whole-job entry points ---------------------------------------------------------------
 
     def load_all(self, on_item=None) -> None:
-        """The launcher: every plugin now, in load order; *on_item(item)* after each one."""
+        """The launcher: every plugin now, in load order; *on_item(item)* after each one.
+
+        Every plugin is verified and requirement-checked before the first is imported.
+        """
+        try:
+            self.verify_all()
+        except LaunchFailure:
+            if on_item:
+                for item in self.items:
+                    if item.status == "failed":
+                        on_item(item)
+            raise
         for item in self.items:
             if item.status in ("planned", "pending"):
                 try:
@@ -382,6 +426,7 @@ class Job:
     def boot(self, trigger: str) -> None:
         """A worker: plugins without targets now, the others at the first target import."""
         waiting: list[Item] = []
+        due: list[Item] = []
         for item in self.items:
             if item.status != "planned":
                 continue
@@ -390,7 +435,9 @@ class Job:
                 item.status = "pending"
                 waiting.append(item)
             else:
-                self.activate(item, trigger)
+                due.append(item)
+        for item in due:  # the first activation verifies every plugin, waiting ones too
+            self.activate(item, trigger)
         if waiting:
             self.watcher = TargetWatcher(self, waiting)
             sys.meta_path.insert(0, self.watcher)

@@ -170,3 +170,47 @@ def test_repo_reference_plugin_loads_from_a_copied_tree(builder, tmp_path):
     assert "adv [0.5, 1.0]" in result.stdout
     assert bytecode_in(dest) == []
     assert sys.modules.get("opsd_patch") is None  # nothing leaked into the test process
+
+
+def _marking_plugin(name: str, marker: Path) -> dict:
+    module = name.replace("-", "_")
+    return {"name": name, "files": {f"{module}.py": MARKING_PLUGIN.format(marker=str(marker)),
+                                    "plugin.yaml": f"schema: forge/plugin/v1\nname: {name}\n"}}
+
+
+def test_every_plugin_is_verified_before_any_is_imported(builder, tmp_path):
+    first_marker = tmp_path / "first-ran"
+    trainer_marker = tmp_path / "trainer-ran"
+    job = builder.job(plugins=[_marking_plugin("first", first_marker), _marking_plugin("second", tmp_path / "second-ran")],
+                      trainer=f"open({str(trainer_marker)!r}, 'w').close()\n")
+    job.tamper("forge_plugins/second/second.py", "def install(params):\n    pass\n")
+    result = job.launch()
+    assert result.returncode == 10, result.stderr
+    # The good first plugin is neither imported nor installed: no line says it loaded.
+    assert job.plugin_lines(result) == ["plugin  : alice/second@1.0.0 failed (verification failed, exit 10)"]
+    assert not first_marker.exists(), "the first plugin ran before the second was verified"
+    assert not trainer_marker.exists()
+    assert (job.status()["phase"], job.status()["plugin"]) == ("verify", "alice/second@1.0.0")
+
+
+def test_a_tampered_builtin_stops_the_packages_before_they_run(builder, tmp_path):
+    first_marker = tmp_path / "first-ran"
+    builtin = {"name": "reward-clip", "files": {"reward_clip.py": "def install(params):\n    pass\n"}}
+    job = builder.job(plugins=[_marking_plugin("first", first_marker)], builtins=[builtin])
+    path = job.dir / "recipe" / "common" / "algorithms" / "reward-clip" / "reward_clip.py"
+    path.write_text("def install(params):\n    raise SystemExit(99)\n")
+    result = job.launch()
+    assert result.returncode == 10, result.stderr
+    assert job.plugin_lines(result) == ["plugin  : recipe:reward-clip@1.0.0 failed (verification failed, exit 10)"]
+    assert not first_marker.exists()
+
+
+def test_unmet_requirement_of_a_later_plugin_stops_the_job_before_the_first_installs(builder, tmp_path):
+    first_marker = tmp_path / "first-ran"
+    second = _marking_plugin("second", tmp_path / "second-ran")
+    second["requires"] = {"python": "<3"}
+    job = builder.job(plugins=[_marking_plugin("first", first_marker), second])
+    result = job.launch()
+    assert result.returncode == 11, result.stderr
+    assert job.plugin_lines(result) == ["plugin  : alice/second@1.0.0 failed (requirement not met, exit 11)"]
+    assert not first_marker.exists()

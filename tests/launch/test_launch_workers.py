@@ -268,3 +268,31 @@ def test_two_forge_bootstraps_on_the_path_do_not_chain_forever(builder):
     result = inner.launch(env={"PYTHONPATH": outer_bootstrap})
     assert result.returncode == 0, result.stderr
     assert "child 20" in result.stdout
+
+
+def test_worker_verifies_every_plugin_before_installing_any(builder, tmp_path):
+    marker = tmp_path / "worker-install"
+    first = {
+        "name": "first",
+        "files": {"first.py": f"def install(params):\n    open({str(marker)!r}, 'a').write('installed\\n')\n"},
+    }
+    trainer = """
+    import os, subprocess, sys
+    path = os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins", "demo-patch", "demo_patch.py")
+    os.chmod(os.path.dirname(path), 0o755)
+    os.chmod(path, 0o644)
+    with open(path, "a") as f:
+        f.write("# tampered\\n")
+    child = subprocess.run([sys.executable, "-c", "print('worker code ran')"], capture_output=True, text=True)
+    print("child exit", child.returncode)
+    sys.stderr.write(child.stderr)
+    """
+    # demo-patch waits for its target: the worker still verifies it before installing 'first'.
+    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=trainer)
+    result = job.launch()
+    assert result.returncode == 0, result.stderr
+    assert "child exit 10" in result.stdout
+    # Only the launcher's own install wrote the marker; the worker installed nothing.
+    assert marker.read_text() == "installed\n"
+    (rec,) = workers(job)
+    assert rec["failure"]["code"] == 10 and rec["failure"]["plugin"] == "alice/demo-patch@1.0.0"
