@@ -256,19 +256,9 @@ def read_spec(path: str | os.PathLike) -> JobSpec:
 
 def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
     """Write *spec* atomically (temp file in the same directory, then rename)."""
-    import tempfile  # here, not at the top: every process of a job reads specs, few write them
+    from .atomic import write_file  # here, not at the top: every process of a job reads specs, few write them
 
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".jobspec.", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(spec.to_json())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_file(path, spec.to_json())
 
 
 # The name checks below are plain string tests rather than regular expressions: every
