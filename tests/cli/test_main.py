@@ -51,3 +51,14 @@ def test_help_imports_no_command_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[] []"
+
+
+def test_version_is_the_package_and_the_installed_distribution_version():
+    from importlib.metadata import version
+
+    import starforge
+
+    assert version("starforge-core") == starforge.__version__
+    for argv in ([sys.executable, "-m", "starforge", "--version"], [sys.executable, "-m", "starforge.cli.main", "--version"]):
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        assert out.strip() == f"forge {starforge.__version__}"
