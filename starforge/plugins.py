@@ -61,6 +61,9 @@ class _Registry:
         # and lists the deferred plugins, registered or still waiting, in load order.
         self.activate: Callable[[str], bool] | None = None
         self.listing: Callable[[], list] | None = None
+        # Set by the bootstrap of a worker: records an install in provenance right away, so
+        # the launcher sees it even if this process is later killed without running atexit.
+        self.installed: Callable[[], Any] | None = None
 
 
 _registry = _Registry()
@@ -124,6 +127,8 @@ def install_deferred(name: str, **ctx: Any) -> None:
         entry.installed = True
         entry.ctx = dict(ctx)
         entry.installed_at = time.time()
+        if _registry.installed is not None:
+            _registry.installed()
 
 
 def registered() -> tuple:

@@ -2,7 +2,8 @@
 
 Verifies, checks, imports and installs (or registers) every plugin of the job in load
 order, exports the bootstrap environment, then runs the training entrypoint in this
-process (``python -m mod ...`` / ``python script.py ...``) or execs it (anything else).
+process (``python -m mod ...`` / ``python script.py ...``) or as a child process
+(anything else), and reports deferred plugins no process of the job installed.
 Exit codes: 2 bad spec or usage, 10 verification failed, 11 unmet requirement, 12 import
 failure, 13 ``install`` raised, 14 deferred plugin never installed (strict); otherwise the
 entrypoint's own. ``status.json`` in the job directory says which phase decided the code.
@@ -138,7 +139,7 @@ def _fail(job_dir: str | None, failure, job=None) -> int:
 
 
 def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
-    """The whole launch; returns the exit code (does not return when it execs)."""
+    """The whole launch; returns the exit code."""
     from ..errors import SpecError
     from . import runtime
     from .environment import job_environment, prepare_runtime
@@ -203,6 +204,9 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
         return _fail(job_dir, failure, job)
 
     missing = job.deferred_not_installed()
+    if missing:  # installed by another process of this attempt (a child, a Ray worker) counts
+        elsewhere = _installed_by_other_processes(job)
+        missing = [i for i in missing if i.entry.name not in elsewhere]
     for item in missing:
         say(f"{PREFIX}{item.ref} not installed (deferred; the training entrypoint never called install_deferred({item.entry.name!r}))")
     if missing and spec.strict_deferred and code == 0:
@@ -216,35 +220,50 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
     return code
 
 
+def _installed_by_other_processes(job) -> set:
+    """Names of the deferred plugins a process of this launch attempt recorded as installed."""
+    from .provenance import read_records
+
+    names = set()
+    for rec in read_records(job.job_dir):
+        if rec.get("attempt", 0) != job.attempt or rec.get("job_id") != job.spec.id:
+            continue
+        for p in rec.get("plugins") or ():
+            if isinstance(p, dict) and p.get("installed_later"):
+                names.add(p.get("name"))
+    return names
+
+
 def run_entrypoint(argv: list[str], recipe: str):
-    """Run the entrypoint; return (exit code, LaunchFailure or None)."""
+    """Run the entrypoint; return (exit code, LaunchFailure or None).
+
+    ``python [flags] -m mod ...`` and ``python [flags] script ...`` run in this process when
+    every flag can be honoured here; anything else runs as a child process.
+    """
     from . import runtime
 
     python = _is_python_name(os.path.basename(argv[0])) or os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
-    module = script = None
-    if python and len(argv) >= 3 and argv[1] == "-m":
-        module, args = argv[2], argv[3:]
-    elif python and len(argv) >= 2 and not argv[1].startswith("-"):
-        script, args = argv[1], argv[2:]
+    form = _in_process_form(argv) if python else None
     try:
         os.chdir(recipe)
     except OSError as exc:
         return 2, runtime.LaunchFailure("spec", 2, None, f"cannot enter the job's recipe directory {recipe}: {exc}")
-    if module is None and script is None:
-        _exec(argv)  # does not return
+    if form is None:
+        return _run_child(argv)
+    flags, module, script, args = form
     import runpy
 
     sys.stdout.flush()
+    _apply_flags(flags)
     try:
         if module is not None:
-            sys.argv = [module] + list(args)
             if not sys.path or sys.path[0] != recipe:
                 sys.path.insert(0, recipe)
+            sys.argv = [module] + list(args)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            path = os.path.abspath(script)
+            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
             sys.argv = [script] + list(args)
-            sys.path.insert(0, os.path.dirname(path))
             runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it
         return 0, None
     except SystemExit as exc:
@@ -269,25 +288,139 @@ def run_entrypoint(argv: list[str], recipe: str):
         sys.stderr.flush()
 
 
-def _is_python_name(name: str) -> bool:
-    """``python``, ``python3``, ``python3.11`` ...: ``python[0-9.]*`` in full."""
-    return name.startswith("python") and all(c in "0123456789." for c in name[6:])
+# Interpreter options honoured in this process: -u, -B, -W arg, and these -X options.
+_X_HONOURED = ("faulthandler", "tracemalloc")
 
 
-def _exec(argv: list[str]) -> None:
+def _in_process_form(argv: list[str]):
+    """``(flags, module, script, args)`` when *argv* can run in this interpreter, else None.
+
+    *flags* is a list of ``(letter, value)`` for ``-u``, ``-B``, ``-W arg`` and the ``-X``
+    options of :data:`_X_HONOURED`; any other option (``-O``, ``-E``, ``-c`` ...) makes the
+    entrypoint a child process, where the real interpreter honours it.
+    """
+    flags: list = []
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            return flags, None, arg, argv[i + 1 :]
+        if arg == "-" or arg.startswith("--"):
+            return None
+        j = 1
+        while j < len(arg):
+            letter = arg[j]
+            if letter in "uB":
+                flags.append((letter, None))
+                j += 1
+                continue
+            if letter not in "WXm":
+                return None
+            value = arg[j + 1 :]
+            if not value:
+                i += 1
+                if i >= len(argv):
+                    return None
+                value = argv[i]
+            if letter == "m":
+                return flags, value, None, argv[i + 1 :]
+            if letter == "X" and not _x_honoured(value):
+                return None
+            flags.append((letter, value))
+            break
+        i += 1
+    return None
+
+
+def _x_honoured(value: str) -> bool:
+    name, eq, arg = value.partition("=")
+    if name not in _X_HONOURED:
+        return False
+    if name == "tracemalloc" and eq:
+        return arg.isdigit() and 1 <= int(arg) <= 65535
+    return not eq
+
+
+def _apply_flags(flags: list) -> None:
+    """Honour the entrypoint's interpreter options in this process."""
+    for letter, value in flags:
+        if letter == "u":
+            _unbuffered()
+        elif letter == "B":
+            sys.dont_write_bytecode = True
+        elif letter == "W":
+            import warnings
+
+            sys.warnoptions.append(value)  # multiprocessing passes them on to its children
+            warnings._processoptions([value])  # what the interpreter does with -W
+        elif letter == "X":
+            name, _, arg = value.partition("=")
+            sys._xoptions[name] = arg or True
+            if name == "faulthandler":
+                import faulthandler
+
+                faulthandler.enable()
+            elif name == "tracemalloc":
+                import tracemalloc
+
+                tracemalloc.start(int(arg) if arg else 1)
+
+
+def _unbuffered() -> None:
+    """``-u``: stdout and stderr written straight through to their file descriptors."""
+    import io
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        stream.flush()
+        raw = open(fd, "wb", buffering=0, closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw, encoding=stream.encoding, errors=stream.errors, write_through=True))
+
+
+def _run_child(argv: list[str]):
+    """Run a non-Python entrypoint (or one needing its own interpreter) as a child process.
+
+    The child gets the job environment; SIGTERM, SIGINT and SIGHUP sent to the launcher are
+    passed on to it. Returns its exit code, 128+N when a signal N ended it, as shells do.
+    """
+    import signal
+    import subprocess
+
     from . import runtime
 
-    job = runtime.current_job()
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(argv[0], argv, dict(os.environ))
+        child = subprocess.Popen(argv, env=dict(os.environ))
     except OSError as exc:
-        failure = runtime.LaunchFailure("entrypoint", 127, None, f"cannot run {argv[0]!r}: {exc}")
-        say(f"error: {failure.message}")
-        if job is not None:
-            write_status(job.job_dir, "entrypoint", 127, None, failure.message)
-        raise SystemExit(127)
+        code = 126 if isinstance(exc, PermissionError) else 127
+        return code, runtime.LaunchFailure("entrypoint", code, None, f"cannot run {argv[0]!r}: {exc}")
+
+    def forward(signum, frame) -> None:
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup'd stays nohup'd
+            previous[signum] = signal.signal(signum, forward)
+    try:
+        code = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return (128 - code if code < 0 else code), None
+
+
+def _is_python_name(name: str) -> bool:
+    """``python``, ``python3``, ``python3.11`` ...: ``python[0-9.]*`` in full."""
+    return name.startswith("python") and all(c in "0123456789." for c in name[6:])
 
 
 def _exit_code(code) -> int:

@@ -443,6 +443,7 @@ class Job:
             sys.meta_path.insert(0, self.watcher)
         _plugins._registry.activate = self.activate_by_name
         _plugins._registry.listing = self.deferred_names
+        _plugins._registry.installed = self.write_provenance
 
     def deferred_names(self) -> list:
         """Deferred plugins registered or waiting for a target, in load order."""
