@@ -122,8 +122,28 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {exc}")
         say("hint: forge-launch --spec JOBSPEC [-- CMD ...]")
         return 2
+    _drop_launcher_path_entry()
     code = launch(spec_arg, cmd)
     return code
+
+
+def _drop_launcher_path_entry() -> None:
+    """Remove the entry Python put first on ``sys.path`` for the launcher itself.
+
+    ``python -m starforge.launch`` puts the directory it was started in there,
+    ``forge-launch`` its ``bin`` directory; neither belongs on the trainer's path (a module
+    there would shadow the experiment's own).
+    """
+    if sys.flags.safe_path or not sys.path:
+        return
+    first = sys.path[0]
+    argv0 = sys.argv[0] if sys.argv else ""
+    candidates = {"", os.getcwd()}
+    if argv0 and argv0 != "-m" and os.path.exists(argv0):
+        candidates.add(os.path.dirname(os.path.abspath(argv0)))
+        candidates.add(os.path.dirname(os.path.realpath(argv0)))
+    if first in candidates or os.path.abspath(first or os.curdir) in candidates:
+        del sys.path[0]
 
 
 def _fail(job_dir: str | None, failure, job=None) -> int:
@@ -257,12 +277,11 @@ def run_entrypoint(argv: list[str], recipe: str):
     _apply_flags(flags)
     try:
         if module is not None:
-            if not sys.path or sys.path[0] != recipe:
-                sys.path.insert(0, recipe)
+            sys.path[:] = _trainer_sys_path(os.getcwd())
             sys.argv = [module] + list(args)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+            sys.path[:] = _trainer_sys_path(os.path.dirname(os.path.realpath(script)))
             sys.argv = [script] + list(args)
             runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it
         return 0, None
@@ -379,6 +398,23 @@ def _unbuffered() -> None:
         stream.flush()
         raw = open(fd, "wb", buffering=0, closefd=False)
         setattr(sys, name, io.TextIOWrapper(raw, encoding=stream.encoding, errors=stream.errors, write_through=True))
+
+
+def _trainer_sys_path(first: str) -> list:
+    """``sys.path`` as ``python -m``/``python script`` started with the job environment has it.
+
+    *first* (the working directory, or the script's directory), then the entries of
+    ``PYTHONPATH`` (the job's bootstrap and ``recipe/`` first), then the interpreter's own
+    (standard library, site-packages); nothing of the launcher's.
+    """
+    env_entries: list = []
+    for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if p:
+            p = os.path.abspath(p)
+            if p not in env_entries:
+                env_entries.append(p)
+    rest = [p for p in sys.path if p not in env_entries]
+    return [first] + env_entries + rest
 
 
 def _run_child(argv: list[str]):

@@ -1,4 +1,4 @@
-"""The training entrypoint: in-process forms, child processes, signals."""
+"""The training entrypoint: in-process forms, child processes, signals, sys.path."""
 
 from __future__ import annotations
 
@@ -120,3 +120,40 @@ def test_child_killed_by_a_signal_exits_128_plus_n(builder):
     code, out, err = _launch_and_terminate(job, sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
     assert code == 128 + signal.SIGTERM, err
     assert job.status()["code"] == 128 + signal.SIGTERM
+
+
+def _child_path(module_or_script: list) -> str:
+    # The same program started by `python` itself in recipe/ with the job's environment.
+    return (
+        "import json, subprocess, sys\n"
+        f"out = subprocess.run([sys.executable, *{module_or_script!r}, 'child'], capture_output=True, text=True).stdout\n"
+        "print('CHILD', [l[5:] for l in out.splitlines() if l.startswith('PATH ')][0])\n"
+    )
+
+
+def test_trainer_sys_path_is_what_python_dash_m_in_recipe_gives(builder, tmp_path):
+    show = SHOW + "import sys\nif sys.argv[1:] != ['child']:\n" + "".join(
+        "    " + line + "\n" for line in _child_path(["-m", "app.show"]).splitlines())
+    job = builder.job(plugins=[demo_plugin()], recipe={"app/show.py": show})
+    result = job.launch("python", "-m", "app.show")
+    assert result.returncode == 0, result.stderr
+    (path,) = [json.loads(p) for p in lines_with(result, "PATH ")]
+    (child,) = [json.loads(p) for p in lines_with(result, "CHILD ")]
+    recipe = str(job.dir / "recipe")
+    assert path[0] == recipe
+    assert path == child
+    # The launcher was started in tmp_path (`python -m starforge.launch`): not on the path.
+    assert str(tmp_path) not in path
+
+
+def test_trainer_script_sys_path_starts_with_the_script_directory(builder, tmp_path):
+    show = SHOW + "import sys\nif sys.argv[1:] != ['child']:\n" + "".join(
+        "    " + line + "\n" for line in _child_path(["app/show.py"]).splitlines())
+    job = builder.job(plugins=[demo_plugin()], recipe={"app/show.py": show})
+    result = job.launch("python", "app/show.py")
+    assert result.returncode == 0, result.stderr
+    (path,) = [json.loads(p) for p in lines_with(result, "PATH ")]
+    (child,) = [json.loads(p) for p in lines_with(result, "CHILD ")]
+    assert path[0] == str(job.dir / "recipe" / "app")
+    assert path == child
+    assert str(tmp_path) not in path
