@@ -173,7 +173,7 @@ def resolve_lock(
                 )
             info = _get_locked(registry, before)
             if info.tree_digest != before.digest:
-                raise _moved(before, info.tree_digest, registry)
+                raise moved_tag_error(before, info.tree_digest, registry)
         else:
             info = resolve(registry, req.request)
         status = verify_published(registry, info, trust, require=require_signatures)
@@ -222,7 +222,7 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     for entry in lock.plugins:
         info = _get_locked(registry, entry)
         if info.tree_digest != entry.digest:
-            raise _moved(entry, info.tree_digest, registry)
+            raise moved_tag_error(entry, info.tree_digest, registry)
         status = verify_published(registry, info, trust, require=require_signatures)
         if entry.signature.get("status") == "verified" and status != "verified":
             raise LockError(f"{entry.ref} was locked with a verified signature, the registry's is now {status}")
@@ -253,7 +253,7 @@ def _get_locked(registry, entry: LockEntry):
         ) from None
 
 
-def _moved(entry: LockEntry, served: str, registry) -> LockError:
+def moved_tag_error(entry: LockEntry, served: str, registry) -> LockError:
     return LockError(
         f"moved tag: {entry.ref} is locked at {entry.digest}, but registry {registry.url} now serves {served}",
         hint=(

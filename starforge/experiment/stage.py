@@ -8,7 +8,7 @@ declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` ove
 :func:`stage_job` builds the job directory::
 
     jobspec.json
-    forge_plugins/<name>/...          each locked package, fetched by digest (cache first)
+    forge_plugins/<name>/...          each locked package, fetched by tree digest (cache first)
     recipe/...                        the experiment directory, debris and .forge/ left out
     recipe/common/algorithms/<name>/  each built-in: exactly its packable files
 
@@ -131,8 +131,6 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
 
 def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
     """Build the job directory for *plan* at *job_dir* (which must not exist)."""
-    from ..registry.cache import materialize
-
     job_dir = Path(job_dir)
     if os.path.lexists(job_dir):
         raise BackendError(f"{job_dir} already exists; a job directory is staged once")
@@ -146,7 +144,7 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
         plugins_dir.mkdir()
         for entry in plan.lock.plugins:
             target = plugins_dir / entry.name
-            materialize(registry, published_version(entry), target)
+            materialize_locked(entry, target, registry, plan.lock.registry)
             got = tree_digest(target)
             if got != entry.digest:
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
@@ -159,6 +157,36 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
         _remove_tree(tmp)
         raise
     return job_dir
+
+
+def materialize_locked(entry, target: Path, registry, locked_from: str | None = None) -> Path:
+    """Unpack the files *entry* (a lock entry) pins into the new directory *target*.
+
+    The identity is the tree digest, not the archive: the cache is asked first for any
+    archive holding exactly those files; otherwise *registry* (the one in use, perhaps a
+    mirror of the one the lock was made with, *locked_from*) is asked for
+    ``owner/name@version``. When it serves the locked tree digest, its archive is fetched
+    whatever its own digest, and the unpacked files are verified against the tree digest.
+    When it serves another tree digest, that is a moved tag (:class:`LockError` naming both).
+    """
+    from ..errors import NotFoundError
+    from ..registry.cache import materialize, materialize_cached
+    from .lock import moved_tag_error
+
+    locked = published_version(entry)
+    if materialize_cached(locked, target) is not None:
+        return target
+    try:
+        served = registry.get(entry.owner, entry.name, entry.version)
+    except NotFoundError as exc:
+        where = f" (the lock was made with {locked_from})" if locked_from and locked_from != registry.url else ""
+        raise NotFoundError(
+            f"the lock pins {entry.ref}, which registry {registry.url} does not have, and the cache does not hold its files",
+            hint=f"pass --registry (or set FORGE_REGISTRY) to a registry that serves it{where}; registry said: {exc.message}",
+        ) from None
+    if served.tree_digest != entry.digest:
+        raise moved_tag_error(entry, served.tree_digest, registry)
+    return materialize(registry, served, target)
 
 
 def copy_recipe(src: Path, dest: Path, builtins=()) -> None:

@@ -2,7 +2,11 @@
 
 Archives are kept under the user's blob cache as ``sha256/<hex>``, named by the digest of
 their bytes. :func:`fetch` looks there first, so a job whose versions were pulled once can
-be staged without the registry. A download goes to a temporary file beside its final
+be staged without the registry. Because the identity of a plugin is its tree digest, not
+its archive's bytes (a mirror may pack the same files into another archive), every archive
+whose unpacked files were verified is also indexed by tree digest: ``trees/sf1-<hex>``
+holds the artifact digest of a cached archive with exactly those files, so
+:func:`materialize_cached` finds the files a lock names whichever registry served them. A download goes to a temporary file beside its final
 name, is hashed, and is renamed into place only when its digest is the expected one, so a
 corrupt or truncated transfer never enters the cache; a cached file that no longer has
 its digest is dropped and fetched again.
@@ -48,16 +52,56 @@ def cached_path(artifact_digest: str, cache: str | os.PathLike | None = None) ->
 
 def lookup(info: PublishedVersion, cache: str | os.PathLike | None = None) -> Path | None:
     """The cached archive of *info* when present and intact; a damaged entry is removed."""
-    path = cached_path(info.artifact_digest, cache)
+    return _cached_archive(info.artifact_digest, cache)
+
+
+def _cached_archive(artifact_digest: str, cache: str | os.PathLike | None) -> Path | None:
+    path = cached_path(artifact_digest, cache)
     try:
         actual = hash_file(path)
     except FileNotFoundError:
         return None
-    if "sha256:" + actual == info.artifact_digest:
+    if "sha256:" + actual == artifact_digest:
         return path
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     return None
+
+
+def tree_index_path(tree_digest: str, cache: str | os.PathLike | None = None) -> Path:
+    """Where the cache records which archive holds the files of *tree_digest*."""
+    algo, _, hex_ = tree_digest.partition(":")
+    if algo != "sf1" or len(hex_) != 64 or any(c not in "0123456789abcdef" for c in hex_):
+        raise RegistryError(f"'{tree_digest}' is not a tree digest (sf1:<64 hex>)")
+    return cache_root(cache) / "trees" / f"sf1-{hex_}"
+
+
+def lookup_tree(tree_digest: str, cache: str | os.PathLike | None = None) -> Path | None:
+    """A cached archive whose files were verified to have *tree_digest*, or None."""
+    try:
+        artifact_digest = tree_index_path(tree_digest, cache).read_text(encoding="ascii").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    try:
+        return _cached_archive(artifact_digest, cache)
+    except RegistryError:
+        return None
+
+
+def _remember_tree(tree_digest: str, artifact_digest: str, cache: str | os.PathLike | None) -> None:
+    from .. import atomic
+
+    path = tree_index_path(tree_digest, cache)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_file(path, (artifact_digest + "\n").encode("ascii"))
+    except OSError:
+        pass  # the index only saves a download; the archive itself is cached already
+
+
+def _forget_tree(tree_digest: str, cache: str | os.PathLike | None) -> None:
+    with contextlib.suppress(FileNotFoundError, RegistryError):
+        os.unlink(tree_index_path(tree_digest, cache))
 
 
 def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLike | None = None) -> Path:
@@ -102,16 +146,54 @@ def materialize(
 ) -> Path:
     """Unpack *info* into the new directory *dest* (absent or empty), verified against its tree digest.
 
-    Nothing appears at *dest* unless every file checked out.
+    The cache is looked up first (by archive, then by tree digest); the registry is asked
+    only when neither holds the files. Nothing appears at *dest* unless every file checked out.
     """
+    dest = _check_dest(dest)
+    if materialize_cached(info, dest, cache=cache) is not None:
+        return dest
+    archive = fetch(registry, info, cache=cache)
+    _unpack_verified(info, archive, dest)
+    _remember_tree(info.tree_digest, info.artifact_digest, cache)
+    return dest
+
+
+def materialize_cached(info: PublishedVersion, dest: str | os.PathLike, *, cache: str | os.PathLike | None = None) -> Path | None:
+    """Like :func:`materialize` from the cache alone; None when the cache does not hold *info*'s files.
+
+    Any cached archive whose files have *info*'s tree digest will do, whatever its own
+    digest: the archive another registry served for the same files is the same plugin.
+    """
+    dest = _check_dest(dest)
+    archive = lookup(info, cache)
+    if archive is not None:
+        _unpack_verified(info, archive, dest)
+        _remember_tree(info.tree_digest, info.artifact_digest, cache)
+        return dest
+    archive = lookup_tree(info.tree_digest, cache)
+    if archive is None:
+        return None
+    try:
+        _unpack_verified(info, archive, dest)
+    except ArchiveError:
+        _forget_tree(info.tree_digest, cache)
+        return None
+    return dest
+
+
+def _check_dest(dest: str | os.PathLike) -> Path:
     dest = Path(dest)
     if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_dir() or any(dest.iterdir())):
         raise UsageError(f"{dest} already exists and is not an empty directory", hint="choose another destination (-o DIR)")
-    archive = fetch(registry, info, cache=cache)
-    parent = dest.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def _unpack_verified(info: PublishedVersion, archive: Path, dest: Path) -> None:
+    """Unpack *archive* to *dest* only when its files have *info*'s tree digest."""
     from ..archive import unpack
 
+    parent = dest.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{dest.name}.", suffix=".pull"))
     try:
         tree = staging / "tree"
@@ -128,4 +210,3 @@ def materialize(
         os.rename(tree, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return dest

@@ -107,10 +107,7 @@ class DirectoryRegistry(Registry):
         except PermissionError:
             raise RegistryError(f"{info.ref}: cannot read {blob}: permission denied") from None
         except FileNotFoundError:
-            raise RegistryError(
-                f"{info.ref}: archive sha256:{hex_} is missing from registry {self.url}",
-                hint="the registry directory is damaged; republish the plugin or restore the blob",
-            ) from None
+            raise self._missing_blob(info, hex_) from None
         h = hashlib.sha256()
         total = info.size or os.fstat(src.fileno()).st_size
         done = 0
@@ -221,6 +218,31 @@ class DirectoryRegistry(Registry):
             return PublishResult(version=self._read_entry(info.owner, info.name, version), created=True)
 
     # -- internals -----------------------------------------------------------------------
+
+    def _missing_blob(self, info: PublishedVersion, hex_: str) -> RegistryError:
+        """Why the archive *hex_* is not here: another archive serves this version (asked for
+        the wrong archive, e.g. another registry's), or the registry lost a blob it names."""
+        try:
+            stored = self._stored_version(info.owner, info.name, info.version)
+            served = self._read_entry(info.owner, info.name, stored) if stored is not None else None
+        except (NotFoundError, RegistryError, UsageError):
+            served = None
+        if served is None:
+            return NotFoundError(
+                f"{info.ref}: registry {self.url} has neither this version nor its archive sha256:{hex_}",
+                hint="check --registry / FORGE_REGISTRY",
+            )
+        if served.artifact_digest != f"sha256:{hex_}":
+            return RegistryError(
+                f"registry {self.url} serves {served.ref} as archive {served.artifact_digest}, not sha256:{hex_} "
+                f"(tree digest {served.tree_digest})",
+                hint="the archive asked for came from another registry; ask for this registry's own record of the version "
+                "(the identity is the tree digest, not the archive)",
+            )
+        return RegistryError(
+            f"{info.ref}: archive sha256:{hex_} is missing from registry {self.url}",
+            hint="the registry directory is damaged; republish the plugin or restore the blob",
+        )
 
     def _readable(self) -> bool:
         """True when the registry exists; False for an empty one; raise when it is not a registry."""

@@ -306,3 +306,59 @@ def test_a_failing_install_stops_the_job_and_show_names_the_phase(project):
     assert f"job {job_id} failed, exit code 13 (launcher phase install, plugin " in run.stderr
     shown = project.forge("jobs", "show", job_id).stdout
     assert "status   : failed (exit 13)" in shown and "phase    : install (plugin " in shown
+
+
+def _mirror(project, name, version, dest, *, recompress=True, other_root=None):
+    """Publish owner/name@version from the user's registry to the directory registry *dest*
+    as another archive of the same files (re-gzipped at another level), or, with
+    *other_root*, as other content under the same version (a moved tag)."""
+    import gzip
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from starforge.digest import hash_file
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.publish import publish_plugin
+
+    if other_root is not None:
+        return publish_plugin(other_root, DirectoryRegistry(dest), "alice").version
+    info = DirectoryRegistry(project.home / "registry").get("alice", name, version)
+    with tempfile.TemporaryDirectory() as tmp:
+        original = Path(tmp) / "a.tar.gz"
+        DirectoryRegistry(project.home / "registry").download(info, original)
+        other = Path(tmp) / "b.tar.gz"
+        other.write_bytes(gzip.compress(gzip.decompress(original.read_bytes()), compresslevel=1, mtime=0))
+        mirrored = replace(info, artifact_digest="sha256:" + hash_file(other), size=other.stat().st_size, signed=False)
+        return DirectoryRegistry(dest).publish(other, mirrored).version
+
+
+def test_a_mirror_with_another_archive_of_the_same_files_stages_the_lock(opsd):
+    opsd.forge("lock")
+    locked = json.loads(opsd.lock.read_text())["plugins"][0]
+    mirror = opsd.tmp / "mirror"
+    served = _mirror(opsd, "opsd-patch", "1.2.0", mirror)
+    assert served.tree_digest == locked["digest"] and served.artifact_digest != locked["artifact_digest"]
+    assert opsd.forge("lock", "--check", "--registry", str(mirror)).returncode == 0
+
+    cache = opsd.home / "cache"
+    assert not cache.exists() or not any(cache.rglob("sha256/*"))
+    run = opsd.forge("submit", "--registry", str(mirror))
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in run.stdout
+    # the archive fetched from the mirror is now cached under the tree digest: staging again
+    # needs no registry at all
+    again = opsd.forge("submit", "--registry", str(opsd.tmp / "no-such-registry"))
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in again.stdout
+
+
+def test_a_mirror_serving_other_files_under_a_locked_version_is_a_moved_tag_at_submit(opsd):
+    opsd.forge("lock")
+    locked = json.loads(opsd.lock.read_text())["plugins"][0]["digest"]
+    other = opsd.plugin("opsd-patch", params=SCALE, where=opsd.tmp / "other", body="def install(params):\n    print('other')\n")
+    mirror = opsd.tmp / "mirror"
+    moved = _mirror(opsd, "opsd-patch", "1.2.0", mirror, other_root=other).tree_digest
+    assert moved != locked
+    failed = opsd.forge("submit", "--registry", str(mirror), ok=False)
+    assert failed.returncode == 15, failed.stderr
+    assert f"moved tag: alice/opsd-patch@1.2.0 is locked at {locked}, but registry {mirror} now serves {moved}" in failed.stderr
+    assert not opsd.jobs_dir().exists() or os.listdir(opsd.jobs_dir()) == []

@@ -243,3 +243,20 @@ def test_of_eight_concurrent_publishers_of_one_version_exactly_one_wins(tmp_path
     assert os.listdir(root / "blobs" / "sha256") == [winning_info.artifact_digest.removeprefix("sha256:")]
     assert sorted(os.listdir(root / "plugins" / "alice" / "opsd-patch")) == [".lock", "1.0.0.json"]
     assert hashlib.sha256(winning_archive.read_bytes()).hexdigest() == winning_info.artifact_digest[7:]
+
+
+def test_download_of_an_archive_this_registry_does_not_serve_says_so_not_damaged(tmp_path, make_version):
+    reg = DirectoryRegistry(tmp_path / "reg")
+    archive, info = make_version()
+    reg.publish(archive, info)
+    # Another registry's archive of the same version (e.g. a mirror that packed it differently).
+    elsewhere = dataclasses.replace(info, artifact_digest="sha256:" + "ab" * 32)
+    with pytest.raises(RegistryError) as exc:
+        reg.download(elsewhere, tmp_path / "out")
+    assert f"serves alice/opsd-patch@1.2.0 as archive {info.artifact_digest}, not sha256:{'ab' * 32}" in exc.value.message
+    assert "damaged" not in (exc.value.hint or "")
+    # A blob its own record names but that is gone: that is damage.
+    os.unlink(tmp_path / "reg" / "blobs" / "sha256" / info.artifact_digest.removeprefix("sha256:"))
+    with pytest.raises(RegistryError) as exc:
+        reg.download(reg.get("alice", "opsd-patch", "1.2.0"), tmp_path / "out")
+    assert "is missing from registry" in exc.value.message and "damaged" in exc.value.hint
