@@ -1,9 +1,10 @@
 """Deterministic plugin archives (tar.gz) and a defensive unpacker.
 
 ``pack(root, files, dest)`` writes the listed files as a gzip-compressed POSIX (pax)
-tar whose bytes depend only on the file names, contents and executable bits: entries
-sorted by the UTF-8 bytes of their path, one regular-file entry per file and no
-directory entries, mtime 0, uid/gid 0, empty owner names, mode 0644 or 0755, and a gzip
+tar whose bytes depend only on the file names and contents (what the tree digest covers):
+entries sorted by the UTF-8 bytes of their path, one regular-file entry per file and no
+directory entries, mtime 0, uid/gid 0, empty owner names, mode 0644 for every file (the
+execute bit is not part of the identity, so it is not packed), and a gzip
 header with mtime 0, no file name and a fixed OS byte. It returns ``sha256:<hex>`` of the
 archive bytes (a transport detail; the tree digest is the identity).
 
@@ -208,7 +209,7 @@ def _write_tar(root_fd: int, names: list[str], gz: _GzipWriter) -> dict:
                 info = tarfile.TarInfo(name)
                 info.size = st.st_size
                 info.mtime = 0
-                info.mode = 0o755 if st.st_mode & 0o111 else 0o644
+                info.mode = 0o644
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 info.type = tarfile.REGTYPE
@@ -413,7 +414,7 @@ def _extract(tar: tarfile.TarFile, checked: list, staging: str, label: str) -> d
             os.makedirs(full, mode=0o755, exist_ok=True)
             continue
         os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
-        mode = 0o755 if m.mode & 0o111 else 0o644
+        mode = 0o644  # as packed; a mode from another tool is not part of the tree
         src = tar.extractfile(m)
         if src is None:  # not a regular file; _check_members refused those already
             raise ArchiveError(f"{label}: member {path!r} has no data")

@@ -57,7 +57,7 @@ def test_two_packs_are_byte_identical_despite_mtimes_and_modes(src, tmp_path):
             path = os.path.join(dirpath, name)
             os.utime(path, (1_000_000, 1_234_567_890))
             exec_bits = os.stat(path).st_mode & 0o111
-            os.chmod(path, 0o600 | exec_bits)  # group/other bits differ, exec bit kept
+            os.chmod(path, 0o600 if exec_bits else 0o700)  # group/other bits differ, exec bit flipped
         for name in dirnames:
             os.chmod(os.path.join(dirpath, name), 0o700)
     second = pack(src, files, tmp_path / "two.tar.gz")
@@ -65,12 +65,14 @@ def test_two_packs_are_byte_identical_despite_mtimes_and_modes(src, tmp_path):
     assert (tmp_path / "one.tar.gz").read_bytes() == (tmp_path / "two.tar.gz").read_bytes()
 
 
-def test_the_exec_bit_changes_the_archive_but_not_the_tree_digest(src, tmp_path):
+def test_chmod_plus_x_changes_neither_the_archive_nor_the_tree_digest(src, tmp_path):
     files = plugin_files(src)
     digest = local_tree_digest(src)
     first = pack(src, files, tmp_path / "one.tar.gz")
+    os.chmod(src / "plugin.yaml", 0o755)
     os.chmod(src / "bin" / "run.sh", 0o644)
-    assert pack(src, files, tmp_path / "two.tar.gz") != first
+    assert pack(src, files, tmp_path / "two.tar.gz") == first
+    assert (tmp_path / "one.tar.gz").read_bytes() == (tmp_path / "two.tar.gz").read_bytes()
     assert local_tree_digest(src) == digest
 
 
@@ -87,7 +89,7 @@ def test_archive_layout(src, tmp_path):
     assert names == plugin_files(src)  # files only, no directory entries
     for m in members:
         assert (m.type, m.mtime, m.uid, m.gid, m.uname, m.gname) == (tarfile.REGTYPE, 0, 0, 0, "", "")
-        assert m.mode == (0o755 if m.name == "bin/run.sh" else 0o644)
+        assert m.mode == 0o644  # whatever the source's mode: the exec bit is not part of the identity
     assert packed.tree_digest == local_tree_digest(src)
     assert packed.artifact_digest == "sha256:" + __import__("hashlib").sha256(raw).hexdigest()
 
@@ -147,7 +149,8 @@ def test_round_trip_verifies_the_tree_digest(src, tmp_path):
     files = unpack(dest, target, packed.tree_digest)
     assert files == packed.files
     assert tree_digest(target) == local_tree_digest(src)
-    assert os.stat(target / "bin" / "run.sh").st_mode & 0o111
+    # every file is written 0644 (before the umask): modes are not part of a plugin's identity
+    assert not os.stat(target / "bin" / "run.sh").st_mode & 0o111
     assert not os.stat(target / "plugin.yaml").st_mode & 0o111
 
 
@@ -345,6 +348,16 @@ def test_accepts_directory_entries_from_other_tools(tmp_path):
     archive = tmp_path / "other.tar.gz"
     archive.write_bytes(gzip.compress(raw))
     assert list(unpack(archive, tmp_path / "out")) == ["pkg/mod.py"]
+
+
+def test_an_executable_member_from_another_tool_is_written_without_the_exec_bit(tmp_path):
+    run, _ = reg("run.sh", b"#!/bin/sh\n")
+    run.mode = 0o755
+    raw = tar_bytes([(run, b"#!/bin/sh\n")])
+    archive = tmp_path / "other.tar.gz"
+    archive.write_bytes(gzip.compress(raw))
+    unpack(archive, tmp_path / "out")
+    assert not os.stat(tmp_path / "out" / "run.sh").st_mode & 0o111
 
 
 # -- the CLI --------------------------------------------------------------------------------
