@@ -137,7 +137,7 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
     job_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = job_dir.parent / f".{job_dir.name}.staging"
     if os.path.lexists(tmp):
-        _remove_tree(tmp)
+        remove_tree(tmp)
     tmp.mkdir()
     try:
         plugins_dir = tmp / "forge_plugins"
@@ -154,7 +154,7 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
             make_read_only(path)
         os.rename(tmp, job_dir)
     except BaseException:
-        _remove_tree(tmp)
+        remove_tree(tmp)
         raise
     return job_dir
 
@@ -241,8 +241,8 @@ def make_read_only(path: Path) -> None:
         os.chmod(dirpath, stat.S_IMODE(os.lstat(dirpath).st_mode) & ~0o222)
 
 
-def _remove_tree(path: Path) -> None:
-    """Remove a (possibly read-only) tree."""
+def remove_tree(path: Path) -> None:
+    """Remove a (possibly read-only) tree, e.g. a staged job directory no backend took."""
     def writable(func, p, _exc):
         os.chmod(os.path.dirname(p), 0o755)
         if os.path.isdir(p) and not os.path.islink(p):

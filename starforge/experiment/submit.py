@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .stage import JobPlan, load_plan, stage_job
+from .stage import JobPlan, load_plan, remove_tree, stage_job
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,21 @@ def submit_experiment(
     if dry_run:
         return Submission(plan=plan, job_dir=None, record=None, backend=None)
     exp = plan.experiment
+    # The backend and its forge.yaml settings are checked before anything is staged.
     runner = get_backend(plan.spec.backend, exp.backend_settings(plan.spec.backend), store)
     job_dir = runner.staging_dir(exp.root, plan.spec.id)
     stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure))
-    record = runner.submit(job_dir, plan.spec, detach=detach)
+    try:
+        record = runner.submit(job_dir, plan.spec, detach=detach)
+    except BaseException:
+        # The backend never took the job (no record was saved): a staged directory nobody
+        # will run is half-done work, so it goes. Once a record exists, the directory is
+        # the job's and stays.
+        if not _recorded(runner, plan.spec.id):
+            remove_tree(job_dir)
+        raise
     return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner)
+
+
+def _recorded(runner, job_id: str) -> bool:
+    return runner.store.path(job_id).exists()

@@ -362,3 +362,25 @@ def test_a_mirror_serving_other_files_under_a_locked_version_is_a_moved_tag_at_s
     assert failed.returncode == 15, failed.stderr
     assert f"moved tag: alice/opsd-patch@1.2.0 is locked at {locked}, but registry {mirror} now serves {moved}" in failed.stderr
     assert not opsd.jobs_dir().exists() or os.listdir(opsd.jobs_dir()) == []
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("backend", ["ray", "slurm"])
+def test_a_backend_that_cannot_take_the_job_leaves_no_job_directory(opsd, backend):
+    opsd.forge("lock")
+    # No Ray head listens on that port; Slurm's client finds an empty configuration (or no sbatch).
+    (opsd.tmp / "slurm.conf").write_text("")
+    opsd.env.update(FORGE_RAY_ADDRESS=f"http://127.0.0.1:{_free_port()}", SLURM_CONF=str(opsd.tmp / "slurm.conf"))
+    failed = opsd.forge("submit", "--backend", backend, ok=False)
+    assert failed.returncode == 16, failed.stderr
+    assert failed.stderr.startswith("error: ")
+    leftovers = [p.name for p in opsd.jobs_dir().iterdir()] if opsd.jobs_dir().exists() else []
+    assert leftovers == []
+    assert json.loads(opsd.forge("jobs", "list", "--json").stdout) == []
