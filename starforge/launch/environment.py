@@ -165,11 +165,38 @@ def _bytecode(source: bytes, filename: str) -> bytes | None:
         return None
 
 
+def runtime_content_key(sources: dict[str, str]) -> str:
+    """The zip's identity: format, starforge version, bytecode magic and optimization level,
+    and the name and bytes of every file it carries (the modules and vendored packaging)."""
+    import importlib.util
+    import sys
+
+    from .. import __version__
+    from ..digest import sha256_for
+
+    h = sha256_for(0)()
+    h.update(f"forge-runtime-zip/{ZIP_FORMAT}\0{__version__}\0{sys.flags.optimize}\0".encode())
+    h.update(importlib.util.MAGIC_NUMBER)
+    for name in sorted(sources):
+        with open(sources[name], "rb") as f:
+            data = f.read()
+        h.update(f"{name}\0{len(data)}\0".encode("utf-8", "surrogateescape"))
+        h.update(data)
+    return h.hexdigest()
+
+
+# The file name compiled into the zip's bytecode (what tracebacks show): the zip's place
+# relative to the job directory, the same for every job, so that one zip serves them all.
+_CODE_PATH = RUNTIME_DIR + "/" + ZIP_NAME
+
+
 def _runtime_zip(job_zip: str) -> None:
     """Put an up-to-date runtime zip at *job_zip*, building it only when its inputs changed.
 
-    The key of the inputs is kept beside the zip; built zips are also kept in the private
-    per-user cache, so a new job directory copies one instead of compiling again.
+    A cheap key of the inputs (names, sizes, mtimes) is kept beside the zip, so a relaunch
+    in the same directory reads nothing else. Otherwise the zip comes from the private
+    per-user cache, where it is named by its content (:func:`runtime_content_key`): every
+    job of one starforge installation shares one cached zip.
     """
     sources = _runtime_sources(licences=False)
     key = runtime_fingerprint(sources)
@@ -180,19 +207,15 @@ def _runtime_zip(job_zip: str) -> None:
                 return
     except OSError:
         pass
-    # The file names compiled into the bytecode are the job's, so the cache is per path too.
-    from ..digest import sha256_for
-
+    all_sources = _runtime_sources()
     cache_dir = _private_cache_dir()
-    cached = None
-    if cache_dir:
-        cached = os.path.join(cache_dir, sha256_for(0)(f"{key}\0{job_zip}".encode()).hexdigest() + ".zip")
+    cached = os.path.join(cache_dir, runtime_content_key(all_sources) + ".zip") if cache_dir else None
     data = None
     if cached and os.path.isfile(cached):
         with open(cached, "rb") as f:
             data = f.read()
     if data is None:
-        data = build_runtime_zip(job_zip, _runtime_sources())
+        data = build_runtime_zip(_CODE_PATH, all_sources)
         if cached:
             try:
                 _write_if_changed(cached, data)
