@@ -15,11 +15,13 @@ import click
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-def submit(directory, sets, backend, dry_run, detach, registry, insecure) -> None:
+@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures) -> None:
     """Build a JobSpec from the locked experiment, stage the job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
-    here. Without --detach this waits, streams the job's output, and exits with the
+    here. Plugins of an owner with trusted keys (forge trust add) must carry a valid
+    signature; --require-signatures demands one of every owner. Without --detach this waits, streams the job's output, and exits with the
     job's exit code; Ctrl-C cancels the job.
 
     \b
@@ -31,7 +33,16 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure) -> Non
     from ..backends.base import wait
     from ..experiment.submit import submit_experiment
 
-    sub = submit_experiment(directory, sets, backend=backend, registry=registry, insecure=insecure, detach=detach, dry_run=dry_run)
+    sub = submit_experiment(
+        directory,
+        sets,
+        backend=backend,
+        registry=registry,
+        insecure=insecure,
+        detach=detach,
+        dry_run=dry_run,
+        require_signatures=require_signatures,
+    )
     if dry_run:
         click.echo(sub.spec.to_json(), nl=False)
         return

@@ -129,11 +129,16 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
     return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed)
 
 
-def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
-    """Build the job directory for *plan* at *job_dir* (which must not exist)."""
+def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False, trust=None) -> Path:
+    """Build the job directory for *plan* at *job_dir* (which must not exist).
+
+    Signatures are checked first (:func:`verify_signatures`), so a plugin the trust file
+    refuses is never staged.
+    """
     job_dir = Path(job_dir)
     if os.path.lexists(job_dir):
         raise BackendError(f"{job_dir} already exists; a job directory is staged once")
+    verify_signatures(plan.lock, registry, require=require_signatures, trust=trust)
     job_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = job_dir.parent / f".{job_dir.name}.staging"
     if os.path.lexists(tmp):
@@ -159,23 +164,40 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry) -> Path:
     return job_dir
 
 
-def materialize_locked(entry, target: Path, registry, locked_from: str | None = None) -> Path:
-    """Unpack the files *entry* (a lock entry) pins into the new directory *target*.
+def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=None) -> dict:
+    """Apply the trust check of ``forge lock --check`` to every locked plugin; ``{ref: status}``.
 
-    The identity is the tree digest, not the archive: the cache is asked first for any
-    archive holding exactly those files; otherwise *registry* (the one in use, perhaps a
-    mirror of the one the lock was made with, *locked_from*) is asked for
-    ``owner/name@version``. When it serves the locked tree digest, its archive is fetched
-    whatever its own digest, and the unpacked files are verified against the tree digest.
-    When it serves another tree digest, that is a moved tag (:class:`LockError` naming both).
+    A plugin needs a valid signature by a trusted key when its owner has trusted keys in
+    the trust file (a stripped signature is an error, SPEC §6), when *require*
+    (``--require-signatures``), or when the lock recorded it as ``verified``. Those are
+    verified against the registry in use with :func:`starforge.signing.verify_published`
+    (the envelope lives there); the others need no registry, so they still stage offline.
     """
+    from ..errors import SignatureError
+    from ..signing import load_trust, verify_published
+
+    trust = trust if trust is not None else load_trust()
+    out = {}
+    for entry in lock.plugins:
+        locked_verified = entry.signature.get("status") == "verified"
+        if not (require or locked_verified or trust.key_ids(entry.owner)):
+            continue
+        served = _served(entry, registry, lock.registry)
+        status = verify_published(registry, served, trust, require=require)
+        if locked_verified and status != "verified":
+            raise SignatureError(
+                f"{entry.ref} was locked with a verified signature, but no key trusted for owner {entry.owner} signed it now",
+                hint=f"restore the trusted key (forge trust add {entry.owner} PUBKEY.pub), or re-lock on purpose",
+            )
+        out[entry.ref] = status
+    return out
+
+
+def _served(entry, registry, locked_from: str | None = None):
+    """The registry's record of the locked version, which must carry the locked tree digest."""
     from ..errors import NotFoundError
-    from ..registry.cache import materialize, materialize_cached
     from .lock import moved_tag_error
 
-    locked = published_version(entry)
-    if materialize_cached(locked, target) is not None:
-        return target
     try:
         served = registry.get(entry.owner, entry.name, entry.version)
     except NotFoundError as exc:
@@ -186,7 +208,25 @@ def materialize_locked(entry, target: Path, registry, locked_from: str | None = 
         ) from None
     if served.tree_digest != entry.digest:
         raise moved_tag_error(entry, served.tree_digest, registry)
-    return materialize(registry, served, target)
+    return served
+
+
+def materialize_locked(entry, target: Path, registry, locked_from: str | None = None) -> Path:
+    """Unpack the files *entry* (a lock entry) pins into the new directory *target*.
+
+    The identity is the tree digest, not the archive: the cache is asked first for any
+    archive holding exactly those files; otherwise *registry* (the one in use, perhaps a
+    mirror of the one the lock was made with, *locked_from*) is asked for
+    ``owner/name@version``. When it serves the locked tree digest, its archive is fetched
+    whatever its own digest, and the unpacked files are verified against the tree digest.
+    When it serves another tree digest, that is a moved tag (:class:`LockError` naming both).
+    """
+    from ..registry.cache import materialize, materialize_cached
+
+    locked = published_version(entry)
+    if materialize_cached(locked, target) is not None:
+        return target
+    return materialize(registry, _served(entry, registry, locked_from), target)
 
 
 def copy_recipe(src: Path, dest: Path, builtins=()) -> None:

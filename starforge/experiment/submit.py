@@ -37,9 +37,14 @@ def submit_experiment(
     insecure: bool = False,
     detach: bool = False,
     dry_run: bool = False,
+    require_signatures: bool = False,
     store=None,
 ) -> Submission:
-    """Build the JobSpec of the experiment in *directory*; unless *dry_run*, stage and start it."""
+    """Build the JobSpec of the experiment in *directory*; unless *dry_run*, stage and start it.
+
+    Staging applies the trust file as ``forge lock --check`` does (an owner with trusted
+    keys needs a valid signature); *require_signatures* extends that to every owner.
+    """
     from ..backends.base import get_backend
     from .lock import open_experiment_registry
 
@@ -50,7 +55,7 @@ def submit_experiment(
     # The backend and its forge.yaml settings are checked before anything is staged.
     runner = get_backend(plan.spec.backend, exp.backend_settings(plan.spec.backend), store)
     job_dir = runner.staging_dir(exp.root, plan.spec.id)
-    stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure))
+    stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure), require_signatures=require_signatures)
     try:
         record = runner.submit(job_dir, plan.spec, detach=detach)
     except BaseException:

@@ -384,3 +384,27 @@ def test_a_backend_that_cannot_take_the_job_leaves_no_job_directory(opsd, backen
     leftovers = [p.name for p in opsd.jobs_dir().iterdir()] if opsd.jobs_dir().exists() else []
     assert leftovers == []
     assert json.loads(opsd.forge("jobs", "list", "--json").stdout) == []
+
+
+def test_submit_applies_the_trust_file_and_require_signatures(project):
+    project.publish(project.plugin("opsd-patch", params=SCALE))  # unsigned
+    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
+    project.forge("lock")
+    assert "loaded" in project.forge("submit").stdout  # nobody trusted for alice: unsigned runs
+    # untrusted owner, but signatures required on this submit
+    refused = project.forge("submit", "--require-signatures", ok=False)
+    assert refused.returncode == 9 and "no key is trusted for owner alice" in refused.stderr
+    # once alice has a trusted key, her unsigned version is refused (a stripped signature is an error)
+    project.forge("key", "generate", cwd=project.tmp)
+    project.forge("trust", "add", "alice", str(project.home / "keys" / "default.pub"), cwd=project.tmp)
+    stripped = project.forge("submit", ok=False)
+    assert stripped.returncode == 9, stripped.stderr
+    assert "alice/opsd-patch@1.2.0 has no signature, but owner alice has trusted keys" in stripped.stderr
+    assert project.forge("lock", "--check", ok=False).returncode == 9  # the same verdict as the lock check
+    assert len(os.listdir(project.jobs_dir())) == 1  # only the first, unsigned-but-allowed job
+
+    # a signed version by the trusted key stages and runs, with and without --require-signatures
+    signed = project.plugin("opsd-patch", "1.2.1", params=SCALE, where=project.tmp / "signed")
+    project.forge("plugin", "publish", str(signed), "--sign", cwd=project.tmp)
+    project.forge("lock", "--upgrade", "opsd-patch")
+    assert "plugin  : alice/opsd-patch@1.2.1 loaded" in project.forge("submit", "--require-signatures").stdout
