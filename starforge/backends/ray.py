@@ -49,15 +49,10 @@ def launcher_command() -> str:
 
     ``runtime_env.env_vars`` reach the entrypoint too; the launcher must not bootstrap
     itself as a worker from them (it sets up its own environment), so ``FORGE_JOBSPEC`` is
-    dropped for it. The launcher's ``ray.init`` wrapper adds our setup hook to the driver's
-    runtime_env unless the job already carries it (Ray refuses a repeated field); the
-    variable it reads for that is set for the entrypoint here, where Ray itself sets it
-    only in worker processes.
+    dropped for it. The launcher's ``ray.init`` wrapper finds the job's setup hook in the
+    job config Ray gives the driver, and does not repeat it.
     """
-    from ..launch import RAY_SETUP_HOOK
-    from ..launch.ray_hook import RAY_HOOK_ENV
-
-    return f"env -u FORGE_JOBSPEC {RAY_HOOK_ENV}={RAY_SETUP_HOOK} forge-launch --spec jobspec.json"
+    return "env -u FORGE_JOBSPEC forge-launch --spec jobspec.json"
 
 # Ray job status -> record status
 STATUS = {

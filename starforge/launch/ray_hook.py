@@ -16,7 +16,8 @@ conflict), so the launcher wraps ``ray.init`` when the entrypoint imports ``ray`
 (:func:`watch_ray_init`): the entrypoint's hook is moved into the env var
 ``FORGE_RAY_CHAINED_HOOK`` (a dotted name) or ``FORGE_RAY_CHAINED_HOOK_PICKLED`` (a
 callable, pickled with ``ray.cloudpickle``), and ours takes its place when the job does
-not already set it.
+not already carry it (:func:`job_setup_hook`: the job's runtime_env that Ray passes to the
+driver in ``RAY_JOB_CONFIG_JSON_ENV_VAR``).
 
 Cluster side: standard library only (``ray`` only inside Ray processes); importable from
 the job's runtime zip.
@@ -32,7 +33,11 @@ import threading
 
 CHAINED_HOOK_ENV = "FORGE_RAY_CHAINED_HOOK"
 CHAINED_PICKLED_ENV = "FORGE_RAY_CHAINED_HOOK_PICKLED"
-RAY_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"  # where Ray keeps the job's hook
+# Where Ray keeps the job's setup hook in a *worker* process (never set in the driver).
+RAY_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
+# The job's config (runtime_env, metadata) as JSON, set by Ray's job supervisor for the
+# entrypoint (driver) process of a submitted job; ``ray.init`` merges it with its own.
+RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 SETUP_HOOK = f"{__name__}.setup"
 FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT", "PYTHONPATH")
 
@@ -77,7 +82,7 @@ def chain_runtime_env(runtime_env, environ=None) -> dict:
             env_vars[CHAINED_PICKLED_ENV] = base64.b64encode(cloudpickle.dumps(user)).decode("ascii")
         else:
             raise TypeError(f"worker_process_setup_hook must be a function or a dotted name, got {type(user).__name__}")
-    if environ.get(RAY_HOOK_ENV) != SETUP_HOOK:
+    if job_setup_hook(environ) != SETUP_HOOK:
         # The job was not submitted with our hook (a driver starting its own Ray, say):
         # the driver's runtime_env carries it, with the job environment.
         env["worker_process_setup_hook"] = SETUP_HOOK
@@ -87,6 +92,35 @@ def chain_runtime_env(runtime_env, environ=None) -> dict:
     if env_vars:
         env["env_vars"] = env_vars
     return env
+
+
+def job_setup_hook(environ=None):
+    """The ``worker_process_setup_hook`` the Ray job itself carries, as this process sees it.
+
+    In the driver of a submitted job, Ray's job supervisor passes the job's runtime_env as
+    JSON in ``RAY_JOB_CONFIG_JSON_ENV_VAR`` (its ``worker_process_setup_hook`` field, or the
+    hook variable among its ``env_vars``); in a worker process Ray sets
+    ``__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR``. None when the job carries no hook (a driver
+    that starts or joins Ray without a job submission).
+    """
+    environ = os.environ if environ is None else environ
+    raw = environ.get(RAY_JOB_CONFIG_ENV)
+    if raw:
+        import json
+
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            config = None
+        runtime_env = config.get("runtime_env") if isinstance(config, dict) else None
+        if isinstance(runtime_env, dict):
+            hook = runtime_env.get("worker_process_setup_hook")
+            env_vars = runtime_env.get("env_vars")
+            if hook is None and isinstance(env_vars, dict):
+                hook = env_vars.get(RAY_HOOK_ENV)
+            if hook is not None:
+                return hook
+    return environ.get(RAY_HOOK_ENV)
 
 
 def watch_ray_init() -> None:

@@ -3,6 +3,7 @@ entrypoint's own hook. (The Ray backend tests run it inside real Ray workers.)""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from launch_jobs import demo_plugin
 from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
-from starforge.launch.ray_hook import CHAINED_HOOK_ENV, RAY_HOOK_ENV, chain_runtime_env
+from starforge.launch.ray_hook import CHAINED_HOOK_ENV, RAY_HOOK_ENV, RAY_JOB_CONFIG_ENV, chain_runtime_env
 
 USER_HOOK = "import os\ndef setup():\n    os.environ['USER_HOOK_RAN'] = 'yes'\n"
 
@@ -55,12 +56,23 @@ def test_chain_runtime_env_moves_the_entrypoint_hook_behind_ours():
         },
     }
     # The job was submitted with our hook: the driver must not repeat the field (Ray
-    # refuses a driver runtime_env that overlaps the job's).
-    submitted = {**environ, RAY_HOOK_ENV: RAY_SETUP_HOOK}
+    # refuses a driver runtime_env that overlaps the job's). In the driver, Ray's job
+    # supervisor gives the job's runtime_env as JSON; the worker-only variable is not set.
+    job_config = {"runtime_env": {"worker_process_setup_hook": RAY_SETUP_HOOK,
+                                  "env_vars": {"FORGE_JOB_DIR": "."}}, "metadata": {}}
+    submitted = {**environ, RAY_JOB_CONFIG_ENV: json.dumps(job_config)}
     assert chain_runtime_env({"worker_process_setup_hook": "mylib.setup"}, submitted) == {
         "env_vars": {CHAINED_HOOK_ENV: "mylib.setup"}
     }
     assert chain_runtime_env(None, submitted) == {}
+    # Ray may keep only the internal hook variable among the job's env_vars.
+    job_config["runtime_env"] = {"env_vars": {RAY_HOOK_ENV: RAY_SETUP_HOOK}}
+    assert chain_runtime_env(None, {**environ, RAY_JOB_CONFIG_ENV: json.dumps(job_config)}) == {}
+    # A job submitted without our hook: the driver's runtime_env carries it.
+    other = {**environ, RAY_JOB_CONFIG_ENV: json.dumps({"runtime_env": {"env_vars": {"A": "1"}}})}
+    assert chain_runtime_env(None, other)["worker_process_setup_hook"] == RAY_SETUP_HOOK
+    # Inside a Ray worker process Ray sets the hook variable itself.
+    assert chain_runtime_env(None, {**environ, RAY_HOOK_ENV: RAY_SETUP_HOOK}) == {}
     with pytest.raises(TypeError):
         chain_runtime_env({"worker_process_setup_hook": 3}, environ)
 
