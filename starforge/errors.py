@@ -32,7 +32,7 @@ class UsageError(ForgeError):
 
 
 class ManifestError(ForgeError):
-    """A plugin.yaml or forge.yaml that is not valid (file, line, key in the message)."""
+    """A plugin.yaml, forge.yaml or user config.yaml that is not valid (file, line, key in the message)."""
 
     exit_code = 3
 

@@ -128,18 +128,14 @@ class Registry(abc.ABC):
 def default_registry_url() -> str:
     """``FORGE_REGISTRY``, then ``registry:`` in the user config, then the embedded directory."""
     from ..home import home
+    from ..userconfig import load_user_config
 
     env = os.environ.get("FORGE_REGISTRY")
     if env:
         return env
     h = home()
-    if h.config_file.exists():
-        from ..yamlio import load_yaml_file
-
-        data = load_yaml_file(h.config_file).data or {}
-        if isinstance(data, dict) and isinstance(data.get("registry"), str):
-            return data["registry"]
-    return str(h.registry_dir)
+    configured = load_user_config(h.config_file).registry
+    return configured if configured is not None else str(h.registry_dir)
 
 
 def open_registry(url: str | None = None, *, insecure: bool = False) -> Registry:

@@ -24,15 +24,11 @@ def default_owner(explicit: str | None = None) -> str:
     env = os.environ.get("FORGE_OWNER")
     if env:
         return check_owner(env, "FORGE_OWNER")
-    from ..home import home
+    from ..userconfig import load_user_config
 
-    config = home().config_file
-    if config.exists():
-        from ..yamlio import load_yaml_file
-
-        data = load_yaml_file(config).data or {}
-        if isinstance(data, dict) and data.get("owner") is not None:
-            return check_owner(str(data["owner"]), f"'owner' in {config}")
+    config = load_user_config()
+    if config.owner is not None:
+        return check_owner(config.owner, f"'owner' in {config.path}")
     import getpass
 
     try:
