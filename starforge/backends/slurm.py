@@ -9,9 +9,10 @@ batch script, written to ``<job dir>/slurm/job.sbatch``, runs three kinds of ste
    job (``jobspec.json``, ``forge_plugins/``, ``recipe/``, ``.forge-runtime/``) to a
    node-local directory that has the same path on every node
    (``<slurm.node_dir>/starforge-<job id>``, default ``/tmp``), make the verified inputs
-   read-only, and run one full launcher pass on that copy with a no-op command
-   (``forge-launch --spec … -- true``): every plugin is verified, requirement-checked,
-   imported and installed on every node before any training starts;
+   read-only, and check that copy with ``forge-launch --spec … --verify-only``: every
+   plugin and built-in is verified and requirement-checked on every node before any
+   training starts (nothing is imported or installed there; the run step does that, and
+   verifies again);
 2. **run** the launcher on the node-local copy: once on the batch host
    (``slurm.launch: once``, the default) or on every node (``slurm.launch: per-node``,
    ``srun --ntasks-per-node=1``). The launcher exports the bootstrap environment to the
@@ -153,7 +154,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
         'NODES="${SLURM_JOB_NUM_NODES:-1}"',
         'on_each_node() { srun --nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 "$@"; }',
         "",
-        "# 1. every node: a node-local read-only copy, checked by a full launcher pass (no-op command)",
+        "# 1. every node: a node-local read-only copy, verified (forge-launch --verify-only)",
         "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" ' + " ".join(q(i) for i in JOB_ITEMS),
         "code=$?",
         'if [ "$code" -eq 0 ]; then',
@@ -185,7 +186,7 @@ for item in jobspec.json forge_plugins recipe; do
     if [ -e "$local.tmp/$item" ]; then chmod -R a-w "$local.tmp/$item"; fi
 done
 mv "$local.tmp" "$local"
-exec forge-launch --spec "$local/jobspec.json" -- true
+exec forge-launch --spec "$local/jobspec.json" --verify-only
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL

@@ -19,17 +19,20 @@ import stat
 import sys
 import time
 
-USAGE = """usage: forge-launch --spec JOBSPEC [-- CMD ...]
+USAGE = """usage: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]
 
 Verify and install a job's plugins, then run its training entrypoint.
 
   --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
+  --verify-only    verify every plugin and check its requirements, then stop:
+                   nothing is imported or installed and no entrypoint runs
   -- CMD ...       run CMD instead of the spec's entrypoint
   -h, --help       show this help
 
 example:
   forge-launch --spec /jobs/qwen3b-grpo-opsd-0001/jobspec.json
   forge-launch --spec jobspec.json -- python -m toy_grpo.train --steps 10
+  forge-launch --spec jobspec.json --verify-only
 """
 
 PREFIX = "plugin  : "
@@ -91,13 +94,16 @@ def _parse(argv: list[str]):
         if not cmd:
             raise _Usage("nothing after '--'")
     spec = None
+    verify_only = False
     rest = list(argv)
     while rest:
         arg = rest.pop(0)
         if arg in ("-h", "--help"):
             sys.stdout.write(USAGE)
             raise SystemExit(0)
-        if arg == "--spec":
+        if arg == "--verify-only":
+            verify_only = True
+        elif arg == "--spec":
             if not rest:
                 raise _Usage("--spec needs a path")
             spec = rest.pop(0)
@@ -107,7 +113,9 @@ def _parse(argv: list[str]):
             raise _Usage(f"unexpected argument {arg!r}")
     if not spec:
         raise _Usage("--spec JOBSPEC is required")
-    return spec, cmd
+    if verify_only and cmd:
+        raise _Usage("--verify-only runs no command; drop '-- CMD ...'")
+    return spec, cmd, verify_only
 
 
 class _Usage(Exception):
@@ -117,13 +125,13 @@ class _Usage(Exception):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        spec_arg, cmd = _parse(argv)
+        spec_arg, cmd, verify_only = _parse(argv)
     except _Usage as exc:
         say(f"error: {exc}")
-        say("hint: forge-launch --spec JOBSPEC [-- CMD ...]")
+        say("hint: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]")
         return 2
     _drop_launcher_path_entry()
-    code = launch(spec_arg, cmd)
+    code = launch(spec_arg, cmd, verify_only=verify_only)
     return code
 
 
@@ -158,8 +166,12 @@ def _fail(job_dir: str | None, failure, job=None) -> int:
     return failure.code
 
 
-def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
-    """The whole launch; returns the exit code."""
+def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = False) -> int:
+    """The whole launch; returns the exit code.
+
+    *verify_only*: verify every plugin and check its requirements, write ``status.json``
+    and a provenance record saying so, and stop (nothing imported, installed or run).
+    """
     from ..errors import SpecError
     from . import runtime
     from .environment import job_environment, prepare_runtime
@@ -179,6 +191,7 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
     # The bootstrap may have booted this very process (a backend exporting the job
     # environment to every process): it is the launcher all the same.
     job.role = "launcher"
+    job.mode = "launch"
     job.attempt = runtime.attempt_number(os.environ)
     if job.disabled:  # FORGE_DISABLE opts workers out, never the launcher
         job.disabled = runtime._plugins._registry.disabled = False
@@ -201,6 +214,8 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
         else:
             say(plugin_line(item))
 
+    if verify_only:
+        return _verify_only(job, on_item)
     try:
         job.load_all(on_item)
     except runtime.LaunchFailure as failure:
@@ -238,6 +253,31 @@ def launch(spec_arg: str, cmd: list[str] | None = None) -> int:
     write_status(job_dir, "entrypoint", code, None, "")
     job.write_provenance()
     return code
+
+
+def _verify_only(job, on_item) -> int:
+    """``--verify-only``: every plugin verified and requirement-checked; nothing else."""
+    from . import runtime
+
+    job.mode = "verify-only"
+    try:
+        job.verify_all()
+    except runtime.LaunchFailure as failure:
+        for item in job.items:
+            if item.status == "failed":
+                on_item(item)
+        return _fail(job.job_dir, failure, job)
+    for item in job.items:
+        if item.status == "planned":
+            item.status = "verified"
+            builtin = " (built-in)" if item.builtin else ""
+            say(f"{PREFIX}{item.ref} verified{builtin}")
+        else:
+            say(plugin_line(item))
+    count = sum(1 for item in job.items if item.status == "verified")
+    write_status(job.job_dir, "verify", 0, None, f"verify-only: {count} plugin(s) verified, requirements met")
+    job.write_provenance()
+    return 0
 
 
 def _installed_by_other_processes(job) -> set:

@@ -57,7 +57,7 @@ class Item:
         self.entry = entry
         self.builtin = builtin
         self.root = root
-        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|failed
+        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|failed|verified
         self.shadowed_by: str | None = None
         self.verified = False
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
@@ -300,6 +300,7 @@ class Job:
         self.lock = threading.RLock()
         self.watcher = None
         self.attempt = attempt_number(os.environ)
+        self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only
         self.params = _plugins._set_hyperparams(spec.hyperparams)
 
     # -- the four phases for one plugin ----------------------------------------------------
@@ -482,6 +483,7 @@ class Job:
             "schema": "forge/provenance/v1",
             "job_id": self.spec.id,
             "role": self.role,
+            "mode": self.mode,
             "host": _host(),
             "pid": os.getpid(),
             "attempt": self.attempt,

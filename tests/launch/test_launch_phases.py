@@ -240,3 +240,51 @@ def test_status_json_is_complete_json(builder):
     status = json.loads((job.dir / "status.json").read_text())
     assert set(status) == {"phase", "code", "plugin", "message", "time"}
     assert not [p for p in job.dir.iterdir() if p.name.startswith(".status-")]
+
+
+def test_verify_only_verifies_everything_and_runs_nothing(builder, tmp_path):
+    marker = tmp_path / "ran"
+    marking = f"open({str(marker)!r}, 'a').write('module\\n')\ndef install(params, **ctx):\n    open({str(marker)!r}, 'a').write('install\\n')\n"
+    plugins = [
+        {"name": "eager-one", "files": {"eager_one.py": marking}},
+        {"name": "late-one", "files": {"late_one.py": marking}, "load": "deferred", "requires": {"python": ">=3.8"}},
+    ]
+    builtins = [{"name": "reward-clip", "files": {"reward_clip.py": marking}}]
+    job = builder.job(plugins=plugins, builtins=builtins, trainer=f"open({str(marker)!r}, 'a').write('trainer\\n')\n",
+                      strict_deferred=True)
+    argv = [sys.executable, "-m", "starforge.launch", "--spec", str(job.spec_path), "--verify-only"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+    env["FORGE_HOME"] = str(tmp_path / "forge-home")
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert job.plugin_lines(result) == [
+        "plugin  : alice/eager-one@1.0.0 verified",
+        "plugin  : alice/late-one@1.0.0 verified",
+        "plugin  : recipe:reward-clip@1.0.0 verified (built-in)",
+    ]
+    assert not marker.exists(), "verify-only imported, installed or ran something"
+    assert not (job.dir / ".forge-runtime" / "bootstrap").exists()
+    status = job.status()
+    assert (status["phase"], status["code"], status["plugin"]) == ("verify", 0, None)
+    (rec,) = job.records()
+    assert rec["role"] == "launcher" and rec["mode"] == "verify-only"
+    assert [(p["status"], p["verified"]) for p in rec["plugins"]] == [("verified", True)] * 3
+
+    # A tampered built-in: exit 10, status phase verify, still nothing ran.
+    path = job.dir / "recipe" / "common" / "algorithms" / "reward-clip" / "reward_clip.py"
+    os.chmod(path.parent, 0o755)
+    os.chmod(path, 0o644)
+    path.write_text("def install(params):\n    pass\n")
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert result.returncode == 10, result.stderr
+    assert job.plugin_lines(result) == ["plugin  : recipe:reward-clip@1.0.0 failed (verification failed, exit 10)"]
+    assert (job.status()["phase"], job.status()["code"]) == ("verify", 10)
+    assert not marker.exists()
+
+
+def test_verify_only_refuses_a_command(builder):
+    job = builder.job()
+    argv = [sys.executable, "-m", "starforge.launch", "--spec", str(job.spec_path), "--verify-only", "--", "true"]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "error: --verify-only runs no command" in result.stderr
