@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 DIRNAME = "provenance"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
@@ -29,6 +30,48 @@ def _safe(text: str) -> str:
         elif not out or out[-1] != "\0":
             out.append("\0")
     return "".join(out).replace("\0", "_")
+
+
+_SLURM_IDS = (
+    ("SLURM_JOB_ID", "job_id"),
+    ("SLURM_STEP_ID", "step_id"),
+    ("SLURM_NODEID", "node_id"),
+    ("SLURM_PROCID", "proc_id"),
+    ("SLURM_LOCALID", "local_id"),
+)
+
+
+def scheduler_ids(environ=None) -> dict:
+    """The scheduler's ids for this process, those that are known; ``{}`` outside one.
+
+    ``{"slurm": {"job_id", "step_id", "node_id", "proc_id", "local_id"}, "ray": {"job_id",
+    "worker_id"}}``. Slurm's come from its ``SLURM_*`` variables; Ray's job id from
+    ``RAY_JOB_ID`` when set, else — like the worker id — from Ray's runtime context, and
+    only when this process has already imported and initialised ``ray`` (never imported
+    here).
+    """
+    environ = os.environ if environ is None else environ
+    out: dict = {}
+    slurm = {key: environ[var] for var, key in _SLURM_IDS if environ.get(var)}
+    if slurm:
+        out["slurm"] = slurm
+    ray_ids = {}
+    if environ.get("RAY_JOB_ID"):
+        ray_ids["job_id"] = environ["RAY_JOB_ID"]
+    ray = sys.modules.get("ray")
+    if ray is not None:
+        try:
+            if ray.is_initialized():
+                context = ray.get_runtime_context()
+                ray_ids.setdefault("job_id", context.get_job_id())
+                worker_id = context.get_worker_id()
+                if worker_id:
+                    ray_ids["worker_id"] = worker_id
+        except Exception:  # a Ray shutting down (atexit): the ids are not essential
+            pass
+    if ray_ids:
+        out["ray"] = {k: str(v) for k, v in ray_ids.items() if v}
+    return out
 
 
 def record_path(job_dir: str, record: dict) -> str:

@@ -496,6 +496,7 @@ class Job:
             "plugins": plugins,
             "patches": _patch_records(),
             "failure": self.failure.to_dict() if self.failure else None,
+            "scheduler": _scheduler_ids(),
         }
 
     def write_provenance(self) -> str | None:
@@ -697,6 +698,12 @@ def _format_exc(exc: BaseException) -> str:
     import traceback
 
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def _scheduler_ids() -> dict:
+    from .provenance import scheduler_ids
+
+    return scheduler_ids()
 
 
 def _host() -> str:

@@ -95,6 +95,14 @@ def test_per_node_launch_runs_in_an_srun_step_and_passes_the_exit_code(slurm_job
     assert res["driver"].startswith("patched:")
     state = query_state(record.backend_ref["job_id"], Path(record.dir))
     assert (state["state"], state["exit_code"]) == ("FAILED", 7)
+    # Provenance names the Slurm job, node and task of each launcher (prepare step and run).
+    records = [json.loads(p.read_text()) for p in (Path(record.dir) / "provenance").glob("*.json")]
+    launchers = {r["mode"]: r["scheduler"]["slurm"] for r in records if r["role"] == "launcher"}
+    assert set(launchers) == {"verify-only", "launch"}, records
+    for ids in launchers.values():
+        assert ids["job_id"] == record.backend_ref["job_id"]
+        assert (ids["node_id"], ids["proc_id"]) == ("0", "0")
+    assert launchers["launch"]["step_id"] == res["slurm"]["SLURM_STEP_ID"]
 
 
 def test_tampered_plugin_stops_the_job_before_the_entrypoint(slurm_job_env, make_experiment, tmp_path):

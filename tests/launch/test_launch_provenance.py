@@ -66,3 +66,27 @@ def test_slurm_restart_count_names_the_attempt(builder):
 
 def test_summary_of_a_job_without_records_is_empty(tmp_path):
     assert summarize(str(tmp_path))["processes"] == 0
+
+
+def test_records_carry_the_scheduler_ids_without_importing_ray(builder):
+    trainer = """
+    import subprocess, sys
+    from starforge.launch import runtime
+    runtime.current_job().write_provenance()
+    print("ray imported:", "ray" in sys.modules)
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={**__import__("os").environ, "SLURM_PROCID": "3"})
+    """
+    job = builder.job(plugins=[demo_plugin()], trainer=trainer)
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "1", "SLURM_NODEID": "2", "SLURM_PROCID": "5", "SLURM_LOCALID": "0"}
+    result = job.launch(env={**slurm, "RAY_JOB_ID": "02000000"})
+    assert result.returncode == 0, result.stderr
+    assert "ray imported: False" in result.stdout
+    records = {r["role"]: r for r in job.records()}
+    assert records["launcher"]["scheduler"] == {
+        "slurm": {"job_id": "4242", "step_id": "1", "node_id": "2", "proc_id": "5", "local_id": "0"},
+        "ray": {"job_id": "02000000"},
+    }
+    assert records["worker"]["scheduler"]["slurm"]["proc_id"] == "3"
+    plain = builder.job(plugins=[demo_plugin()])
+    assert plain.launch().returncode == 0
+    assert [r["scheduler"] for r in plain.records()] == [{}]
