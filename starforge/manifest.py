@@ -46,6 +46,16 @@ def closest(word: str, choices) -> str | None:
     return match[0] if match else None
 
 
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
 def type_matches(type_name: str, value: Any) -> bool:
     """Whether *value* fits a declared param type (an int fits ``float``; a bool fits only ``bool``)."""
     if isinstance(value, bool) and type_name != "bool":
@@ -220,7 +230,12 @@ class _Validator:
         if isinstance(raw_version, bool) or not isinstance(raw_version, (str, int, float)):
             raise self.fail(("version",), f"expected a version string, got {_type_name(raw_version)}")
         if isinstance(raw_version, float):
-            raise self.fail(("version",), f"{raw_version!r} was read as a number; quote the version, e.g. \"{raw_version}\"")
+            # The written digits are gone (1.10 reads as 1.1), so nothing is guessed.
+            raise self.fail(
+                ("version",),
+                f"was read as the number {raw_version!r}; quote it exactly as intended (YAML reads 1.10 as 1.1)",
+                hint='write the version as a string, e.g. version: "1.10"',
+            )
         try:
             version = canonical_version(str(raw_version))
         except ValueError as exc:
@@ -296,6 +311,12 @@ class _Validator:
             default = decl.get("default")
             if has_default and default is not None and not type_matches(type_name, default):
                 raise self.fail(path + ("default",), f"default {default!r} is not of type {type_name}")
+            if _has_non_finite(default):
+                raise self.fail(
+                    path + ("default",),
+                    f"default {default!r} holds NaN or an infinity",
+                    hint="hyperparameters travel as JSON, which has no NaN or infinity; declare a finite default",
+                )
             if type_name == "float" and isinstance(default, int) and not isinstance(default, bool):
                 default = float(default)
             description = decl.get("description", "") or ""

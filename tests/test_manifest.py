@@ -75,7 +75,8 @@ def test_versions_are_stored_in_canonical_form():
         (("schema: forge/plugin/v1", "schema: forge/plugin/v2"), "p/plugin.yaml:1: schema: expected 'forge/plugin/v1'"),
         (("name: opsd-patch", "name: Opsd_Patch"), "p/plugin.yaml:2: name: 'Opsd_Patch' is not a valid name"),
         (("name: opsd-patch", "name: opsd--patch"), "p/plugin.yaml:2: name: 'opsd--patch' is not a valid name"),
-        (("version: 1.2.0", "version: 1.2"), "p/plugin.yaml:3: version: 1.2 was read as a number; quote the version"),
+        (("version: 1.2.0", "version: 1.2"), "p/plugin.yaml:3: version: was read as the number 1.2; quote it exactly as intended"),
+        (("version: 1.2.0", "version: 1.10"), "p/plugin.yaml:3: version: was read as the number 1.1; quote it exactly as intended"),
         (("version: 1.2.0", "version: 1!1.0"), "p/plugin.yaml:3: version: '1!1.0' has an epoch"),
         (("version: 1.2.0", "version: 1.0+local"), "p/plugin.yaml:3: version: '1.0+local' has a local part"),
         (("version: 1.2.0", "version: banana"), "p/plugin.yaml:3: version: 'banana' is not a PEP 440 version"),
@@ -106,6 +107,8 @@ def test_missing_required_key_names_it():
         ("requires:\n  pyhton: '>=3.10'\n", "p/plugin.yaml:7: requires.pyhton: unknown key 'pyhton' (did you mean 'python'?)"),
         ("requires:\n  packages: [torch]\n", "p/plugin.yaml:7: requires.packages: expected a mapping"),
         ("params:\n  opsd.scale: {type: float, default: fast}\n", "p/plugin.yaml:7: params.opsd.scale.default: default 'fast' is not of type float"),
+        ("params:\n  opsd.scale: {type: float, default: .nan}\n", "p/plugin.yaml:7: params.opsd.scale.default: default nan holds NaN or an infinity"),
+        ("params:\n  opsd.ks: {type: list, default: [1, -.inf]}\n", "p/plugin.yaml:7: params.opsd.ks.default: default [1, -inf] holds NaN or an infinity"),
         ("params:\n  opsd.scale: {type: double}\n", "p/plugin.yaml:7: params.opsd.scale.type: expected one of float, int, bool, str, list, dict, got 'double'"),
         ("params:\n  opsd.scale: {typ: float}\n", "p/plugin.yaml:7: params.opsd.scale.typ: unknown key 'typ' (did you mean 'type'?)"),
         ("params:\n  opsd.flag: {type: int, default: true}\n", "p/plugin.yaml:7: params.opsd.flag.default: default True is not of type int"),
@@ -137,3 +140,9 @@ def test_check_name_guards_paths():
     for bad in ("../x", "Alice", "a" * 65, "", "a_b", None):
         with pytest.raises(ManifestError):
             check_name(bad)
+
+
+def test_a_version_read_as_a_number_is_not_guessed():
+    err = error_of(BASE.replace("version: 1.2.0", "version: 1.10"))
+    assert "'1.1'" not in str(err) and '"1.1"' not in str(err)
+    assert err.hint == 'write the version as a string, e.g. version: "1.10"'

@@ -42,6 +42,7 @@ from typing import Any
 from ..errors import ManifestError, UsageError
 from ..manifest import NAME_RE, closest
 from ..yamlio import YamlDoc, load_yaml_file
+from .overrides import NON_FINITE_HINT, first_non_finite, yaml_float
 
 SCHEMA = "forge/job/v1"
 FILENAME = "forge.yaml"
@@ -156,7 +157,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         raise v.fail((), f"expected a mapping at the top level, got {_kind(data)}")
     v.keys((), data, TOP_KEYS, REQUIRED)
     if data["schema"] != SCHEMA:
-        raise v.fail(("schema",), f"expected '{SCHEMA}', got {data['schema']!r}")
+        raise v.fail(("schema",), f"schema: expected '{SCHEMA}', got {data['schema']!r}", hint=f"the first line of forge.yaml is: schema: {SCHEMA}")
     name = v.string(("name",), data["name"])
     if not JOB_NAME_RE.match(name):
         raise v.fail(("name",), f"'{name}' is not a valid job name: letters, digits, '.', '_', '-', at most 64 characters")
@@ -164,32 +165,33 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
     plugins = _plugins(v, data.get("plugins", []))
     recipe = data.get("recipe", {}) or {}
     if not isinstance(recipe, dict):
-        raise v.fail(("recipe",), f"expected a mapping with 'plugins', got {_kind(recipe)}")
+        raise v.fail(("recipe",), f"recipe: expected a mapping with 'plugins', got {_kind(recipe)}", hint="write: recipe: {plugins: [name, ...]}")
     v.keys(("recipe",), recipe, RECIPE_KEYS)
     builtins = _builtins(v, recipe.get("plugins", []))
     config = data.get("config", {})
     if config is None:
         config = {}
     if not isinstance(config, dict):
-        raise v.fail(("config",), f"expected a mapping, got {_kind(config)}")
+        raise v.fail(("config",), f"config: expected a mapping, got {_kind(config)}")
     _check_config(v, config, ("config",), {})
     backend = data.get("backend", "local")
     if backend not in BACKEND_NAMES:
         guess = closest(str(backend), BACKEND_NAMES)
         raise v.fail(
             ("backend",),
-            f"expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}" + (f" (did you mean '{guess}'?)" if guess else ""),
+            f"backend: expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}" + (f" (did you mean '{guess}'?)" if guess else ""),
+            hint=f"backends: {', '.join(BACKEND_NAMES)} (default local)",
         )
     strict = data.get("strict_deferred", False)
     if not isinstance(strict, bool):
-        raise v.fail(("strict_deferred",), f"expected true or false, got {_kind(strict)} {strict!r}")
+        raise v.fail(("strict_deferred",), f"strict_deferred: expected true or false, got {_kind(strict)} {strict!r}")
     settings = {}
     for key in ("ray", "slurm"):
         value = data.get(key, {})
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise v.fail((key,), f"expected a mapping of {key} backend settings, got {_kind(value)}")
+            raise v.fail((key,), f"{key}: expected a mapping of {key} backend settings, got {_kind(value)}")
         settings[key] = value
     registry = data.get("registry")
     if registry is not None:
@@ -293,7 +295,11 @@ def _plugins(v: _Validator, value: Any) -> tuple:
         except UsageError as exc:
             raise v.fail(path, f"plugins[{i}]: {exc.message}", hint=exc.hint) from None
         if req.name in seen:
-            raise v.fail(path, f"plugins[{i}]: plugin '{req.name}' is already requested as '{seen[req.name]}'")
+            raise v.fail(
+                path,
+                f"plugins[{i}]: plugin '{req.name}' is already requested as '{seen[req.name]}'",
+                hint=f"a plugin name is loaded once (one forge_plugins/{req.name}/ per job): delete one of the two requests from plugins:",
+            )
         seen[req.name] = item
         out.append(req)
     return tuple(out)
@@ -323,6 +329,10 @@ def _check_config(v: _Validator, mapping: dict, path: tuple, seen: dict) -> None
         if isinstance(value, dict) and value:
             _check_config(v, value, here, seen)
             continue
+        bad = first_non_finite(value)
+        if bad is not None:
+            label = ".".join(str(p) for p in here)
+            raise v.fail(here, f"{label}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
         dotted = ".".join(here[1:])
         if dotted in seen:
             raise v.fail(here, f"config key '{dotted}' is written twice (first at line {seen[dotted]})")

@@ -66,7 +66,37 @@ class Override:
             value = parse_scalar(raw)
         except ManifestError as exc:
             raise UsageError(f"--set '{text}': value is not a YAML scalar or flow list: {exc.message}") from None
+        bad = first_non_finite(value)
+        if bad is not None:
+            raise UsageError(f"--set {text}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
         return cls(key=key, value=value, new=new, text=text, raw=raw.strip())
+
+
+NON_FINITE_HINT = (
+    "hyperparameters travel as JSON (the JobSpec), which has no NaN or infinity; "
+    "write a finite number, or a string the trainer converts"
+)
+
+
+def first_non_finite(value: Any) -> float | None:
+    """The first NaN or infinite float in *value* (lists and mappings searched), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            bad = first_non_finite(item)
+            if bad is not None:
+                return bad
+    return None
+
+
+def yaml_float(value: float) -> str:
+    """A non-finite float as YAML 1.2 spells it (``.nan``, ``.inf``, ``-.inf``)."""
+    if math.isnan(value):
+        return ".nan"
+    return ".inf" if value > 0 else "-.inf"
 
 
 def type_of(value: Any) -> str | None:
@@ -118,8 +148,11 @@ def build_hyperparams(
             ok, value = _fit(decl["type"], value, decl.get("default"))
             if not ok:
                 where = config_lines.get(key, "forge.yaml")
+                group, _, leaf = key.rpartition(".")
+                example = f"'{leaf}: {_example(decl['type'])}'" + (f" under {group}" if group else "")
                 raise ManifestError(
-                    f"{where}: config key '{key}' is {_describe(value)}, but the plugin declares it as {decl['type']}"
+                    f"{where}: config key '{key}' is {_describe(value)}, but the plugin declares it as {decl['type']}",
+                    hint=f"write {_TYPE_WORDS[decl['type']]} there (e.g. {example}), or remove it to use the plugin's default",
                 )
         out[key] = value
     for text in sets:

@@ -82,7 +82,7 @@ def test_yaml_1_2_scalars_in_params(tmp_path):
     [
         (MANIFEST.replace("entrypoint:", "entry_point:"), 5, "unknown key 'entry_point' (did you mean 'entrypoint'?)"),
         (MANIFEST.replace("kind: algorithm", "kind: algorithms"), 4, "got 'algorithms' (did you mean 'algorithm'?)"),
-        (MANIFEST.replace("version: 1.2.0", "version: 1.2"), 3, "1.2 was read as a number; quote the version"),
+        (MANIFEST.replace("version: 1.2.0", "version: 1.2"), 3, "version: was read as the number 1.2; quote it exactly as intended"),
         (MANIFEST + "name: other\n", 6, "duplicate key 'name' (first at line 2)"),
         (MANIFEST + "load: eagerly\n", 6, "got 'eagerly' (did you mean 'eager'?)"),
         (MANIFEST + "requires:\n  pyhton: '>=3.10'\n", 7, "unknown key 'pyhton' (did you mean 'python'?)"),

@@ -48,8 +48,14 @@ def test_defaults(tmp_path):
     [
         (GOOD.replace("plugins: [alice", "plugin: [alice"), r"forge.yaml:4: unknown key 'plugin' \(did you mean 'plugins'\?\)"),
         (GOOD.replace("  plugins: [reward", "  plugin: [reward"), r"forge.yaml:6: unknown key 'recipe.plugin' \(did you mean 'plugins'\?\)"),
-        (GOOD.replace("backend: slurm", "backend: slrum"), r"forge.yaml:11: expected one of local, ray, slurm, got 'slrum' \(did you mean 'slurm'\?\)"),
-        (GOOD.replace("schema: forge/job/v1", "schema: forge/job/v2"), r"forge.yaml:1: expected 'forge/job/v1'"),
+        (GOOD.replace("backend: slurm", "backend: slrum"), r"forge.yaml:11: backend: expected one of local, ray, slurm, got 'slrum' \(did you mean 'slurm'\?\)$"),
+        (GOOD.replace("backend: slurm", "backend: lcoal"), r"forge.yaml:11: backend: expected one of local, ray, slurm, got 'lcoal' \(did you mean 'local'\?\)$"),
+        (GOOD.replace("schema: forge/job/v1", "schema: forge/job/v2"), r"forge.yaml:1: schema: expected 'forge/job/v1', got 'forge/job/v2'$"),
+        (GOOD.replace("slurm: {launch", "strict_deferred: yes\nslurm: {launch"), r"forge.yaml:12: strict_deferred: expected true or false, got a string 'yes'$"),
+        (GOOD.replace("slurm: {launch: per-node}", "slurm: per-node"), r"forge.yaml:12: slurm: expected a mapping of slurm backend settings, got a string$"),
+        (GOOD.replace("recipe:\n  plugins: [reward-clip]", "recipe: [reward-clip]"), r"forge.yaml:5: recipe: expected a mapping with 'plugins', got a list$"),
+        (GOOD.replace("  grpo: {group_size: 8, lr: 1.0e-6}", "  grpo: {group_size: 8, lr: .nan}"), r"forge.yaml:9: config.grpo.lr: \.nan is not a finite number"),
+        (GOOD.replace("  task.target: [1, 2]", "  task.target: [1, -.inf]"), r"forge.yaml:10: config.task.target: -\.inf is not a finite number"),
         (GOOD.replace("bob/gspo", "bob/opsd-patch"), r"forge.yaml:4: plugins\[1\]: plugin 'opsd-patch' is already requested"),
         (GOOD.replace("bob/gspo", "gspo"), r"forge.yaml:4: plugins\[1\]: 'gspo' is not a plugin reference"),
         (GOOD.replace("  task.target: [1, 2]", "  opsd.scale: 2.0"), r"config key 'opsd.scale' is written twice"),
@@ -69,3 +75,17 @@ def test_missing_forge_yaml_is_a_clear_error(tmp_path):
 
 def test_flatten_keeps_lists_and_empty_mappings_as_leaves():
     assert flatten({"a": {"b": {"c": 1}, "d": []}, "e": {}}) == {"a.b.c": 1, "a.d": [], "e": {}}
+
+
+def test_a_plugin_requested_twice_says_how_to_keep_one(tmp_path):
+    with pytest.raises(ManifestError) as exc:
+        load_experiment(write(tmp_path, GOOD.replace("bob/gspo", "bob/opsd-patch@2.0")))
+    assert exc.value.message == "forge.yaml:4: plugins[1]: plugin 'opsd-patch' is already requested as 'alice/opsd-patch@~=1.2'".replace(
+        "forge.yaml", str(tmp_path / "forge.yaml"))
+    assert exc.value.hint == "a plugin name is loaded once (one forge_plugins/opsd-patch/ per job): delete one of the two requests from plugins:"
+
+
+def test_non_finite_config_values_say_why(tmp_path):
+    with pytest.raises(ManifestError) as exc:
+        load_experiment(write(tmp_path, GOOD.replace("lr: 1.0e-6", "lr: .inf")))
+    assert "JSON" in exc.value.hint

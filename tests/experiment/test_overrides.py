@@ -44,6 +44,9 @@ def test_a_number_for_a_string_key_is_the_text_written():
         ("opsd.scael=0.5", r"unknown key 'opsd.scael' \(closest: opsd.scale\)"),
         ("nonsense", r"expected KEY=VALUE"),
         ("bad key=1", r"'bad key' is not a dotted key"),
+        ("grpo.lr=.nan", r"--set grpo.lr=\.nan: \.nan is not a finite number"),
+        ("opsd.scale=.inf", r"--set opsd.scale=\.inf: \.inf is not a finite number"),
+        ("+new.key=[1, -.Inf]", r"--set \+new.key=\[1, -\.Inf\]: -\.inf is not a finite number"),
     ],
 )
 def test_bad_overrides(setting, message):
@@ -63,8 +66,9 @@ def test_unknown_key_hint_says_how_to_add_it():
 
 
 def test_config_value_must_fit_a_declared_param():
-    with pytest.raises(ManifestError, match=r"forge.yaml:9: config key 'opsd.scale' is a string 'big', but the plugin declares it as float"):
+    with pytest.raises(ManifestError, match=r"forge.yaml:9: config key 'opsd.scale' is a string 'big', but the plugin declares it as float") as exc:
         build_hyperparams(DECLARED, {"opsd.scale": "big"}, (), {"opsd.scale": "forge.yaml:9"})
+    assert exc.value.hint == "write a float there (e.g. 'scale: 0.5' under opsd), or remove it to use the plugin's default"
 
 
 def test_two_plugins_declaring_one_key_with_different_types_is_refused():
