@@ -68,12 +68,13 @@ def list_jobs(as_json: bool, show_all: bool) -> None:
 def show(job_id: str, as_json: bool) -> None:
     """Show one job: status, exit code, directory, and what its plugins did (provenance).
 
-    ID may be any unique prefix of a job id.
+    ID may be any unique prefix of a job id (a bare job name is one only while a single
+    job of that name exists); 'forge jobs list' shows the ids.
 
     \b
     Example:
       forge jobs show quickstart-20261129-120000-3fa2
-      forge jobs show quickstart --json | jq .provenance.plugins
+      forge jobs show quickstart-20261129-120000 --json | jq .provenance.plugins
     """
     from ..experiment.jobinfo import job_details
 

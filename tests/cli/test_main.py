@@ -62,3 +62,37 @@ def test_version_is_the_package_and_the_installed_distribution_version():
     for argv in ([sys.executable, "-m", "starforge", "--version"], [sys.executable, "-m", "starforge.cli.main", "--version"]):
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
         assert out.strip() == f"forge {starforge.__version__}"
+
+
+def test_jobs_help_examples_name_one_job_when_several_exist(tmp_path, monkeypatch):
+    """An example ID that is a bare job name is an ambiguous prefix as soon as a second job of
+    that name exists; every ID the jobs examples show must still resolve to one job."""
+    import json
+    import shlex
+
+    from starforge.backends.base import JobRecord
+    from starforge.backends.store import JobStore
+
+    monkeypatch.setenv("FORGE_JOBS_DIR", str(tmp_path / "jobs"))
+    examples = []
+    for sub in ("show", "logs", "cancel"):
+        text = forge("jobs", sub, "--help").stdout
+        lines = text.split("Example:")[1].split("Options:")[0].strip().splitlines()
+        examples += [shlex.split(line.split("|")[0]) for line in lines if line.strip().startswith("forge jobs")]
+    ids = {argv[3] for argv in examples}
+    assert len(examples) >= 4 and ids
+    import re
+
+    full = {i for i in ids if re.search(r"-\d{8}-\d{6}-[0-9a-f]{4}$", i)}
+    store = JobStore()
+    for job_id in sorted(full | {"quickstart-20261129-120001-0b1c"}):  # the examples' job, and one more
+        store.save(JobRecord(id=job_id, name="quickstart", backend="local", status="succeeded", dir=str(tmp_path),
+                             created="2026-11-29T12:00:00Z", exit_code=0))
+    for job_id in ids:
+        assert store.get(job_id).id in full
+    for argv in examples:
+        if argv[2] == "show":
+            proc = forge(*argv[1:])
+            assert proc.returncode == 0, (argv, proc.stderr)
+            if "--json" in argv:
+                assert json.loads(proc.stdout)["id"] in full
