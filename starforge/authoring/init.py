@@ -1,6 +1,7 @@
 """``forge plugin init``: render a plugin template into a new directory, atomically.
 
-Templates live in the ``plugin_templates`` package (one directory per template). In a
+Templates live in the repository's top-level ``plugin_templates/`` directory, installed as
+the ``starforge.plugin_templates`` package (one directory per template). In a
 template, ``__module__`` in a file name becomes the plugin's module name, a ``dot-`` prefix
 becomes ``.`` (``dot-forgeignore`` -> ``.forgeignore``: packaging tools drop dotfiles), and
 ``*.tmpl`` files are rendered (``{{name}}``, ``{{module}}``, ``{{core_spec}}``) and lose the
@@ -33,10 +34,11 @@ TEMPLATES = {
 
 
 def templates_dir() -> Path:
-    """The directory holding the templates (installed package, or the source checkout)."""
+    """The directory holding the templates: ``starforge.plugin_templates`` when installed,
+    else ``plugin_templates/`` beside the ``starforge`` package of a source checkout."""
     candidates = []
     try:
-        import plugin_templates
+        from .. import plugin_templates
 
         candidates += [Path(p) for p in plugin_templates.__path__]
     except ImportError:

@@ -175,4 +175,9 @@ def test_wheel_ships_templates_and_schema(tmp_path):
     assert "starforge/schemas/plugin.schema.json" in names
     for template in TEMPLATES.values():
         for rel in ("plugin.yaml.tmpl", "__module__.py.tmpl", "README.md.tmpl", "dot-forgeignore", "tests/test___module__.py.tmpl"):
-            assert f"plugin_templates/{template}/{rel}" in names
+            assert f"starforge/plugin_templates/{template}/{rel}" in names
+    # the templates ship inside starforge, never as a generic top-level package
+    assert not [n for n in names if n.startswith("plugin_templates/")]
+    # every module of the source tree ships (the package list in pyproject.toml is explicit)
+    modules = {p.relative_to(src).as_posix() for p in (src / "starforge").rglob("*.py")}
+    assert modules <= names, sorted(modules - names)
