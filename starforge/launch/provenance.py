@@ -41,34 +41,38 @@ _SLURM_IDS = (
 )
 
 
+_ray_ids_seen: dict = {}
+
+
 def scheduler_ids(environ=None) -> dict:
     """The scheduler's ids for this process, those that are known; ``{}`` outside one.
 
     ``{"slurm": {"job_id", "step_id", "node_id", "proc_id", "local_id"}, "ray": {"job_id",
-    "worker_id"}}``. Slurm's come from its ``SLURM_*`` variables; Ray's job id from
-    ``RAY_JOB_ID`` when set, else — like the worker id — from Ray's runtime context, and
-    only when this process has already imported and initialised ``ray`` (never imported
-    here).
+    "worker_id"}}``. Slurm's come from its ``SLURM_*`` variables. Ray's come from Ray's
+    runtime context when this process has already imported and initialised ``ray`` (it is
+    never imported here), else the job id from ``RAY_JOB_ID`` (ignored when it is Ray's
+    nil id, all ``f``, which pooled workers carry).
     """
     environ = os.environ if environ is None else environ
     out: dict = {}
     slurm = {key: environ[var] for var, key in _SLURM_IDS if environ.get(var)}
     if slurm:
         out["slurm"] = slurm
-    ray_ids = {}
-    if environ.get("RAY_JOB_ID"):
-        ray_ids["job_id"] = environ["RAY_JOB_ID"]
+    ray_ids = dict(_ray_ids_seen)
     ray = sys.modules.get("ray")
     if ray is not None:
         try:
             if ray.is_initialized():
                 context = ray.get_runtime_context()
-                ray_ids.setdefault("job_id", context.get_job_id())
-                worker_id = context.get_worker_id()
-                if worker_id:
-                    ray_ids["worker_id"] = worker_id
-        except Exception:  # a Ray shutting down (atexit): the ids are not essential
+                ray_ids["job_id"] = context.get_job_id()
+                ray_ids["worker_id"] = context.get_worker_id()
+                _ray_ids_seen.update(ray_ids)  # for the record written at exit, after Ray disconnected
+        except Exception:  # a Ray shutting down: the ids are not essential
             pass
+    # A pooled Ray worker may carry the nil job id (all f) in RAY_JOB_ID: not an id.
+    job_id = environ.get("RAY_JOB_ID", "")
+    if job_id and "job_id" not in ray_ids and job_id.strip("f"):
+        ray_ids["job_id"] = job_id
     if ray_ids:
         out["ray"] = {k: str(v) for k, v in ray_ids.items() if v}
     return out

@@ -47,7 +47,9 @@ def setup() -> None:
     _locate_job()
     from . import runtime
 
-    runtime.boot_process("ray-setup-hook")
+    job = runtime.boot_process("ray-setup-hook")
+    if job is not None:
+        job.write_provenance()  # again now that this process is a Ray worker: its Ray ids
     chained = os.environ.get(CHAINED_HOOK_ENV, "")
     pickled = os.environ.get(CHAINED_PICKLED_ENV, "")
     if chained and chained != SETUP_HOOK:

@@ -85,6 +85,8 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
     for pid in worker_pids:
         rec = next(r for r in records if r["pid"] == pid)
         assert [(p["ref"], p["status"]) for p in rec["plugins"]] == [("tester/mark-worker@1.0.0", "loaded")]
+        # written again at exit, inside Ray: the job and worker ids from Ray's runtime context
+        assert set(rec["scheduler"].get("ray", {})) == {"job_id", "worker_id"}, rec["scheduler"]
 
 
 def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_client, make_experiment, tmp_path, monkeypatch):
