@@ -182,7 +182,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
         locked_verified = entry.signature.get("status") == "verified"
         if not (require or locked_verified or trust.key_ids(entry.owner)):
             continue
-        served = _served(entry, registry, lock.registry)
+        served = _served(entry, registry, lock.registry, "so its signature cannot be checked")
         status = verify_published(registry, served, trust, require=require)
         if locked_verified and status != "verified":
             raise SignatureError(
@@ -193,7 +193,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     return out
 
 
-def _served(entry, registry, locked_from: str | None = None):
+def _served(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
     """The registry's record of the locked version, which must carry the locked tree digest."""
     from ..errors import NotFoundError
     from .lock import moved_tag_error
@@ -203,7 +203,7 @@ def _served(entry, registry, locked_from: str | None = None):
     except NotFoundError as exc:
         where = f" (the lock was made with {locked_from})" if locked_from and locked_from != registry.url else ""
         raise NotFoundError(
-            f"the lock pins {entry.ref}, which registry {registry.url} does not have, and the cache does not hold its files",
+            f"the lock pins {entry.ref}, which registry {registry.url} does not have, {consequence}",
             hint=f"pass --registry (or set FORGE_REGISTRY) to a registry that serves it{where}; registry said: {exc.message}",
         ) from None
     if served.tree_digest != entry.digest:
