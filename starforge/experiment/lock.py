@@ -173,9 +173,18 @@ def resolve_lock(
                 )
             info = _get_locked(registry, before)
             if info.tree_digest != before.digest:
-                raise moved_tag_error(before, info.tree_digest, registry)
+                raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
         else:
             info = resolve(registry, req.request)
+            if (
+                before is not None
+                and before.owner == req.owner
+                and info.version == before.version
+                and info.tree_digest != before.digest
+            ):
+                # re-resolving landed on the locked version, whose content changed: an
+                # upgrade never re-pins a moved tag
+                raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
         status = verify_published(registry, info, trust, require=require_signatures)
         entry = entry_from_published(info, req.request, status)
         if entry.name != req.name:
@@ -222,7 +231,7 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     for entry in lock.plugins:
         info = _get_locked(registry, entry)
         if info.tree_digest != entry.digest:
-            raise moved_tag_error(entry, info.tree_digest, registry)
+            raise moved_tag_error(entry, info.tree_digest, registry, lock.registry)
         status = verify_published(registry, info, trust, require=require_signatures)
         if entry.signature.get("status") == "verified" and status != "verified":
             raise LockError(f"{entry.ref} was locked with a verified signature, the registry's is now {status}")
@@ -253,12 +262,21 @@ def _get_locked(registry, entry: LockEntry):
         ) from None
 
 
-def moved_tag_error(entry: LockEntry, served: str, registry) -> LockError:
+def moved_tag_error(entry: LockEntry, served: str, registry, locked_from: str | None = None) -> LockError:
+    """A locked version whose registry content changed: a hard error naming both digests.
+
+    No forge command resolves it by re-pinning (``--upgrade`` refuses too): the content
+    behind a published version must be put back, or the new content published under a new
+    version. *locked_from* is the registry URL the lock recorded.
+    """
+    recorded = locked_from or "not recorded in the lock"
     return LockError(
         f"moved tag: {entry.ref} is locked at {entry.digest}, but registry {registry.url} now serves {served}",
         hint=(
-            "a published version must never change; do not use this registry's copy. "
-            f"If the new content is intended, publish it as a new version and run: forge lock --upgrade {entry.name}"
+            f"a published version must never change (the lock was made with registry {recorded}); "
+            "do not use this copy. Restore the original content under that tag, or publish the new "
+            f"content as a new version and request it in forge.yaml; to prevent it, turn on tag "
+            "immutability in the registry (Harbor, ECR)"
         ),
     )
 

@@ -207,7 +207,7 @@ def _served(entry, registry, locked_from: str | None = None, consequence: str = 
             hint=f"pass --registry (or set FORGE_REGISTRY) to a registry that serves it{where}; registry said: {exc.message}",
         ) from None
     if served.tree_digest != entry.digest:
-        raise moved_tag_error(entry, served.tree_digest, registry)
+        raise moved_tag_error(entry, served.tree_digest, registry, locked_from)
     return served
 
 

@@ -138,6 +138,30 @@ def test_moved_tag_is_a_hard_error_naming_both_digests(opsd):
     assert json.loads(opsd.lock.read_text())["plugins"][0]["digest"] == locked
 
 
+def test_upgrade_and_plugin_add_never_repin_a_moved_tag(opsd):
+    opsd.forge("lock")
+    original = opsd.lock.read_bytes()
+    locked = json.loads(original)["plugins"][0]["digest"]
+    record = opsd.home / "registry" / "plugins" / "alice" / "opsd-patch" / "1.2.0.json"
+    data = json.loads(record.read_text())
+    moved = "sf1:" + "e" * 64
+    data["tree_digest"] = moved
+    record.write_text(json.dumps(data))
+    for args in (("lock", "--upgrade", "opsd-patch"), ("lock", "--upgrade"), ("plugin", "add", "alice/opsd-patch@1.2.0")):
+        failed = opsd.forge(*args, ok=False)
+        assert failed.returncode == 15, (args, failed.stdout, failed.stderr)
+        assert f"moved tag: alice/opsd-patch@1.2.0 is locked at {locked}, but registry" in failed.stderr
+        assert f"now serves {moved}" in failed.stderr
+        # the hint says what resolves it, names the registry the lock recorded, and does
+        # not send the user to --upgrade (which refuses too)
+        hint = failed.stderr.split("hint: ", 1)[1]
+        assert f"the lock was made with registry {opsd.home / 'registry'}" in hint
+        assert "publish the new content as a new version" in hint and "tag immutability" in hint
+        assert "--upgrade" not in hint
+        assert opsd.lock.read_bytes() == original
+    assert "alice/opsd-patch@1.2.0" not in (opsd.exp / "forge.yaml").read_text()
+
+
 def test_only_upgrade_changes_a_locked_version(opsd):
     opsd.forge("lock")
     opsd.publish(opsd.plugin("opsd-patch", "1.2.1", params=SCALE))
