@@ -339,6 +339,10 @@ class OciClient:
             return
         raise RegistryError(f"{where} answered 401 with an unsupported challenge '{header or 'none'}'")
 
+    def _offered_credentials(self, scope: str) -> bool:
+        """Whether requests for *scope* carried the user's credentials (Basic, or a token fetched with them)."""
+        return self.credentials is not None and self._authorization(scope) is not None
+
     def _denied(self, response: httpx.Response) -> RegistryError:
         creds = self.credentials
         if creds is None:
@@ -677,6 +681,10 @@ class OciClient:
         catalog = key == "repositories"
         while url:
             r = self.request("GET", url, scope=scope, ok=(200,), allow=(401, 403, 404) if catalog else (404,))
+            if r.status_code == 401 and catalog and self._offered_credentials(scope) and not _says_denied(r):
+                # still 401 after our credentials were sent: they are wrong, as publish and
+                # pull would say; not a catalog restricted to other accounts
+                raise self._denied(r)
             if r.status_code in (401, 403, 404) and catalog:
                 # GHCR has no catalog; Harbor shows it to administrators only.
                 raise RegistryError(
@@ -719,6 +727,16 @@ def _chunks(source: bytes | Path, size: int) -> Iterator[bytes]:
     with open(source, "rb") as f:
         while chunk := f.read(size):
             yield chunk
+
+
+def _says_denied(response: httpx.Response) -> bool:
+    """Whether an error body carries the distribution spec's ``DENIED`` code (access to
+    the resource refused to an account the registry accepted)."""
+    try:
+        errors = response.json().get("errors") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(isinstance(e, dict) and str(e.get("code", "")).upper() == "DENIED" for e in errors)
 
 
 def _next_link(header: str) -> str:

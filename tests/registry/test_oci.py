@@ -152,6 +152,12 @@ def test_missing_and_wrong_credentials_are_clear_errors(oci_registry_auth, tmp_p
     with pytest.raises(RegistryError, match="refused the credentials of 'alice'") as wrong:
         OciRegistry(oci_registry_auth.url).publish(archive, info)
     assert "FORGE_REGISTRY_PASSWORD" in wrong.value.hint
+    # listing needs the catalog; wrong credentials there are still wrong credentials, not a
+    # catalog the registry hides from this account
+    with pytest.raises(RegistryError, match="refused the credentials of 'alice' \\(HTTP 401\\)") as listing:
+        OciRegistry(oci_registry_auth.url).plugins()
+    assert "does not list its repositories" not in str(listing.value)
+    assert "FORGE_REGISTRY_PASSWORD" in listing.value.hint
 
 
 # -- immutability and races ------------------------------------------------------------------
