@@ -20,7 +20,11 @@ from ..errors import UsageError
     flag_value="*",
     default=None,
     metavar="[NAME]",
-    help="Re-resolve NAME (or, without NAME, every plugin) to the newest version its request admits.",
+    help=(
+        "Re-resolve plugin NAME (a plugin forge.yaml requests), or, without NAME, every plugin, to the "
+        "newest version its request admits. The value after --upgrade is always a plugin name: "
+        "write DIR before it (forge lock DIR --upgrade [NAME])."
+    ),
 )
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--registry", metavar="URL", help="Registry to resolve against (default: FORGE_REGISTRY, forge.yaml, config).")
@@ -40,6 +44,7 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
       forge lock examples/quickstart
       forge lock --check              # in CI
       forge lock --upgrade opsd-patch
+      forge lock experiments/exp7 --upgrade   # every plugin of exp7
     """
     from ..experiment.config import load_experiment
     from ..experiment.lock import ALL, check_lock, lock_experiment, open_experiment_registry
@@ -48,6 +53,8 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
         raise UsageError("--offline only goes with --check", hint="forge lock --check --offline")
     if check and upgrade:
         raise UsageError("--check writes nothing, so it cannot --upgrade")
+    if upgrade not in (None, "*"):
+        _refuse_directory_as_upgrade_name(upgrade, directory)
     exp = load_experiment(directory)
     if check:
         reg = None if offline else open_experiment_registry(exp, registry, insecure=insecure)
@@ -78,3 +85,26 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
         click.echo(f"  note: built-in {name} is shadowed by the locked package of the same name")
     state = "wrote" if result.written else "unchanged:"
     click.echo(f"{state} {exp.lock_path}")
+
+
+def _refuse_directory_as_upgrade_name(value: str, directory: str) -> None:
+    """``--upgrade VALUE`` takes VALUE as a plugin name; when it is not one of DIRECTORY's
+    plugins but names an existing directory, the user meant the experiment directory."""
+    from pathlib import Path
+
+    from ..errors import ForgeError
+    from ..experiment.config import load_experiment
+
+    if not Path(value).is_dir():
+        return
+    try:
+        names = {r.name for r in load_experiment(directory).plugins}
+    except ForgeError:
+        names = set()
+    if value in names:
+        return
+    raise UsageError(
+        f"--upgrade {value}: the value after --upgrade is a plugin name, and '{value}' is a directory, "
+        "not a plugin forge.yaml requests",
+        hint=f"to upgrade every plugin of it: forge lock {value} --upgrade; one plugin: forge lock --upgrade NAME {value}",
+    )

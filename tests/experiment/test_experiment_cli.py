@@ -173,6 +173,23 @@ def test_only_upgrade_changes_a_locked_version(opsd):
     assert unknown.returncode == 2 and "--upgrade nope: no plugin of that name in forge.yaml" in unknown.stderr
 
 
+def test_upgrade_value_that_is_a_directory_says_how_to_write_it(opsd):
+    opsd.forge("lock")
+    opsd.publish(opsd.plugin("opsd-patch", "1.2.1", params=SCALE))
+    failed = opsd.forge("lock", "--upgrade", "exp", ok=False, cwd=opsd.tmp)
+    assert failed.returncode == 2, failed.stderr
+    assert "--upgrade exp: the value after --upgrade is a plugin name, and 'exp' is a directory" in failed.stderr
+    assert "hint: to upgrade every plugin of it: forge lock exp --upgrade; one plugin: forge lock --upgrade NAME exp" in failed.stderr
+    assert "no forge.yaml" not in failed.stderr
+    assert json.loads(opsd.lock.read_text())["plugins"][0]["version"] == "1.2.0"
+    # the spellings the hint gives work
+    assert "upgraded opsd-patch 1.2.0 -> 1.2.1" in opsd.forge("lock", "exp", "--upgrade", cwd=opsd.tmp).stdout
+    assert "unchanged:" in opsd.forge("lock", "--upgrade", "opsd-patch", "exp", cwd=opsd.tmp).stdout
+    # a plugin name that happens to be a directory too is still the plugin
+    (opsd.exp / "opsd-patch").mkdir()
+    assert "unchanged:" in opsd.forge("lock", "--upgrade", "opsd-patch").stdout
+
+
 def test_lock_entry_fields(opsd):
     opsd.forge("lock")
     lock = json.loads(opsd.lock.read_text())
