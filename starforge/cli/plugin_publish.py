@@ -65,15 +65,44 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     if as_json:
         from dataclasses import asdict
 
-        click.echo(json.dumps({"created": result.created, "registry": reg.url, **asdict(info), "ref": info.ref}, indent=2, sort_keys=True))
+        out = {"created": result.created, "registry": reg.url, **asdict(info), "ref": info.ref}
+        if sign:
+            out["signature_attached"] = result.signature_attached
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
         return
     if result.created:
         click.echo(f"published {info.ref} {info.tree_digest}")
     else:
         click.echo(f"already published {info.ref} {info.tree_digest} (same content)")
-    if sign and result.created:
-        from ..signing import key_id, load_private_key
+    if sign:
+        click.echo(signature_line(reg, result, sign_key, passphrase))
 
-        click.echo(f"signed with key {key_id(load_private_key(sign_key, passphrase).public_key())}")
-    elif sign:
-        click.echo("a signature is stored for it" if info.signed else "not signed: the registry kept the version as it was")
+
+def signature_line(reg, result, sign_key: Path, passphrase) -> str:
+    """What ``--sign`` did: attached the user's signature now, or kept the one already stored (whose key)."""
+    from ..signing import key_id, load_private_key
+
+    mine = key_id(load_private_key(sign_key, passphrase).public_key())
+    if result.signature_attached:
+        if result.created:
+            return f"signed with key {mine}"
+        return f"signed now with key {mine} (the version was already published without a signature)"
+    if not result.version.signed:
+        return "not signed: the registry kept the version as it was"
+    stored = stored_key_ids(reg.signature(result.version))
+    if mine in stored:
+        return f"kept the signature already stored for it, made with your key {mine}; nothing attached"
+    by = f"made with key {', '.join(stored)}" if stored else "whose key id is not recorded"
+    return (f"kept the signature already stored for it, {by}; your signature (key {mine}) was not attached: "
+            "a published version keeps its first signature")
+
+
+def stored_key_ids(envelope: bytes | None) -> list:
+    """The key ids a stored DSSE envelope names (empty when unreadable)."""
+    if not envelope:
+        return []
+    try:
+        sigs = json.loads(envelope).get("signatures") or []
+    except (ValueError, AttributeError):
+        return []
+    return [s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]]

@@ -84,6 +84,7 @@ class PublishedVersion:
 class PublishResult:
     version: PublishedVersion
     created: bool  # False: the same tree digest was already published (no-op success)
+    signature_attached: bool = False  # True: the signature passed to publish() was stored by this call
 
 
 class Registry(abc.ABC):

@@ -184,10 +184,11 @@ class DirectoryRegistry(Registry):
                         f"refusing other content {info.tree_digest}",
                         hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
                     )
-                if signature is not None and not existing.signed:
+                attached = signature is not None and not existing.signed
+                if attached:
                     atomic.write_file(plugin_dir / f"{stored}{SIG_SUFFIX}", signature, fsync=True)
                     existing = self._read_entry(info.owner, info.name, stored)
-                return PublishResult(version=existing, created=False)
+                return PublishResult(version=existing, created=False, signature_attached=attached)
             blob = self._blob_path(hex_)
             if not blob.exists() or hash_file(blob) != hex_:
                 blob.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +216,9 @@ class DirectoryRegistry(Registry):
             }
             data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
             atomic.write_file(plugin_dir / f"{version}.json", data, fsync=True)
-            return PublishResult(version=self._read_entry(info.owner, info.name, version), created=True)
+            return PublishResult(
+                version=self._read_entry(info.owner, info.name, version), created=True, signature_attached=signature is not None
+            )
 
     # -- internals -----------------------------------------------------------------------
 

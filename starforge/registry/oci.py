@@ -435,7 +435,7 @@ class OciRegistry(Registry):
             artifact_digest=layer_digest, manifest=info.manifest, files=info.files, top_level=tuple(info.top_level),
             size=size, signed=signature is not None,
         )
-        return PublishResult(version=published, created=True)
+        return PublishResult(version=published, created=True, signature_attached=signature is not None)
 
     def _republish(self, existing: tuple[Fetched, dict], info: PublishedVersion, tag: str, ref: str,
                    signature: bytes | None, concurrent: bool = False) -> PublishResult:
@@ -447,8 +447,10 @@ class OciRegistry(Registry):
                 f"{ref} {when} with tree digest {stored}; refusing {info.tree_digest}",
                 hint="published versions are immutable: bump the version in plugin.yaml")
         repo = self.repository(info.owner, info.name)
-        if signature is not None and not self._signatures(repo, got.digest):
+        attached = signature is not None and not self._signatures(repo, got.digest)
+        if attached:
             # Same content, first signature: adding a referrer does not change the version.
             subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
             self._attach_signature(repo, subject, signature, ref)
-        return PublishResult(version=self._describe(info.owner, info.name, got, data), created=False)
+        return PublishResult(version=self._describe(info.owner, info.name, got, data), created=False,
+                             signature_attached=attached)

@@ -127,6 +127,32 @@ def test_signed_publish_verified_through_trust_and_stripped_signature_refused(tm
     assert not (tmp_path / "out").exists()
 
 
+def test_publish_sign_again_says_whether_the_signature_was_attached_or_kept(tmp_path, env):
+    def kid(out):
+        return next(line.split()[-1] for line in out.splitlines() if line.startswith("key id:"))
+
+    mine = kid(forge(env, "key", "generate").stdout)
+    other = kid(forge(env, "key", "generate", "--name", "other").stdout)
+    other_key = str(Path(env["FORGE_HOME"]) / "keys" / "other.key")
+    src = plugin(tmp_path / "p")
+    digest = digest_of(env, src)
+    forge(env, "plugin", "publish", str(src))  # unsigned first
+    attached = forge(env, "plugin", "publish", str(src), "--sign").stdout.splitlines()
+    assert attached == [
+        f"already published alice/opsd-patch@1.2.0 {digest} (same content)",
+        f"signed now with key {mine} (the version was already published without a signature)",
+    ]
+    again = forge(env, "plugin", "publish", str(src), "--sign").stdout.splitlines()
+    assert again[1] == f"kept the signature already stored for it, made with your key {mine}; nothing attached"
+    by_other = forge(env, "plugin", "publish", str(src), "--sign", "--key", other_key).stdout.splitlines()
+    assert by_other[1] == (
+        f"kept the signature already stored for it, made with key {mine}; your signature (key {other}) "
+        "was not attached: a published version keeps its first signature"
+    )
+    as_json = json.loads(forge(env, "plugin", "publish", str(src), "--sign", "--key", other_key, "--json").stdout)
+    assert (as_json["created"], as_json["signed"], as_json["signature_attached"]) == (False, True, False)
+
+
 def test_key_generate_with_a_passphrase_and_signing_with_it(tmp_path, env):
     secret = tmp_path / "pass.txt"
     secret.write_text("correct horse\n")

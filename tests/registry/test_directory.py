@@ -158,8 +158,8 @@ def test_signature_is_stored_beside_the_version(tmp_path, make_version):
     assert reg.signature(info) is None
     # A signature for the same content may be attached later; it never replaces one.
     again = reg.publish(archive, info, signature=b'{"first": 1}')
-    assert again.created is False and again.version.signed is True
-    reg.publish(archive, info, signature=b'{"second": 2}')
+    assert again.created is False and again.version.signed is True and again.signature_attached is True
+    assert reg.publish(archive, info, signature=b'{"second": 2}').signature_attached is False
     assert reg.signature(info) == b'{"first": 1}'
     assert reg.get("alice", "opsd-patch", "1.2").signed is True
 

@@ -336,7 +336,10 @@ def test_signature_is_a_referrer_found_through_the_tag_fallback(oci_registry, tm
     reg.publish(archive2, info2)
     assert reg.signature(reg.get("signer", "q", "1.0.0")) is None
     result = reg.publish(archive2, info2, signature=envelope)
-    assert result.created is False and result.version.signed is True
+    assert result.created is False and result.version.signed is True and result.signature_attached is True
+    assert reg.signature(reg.get("signer", "q", "1.0.0")) == envelope
+    kept = reg.publish(archive2, info2, signature=b'{"another": 1}')
+    assert kept.created is False and kept.signature_attached is False
     assert reg.signature(reg.get("signer", "q", "1.0.0")) == envelope
 
 
