@@ -13,7 +13,8 @@ import click
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse the version unless a trusted key signed it.")
-def pull(ref, output, registry, insecure, require_signatures) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print what was pulled (ref, digests, directory, signature status) as JSON.")
+def pull(ref, output, registry, insecure, require_signatures, as_json) -> None:
     """Download REF through the cache and unpack it into a new directory.
 
     The archive is checked against its digest, the unpacked files against the tree
@@ -22,6 +23,7 @@ def pull(ref, output, registry, insecure, require_signatures) -> None:
     \b
     Example:
       forge plugin pull alice/opsd-patch@1.2.0 -o /tmp/opsd-patch
+      forge plugin pull alice/opsd-patch@~=1.2 --json
     """
     from ..registry.base import open_registry
     from ..registry.cache import materialize
@@ -32,4 +34,21 @@ def pull(ref, output, registry, insecure, require_signatures) -> None:
     info = resolve(reg, ref)
     status = verify_published(reg, info, require=require_signatures)
     dest = materialize(reg, info, Path(output) if output else Path(info.name))
+    if as_json:
+        import json
+
+        out = {
+            "ref": info.ref,
+            "owner": info.owner,
+            "name": info.name,
+            "version": info.version,
+            "request": ref,
+            "tree_digest": info.tree_digest,
+            "artifact_digest": info.artifact_digest,
+            "directory": str(Path(dest).resolve()),
+            "registry": reg.url,
+            "signature": {"status": status},
+        }
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+        return
     click.echo(f"pulled {info.ref} {info.tree_digest} into {dest} (signature: {status})")

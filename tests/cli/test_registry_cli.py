@@ -73,6 +73,15 @@ def test_publish_list_show_pull_round_trip(tmp_path, env):
     assert digest_of(env, work / "opsd-patch") == digest
     proc = forge(env, "plugin", "pull", "alice/opsd-patch", cwd=work, ok=False)
     assert proc.returncode == 2 and "opsd-patch already exists" in proc.stderr
+    pulled = json.loads(forge(env, "plugin", "pull", "alice/opsd-patch@~=1.2", "-o", "again", "--json", cwd=work).stdout)
+    artifact = json.loads(forge(env, "plugin", "show", "alice/opsd-patch@1.2.0", "--json").stdout)["artifact_digest"]
+    assert pulled == {
+        "ref": "alice/opsd-patch@1.2.0", "owner": "alice", "name": "opsd-patch", "version": "1.2.0",
+        "request": "alice/opsd-patch@~=1.2", "tree_digest": digest, "artifact_digest": artifact,
+        "directory": str((work / "again").resolve()), "registry": str(Path(env["FORGE_HOME"]) / "registry"),
+        "signature": {"status": "unsigned"},
+    }
+    assert digest_of(env, work / "again") == digest
     forge(env, "plugin", "pull", "alice/opsd-patch@1.3.0rc1", "-o", str(tmp_path / "rc"))
     assert (tmp_path / "rc" / "opsd_patch.py").read_text().endswith("X = 1\n")
 
