@@ -417,3 +417,26 @@ def test_cli_pack_inside_the_plugin_warns_then_refuses_to_pack_its_own_archive(p
     assert "previous archive inside the plugin directory" in again.stderr
     write(plugin, ".forgeignore", "/*.tar.gz\n")
     assert forge("plugin", "pack", cwd=plugin).returncode == 0
+
+
+def test_pack_and_publish_refuse_an_earlier_archive_of_the_plugin_wherever_the_output_goes(plugin, tmp_path):
+    (plugin / "dist").mkdir()
+    (tmp_path / "out").mkdir()
+    old = forge("plugin", "pack", str(plugin), "-o", str(plugin / "dist" / "demo-plugin-1.1.0.tar.gz"), cwd=tmp_path)
+    assert old.returncode == 0, old.stderr
+    # a data file that only looks like one by name is packed as usual
+    write(plugin, "demo-plugin-weights.tar.gz", b"not a tar at all")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+    env.update(FORGE_HOME=str(tmp_path / "home"), FORGE_OWNER="alice")
+    for args in (("plugin", "pack", str(plugin), "-o", str(tmp_path / "out" / "new.tar.gz")), ("plugin", "publish", str(plugin))):
+        refused = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert refused.returncode == 4, refused.stderr
+        assert "dist/demo-plugin-1.1.0.tar.gz is a package archive of demo-plugin itself and would be packed into the new one" in refused.stderr
+        assert "demo-plugin-weights" not in refused.stderr
+    assert not (tmp_path / "out" / "new.tar.gz").exists() and not (tmp_path / "home" / "registry" / "plugins").exists()
+    write(plugin, ".forgeignore", "/dist/\n")
+    packed = forge("plugin", "pack", str(plugin), "-o", str(tmp_path / "out" / "new.tar.gz"), cwd=tmp_path)
+    assert packed.returncode == 0, packed.stderr
+    with tarfile.open(tmp_path / "out" / "new.tar.gz") as tar:
+        names = tar.getnames()
+    assert "demo-plugin-weights.tar.gz" in names and not any(n.startswith("dist") for n in names)

@@ -69,6 +69,7 @@ def pack_plugin(root: str | os.PathLike = ".", dest: str | os.PathLike | None = 
         warnings.append(
             f"{dest} is inside the plugin directory; add '/{rel}' to .forgeignore so the next pack leaves it out"
         )
+    refuse_own_archives(root, manifest.name, report.files)
     packed = pack_tree(root, report.files, dest)
     if packed.tree_digest != report.digest:
         os.unlink(dest)
@@ -85,6 +86,47 @@ def pack_plugin(root: str | os.PathLike = ".", dest: str | os.PathLike | None = 
         files=packed.files,
         warnings=tuple(warnings),
     )
+
+
+def refuse_own_archives(root: str | os.PathLike, name: str, files) -> None:
+    """Raise :class:`CheckError` when a file to be packed is a package archive of this plugin.
+
+    A file named ``<name>-*.tar.gz`` (at any depth) counts when it is a gzip tar holding a
+    ``plugin.yaml`` whose ``name`` is *name*: an earlier ``pack -o`` into the plugin
+    directory, or a download left there. Other ``.tar.gz`` files (data) are packed as usual.
+    """
+    found = [rel for rel in sorted(files) if _is_own_archive(os.path.join(os.fspath(root), rel), rel, name)]
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise CheckError(
+            f"{root}: {shown} {'is a package archive' if len(found) == 1 else 'are package archives'} of "
+            f"{name} itself and would be packed into the new one",
+            hint=f"delete or move {'it' if len(found) == 1 else 'them'}, or add '/{found[0]}' (or '*.tar.gz') to "
+                 f"{os.path.join(os.fspath(root), '.forgeignore')}",
+        )
+
+
+def _is_own_archive(path: str, rel: str, name: str) -> bool:
+    import tarfile
+
+    base = rel.rsplit("/", 1)[-1]
+    if not (base.startswith(f"{name}-") and base.endswith(".tar.gz")):
+        return False
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            member = tar.getmember("plugin.yaml")
+            handle = tar.extractfile(member) if member.isfile() and member.size <= 1 << 20 else None
+            text = handle.read().decode("utf-8") if handle is not None else ""
+    except (OSError, EOFError, KeyError, UnicodeDecodeError, tarfile.TarError):
+        return False
+    from ..errors import ForgeError
+    from ..yamlio import load_yaml
+
+    try:
+        data = load_yaml(text, source=f"{rel}:plugin.yaml").data
+    except ForgeError:  # not a manifest we can read: not a package of this plugin
+        return False
+    return isinstance(data, dict) and data.get("name") == name
 
 
 def _relative_inside(root: str, path: str) -> str | None:

@@ -69,6 +69,9 @@ def publish_plugin(
     root = Path(root)
     report = require_valid(root)
     manifest = report.manifest
+    from ..authoring.pack import refuse_own_archives
+
+    refuse_own_archives(root, manifest.name, report.files)
     with tempfile.TemporaryDirectory(prefix="forge-publish-") as tmp:
         archive = Path(tmp) / f"{manifest.name}-{manifest.version}.tar.gz"
         packed = pack_tree(root, list(report.files), archive)
