@@ -18,7 +18,6 @@ Cluster side: standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import types
@@ -192,17 +191,19 @@ def _bootstrap_from_env() -> None:
 
 
 def _hyperparams_from_env(env: Mapping[str, str]) -> dict:
+    from .jobspec import parse_json
+
     path = env.get("FORGE_HYPERPARAMS")
     if path:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = parse_json(f.read())
         if not isinstance(data, dict):
             raise UsageError(f"{path}: hyperparams file must hold a JSON object")
         return data
     spec = env.get("FORGE_JOBSPEC")
     if spec:
         with open(spec, encoding="utf-8") as f:
-            data = json.load(f)
+            data = parse_json(f.read())
         values = data.get("hyperparams", {}) if isinstance(data, dict) else {}
         return values if isinstance(values, dict) else {}
     return {}
@@ -211,7 +212,9 @@ def _hyperparams_from_env(env: Mapping[str, str]) -> dict:
 def _freeze(values: Mapping[str, Any]) -> Mapping[str, Any]:
     # A private deep copy behind a read-only view: plugins and the trainer see the same
     # values and none of them can change what another one reads.
-    return types.MappingProxyType(json.loads(json.dumps(dict(values))))
+    from .jobspec import format_json, parse_json
+
+    return types.MappingProxyType(parse_json(format_json(dict(values))))
 
 
 def _unknown(name: str) -> UnknownPluginError:

@@ -16,7 +16,6 @@ Cluster side: standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 
 RUNTIME_DIR = ".forge-runtime"
@@ -246,7 +245,9 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
         from ..jobspec import read_spec
 
         hyperparams = read_spec(os.path.join(job_dir, "jobspec.json")).hyperparams
-    data = (json.dumps(dict(hyperparams), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    from ..jobspec import format_json
+
+    data = (format_json(dict(hyperparams)) + "\n").encode("utf-8")
     _write_if_changed(paths["hyperparams"], data)
     return paths
 

@@ -10,7 +10,6 @@ Cluster side: standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -87,14 +86,17 @@ def write_record(job_dir: str, record: dict) -> str:
     """Write *record* atomically to its per-host/pid/attempt file; return the path."""
     path = record_path(job_dir, record)
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    from ..jobspec import format_json
     from ._files import atomic_write
 
-    atomic_write(path, (json.dumps(record, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))
+    atomic_write(path, (format_json(record, default=str) + "\n").encode("utf-8"))
     return path
 
 
 def read_records(job_dir: str) -> list[dict]:
     """Every readable record of the job, oldest attempt first (unreadable files are skipped)."""
+    from ..jobspec import parse_json
+
     folder = os.path.join(job_dir, DIRNAME)
     out = []
     try:
@@ -106,7 +108,7 @@ def read_records(job_dir: str) -> list[dict]:
             continue
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
-                rec = json.load(f)
+                rec = parse_json(f.read())
         except (OSError, ValueError):
             continue
         if isinstance(rec, dict):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 import sys
 import threading
@@ -279,6 +278,8 @@ def _as_dict(record: Any) -> dict:
     import dataclasses
 
     if dataclasses.is_dataclass(record):
+        import json
+
         return json.loads(json.dumps(dataclasses.asdict(record), default=str))
     return {"record": str(record)}
 
