@@ -398,6 +398,9 @@ def verify_published(registry, info, trust: Trust | None = None, require: bool =
             hint="a signature may have been stripped; do not use this version until its publisher signs it",
         )
     verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version, tree_digest=info.tree_digest, trust=trust)
+    from .registry.cache import remember_signature
+
+    remember_signature(info, envelope)  # lets a pulled version be staged offline; re-verified on use
     return VERIFIED
 
 

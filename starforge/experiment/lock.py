@@ -171,7 +171,7 @@ def resolve_lock(
                     f"forge.yaml requests {req.request}, but the lock pins {before.ref}; a locked version changes only on request",
                     hint=f"run: forge lock --upgrade {req.name}",
                 )
-            info = _get_locked(registry, before)
+            info = _get_locked(registry, before, previous.registry)
             if info.tree_digest != before.digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
         else:
@@ -229,7 +229,7 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     from ..signing import verify_published
 
     for entry in lock.plugins:
-        info = _get_locked(registry, entry)
+        info = _get_locked(registry, entry, lock.registry)
         if info.tree_digest != entry.digest:
             raise moved_tag_error(entry, info.tree_digest, registry, lock.registry)
         status = verify_published(registry, info, trust, require=require_signatures)
@@ -252,14 +252,34 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
     return open_registry(url, insecure=insecure)
 
 
-def _get_locked(registry, entry: LockEntry):
+def _get_locked(registry, entry: LockEntry, locked_from: str | None = None):
     try:
         return registry.get(entry.owner, entry.name, entry.version)
     except NotFoundError:
+        if locked_from and locked_from != registry.url:
+            raise LockError(
+                f"the lock pins {entry.ref}, which registry {registry.url} does not have; "
+                f"the lock was made with registry {locked_from}",
+                hint=registry_hint(registry, locked_from),
+            ) from None
         raise LockError(
-            f"the lock pins {entry.ref}, which registry {registry.url} does not have",
-            hint=f"check --registry / FORGE_REGISTRY, or choose another version with: forge lock --upgrade {entry.name}",
+            f"the lock pins {entry.ref}, which registry {registry.url} (the one the lock was made with) no longer has",
+            hint=(
+                "a published version was removed from the registry: publish it again, or request another "
+                f"version in forge.yaml and run: forge lock --upgrade {entry.name}"
+            ),
         ) from None
+
+
+def registry_hint(registry, locked_from: str | None) -> str:
+    """How to point a command at the registry the lock recorded (*locked_from*)."""
+    if locked_from and locked_from != registry.url:
+        return (
+            f"the lock was made with registry {locked_from}: pass --registry {locked_from} "
+            f"(or set FORGE_REGISTRY={locked_from}), or a mirror that serves the same files"
+        )
+    return "pass --registry URL (or set FORGE_REGISTRY) to a registry that serves it"
+
 
 
 def moved_tag_error(entry: LockEntry, served: str, registry, locked_from: str | None = None) -> LockError:

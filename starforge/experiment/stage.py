@@ -171,10 +171,14 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     the trust file (a stripped signature is an error, SPEC §6), when *require*
     (``--require-signatures``), or when the lock recorded it as ``verified``. Those are
     verified against the registry in use with :func:`starforge.signing.verify_published`
-    (the envelope lives there); the others need no registry, so they still stage offline.
+    (the envelope lives there). When that registry cannot answer for the version (offline,
+    or another registry than the lock's), an envelope that verified before and was kept in
+    the cache (:func:`starforge.registry.cache.cached_signature`) is verified against the
+    trust file instead. The others need no registry, so they still stage offline.
     """
-    from ..errors import SignatureError
-    from ..signing import load_trust, verify_published
+    from ..errors import RegistryError, SignatureError
+    from ..registry.cache import cached_signature
+    from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
 
     trust = trust if trust is not None else load_trust()
     out = {}
@@ -182,8 +186,18 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
         locked_verified = entry.signature.get("status") == "verified"
         if not (require or locked_verified or trust.key_ids(entry.owner)):
             continue
-        served = _served(entry, registry, lock.registry, "so its signature cannot be checked")
-        status = verify_published(registry, served, trust, require=require)
+        try:
+            served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
+        except RegistryError:  # not a moved tag (LockError): the registry cannot answer
+            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
+            if envelope is None:
+                raise
+            verify_envelope(
+                envelope, owner=entry.owner, name=entry.name, version=entry.version, tree_digest=entry.digest, trust=trust
+            )
+            status = VERIFIED
+        else:
+            status = verify_published(registry, served, trust, require=require)
         if locked_verified and status != "verified":
             raise SignatureError(
                 f"{entry.ref} was locked with a verified signature, but no key trusted for owner {entry.owner} signed it now",
@@ -193,18 +207,23 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     return out
 
 
+SIGNATURE_UNCHECKED = (
+    "and its owner's signature must be checked (a trusted key, --require-signatures, or a lock that "
+    "recorded it verified), but the cache holds no verified signature for it"
+)
+
+
 def _served(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
     """The registry's record of the locked version, which must carry the locked tree digest."""
     from ..errors import NotFoundError
-    from .lock import moved_tag_error
+    from .lock import moved_tag_error, registry_hint
 
     try:
         served = registry.get(entry.owner, entry.name, entry.version)
     except NotFoundError as exc:
-        where = f" (the lock was made with {locked_from})" if locked_from and locked_from != registry.url else ""
         raise NotFoundError(
             f"the lock pins {entry.ref}, which registry {registry.url} does not have, {consequence}",
-            hint=f"pass --registry (or set FORGE_REGISTRY) to a registry that serves it{where}; registry said: {exc.message}",
+            hint=f"{registry_hint(registry, locked_from)}; registry said: {exc.message}",
         ) from None
     if served.tree_digest != entry.digest:
         raise moved_tag_error(entry, served.tree_digest, registry, locked_from)

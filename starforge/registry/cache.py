@@ -11,6 +11,12 @@ name, is hashed, and is renamed into place only when its digest is the expected 
 corrupt or truncated transfer never enters the cache; a cached file that no longer has
 its digest is dropped and fetched again.
 
+Signature envelopes that verified against the trust file are kept beside the archives, as
+``signatures/sf1-<hex>/<owner>/<name>/<version>.dsse.json`` (keyed by the tree digest and
+the reference the statement names), so a version of an owner with trusted keys can be
+staged offline once it was pulled or locked; whoever uses a cached envelope verifies it
+against the trust file again.
+
 :func:`materialize` unpacks a fetched archive into a new directory and checks the tree
 digest of what was written (naming the files that differ) before the directory appears.
 Neither checks signatures: callers that need them call
@@ -102,6 +108,42 @@ def _remember_tree(tree_digest: str, artifact_digest: str, cache: str | os.PathL
 def _forget_tree(tree_digest: str, cache: str | os.PathLike | None) -> None:
     with contextlib.suppress(FileNotFoundError, RegistryError):
         os.unlink(tree_index_path(tree_digest, cache))
+
+
+def signature_cache_path(
+    owner: str, name: str, version: str, tree_digest: str, cache: str | os.PathLike | None = None
+) -> Path:
+    """Where the cache keeps the envelope verified for ``owner/name@version`` with *tree_digest*."""
+    from ..manifest import NAME_RE, canonical_version
+
+    for part in (owner, name):
+        if not NAME_RE.match(part):
+            raise RegistryError(f"'{part}' is not a valid owner or plugin name")
+    tree_key = tree_index_path(tree_digest, cache).name  # validates the digest: sf1-<hex>
+    return cache_root(cache) / "signatures" / tree_key / owner / name / f"{canonical_version(version)}.dsse.json"
+
+
+def remember_signature(info: PublishedVersion, envelope: bytes, cache: str | os.PathLike | None = None) -> None:
+    """Keep *envelope*, which verified for *info*, for offline staging (best effort)."""
+    from .. import atomic
+
+    try:
+        path = signature_cache_path(info.owner, info.name, info.version, info.tree_digest, cache)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_bytes() != envelope:
+            atomic.write_file(path, envelope)
+    except (OSError, RegistryError, ValueError):
+        pass  # the cache only saves asking the registry again
+
+
+def cached_signature(
+    owner: str, name: str, version: str, tree_digest: str, cache: str | os.PathLike | None = None
+) -> bytes | None:
+    """The envelope kept by :func:`remember_signature`, or None (unverified: check it before use)."""
+    try:
+        return signature_cache_path(owner, name, version, tree_digest, cache).read_bytes()
+    except (OSError, RegistryError, ValueError):
+        return None
 
 
 def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLike | None = None) -> Path:

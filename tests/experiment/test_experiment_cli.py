@@ -449,3 +449,82 @@ def test_submit_applies_the_trust_file_and_require_signatures(project):
     project.forge("plugin", "publish", str(signed), "--sign", cwd=project.tmp)
     project.forge("lock", "--upgrade", "opsd-patch")
     assert "plugin  : alice/opsd-patch@1.2.1 loaded" in project.forge("submit", "--require-signatures").stdout
+
+
+def test_a_lock_made_with_another_registry_names_it_in_check_and_submit(project):
+    """Lock made against registry R (recorded in the lock); commands run without --registry
+    use the empty default registry: the errors say so and name R, never --upgrade."""
+    other = project.tmp / "team-registry"
+    project.forge("plugin", "publish", str(project.plugin("opsd-patch", params=SCALE)), "--registry", str(other), cwd=project.tmp)
+    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
+    project.forge("lock", "--registry", str(other))
+    assert json.loads(project.lock.read_text())["registry"] == str(other)
+    default = project.home / "registry"
+    project.forge("plugin", "publish", str(project.plugin("gspo", "1.0.0")), cwd=project.tmp)  # the default registry exists
+
+    check = project.forge("lock", "--check", ok=False)
+    assert check.returncode == 15, check.stderr
+    assert (f"error: the lock pins alice/opsd-patch@1.2.0, which registry {default} does not have; "
+            f"the lock was made with registry {other}") in check.stderr
+    assert f"hint: the lock was made with registry {other}: pass --registry {other} (or set FORGE_REGISTRY={other})" in check.stderr
+    assert "--upgrade" not in check.stderr
+    assert project.forge("lock", "--check", "--registry", str(other)).returncode == 0
+
+    # nothing cached yet: submit cannot stage, and says which registry to use
+    staged = project.forge("submit", ok=False)
+    assert staged.returncode == 7, staged.stderr
+    assert f"which registry {default} does not have, and the cache does not hold its files" in staged.stderr
+    assert f"pass --registry {other} (or set FORGE_REGISTRY={other})" in staged.stderr
+
+
+def test_a_pulled_signed_version_stages_offline_and_is_verified_against_the_trust_file_each_time(project):
+    import shutil
+
+    other = project.tmp / "team-registry"
+    project.forge("key", "generate", cwd=project.tmp)
+    project.forge("trust", "add", "alice", str(project.home / "keys" / "default.pub"), cwd=project.tmp)
+    project.forge("plugin", "publish", str(project.plugin("opsd-patch", params=SCALE)), "--sign", "--registry", str(other), cwd=project.tmp)
+    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
+    project.forge("lock", "--registry", str(other))
+    assert json.loads(project.lock.read_text())["plugins"][0]["signature"] == {"status": "verified"}
+    digest = json.loads(project.lock.read_text())["plugins"][0]["digest"]
+    envelope = (other / "plugins" / "alice" / "opsd-patch" / "1.2.0.dsse.json").read_bytes()
+    kept = project.home / "cache" / "blobs" / "signatures" / f"sf1-{digest[4:]}" / "alice" / "opsd-patch" / "1.2.0.dsse.json"
+
+    run = project.forge("submit", "--registry", str(other))  # files and the verified envelope are cached
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in run.stdout
+    assert kept.read_bytes() == envelope
+
+    # the registry is gone: the cache holds the files and the signature, verified again
+    shutil.rmtree(other)
+    offline = project.forge("submit", "--registry", str(other))
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in offline.stdout
+    assert project.forge("submit").returncode == 0  # the default registry, which never had it
+
+    # the trust file still decides: with alice's key replaced, the cached envelope is refused
+    trust = project.home / "trust.json"
+    trusted = trust.read_bytes()
+    trust.unlink()
+    project.forge("key", "generate", "--name", "new", cwd=project.tmp)
+    project.forge("trust", "add", "alice", str(project.home / "keys" / "new.pub"), cwd=project.tmp)
+    refused = project.forge("submit", "--registry", str(other), ok=False)
+    assert refused.returncode == 9, refused.stderr
+    assert "error: " in refused.stderr and "alice/opsd-patch@1.2.0" in refused.stderr
+
+    # a tampered cached envelope does not verify either
+    trust.write_bytes(trusted)
+    data = json.loads(envelope)
+    data["payloadType"] = data["payloadType"] + "x"
+    kept.write_text(json.dumps(data))
+    tampered = project.forge("submit", "--registry", str(other), ok=False)
+    assert tampered.returncode == 9, tampered.stderr
+    # no kept envelope: the error says why the registry is needed and which one the lock used
+    kept.unlink()
+    unchecked = project.forge("submit", ok=False)
+    assert unchecked.returncode == 7, unchecked.stderr
+    assert (f"which registry {project.home / 'registry'} does not have, and its owner's signature must be checked"
+            in unchecked.stderr)
+    assert "the cache holds no verified signature for it" in unchecked.stderr
+    assert f"pass --registry {other} (or set FORGE_REGISTRY={other})" in unchecked.stderr
+    jobs = [n for n in os.listdir(project.jobs_dir()) if not n.startswith(".")]
+    assert len(jobs) == 3  # the refused submits staged nothing
