@@ -25,11 +25,13 @@ the job's runtime zip.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 import sys
-import threading
+
+# Wrapping ``ray.init`` is the runtime's (every process of a job does it; one module fewer to
+# import there); these names stay importable from here.
+from .runtime import _RayWatcher, _wrap_init, watch_ray_init  # noqa: F401
 
 CHAINED_HOOK_ENV = "FORGE_RAY_CHAINED_HOOK"
 CHAINED_PICKLED_ENV = "FORGE_RAY_CHAINED_HOOK_PICKLED"
@@ -123,60 +125,6 @@ def job_setup_hook(environ=None):
             if hook is not None:
                 return hook
     return environ.get(RAY_HOOK_ENV)
-
-
-def watch_ray_init() -> None:
-    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks."""
-    module = sys.modules.get("ray")
-    if module is not None:
-        _wrap_init(module)
-        return
-    if not any(isinstance(f, _RayWatcher) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RayWatcher())
-
-
-def _wrap_init(ray) -> None:
-    original = getattr(ray, "init", None)
-    if original is None or getattr(original, "_forge_chained", False):
-        return
-
-    @functools.wraps(original)
-    def init(*args, **kwargs):
-        kwargs["runtime_env"] = chain_runtime_env(kwargs.get("runtime_env"))
-        return original(*args, **kwargs)
-
-    init._forge_chained = True  # type: ignore[attr-defined]
-    ray.init = init
-
-
-class _RayWatcher:
-    """A meta-path finder that wraps ``ray.init`` once ``ray`` has been imported."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "ray" or getattr(self.local, "busy", False):
-            return None
-        from .runtime import _PostImportLoader
-
-        self.local.busy = True
-        try:
-            spec = None
-            for finder in list(sys.meta_path):
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self.local.busy = False
-        if spec is None or spec.loader is None:
-            return spec
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec.loader = _PostImportLoader(spec.loader, lambda name: _wrap_init(sys.modules[name]))
-        return spec
 
 
 def _locate_job() -> None:

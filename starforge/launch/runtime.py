@@ -26,10 +26,11 @@ import time
 from .. import plugins as _plugins
 from ..digest import verify_tree
 from ..errors import ForgeError, SpecError, VerificationError
-from ..jobspec import JobSpec, PluginEntry, read_spec
+from ..jobspec import JobSpec, PluginEntry, format_json, read_spec
 
 PHASES = ("spec", "verify", "requires", "import", "install", "entrypoint")
 RUNTIME_DIR = ".forge-runtime"
+PROVENANCE_DIR = "provenance"
 
 
 class LaunchFailure(Exception):
@@ -497,12 +498,10 @@ class Job:
             "plugins": plugins,
             "patches": _patch_records(),
             "failure": self.failure.to_dict() if self.failure else None,
-            "scheduler": _scheduler_ids(),
+            "scheduler": scheduler_ids(),
         }
 
     def write_provenance(self) -> str | None:
-        from .provenance import write_record
-
         try:
             return write_record(self.job_dir, self.record())
         except OSError as exc:
@@ -654,8 +653,6 @@ def boot_process(reason: str = "start-up") -> Job | None:
                     item.status = "disabled"
         else:
             run_or_exit(job, lambda: job.boot(reason))
-            from .ray_hook import watch_ray_init
-
             watch_ray_init()
         # Written now (a worker may be killed, skipping atexit) and again at exit.
         job.write_provenance()
@@ -701,12 +698,6 @@ def _format_exc(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def _scheduler_ids() -> dict:
-    from .provenance import scheduler_ids
-
-    return scheduler_ids()
-
-
 def _host() -> str:
     return os.uname().nodename
 
@@ -721,3 +712,140 @@ def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%03dZ" % int((ts % 1) * 1000)
+
+
+# -- provenance records (read and summarized by :mod:`starforge.launch.provenance`) ----------
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _safe(text: str) -> str:
+    """*text* with each run of characters outside ``[A-Za-z0-9._-]`` replaced by one ``_``."""
+    if _SAFE.issuperset(text):
+        return text
+    out = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        elif not out or out[-1] != "\0":
+            out.append("\0")
+    return "".join(out).replace("\0", "_")
+
+
+_SLURM_IDS = (
+    ("SLURM_JOB_ID", "job_id"),
+    ("SLURM_STEP_ID", "step_id"),
+    ("SLURM_NODEID", "node_id"),
+    ("SLURM_PROCID", "proc_id"),
+    ("SLURM_LOCALID", "local_id"),
+)
+
+
+_ray_ids_seen: dict = {}
+
+
+def scheduler_ids(environ=None) -> dict:
+    """The scheduler's ids for this process, those that are known; ``{}`` outside one.
+
+    ``{"slurm": {"job_id", "step_id", "node_id", "proc_id", "local_id"}, "ray": {"job_id",
+    "worker_id"}}``. Slurm's come from its ``SLURM_*`` variables. Ray's come from Ray's
+    runtime context when this process has already imported and initialised ``ray`` (it is
+    never imported here), else the job id from ``RAY_JOB_ID`` (ignored when it is Ray's
+    nil id, all ``f``, which pooled workers carry).
+    """
+    environ = os.environ if environ is None else environ
+    out: dict = {}
+    slurm = {key: environ[var] for var, key in _SLURM_IDS if environ.get(var)}
+    if slurm:
+        out["slurm"] = slurm
+    ray_ids = dict(_ray_ids_seen)
+    ray = sys.modules.get("ray")
+    if ray is not None:
+        try:
+            if ray.is_initialized():
+                context = ray.get_runtime_context()
+                ray_ids["job_id"] = context.get_job_id()
+                ray_ids["worker_id"] = context.get_worker_id()
+                _ray_ids_seen.update(ray_ids)  # for the record written at exit, after Ray disconnected
+        except Exception:  # a Ray shutting down: the ids are not essential
+            pass
+    # A pooled Ray worker may carry the nil job id (all f) in RAY_JOB_ID: not an id.
+    job_id = environ.get("RAY_JOB_ID", "")
+    if job_id and "job_id" not in ray_ids and job_id.strip("f"):
+        ray_ids["job_id"] = job_id
+    if ray_ids:
+        out["ray"] = {k: str(v) for k, v in ray_ids.items() if v}
+    return out
+
+
+def record_path(job_dir: str, record: dict) -> str:
+    host = _safe(str(record.get("host", "host")))[:64] or "host"
+    return os.path.join(job_dir, PROVENANCE_DIR, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
+
+
+def write_record(job_dir: str, record: dict) -> str:
+    """Write *record* atomically to its per-host/pid/attempt file; return the path."""
+    path = record_path(job_dir, record)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    from ._files import atomic_write
+
+    atomic_write(path, (format_json(record, default=str) + "\n").encode("utf-8"))
+    return path
+
+
+# -- Ray: chaining the entrypoint's own setup hook (see :mod:`starforge.launch.ray_hook`) -----
+
+def watch_ray_init() -> None:
+    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks."""
+    module = sys.modules.get("ray")
+    if module is not None:
+        _wrap_init(module)
+        return
+    if not any(isinstance(f, _RayWatcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RayWatcher())
+
+
+def _wrap_init(ray) -> None:
+    import functools
+
+    original = getattr(ray, "init", None)
+    if original is None or getattr(original, "_forge_chained", False):
+        return
+
+    @functools.wraps(original)
+    def init(*args, **kwargs):
+        from .ray_hook import chain_runtime_env
+
+        kwargs["runtime_env"] = chain_runtime_env(kwargs.get("runtime_env"))
+        return original(*args, **kwargs)
+
+    init._forge_chained = True  # type: ignore[attr-defined]
+    ray.init = init
+
+
+class _RayWatcher:
+    """A meta-path finder that wraps ``ray.init`` once ``ray`` has been imported."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "ray" or getattr(self.local, "busy", False):
+            return None
+        self.local.busy = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.local.busy = False
+        if spec is None or spec.loader is None:
+            return spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec.loader = _PostImportLoader(spec.loader, lambda name: _wrap_init(sys.modules[name]))
+        return spec
