@@ -579,3 +579,38 @@ def test_www_authenticate_parsing():
     assert params == {"realm": "https://auth.example.com/token", "service": "registry.example.com",
                       "scope": "repository:team/p:pull,push"}
     assert parse_challenge('Basic realm="forge"') == ("basic", {"realm": "forge"})
+
+
+def test_a_tag_moved_on_the_registry_is_never_repinned_by_lock_upgrade(oci_registry, tmp_path):
+    """Lock alice's 1.2.0, then move the tag (delete the manifest, push other content as
+    1.2.0): --check, plain lock and --upgrade all stop with the moved-tag error."""
+    from starforge.errors import LockError
+    from starforge.experiment.config import load_experiment
+    from starforge.experiment.lock import check_lock, lock_experiment
+
+    reg = OciRegistry(oci_registry.url)
+    archive_a, info_a, _ = make_plugin(tmp_path, "movedtag", "p", "1.2.0", body="a")
+    archive_b, info_b, _ = make_plugin(tmp_path, "movedtag", "p", "1.2.0", body="b")
+    reg.publish(archive_a, info_a)
+    exp_dir = tmp_path / "exp"
+    exp_dir.mkdir()
+    (exp_dir / "forge.yaml").write_text(
+        "schema: forge/job/v1\nname: moved\nentrypoint: python -m train\nplugins: [movedtag/p@~=1.2]\n"
+    )
+    exp = load_experiment(exp_dir)
+    lock_experiment(exp, reg)
+    locked = (exp_dir / "plugins.lock.json").read_bytes()
+
+    repo = reg.repository("movedtag", "p")
+    assert reg.client.delete_manifest(repo, reg.client.manifest_digest(repo, "1.2.0"))
+    assert reg.publish(archive_b, info_b).created is True  # the tag now names other content
+
+    for attempt in (lambda: check_lock(exp, reg), lambda: lock_experiment(exp, reg),
+                    lambda: lock_experiment(exp, reg, upgrade="p"), lambda: lock_experiment(exp, reg, upgrade="*")):
+        with pytest.raises(LockError) as moved:
+            attempt()
+        assert (f"moved tag: movedtag/p@1.2.0 is locked at {info_a.tree_digest}, but registry {reg.url} "
+                f"now serves {info_b.tree_digest}") == moved.value.message
+        assert f"the lock was made with registry {reg.url}" in moved.value.hint
+        assert "--upgrade" not in moved.value.hint
+    assert (exp_dir / "plugins.lock.json").read_bytes() == locked
