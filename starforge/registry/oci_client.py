@@ -339,9 +339,18 @@ class OciClient:
             return
         raise RegistryError(f"{where} answered 401 with an unsupported challenge '{header or 'none'}'")
 
-    def _offered_credentials(self, scope: str) -> bool:
-        """Whether requests for *scope* carried the user's credentials (Basic, or a token fetched with them)."""
-        return self.credentials is not None and self._authorization(scope) is not None
+    def _credentials_refused(self, response: httpx.Response, scope: str) -> bool:
+        """Whether a final 401 means the user's credentials were sent and refused.
+
+        Only under Basic auth: there the credentials go with every request, so a 401 after
+        them refuses them (unless the body says ``DENIED``, a refusal for this account).
+        Under Bearer auth wrong credentials are refused by the token endpoint already; a
+        401 with a token (``insufficient_scope``) is a resource this account may not see.
+        """
+        if self.credentials is None or self._authorization(scope) is None:
+            return False
+        scheme, _ = parse_challenge(response.headers.get("www-authenticate", ""))
+        return scheme == "basic" and not _says_denied(response)
 
     def _denied(self, response: httpx.Response) -> RegistryError:
         creds = self.credentials
@@ -681,7 +690,7 @@ class OciClient:
         catalog = key == "repositories"
         while url:
             r = self.request("GET", url, scope=scope, ok=(200,), allow=(401, 403, 404) if catalog else (404,))
-            if r.status_code == 401 and catalog and self._offered_credentials(scope) and not _says_denied(r):
+            if r.status_code == 401 and catalog and self._credentials_refused(r, scope):
                 # still 401 after our credentials were sent: they are wrong, as publish and
                 # pull would say; not a catalog restricted to other accounts
                 raise self._denied(r)

@@ -385,6 +385,7 @@ class TokenProxy:
         self.before_tag_write = None  # called once before the first manifest PUT by tag
         self.immutable_tags = False  # refuse a manifest PUT to an existing tag (like Harbor, ECR)
         self.catalog_denied = False  # answer 403 to /v2/_catalog (like Harbor for non-administrators)
+        self.catalog_denied_status = 403  # 401: a valid token without the catalog scope (insufficient_scope)
         self.scopes_asked: list = []
         proxy = self
 
@@ -411,6 +412,12 @@ class TokenProxy:
                     challenge = f'Bearer realm="{realm}",service="forge-test",scope="{needed}"'
                     return self.reply(401, {"WWW-Authenticate": challenge}, b"{}")
                 if proxy.catalog_denied and self.path.startswith("/v2/_catalog"):
+                    if proxy.catalog_denied_status == 401:
+                        realm = f"http://127.0.0.1:{proxy.port}/token"
+                        challenge = (f'Bearer realm="{realm}",service="forge-test",scope="{needed}",'
+                                     'error="insufficient_scope"')
+                        return self.reply(401, {"WWW-Authenticate": challenge, "Content-Type": "application/json"},
+                                          b'{"errors":[{"code":"UNAUTHORIZED"}]}')
                     return self.reply(403, {"Content-Type": "application/json"}, b'{"errors":[{"code":"DENIED"}]}')
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host")}
                 headers["Host"] = f"127.0.0.1:{proxy.port}"
@@ -504,6 +511,11 @@ def test_bearer_token_challenge_is_answered_with_scoped_tokens(oci_registry, tmp
         with pytest.raises(RegistryError, match="does not list its repositories") as no_catalog:
             reg.plugins()
         assert "forge plugin show" in no_catalog.value.hint
+        # a token the registry accepts but without the catalog scope: 401 insufficient_scope is
+        # the restricted catalog too, not wrong credentials
+        proxy.catalog_denied_status = 401
+        with pytest.raises(RegistryError, match=r"does not list its repositories to this account \(HTTP 401\)"):
+            reg.plugins()
         assert reg.versions("bearer", "p") == ["1.0.0"]  # a plugin is still reachable by name
 
         monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "wrong")
