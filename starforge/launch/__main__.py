@@ -78,7 +78,7 @@ def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "")
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     from ..jobspec import format_json
-    from ._files import atomic_write
+    from .runtime import atomic_write
 
     try:
         atomic_write(os.path.join(job_dir, "status.json"), (format_json(data) + "\n").encode())
@@ -230,9 +230,7 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
     job.write_provenance()
 
     argv = list(cmd) if cmd else list(spec.entrypoint)
-    from .ray_hook import watch_ray_init
-
-    watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
+    runtime.watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
     code, failure = run_entrypoint(argv, recipe)
     if failure is not None:

@@ -225,7 +225,7 @@ def _runtime_zip(job_zip: str) -> None:
 
 
 def _private_cache_dir() -> str | None:
-    from ._files import private_cache_dir
+    from .runtime import private_cache_dir
 
     return private_cache_dir("runtime")
 
@@ -281,6 +281,6 @@ def _write_if_changed(path: str, data: bytes) -> None:
                 return
     except OSError:
         pass
-    from ._files import atomic_write
+    from .runtime import atomic_write
 
     atomic_write(path, data)

@@ -137,7 +137,7 @@ def _bytecode_dir() -> str | None:
     _cache_dir = None
     if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off") or sys.dont_write_bytecode:
         return None  # PYTHONDONTWRITEBYTECODE / -B: no compiled files anywhere
-    from ._files import private_cache_dir
+    from .runtime import private_cache_dir
 
     # Private or nothing: code from a directory others can write would be theirs to run.
     path = private_cache_dir("bytecode")
@@ -167,7 +167,7 @@ def compile_cached(source: bytes, filename: str):
     except (OSError, EOFError, ValueError, TypeError):
         pass
     code = compile(source, filename, "exec", dont_inherit=True)
-    from ._files import atomic_write
+    from .runtime import atomic_write
 
     try:
         atomic_write(entry, marshal.dumps(code), 0o600)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import os
+import stat
 import sys
 import threading
 import time
@@ -193,8 +195,6 @@ def _verdict_path(spec: str, have: str) -> str | None:
     if _verdict_dir is False:
         _verdict_dir = None
         if os.environ.get("FORGE_REQUIRES_CACHE", "1") not in ("0", "false", "no", "off"):
-            from ._files import private_cache_dir
-
             _verdict_dir = private_cache_dir("requires")
     if _verdict_dir is None:
         return None
@@ -247,8 +247,6 @@ def _remember(pairs: list) -> None:
         if path is None:
             return
         if not os.path.isfile(path):
-            from ._files import atomic_write
-
             try:
                 atomic_write(path, b"", 0o600)
             except OSError:
@@ -787,8 +785,6 @@ def write_record(job_dir: str, record: dict) -> str:
     """Write *record* atomically to its per-host/pid/attempt file; return the path."""
     path = record_path(job_dir, record)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    from ._files import atomic_write
-
     atomic_write(path, (format_json(record, default=str) + "\n").encode("utf-8"))
     return path
 
@@ -849,3 +845,60 @@ class _RayWatcher:
             sys.meta_path.remove(self)
         spec.loader = _PostImportLoader(spec.loader, lambda name: _wrap_init(sys.modules[name]))
         return spec
+
+
+# -- atomic writes and the private per-user caches ----------------------------------------
+#
+# ``tempfile`` is avoided on purpose: importing it costs every process of the job a few
+# milliseconds, and the names here only need to be unique per process and call.
+
+_counter = itertools.count()
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write *data* to *path* atomically; nothing half-written is ever visible.
+
+    Five system calls: create the temp file, write, set its mode (whatever the umask),
+    close, rename over *path*.
+    """
+    folder = os.path.dirname(path) or "."
+    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{next(_counter)}-{os.path.basename(path)}")
+    fd = os.open(tmp, _FLAGS, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def private_cache_dir(name: str) -> str | None:
+    """``<cache>/<name>`` created private to this user, or None when it cannot be.
+
+    ``<cache>`` is ``$FORGE_HOME/cache``, else ``$XDG_CACHE_HOME/starforge`` (default
+    ``~/.cache/starforge``). A directory another user owns or can write is refused: what
+    is cached there (compiled code, requirement verdicts) would be theirs to decide.
+    """
+    if os.environ.get("FORGE_HOME"):
+        base = os.path.join(os.environ["FORGE_HOME"], "cache")
+    else:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "starforge")
+    path = os.path.join(base, name)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISDIR(st.st_mode):
+            return None
+    except OSError:
+        return None
+    return path
