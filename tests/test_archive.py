@@ -440,3 +440,10 @@ def test_pack_and_publish_refuse_an_earlier_archive_of_the_plugin_wherever_the_o
     with tarfile.open(tmp_path / "out" / "new.tar.gz") as tar:
         names = tar.getnames()
     assert "demo-plugin-weights.tar.gz" in names and not any(n.startswith("dist") for n in names)
+
+
+def test_cli_pack_into_a_missing_directory_is_a_one_line_error(plugin, tmp_path):
+    result = forge("plugin", "pack", str(plugin), "-o", str(tmp_path / "nowhere" / "x.tar.gz"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {tmp_path / 'nowhere' / 'x.tar.gz'}: directory {tmp_path / 'nowhere'} does not exist")
+    assert "Traceback" not in result.stderr and not (tmp_path / "nowhere").exists()

@@ -58,6 +58,11 @@ def pack_plugin(root: str | os.PathLike = ".", dest: str | os.PathLike | None = 
     report = require_valid(root, strict=strict)
     manifest = report.manifest
     dest = os.fspath(dest) if dest is not None else default_archive_name(manifest.name, manifest.version)
+    parent = os.path.dirname(os.path.abspath(dest))
+    if not os.path.isdir(parent):
+        from ..errors import UsageError
+
+        raise UsageError(f"{dest}: directory {parent} does not exist", hint=f"create it first (mkdir -p {parent}) or choose another -o")
     warnings = []
     rel = _relative_inside(root, dest)
     if rel is not None:
