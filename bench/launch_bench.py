@@ -18,6 +18,12 @@ in one run:
   what every other process of the job pays at start-up for this eager plugin.
 
 Usage: ``python bench/launch_bench.py [--runs 40]``; prints medians and the extra cost.
+
+``--compare SRC_A SRC_B`` instead measures two copies of the code A/B (e.g. ``git
+archive`` of two commits, each directory holding ``starforge/``): each gets a fresh
+virtual environment that sees it through a ``.pth`` entry (with a copy of the installed
+``packaging``), and ``bare`` and ``launch`` of both run round-robin, so the difference
+between the two is not swamped by the machine's drift between separate runs.
 """
 
 from __future__ import annotations
@@ -134,10 +140,59 @@ def timed(argv, env, cwd) -> tuple[float, float]:
     return dt, cpu
 
 
+def compare(sources: list, runs: int) -> int:
+    """A/B: ``bare`` and ``launch`` for each source tree, each in its own fresh venv."""
+    import packaging
+
+    with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
+        base = Path(tmp)
+        job, bare_copy = build(base)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("FORGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+        base_python = os.path.join(sys.base_prefix, "bin", "python3")
+        variants = {}
+        for i, src in enumerate(sources):
+            venv = base / f"venv{i}"
+            subprocess.run([base_python, "-m", "venv", "--without-pip", str(venv)], check=True)
+            py = str(venv / "bin" / "python")
+            site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                  check=True, capture_output=True, text=True).stdout.strip()
+            shutil.copytree(os.path.dirname(packaging.__file__), os.path.join(site, "packaging"))
+            Path(site, "starforge_source.pth").write_text(os.path.abspath(src) + "\n")
+            e = dict(env, FORGE_HOME=str(base / f"home{i}"))
+            j = base / f"job{i}"
+            shutil.copytree(job, j)
+            b = base / f"bare-plugin{i}"
+            shutil.copytree(bare_copy, b)
+            variants[f"bare {i}"] = ([py, str(base / "bare.py"), str(b), str(j / "recipe")], e)
+            variants[f"launch {i}"] = ([py, "-m", "starforge.launch", "--spec", str(j / "jobspec.json")], e)
+        for _ in range(2):  # warm: __pycache__, caches, runtime zip
+            for argv, e in variants.values():
+                timed(argv, e, str(base))
+        wall: dict[str, list] = {k: [] for k in variants}
+        cpu: dict[str, list] = {k: [] for k in variants}
+        for _ in range(runs):
+            for name, (argv, e) in variants.items():
+                w, c = timed(argv, e, str(base))
+                wall[name].append(w * 1000)
+                cpu[name].append(c * 1000)
+    med = statistics.median
+    print(f"python {sys.version.split()[0]}, {runs} runs each, interleaved; median per process")
+    for i, src in enumerate(sources):
+        b, ln = f"bare {i}", f"launch {i}"
+        print(f"  {src}: bare wall {med(wall[b]):6.2f} cpu {med(cpu[b]):6.2f} | launch wall {med(wall[ln]):6.2f} "
+              f"cpu {med(cpu[ln]):6.2f} | overhead wall {med(wall[ln]) - med(wall[b]):+.2f} cpu {med(cpu[ln]) - med(cpu[b]):+.2f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--compare", nargs="+", metavar="SRC",
+                    help="directories holding starforge/ to measure A/B (each in a fresh venv)")
     args = ap.parse_args()
+    if args.compare:
+        return compare(args.compare, args.runs)
     with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
         base = Path(tmp)
         job, bare_copy = build(base)
