@@ -211,10 +211,31 @@ def _hyperparams_from_env(env: Mapping[str, str]) -> dict:
 
 def _freeze(values: Mapping[str, Any]) -> Mapping[str, Any]:
     # A private deep copy behind a read-only view: plugins and the trainer see the same
-    # values and none of them can change what another one reads.
-    from .jobspec import format_json, parse_json
+    # values and none of them can change what another one reads. The copy is what a JSON
+    # round trip gives (key order kept); plain JSON values are copied without importing
+    # json, anything else goes through json itself.
+    try:
+        copy = _json_copy(dict(values))
+    except _NotPlain:
+        import json
 
-    return types.MappingProxyType(parse_json(format_json(dict(values))))
+        copy = json.loads(json.dumps(dict(values)))
+    return types.MappingProxyType(copy)
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _json_copy(value):
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is list or kind is tuple:
+        return [_json_copy(v) for v in value]
+    if kind is dict and all(type(k) is str for k in value):
+        return {k: _json_copy(v) for k, v in value.items()}
+    raise _NotPlain
 
 
 def _unknown(name: str) -> UnknownPluginError:

@@ -97,3 +97,21 @@ def test_reading_a_spec_does_not_import_json(tmp_path):
         "[]",
         "JSONDecodeError Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
     ]
+
+
+def test_hyperparams_copy_is_a_json_round_trip_keeping_key_order():
+    import enum
+
+    from starforge.plugins import _freeze
+
+    class Level(enum.IntEnum):
+        HIGH = 2
+
+    values = {"z": 1, "a": {"y": [1, (2, 3)], "b": None}, "f": 1.5, "t": True}
+    frozen = _freeze(values)
+    assert list(frozen) == ["z", "a", "f", "t"] and list(frozen["a"]) == ["y", "b"]
+    assert dict(frozen) == json.loads(json.dumps(values))
+    assert frozen["a"] is not values["a"]
+    odd = {"level": Level.HIGH, "keys": {1: "one"}}
+    assert dict(_freeze(odd)) == json.loads(json.dumps(odd)) == {"level": 2, "keys": {"1": "one"}}
+    assert type(_freeze(odd)["level"]) is int
