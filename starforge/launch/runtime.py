@@ -507,6 +507,21 @@ class Job:
             return None
 
 
+def _spec_from_other_finders(hook, fullname, path, target):
+    """The spec the other finders on ``sys.meta_path`` give for *fullname*; *hook* is not re-entered meanwhile."""
+    hook.local.busy = True
+    try:
+        for finder in list(sys.meta_path):
+            if finder is hook or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+    finally:
+        hook.local.busy = False
+
+
 class _PostImportLoader:
     """Wraps a target module's loader to run a callback once the module has executed."""
 
@@ -548,17 +563,7 @@ class TargetWatcher:
     def find_spec(self, fullname, path=None, target=None):
         if getattr(self.local, "busy", False) or fullname not in self.targets():
             return None
-        self.local.busy = True
-        try:
-            spec = None
-            for finder in list(sys.meta_path):
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self.local.busy = False
+        spec = _spec_from_other_finders(self, fullname, path, target)
         if spec is None or spec.loader is None:
             return spec
         spec.loader = _PostImportLoader(spec.loader, self.imported)
@@ -828,17 +833,7 @@ class _RayWatcher:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "ray" or getattr(self.local, "busy", False):
             return None
-        self.local.busy = True
-        try:
-            spec = None
-            for finder in list(sys.meta_path):
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self.local.busy = False
+        spec = _spec_from_other_finders(self, fullname, path, target)
         if spec is None or spec.loader is None:
             return spec
         if self in sys.meta_path:
