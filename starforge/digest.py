@@ -19,6 +19,7 @@ import stat
 import sys
 
 from .errors import VerificationError
+from .record import Record
 
 PREFIX = "sf1:"
 _CHUNK = 1 << 20
@@ -321,36 +322,15 @@ def tree_digest(
     return digest_of_map(files)
 
 
-class TreeDiff:
+class TreeDiff(Record):
     """What differs between an expected and an actual per-file map (``added``, ``removed``,
     ``changed``: sorted lists of paths). Immutable, compared by value."""
 
     __slots__ = ("added", "removed", "changed")
 
     def __init__(self, added: list | None = None, removed: list | None = None, changed: list | None = None) -> None:
-        object.__setattr__(self, "added", [] if added is None else added)
-        object.__setattr__(self, "removed", [] if removed is None else removed)
-        object.__setattr__(self, "changed", [] if changed is None else changed)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def __eq__(self, other):
-        if other.__class__ is self.__class__:
-            return (self.added, self.removed, self.changed) == (other.added, other.removed, other.changed)
-        return NotImplemented
-
-    def __hash__(self):
-        return hash((self.added, self.removed, self.changed))
-
-    def __repr__(self) -> str:
-        return f"TreeDiff(added={self.added!r}, removed={self.removed!r}, changed={self.changed!r})"
-
-    def __reduce__(self):
-        return (TreeDiff, (self.added, self.removed, self.changed))
+        self._set([] if added is None else added, [] if removed is None else removed,
+                  [] if changed is None else changed)
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed)

@@ -18,42 +18,11 @@ import os
 
 from .digest import is_digest
 from .errors import SpecError
+from .record import Record
 
 SCHEMA = "forge/jobspec/v1"
 KINDS = ("algorithm", "environment", "data-prep")
 LOADS = ("eager", "deferred")
-
-
-class _Frozen:
-    """Immutable value object: fields set once by ``__init__``, compared and hashed by value.
-
-    What ``@dataclass(frozen=True)`` gave, without importing ``dataclasses`` (and, through
-    it, ``inspect``) in every process of a job.
-    """
-
-    _fields: tuple = ()
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def _values(self) -> tuple:
-        d = self.__dict__
-        return tuple(d[f] for f in self._fields)
-
-    def __eq__(self, other):
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()
-        return NotImplemented
-
-    def __hash__(self):
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        d = self.__dict__
-        return f"{type(self).__qualname__}(" + ", ".join(f"{f}={d[f]!r}" for f in self._fields) + ")"
 
 
 def _copy(value):
@@ -67,23 +36,22 @@ def _copy(value):
     return value
 
 
-class PluginEntry(_Frozen):
+class PluginEntry(Record):
     """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in.
 
     Fields: name, version, digest, kind, load, entrypoint, owner (None for a built-in),
     targets, requires, top_level, files (relpath -> sha256 hex, for mismatch reports), params.
     """
 
-    _fields = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
-               "requires", "top_level", "files", "params")
+    __slots__ = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
+                 "requires", "top_level", "files", "params")
 
     def __init__(self, name: str, version: str, digest: str, kind: str, load: str, entrypoint: str,
                  owner: str | None = None, targets: tuple = (), requires: dict | None = None,
                  top_level: tuple = (), files: dict | None = None, params: dict | None = None) -> None:
-        self.__dict__.update(
-            name=name, version=version, digest=digest, kind=kind, load=load, entrypoint=entrypoint,
-            owner=owner, targets=targets, requires={} if requires is None else requires,
-            top_level=top_level, files={} if files is None else files, params={} if params is None else params,
+        self._set(
+            name, version, digest, kind, load, entrypoint, owner, targets, {} if requires is None else requires,
+            top_level, {} if files is None else files, {} if params is None else params,
         )
 
     @property
@@ -148,23 +116,21 @@ class PluginEntry(_Frozen):
         )
 
 
-class JobSpec(_Frozen):
+class JobSpec(Record):
     """The whole job: entrypoint (argv of the training entrypoint, e.g. ``["python", "-m",
     "toy_grpo.train"]``), hyperparams, plugins (PluginEntry, in load order), recipe_plugins
     (built-ins, loaded after the packages), core_version, strict_deferred, backend and extra
     (backend settings, ``ray.*``/``slurm.*``, opaque here)."""
 
-    _fields = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
-               "core_version", "strict_deferred", "backend", "extra")
+    __slots__ = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
+                 "core_version", "strict_deferred", "backend", "extra")
 
     def __init__(self, id: str, name: str, created: str, entrypoint: list, hyperparams: dict | None = None,
                  plugins: tuple = (), recipe_plugins: tuple = (), core_version: str = "",
                  strict_deferred: bool = False, backend: str = "local", extra: dict | None = None) -> None:
-        self.__dict__.update(
-            id=id, name=name, created=created, entrypoint=entrypoint,
-            hyperparams={} if hyperparams is None else hyperparams, plugins=plugins,
-            recipe_plugins=recipe_plugins, core_version=core_version, strict_deferred=strict_deferred,
-            backend=backend, extra={} if extra is None else extra,
+        self._set(
+            id, name, created, entrypoint, {} if hyperparams is None else hyperparams, plugins, recipe_plugins,
+            core_version, strict_deferred, backend, {} if extra is None else extra,
         )
 
     def to_dict(self) -> dict:

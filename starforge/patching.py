@@ -42,6 +42,7 @@ import time
 import types
 
 from .errors import PatchError, PatchTargetError
+from .record import Record
 
 __all__ = [
     "Patch",
@@ -78,7 +79,7 @@ _ABSENT: Any = _Absent()
 # -- targets ------------------------------------------------------------------------------
 
 
-class Target:
+class Target(Record):
     """A parsed patch target. ``str(target)`` is its canonical form (a key quoted only when it must be).
 
     Fields ``module``, ``path`` (tuple of attribute names) and ``key`` (None unless a
@@ -88,29 +89,7 @@ class Target:
     __slots__ = ("module", "path", "key")
 
     def __init__(self, module: str, path: tuple, key: str | None = None) -> None:
-        object.__setattr__(self, "module", module)
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "key", key)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def __eq__(self, other):
-        if other.__class__ is self.__class__:
-            return (self.module, self.path, self.key) == (other.module, other.path, other.key)
-        return NotImplemented
-
-    def __hash__(self):
-        return hash((self.module, self.path, self.key))
-
-    def __repr__(self) -> str:
-        return f"Target(module={self.module!r}, path={self.path!r}, key={self.key!r})"
-
-    def __reduce__(self):
-        return (Target, (self.module, self.path, self.key))
+        self._set(module, path, key)
 
     def __str__(self) -> str:
         text = f"{self.module}:{'.'.join(self.path)}"

@@ -27,6 +27,7 @@ HYPERPARAMS_NAME = "hyperparams.json"
 RUNTIME_MODULES = (
     "__init__.py",
     "errors.py",
+    "record.py",
     "digest.py",
     "jobspec.py",
     "manifest.py",
