@@ -122,6 +122,23 @@ class Requires:
         return d
 
 
+def manifest_dict(name: str, version: str, kind: str, entrypoint: str, load: str, targets=(),
+                  requires: dict | None = None, params: dict | None = None, description: str = "") -> dict:
+    """The shape of ``plugin.yaml`` from plain values: *requires* and *params* already as
+    JSON-able data (``Requires.to_dict()``, key -> ``ParamDecl.to_dict()``). Keys in the
+    schema's order; empty optional keys left out."""
+    d: dict = {"schema": SCHEMA, "name": name, "version": version, "kind": kind, "entrypoint": entrypoint, "load": load}
+    if targets:
+        d["targets"] = list(targets)
+    if requires:
+        d["requires"] = requires
+    if params:
+        d["params"] = params
+    if description:
+        d["description"] = description
+    return d
+
+
 @dataclass(frozen=True)
 class PluginManifest:
     name: str
@@ -147,24 +164,10 @@ class PluginManifest:
 
     def to_dict(self) -> dict:
         """The manifest as plain JSON-able data (the shape of ``plugin.yaml``)."""
-        d: dict = {
-            "schema": SCHEMA,
-            "name": self.name,
-            "version": self.version,
-            "kind": self.kind,
-            "entrypoint": self.entrypoint,
-            "load": self.load,
-        }
-        if self.targets:
-            d["targets"] = list(self.targets)
-        req = self.requires.to_dict()
-        if req:
-            d["requires"] = req
-        if self.params:
-            d["params"] = {k: p.to_dict() for k, p in self.params.items()}
-        if self.description:
-            d["description"] = self.description
-        return d
+        return manifest_dict(
+            self.name, self.version, self.kind, self.entrypoint, self.load, self.targets,
+            self.requires.to_dict(), {k: p.to_dict() for k, p in self.params.items()}, self.description,
+        )
 
     @classmethod
     def from_mapping(cls, data: Any, source: str = "plugin.yaml", lines: Lines | None = None) -> "PluginManifest":

@@ -32,7 +32,7 @@ from .. import atomic
 from ..digest import is_digest
 from ..errors import LockError
 from ..jobspec import PluginEntry
-from ..manifest import KINDS, LOADS, NAME_RE
+from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
 SCHEMA = "forge/lock/v1"
 FILENAME = "plugins.lock.json"
@@ -112,22 +112,11 @@ class LockEntry:
         )
 
     def manifest_dict(self) -> dict:
-        """The plugin.yaml content this entry records (the shape of ``PluginManifest.to_dict()``)."""
-        d: dict = {
-            "schema": "forge/plugin/v1",
-            "name": self.name,
-            "version": self.version,
-            "kind": self.kind,
-            "entrypoint": self.entrypoint,
-            "load": self.load,
-        }
-        if self.targets:
-            d["targets"] = list(self.targets)
-        if self.requires:
-            d["requires"] = dict(self.requires)
-        if self.params:
-            d["params"] = dict(self.params)
-        return d
+        """The plugin.yaml content this entry records (``PluginManifest.to_dict()`` without a description)."""
+        return manifest_dict(
+            self.name, self.version, self.kind, self.entrypoint, self.load, self.targets,
+            dict(self.requires), dict(self.params),
+        )
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> "LockEntry":
