@@ -14,6 +14,21 @@ from launch_jobs import deferred_plugin, demo_plugin
 
 LAUNCHER_ONLY = ["plugin  : alice/demo-patch@1.0.0 loaded"]
 
+# A trainer that appends a line to demo-patch's verified file, then starts a worker process
+# and reports its exit code, its stdout and (on stderr) its stderr.
+TAMPER_THEN_START_WORKER = """
+import os, subprocess, sys
+path = os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins", "demo-patch", "demo_patch.py")
+os.chmod(os.path.dirname(path), 0o755)
+os.chmod(path, 0o644)
+with open(path, "a") as f:
+    f.write("# tampered\\n")
+child = subprocess.run([sys.executable, "-c", "print('worker code ran')"], capture_output=True, text=True)
+print("child exit", child.returncode)
+print("child out", repr(child.stdout))
+sys.stderr.write(child.stderr)
+"""
+
 
 def workers(job) -> list:
     return [r for r in job.records() if r["role"] == "worker"]
@@ -48,19 +63,7 @@ def test_spawn_pool_children_and_grandchild_see_the_patch(builder):
 
 
 def test_worker_started_after_tampering_exits_10(builder):
-    trainer = """
-    import os, subprocess, sys
-    path = os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins", "demo-patch", "demo_patch.py")
-    os.chmod(os.path.dirname(path), 0o755)
-    os.chmod(path, 0o644)
-    with open(path, "a") as f:
-        f.write("# tampered\\n")
-    child = subprocess.run([sys.executable, "-c", "print('worker code ran')"], capture_output=True, text=True)
-    print("child exit", child.returncode)
-    print("child out", repr(child.stdout))
-    sys.stderr.write(child.stderr)
-    """
-    job = builder.job(plugins=[demo_plugin()], trainer=trainer)
+    job = builder.job(plugins=[demo_plugin()], trainer=TAMPER_THEN_START_WORKER)
     result = job.launch()
     assert result.returncode == 0, result.stderr
     assert "child exit 10" in result.stdout
@@ -276,19 +279,8 @@ def test_worker_verifies_every_plugin_before_installing_any(builder, tmp_path):
         "name": "first",
         "files": {"first.py": f"def install(params):\n    open({str(marker)!r}, 'a').write('installed\\n')\n"},
     }
-    trainer = """
-    import os, subprocess, sys
-    path = os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins", "demo-patch", "demo_patch.py")
-    os.chmod(os.path.dirname(path), 0o755)
-    os.chmod(path, 0o644)
-    with open(path, "a") as f:
-        f.write("# tampered\\n")
-    child = subprocess.run([sys.executable, "-c", "print('worker code ran')"], capture_output=True, text=True)
-    print("child exit", child.returncode)
-    sys.stderr.write(child.stderr)
-    """
     # demo-patch waits for its target: the worker still verifies it before installing 'first'.
-    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=trainer)
+    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=TAMPER_THEN_START_WORKER)
     result = job.launch()
     assert result.returncode == 0, result.stderr
     assert "child exit 10" in result.stdout
