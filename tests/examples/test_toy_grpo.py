@@ -5,29 +5,16 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from starforge import patching
-from starforge.manifest import PluginManifest
-from starforge.yamlio import load_yaml_file
-
-REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "examples" / "quickstart"
-PLUGIN_DIRS = {
-    "opsd-patch": REPO / "forge_plugins" / "opsd-patch",
-    "dr-grpo": REPO / "forge_plugins" / "dr-grpo",
-    "gspo": REPO / "forge_plugins" / "gspo",
-    "reward-clip": RECIPE / "common" / "algorithms" / "reward-clip",
-}
+from reference_plugins import RECIPE, install as install_as, patches_undone
 
 # The threshold this test states: with the default config and seed 0, the mean reward over
 # the last 5 of 40 steps is at least 0.9, and at least 0.5 above the first 5 steps'.
@@ -39,10 +26,8 @@ GAIN = 0.5
 def train(monkeypatch):
     monkeypatch.syspath_prepend(str(RECIPE))
     module = importlib.import_module("toy_grpo.train")
-    before = len(patching.patches())
-    yield module
-    for p in reversed(patching.patches()[before:]):
-        p.undo()
+    with patches_undone():
+        yield module
 
 
 def run(train, params: dict | None = None) -> tuple[list, dict]:
@@ -59,13 +44,8 @@ def value(lines: list, prefix: str):
 
 
 def install(name: str, params: dict | None = None) -> None:
-    doc = load_yaml_file(PLUGIN_DIRS[name] / "plugin.yaml")
-    m = PluginManifest.from_mapping(doc.data)
-    spec = importlib.util.spec_from_file_location(m.module, PLUGIN_DIRS[name] / f"{m.module}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    with patching.acting_for(f"starforge/{m.name}@{m.version}"):
-        getattr(module, m.function)({**m.param_defaults(), **(params or {})})
+    """Install a reference plugin acting for ``starforge/<name>@<version>`` (the trainer's log names it)."""
+    install_as(name, params, owner="starforge")
 
 
 def grpo(rewards: list, group_size: int, eps: float) -> list:

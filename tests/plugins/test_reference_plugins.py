@@ -9,24 +9,12 @@ in the test with the same float operations, and the test says so.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
+from reference_plugins import PLUGIN_DIRS, RECIPE, install, manifest, patches_undone
 from starforge import patching
-from starforge.manifest import PluginManifest
-from starforge.yamlio import load_yaml_file
-
-REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "examples" / "quickstart"
-PLUGIN_DIRS = {
-    "opsd-patch": REPO / "forge_plugins" / "opsd-patch",
-    "dr-grpo": REPO / "forge_plugins" / "dr-grpo",
-    "gspo": REPO / "forge_plugins" / "gspo",
-    "reward-clip": RECIPE / "common" / "algorithms" / "reward-clip",
-}
 
 # Group 1: mean 0.5, deviations [0.5, -0.25, -0.25, 0.25, -0.25, 0, 0, 0], population std 0.25.
 # Group 2: mean 0.5, deviations ±0.5, std 0.5.
@@ -35,33 +23,13 @@ GRPO_ADV = [2.0, -1.0, -1.0, 1.0, -1.0, 0.0, 0.0, 0.0] + [-1.0, -1.0, 1.0, 1.0, 
 CENTRED = [0.5, -0.25, -0.25, 0.25, -0.25, 0.0, 0.0, 0.0] + [-0.5, -0.5, 0.5, 0.5, -0.5, 0.5, -0.5, 0.5]
 
 
-def manifest(name: str) -> PluginManifest:
-    doc = load_yaml_file(PLUGIN_DIRS[name] / "plugin.yaml")
-    return PluginManifest.from_mapping(doc.data, str(PLUGIN_DIRS[name] / "plugin.yaml"), doc.line)
-
-
 @pytest.fixture
 def alg(monkeypatch):
     """``toy_grpo.algorithms``, importable; every patch made by the test is undone after it."""
     monkeypatch.syspath_prepend(str(RECIPE))
     module = importlib.import_module("toy_grpo.algorithms")
-    before = len(patching.patches())
-    yield module
-    for p in reversed(patching.patches()[before:]):
-        p.undo()
-
-
-def install(name: str, params: dict | None = None):
-    """Import the plugin's entrypoint module from its directory and run ``install`` as the launcher would."""
-    m = manifest(name)
-    path = PLUGIN_DIRS[name] / f"{m.module}.py"
-    spec = importlib.util.spec_from_file_location(m.module, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    values = {**m.param_defaults(), **(params or {})}
-    with patching.acting_for(f"forge/{m.name}@{m.version}"):
-        getattr(module, m.function)(values)
-    return module
+    with patches_undone():
+        yield module
 
 
 # -- manifests -------------------------------------------------------------------------------
