@@ -40,18 +40,20 @@ class PluginEntry(Record):
     """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in.
 
     Fields: name, version, digest, kind, load, entrypoint, owner (None for a built-in),
-    targets, requires, top_level, files (relpath -> sha256 hex, for mismatch reports), params.
+    targets, requires, top_level, files (relpath -> sha256 hex, for mismatch reports), params,
+    signature (the publisher's DSSE envelope as JSON text, None when the job carries none).
     """
 
     __slots__ = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
-                 "requires", "top_level", "files", "params")
+                 "requires", "top_level", "files", "params", "signature")
 
     def __init__(self, name: str, version: str, digest: str, kind: str, load: str, entrypoint: str,
                  owner: str | None = None, targets: tuple = (), requires: dict | None = None,
-                 top_level: tuple = (), files: dict | None = None, params: dict | None = None) -> None:
+                 top_level: tuple = (), files: dict | None = None, params: dict | None = None,
+                 signature: str | None = None) -> None:
         self._set(
             name, version, digest, kind, load, entrypoint, owner, targets, {} if requires is None else requires,
-            top_level, {} if files is None else files, {} if params is None else params,
+            top_level, {} if files is None else files, {} if params is None else params, signature,
         )
 
     @property
@@ -66,6 +68,8 @@ class PluginEntry(Record):
         d["top_level"] = list(self.top_level)
         if self.owner is None:
             del d["owner"]
+        if self.signature is None:
+            del d["signature"]
         return d
 
     @classmethod
@@ -100,6 +104,11 @@ class PluginEntry(Record):
         params = data.get("params", {})
         if not _is_mapping(params):
             raise SpecError(f"{where}.params: expected an object")
+        signature = data.get("signature")
+        if signature is not None and (not isinstance(signature, str) or not signature.strip()):
+            raise SpecError(f"{where}.signature: expected the DSSE envelope as JSON text")
+        if signature is not None and owner is None:
+            raise SpecError(f"{where}.signature: only a plugin package (with an owner) carries a signature")
         return cls(
             name=name,
             version=version,
@@ -113,6 +122,7 @@ class PluginEntry(Record):
             top_level=top_level,
             files=dict(files),
             params=dict(params),
+            signature=signature,
         )
 
 

@@ -133,7 +133,9 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
     """Build the job directory for *plan* at *job_dir* (which must not exist).
 
     Signatures are checked first (:func:`verify_signatures`), so a plugin the trust file
-    refuses is never staged.
+    refuses is never staged. The staged ``jobspec.json`` carries each package's signature
+    envelope, where one is known (:func:`carried_signatures`), for the launcher's optional
+    check against a node-side trust file (``FORGE_TRUST``).
     """
     job_dir = Path(job_dir)
     if os.path.lexists(job_dir):
@@ -154,7 +156,7 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
             if got != entry.digest:
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
         copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
-        write_spec(plan.spec, tmp / "jobspec.json")
+        write_spec(with_signatures(plan.spec, carried_signatures(plan.lock, registry)), tmp / "jobspec.json")
         for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
             make_read_only(path)
         os.rename(tmp, job_dir)
@@ -205,6 +207,48 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
             )
         out[entry.ref] = status
     return out
+
+
+def carried_signatures(lock: LockFile, registry) -> dict:
+    """``{name: envelope text}`` for every locked package whose signature envelope is known.
+
+    The cache holds the envelope of every version whose signature verified (at lock time or
+    by :func:`verify_signatures` just before); a version the lock recorded as signed but
+    whose envelope is not cached is asked of *registry*, and left without one when the
+    registry cannot answer (offline). Nothing is verified here: the launcher verifies what
+    it is given against its own trust file.
+    """
+    from ..errors import LockError, RegistryError
+    from ..registry.cache import cached_signature
+
+    out = {}
+    for entry in lock.plugins:
+        envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
+        if envelope is None and entry.signature.get("status") != "unsigned":
+            try:
+                envelope = registry.signature(_served(entry, registry, lock.registry))
+            except (RegistryError, LockError):
+                envelope = None
+        if envelope is not None:
+            try:
+                out[entry.name] = envelope.decode("utf-8")
+            except UnicodeDecodeError:  # not an envelope: carried as nothing, so a node that checks refuses it
+                continue
+    return out
+
+
+def with_signatures(spec: JobSpec, envelopes: dict) -> JobSpec:
+    """*spec* with ``envelopes[name]`` as the ``signature`` of each named package entry."""
+    if not envelopes:
+        return spec
+
+    def signed(p: PluginEntry) -> PluginEntry:
+        if p.name not in envelopes:
+            return p
+        return PluginEntry(*(envelopes[p.name] if f == "signature" else getattr(p, f) for f in p._fields))
+
+    plugins = tuple(signed(p) for p in spec.plugins)
+    return JobSpec(*(plugins if f == "plugins" else getattr(spec, f) for f in spec._fields))
 
 
 SIGNATURE_UNCHECKED = (

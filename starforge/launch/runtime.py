@@ -309,7 +309,8 @@ class Job:
         """Verify every plugin still to be loaded, then check every one's ``requires``.
 
         Runs before any plugin is imported or installed, so a tampered or unsatisfiable
-        plugin stops the job before another plugin's code has run. The verified bytes are
+        plugin stops the job before another plugin's code has run. In the launcher, with
+        ``FORGE_TRUST`` set, the carried signatures are checked too (:mod:`.signatures`). The verified bytes are
         kept (``item.contents``): the import later reads them, never the disk. Idempotent.
         """
         with self.lock:
@@ -329,6 +330,10 @@ class Job:
                         item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
                     item.verified = True
                     item.contents = contents
+                if self.role == "launcher" and (os.environ.get("FORGE_TRUST") or os.environ.get("FORGE_REQUIRE_SIGNATURES")):
+                    from .signatures import check_items  # brings starforge.signing and cryptography
+
+                    check_items(todo)
                 for item in todo:
                     t0 = time.perf_counter()
                     try:

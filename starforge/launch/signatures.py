@@ -1,0 +1,96 @@
+"""Launch-time signature checks against a node-side trust file (SPEC §6).
+
+When ``FORGE_TRUST`` names a trust file (``forge/trust/v1``, the format ``forge trust add``
+writes), the launcher verifies the DSSE envelope each package entry of the JobSpec carries
+(``signature``) before anything is imported:
+
+- a package whose owner has trusted keys in that file must carry an envelope that
+  verifies (:func:`starforge.signing.verify_envelope`: the signature over the exact bytes,
+  then the statement's name, version and tree digest against the spec entry, then the key
+  trusted for the owner); a missing envelope is an error, never a downgrade;
+- ``FORGE_REQUIRE_SIGNATURES=1`` extends that to every package (an owner without trusted
+  keys fails);
+- recipe built-ins are never signed and never checked.
+
+Any failure is a :class:`~starforge.launch.runtime.LaunchFailure` in phase ``verify`` with
+exit code 10. Only the launcher checks; the processes it starts rely on the tree digest,
+which binds the files to the entry whose signature was checked.
+
+Launcher only, and imported only when ``FORGE_TRUST`` or ``FORGE_REQUIRE_SIGNATURES`` is
+set: :mod:`starforge.signing` and ``cryptography`` are loaded then, never otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+
+TRUST_ENV = "FORGE_TRUST"
+REQUIRE_ENV = "FORGE_REQUIRE_SIGNATURES"
+
+
+def _require(environ) -> bool:
+    value = environ.get(REQUIRE_ENV, "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
+def check_items(items, environ=os.environ) -> list:
+    """Verify the carried envelope of every package item that needs one; return what was checked.
+
+    *items* are the launcher's plugin items (``entry``, ``builtin``, ``ref``). Returns
+    ``[(ref, key id)]`` for the verified ones. Raises ``LaunchFailure("verify", 10, ...)``
+    naming the plugin (or none, for an unusable trust file) and the reason.
+    """
+    from ..errors import SignatureError
+    from ..signing import load_trust, verify_envelope
+    from .runtime import LaunchFailure
+
+    path = environ.get(TRUST_ENV, "")
+    require = _require(environ)
+    if not path and not require:
+        return []
+    if not path:
+        raise LaunchFailure(
+            "verify", 10, None,
+            f"{REQUIRE_ENV} is set, but {TRUST_ENV} names no trust file to check signatures against",
+        )
+    if not os.path.isfile(path):
+        raise LaunchFailure("verify", 10, None, f"{TRUST_ENV}={path}: no such trust file")
+    try:
+        trust = load_trust(path)
+    except SignatureError as exc:
+        raise LaunchFailure("verify", 10, None, f"{TRUST_ENV}: {exc.message}") from None
+    except OSError as exc:
+        raise LaunchFailure("verify", 10, None, f"{TRUST_ENV}={path}: cannot read the trust file: {exc}") from None
+
+    checked = []
+    for item in items:
+        entry = item.entry
+        if item.builtin or not entry.owner:
+            continue
+        trusted = trust.key_ids(entry.owner)
+        if not trusted and not require:
+            continue
+        ref = item.ref
+        if not trusted:
+            raise LaunchFailure(
+                "verify", 10, ref,
+                f"{ref}: signatures are required ({REQUIRE_ENV}), but no key is trusted for owner {entry.owner} in {path}",
+            )
+        if entry.signature is None:
+            raise LaunchFailure(
+                "verify", 10, ref,
+                f"{ref}: the job carries no signature, but owner {entry.owner} has trusted keys in {path}",
+            )
+        try:
+            kid = verify_envelope(
+                entry.signature.encode("utf-8"),
+                owner=entry.owner,
+                name=entry.name,
+                version=entry.version,
+                tree_digest=entry.digest,
+                trust=trust,
+            )
+        except SignatureError as exc:
+            raise LaunchFailure("verify", 10, ref, f"{ref}: signature check failed: {exc.message}") from None
+        checked.append((ref, kid))
+    return checked

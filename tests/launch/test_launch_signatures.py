@@ -1,0 +1,236 @@
+"""The launcher checks the signatures a job carries against a node-side trust file (FORGE_TRUST).
+
+A plugin is signed and published through the CLI into a directory registry, locked, and
+staged by the real staging code; the staged jobspec.json is then launched with and
+without a trust file, and with its envelope stripped or swapped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PLUGIN_YAML = """\
+schema: forge/plugin/v1
+name: opsd-patch
+version: '{version}'
+kind: algorithm
+entrypoint: opsd_patch:install
+load: eager
+"""
+PLUGIN_BODY = "def install(params):\n    print('opsd-patch {version} installed', flush=True)\n"
+TRAINER = "print('trainer ran', flush=True)\n"
+FORGE_YAML = """\
+schema: forge/job/v1
+name: demo
+entrypoint: python -m trainer
+plugins: [alice/opsd-patch@==1.2.0]
+registry: {registry}
+"""
+
+
+class World:
+    """A user's FORGE_HOME, a directory registry with signed plugins, a locked experiment."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.home = tmp / "home"
+        self.registry = tmp / "registry"
+        self.exp = tmp / "exp"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+        self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER="alice")
+
+    def forge(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=self.env, cwd=cwd or self.tmp,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def publish_signed(self, version: str) -> None:
+        root = self.tmp / "src" / version
+        root.mkdir(parents=True)
+        (root / "plugin.yaml").write_text(PLUGIN_YAML.format(version=version))
+        (root / "opsd_patch.py").write_text(PLUGIN_BODY.format(version=version))
+        self.forge("plugin", "publish", str(root), "--sign", "--registry", str(self.registry))
+
+    def envelope(self, version: str) -> str:
+        from starforge.registry.base import open_registry
+
+        reg = open_registry(str(self.registry))
+        return reg.signature(reg.get("alice", "opsd-patch", version)).decode("utf-8")
+
+    def trust_file(self, name: str, pub: Path) -> Path:
+        path = self.tmp / f"{name}.json"
+        env = dict(self.env, FORGE_HOME=str(self.tmp / f"{name}-home"))
+        proc = subprocess.run([sys.executable, "-m", "starforge", "trust", "add", "alice", str(pub)],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        (self.tmp / f"{name}-home" / "trust.json").replace(path)
+        return path
+
+    def stage(self, job_name: str) -> Path:
+        """The real staging flow, in this process, under the world's FORGE_HOME."""
+        from starforge.experiment.lock import open_experiment_registry
+        from starforge.experiment.stage import load_plan, stage_job
+
+        old = os.environ.get("FORGE_HOME")
+        os.environ["FORGE_HOME"] = str(self.home)
+        try:
+            plan = load_plan(self.exp)
+            return stage_job(plan, self.tmp / "jobs" / job_name, open_experiment_registry(plan.experiment))
+        finally:
+            if old is None:
+                del os.environ["FORGE_HOME"]
+            else:
+                os.environ["FORGE_HOME"] = old
+
+
+def launch(job: Path, env: dict, extra: dict | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in env.items() if not k.startswith("FORGE_")}
+    full.update(extra or {})
+    return subprocess.run([sys.executable, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")],
+                          env=full, capture_output=True, text=True, timeout=60, cwd=str(job.parent))
+
+
+def rewrite_signature(job: Path, signature: str | None) -> None:
+    """Replace (or, with None, strip) the carried envelope; the staged spec file is read-only,
+    the job directory is not, so the new spec replaces it."""
+    spec = json.loads((job / "jobspec.json").read_text())
+    if signature is None:
+        del spec["plugins"][0]["signature"]
+    else:
+        spec["plugins"][0]["signature"] = signature
+    tmp = job / "jobspec.json.new"
+    tmp.write_text(json.dumps(spec, indent=2))
+    os.replace(tmp, job / "jobspec.json")
+
+
+def status(job: Path) -> dict:
+    return json.loads((job / "status.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    w = World(tmp_path_factory.mktemp("signed"))
+    w.forge("key", "generate")
+    w.forge("key", "generate", "--name", "other")
+    w.forge("trust", "add", "alice", str(w.home / "keys" / "default.pub"))
+    w.publish_signed("1.2.0")
+    w.publish_signed("1.2.1")
+    w.exp.mkdir()
+    (w.exp / "trainer.py").write_text(TRAINER)
+    (w.exp / "forge.yaml").write_text(FORGE_YAML.format(registry=w.registry))
+    w.forge("lock", cwd=w.exp)
+    assert json.loads((w.exp / "plugins.lock.json").read_text())["plugins"][0]["signature"] == {"status": "verified"}
+    w.trusting_publisher = w.trust_file("node-trust", w.home / "keys" / "default.pub")
+    w.trusting_other = w.trust_file("other-trust", w.home / "keys" / "other.pub")
+    return w
+
+
+def test_staging_carries_the_published_envelope(world):
+    job = world.stage("carried")
+    entry = json.loads((job / "jobspec.json").read_text())["plugins"][0]
+    assert entry["signature"] == world.envelope("1.2.0")
+    statement = json.loads(__import__("base64").b64decode(json.loads(entry["signature"])["payload"]))
+    assert statement["subject"][0]["name"] == "alice/opsd-patch@1.2.0"
+
+
+def test_a_signed_job_launches_with_a_trust_file_trusting_the_publisher(world):
+    job = world.stage("trusted")
+    result = launch(job, world.env, {"FORGE_TRUST": str(world.trusting_publisher)})
+    assert result.returncode == 0, result.stderr
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in result.stderr
+    assert "opsd-patch 1.2.0 installed" in result.stdout and "trainer ran" in result.stdout
+
+
+def test_a_stripped_envelope_fails_verification(world):
+    job = world.stage("stripped")
+    rewrite_signature(job, None)
+    result = launch(job, world.env, {"FORGE_TRUST": str(world.trusting_publisher)})
+    assert result.returncode == 10, result.stderr
+    assert "plugin  : alice/opsd-patch@1.2.0 failed (verification failed, exit 10)" in result.stderr
+    assert "carries no signature, but owner alice has trusted keys" in result.stderr
+    assert "installed" not in result.stdout and "trainer ran" not in result.stdout
+    assert status(job)["phase"] == "verify" and status(job)["code"] == 10
+    assert status(job)["plugin"] == "alice/opsd-patch@1.2.0"
+
+
+def test_an_envelope_for_another_version_fails_verification(world):
+    job = world.stage("moved")
+    rewrite_signature(job, world.envelope("1.2.1"))
+    result = launch(job, world.env, {"FORGE_TRUST": str(world.trusting_publisher)})
+    assert result.returncode == 10, result.stderr
+    assert "plugin  : alice/opsd-patch@1.2.0 failed (verification failed, exit 10)" in result.stderr
+    assert "signature is for alice/opsd-patch@1.2.1, not alice/opsd-patch@1.2.0" in result.stderr
+    assert "installed" not in result.stdout
+    assert status(job)["phase"] == "verify"
+
+
+def test_a_key_the_node_does_not_trust_fails_verification(world):
+    job = world.stage("untrusted")
+    result = launch(job, world.env, {"FORGE_TRUST": str(world.trusting_other)})
+    assert result.returncode == 10, result.stderr
+    assert "plugin  : alice/opsd-patch@1.2.0 failed (verification failed, exit 10)" in result.stderr
+    assert "not in the trust file" in result.stderr
+    assert "installed" not in result.stdout
+    assert status(job)["phase"] == "verify" and status(job)["code"] == 10
+
+
+def test_required_signatures_need_a_trusted_owner_and_a_trust_file(world, tmp_path):
+    job = world.stage("required")
+    empty = tmp_path / "empty-trust.json"
+    empty.write_text(json.dumps({"schema": "forge/trust/v1", "owners": {}}))
+    # nobody trusted for alice: not checked by default ...
+    assert launch(job, world.env, {"FORGE_TRUST": str(empty)}).returncode == 0
+    # ... refused when the node requires signatures
+    result = launch(job, world.env, {"FORGE_TRUST": str(empty), "FORGE_REQUIRE_SIGNATURES": "1"})
+    assert result.returncode == 10, result.stderr
+    assert "no key is trusted for owner alice" in result.stderr
+    # requiring signatures without a trust file, or naming a missing one, is refused too
+    assert launch(job, world.env, {"FORGE_REQUIRE_SIGNATURES": "1"}).returncode == 10
+    missing = launch(job, world.env, {"FORGE_TRUST": str(tmp_path / "nope.json")})
+    assert missing.returncode == 10 and "no such trust file" in missing.stderr
+    assert status(job)["phase"] == "verify"
+
+
+def test_without_a_trust_file_nothing_is_checked_and_cryptography_stays_unloaded(world):
+    job = world.stage("plain")
+    rewrite_signature(job, "{\"not\": \"an envelope\"}")  # not looked at without FORGE_TRUST
+    (job / "recipe").chmod(0o755)
+    trainer = job / "recipe" / "trainer.py"
+    trainer.chmod(0o644)
+    trainer.write_text("import sys\nprint('crypto', sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography'), flush=True)\n")
+    result = launch(job, world.env)
+    assert result.returncode == 0, result.stderr
+    assert "crypto []" in result.stdout
+    assert "plugin  : alice/opsd-patch@1.2.0 loaded" in result.stderr
+    # the same job with a trust file: the launcher (this very process) loaded cryptography
+    rewrite_signature(job, world.envelope("1.2.0"))
+    checked = launch(job, world.env, {"FORGE_TRUST": str(world.trusting_publisher)})
+    assert checked.returncode == 0, checked.stderr
+    assert "crypto []" not in checked.stdout and "'cryptography'" in checked.stdout
+
+
+def test_the_signature_field_round_trips_and_is_validated():
+    from starforge.errors import SpecError
+    from starforge.jobspec import JobSpec, example
+
+    data = example()
+    assert "signature" not in JobSpec.from_dict(data).to_dict()["plugins"][0]  # absent stays absent
+    data["plugins"][0]["signature"] = '{"payloadType": "x"}'
+    spec = JobSpec.from_dict(data)
+    assert spec.plugins[0].signature == '{"payloadType": "x"}'
+    assert JobSpec.from_dict(json.loads(spec.to_json())) == spec
+    data["plugins"][0]["signature"] = {"payloadType": "x"}
+    with pytest.raises(SpecError, match=r"jobspec.plugins\[0\].signature: expected the DSSE envelope as JSON text"):
+        JobSpec.from_dict(data)
+    builtin = dict(example()["plugins"][0], signature='{"payloadType": "x"}')
+    del builtin["owner"]
+    data = dict(example(), plugins=[], recipe={"plugins": [builtin]})
+    with pytest.raises(SpecError, match="only a plugin package"):
+        JobSpec.from_dict(data)
