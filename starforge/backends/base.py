@@ -205,6 +205,42 @@ def _cancel_uninterrupted(backend: Backend, record: JobRecord) -> JobRecord:
         signal.signal(signal.SIGINT, previous)
 
 
+def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5) -> Iterator[str]:
+    """A job's output file as text chunks; with *follow*, until *backend* reports the job ended.
+
+    Bytes are decoded incrementally, so a character split across two reads is not mangled;
+    once the job is final, whatever was written before that is still read.
+    """
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    offset = 0
+    while True:
+        chunk = _read_from(path, offset)
+        if chunk:
+            offset += len(chunk)
+            yield decoder.decode(chunk)
+            continue
+        if not follow:
+            break
+        record = backend.refresh(record)
+        if record.final:
+            tail = decoder.decode(_read_from(path, offset), final=True)
+            if tail:
+                yield tail
+            break
+        time.sleep(poll)
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(1 << 16)
+    except FileNotFoundError:
+        return b""
+
+
 def exit_status(returncode: int) -> int:
     """A subprocess return code as a shell reports it (killed by signal N -> 128 + N)."""
     return 128 - returncode if returncode < 0 else returncode

@@ -22,7 +22,6 @@ Laptop side, standard library only.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import signal
@@ -34,7 +33,7 @@ from typing import Iterator
 
 from ..errors import BackendError
 from ..utctime import utc_now
-from .base import Backend, JobRecord, exit_status, pid_alive
+from .base import Backend, JobRecord, exit_status, follow_file, pid_alive
 from .store import JobStore
 
 LOG_NAME = "log.txt"
@@ -95,25 +94,7 @@ class LocalBackend(Backend):
         return self.store.update(record.id, lost)
 
     def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
-        path = Path(record.dir) / LOG_NAME
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        offset = 0
-        while True:
-            chunk = _read_from(path, offset)
-            if chunk:
-                offset += len(chunk)
-                yield decoder.decode(chunk)
-                continue
-            if not follow:
-                break
-            record = self.refresh(record)
-            if record.final:
-                rest = _read_from(path, offset)
-                tail = decoder.decode(rest, final=True)
-                if tail:
-                    yield tail
-                break
-            time.sleep(_POLL)
+        return follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL)
 
     def cancel(self, record: JobRecord) -> JobRecord:
         def ask(r: JobRecord) -> JobRecord:
@@ -183,15 +164,6 @@ def _signal_group(pgid: int, sig: int, record: JobRecord) -> None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(1 << 16)
-    except FileNotFoundError:
-        return b""
 
 
 # -- the supervising process ----------------------------------------------------------------

@@ -41,14 +41,13 @@ import os
 import re
 import shlex
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .. import atomic
 from ..errors import BackendError, ManifestError
 from ..utctime import utc_now
-from .base import Backend, JobRecord, exit_status, refuse_unknown_settings
+from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
 
 SETTINGS = (
     "staging",
@@ -242,23 +241,7 @@ class SlurmBackend(Backend):
         return self.store.update(record.id, lambda r: r if r.final else _apply(r, state))
 
     def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
-        path = Path(record.backend_ref["output"])
-        pos = 0
-        while True:
-            # State before reading: once the job is seen ended, the read after it is complete.
-            ended = not follow or self.refresh(record).final
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    f.seek(pos)
-                    chunk = f.read()
-                    pos = f.tell()
-            except FileNotFoundError:
-                chunk = ""
-            if chunk:
-                yield chunk
-            if ended:
-                return
-            time.sleep(0.5)
+        return follow_file(Path(record.backend_ref["output"]), self, record, follow)
 
     def cancel(self, record: JobRecord) -> JobRecord:
         record = self.refresh(record)
