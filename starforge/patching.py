@@ -361,10 +361,8 @@ def patch(target: str | Target, fn: Any, *, wrap: bool = True, rebind_aliases: b
     ref = plugin if plugin is not None else _acting.get()
     p = Patch(t, fn, mode, ref, rebind_aliases=rebind_aliases, when_imported=when_imported, create=create)
     with _lock:
-        existing = _live.get(p._key)
+        existing = _take_over(p._key, fn)
         if existing is not None:
-            if existing.fn is not fn:
-                _reinstall(existing, fn)
             return existing
         if when_imported and not _imported(t.module):
             p.status = "pending"
@@ -376,15 +374,21 @@ def patch(target: str | Target, fn: Any, *, wrap: bool = True, rebind_aliases: b
     # Import outside the lock: the import hook of another thread may need it.
     module = sys.modules.get(t.module) if _imported(t.module) else _import(t, p)
     with _lock:
-        existing = _live.get(p._key)
+        existing = _take_over(p._key, fn)  # another thread may have applied it meanwhile
         if existing is not None:
-            if existing.fn is not fn:
-                _reinstall(existing, fn)
             return existing
         _history.append(p)
         _apply(p, module)
         _live[p._key] = p
         return p
+
+
+def _take_over(key: tuple, fn: Callable[..., Any]) -> "Patch | None":
+    """The live patch under *key*, now running *fn* (a re-run install), or None. Call under ``_lock``."""
+    existing = _live.get(key)
+    if existing is not None and existing.fn is not fn:
+        _reinstall(existing, fn)
+    return existing
 
 
 def wrap(target: str | Target, wrapper: Callable[..., Any], **options: Any) -> Patch:
