@@ -8,13 +8,12 @@ leaves no temp file behind::
     with atomic.writer(dest, fsync=True) as f:          # for data written in chunks
         shutil.copyfileobj(src, f)
 
-Standard library only, and no ``tempfile`` (its import costs a few milliseconds), so the
-cluster side may use this module too.
+Standard library only (``os`` and ``itertools``; no ``tempfile`` or ``contextlib``, whose
+imports cost milliseconds), so the launcher and every worker use it too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 
@@ -22,8 +21,7 @@ _counter = itertools.count()
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-@contextlib.contextmanager
-def writer(path: str | os.PathLike, mode: int = 0o644, *, fsync: bool = False, exclusive: bool = False):
+class writer:
     """A binary file that becomes *path* (with permissions *mode*) when the block ends.
 
     The temp file has *mode* from the start, so a secret is never readable by others.
@@ -31,34 +29,59 @@ def writer(path: str | os.PathLike, mode: int = 0o644, *, fsync: bool = False, e
     *path* is never replaced: the rename is a hard link and raises ``FileExistsError``.
     When the block raises, *path* is untouched and the temp file is removed.
     """
-    path = os.fspath(path)
-    fd, tmp = _create_beside(path, mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)  # os.open's mode was narrowed by the umask
-            yield f
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        if exclusive:
-            os.link(tmp, path)
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+
+    def __init__(self, path: str | os.PathLike, mode: int = 0o644, *, fsync: bool = False, exclusive: bool = False):
+        self.path = os.fspath(path)
+        self.mode = mode
+        self.fsync = fsync
+        self.exclusive = exclusive
+
+    def __enter__(self):
+        fd, self.tmp = _create_beside(self.path, self.mode)
+        self.file = os.fdopen(fd, "wb")
+        return self.file
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                self.file.flush()
+                _finish(self.file.fileno(), self.mode, self.fsync)
+            self.file.close()
+            if exc_type is None:
+                _publish(self.tmp, self.path, self.exclusive)
+        except BaseException:
+            self.file.close()
+            _remove(self.tmp)
+            raise
+        if exc_type is not None:
+            _remove(self.tmp)
+        return False
 
 
 def write_file(
     path: str | os.PathLike, data: bytes | str, mode: int = 0o644, *, fsync: bool = False, exclusive: bool = False
 ) -> None:
-    """Write *data* (text is written as UTF-8) to *path* atomically; see :func:`writer`."""
+    """Write *data* (text is written as UTF-8) to *path* atomically; see :class:`writer`.
+
+    Without *fsync*, five system calls: create the temp file, write, set its mode
+    (whatever the umask), close, rename over *path*.
+    """
     if isinstance(data, str):
         data = data.encode("utf-8")
-    with writer(path, mode, fsync=fsync, exclusive=exclusive) as f:
-        f.write(data)
+    path = os.fspath(path)
+    fd, tmp = _create_beside(path, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            _finish(fd, mode, fsync)
+        finally:
+            os.close(fd)
+        _publish(tmp, path, exclusive)
+    except BaseException:
+        _remove(tmp)
+        raise
 
 
 def _create_beside(path: str, mode: int) -> tuple[int, str]:
@@ -69,3 +92,24 @@ def _create_beside(path: str, mode: int) -> tuple[int, str]:
             return os.open(tmp, _FLAGS, mode), tmp
         except FileExistsError:
             continue
+
+
+def _finish(fd: int, mode: int, fsync: bool) -> None:
+    os.fchmod(fd, mode)  # os.open's mode was narrowed by the umask
+    if fsync:
+        os.fsync(fd)
+
+
+def _publish(tmp: str, path: str, exclusive: bool) -> None:
+    if exclusive:
+        os.link(tmp, path)
+        os.unlink(tmp)
+    else:
+        os.replace(tmp, path)
+
+
+def _remove(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass

@@ -26,6 +26,7 @@ HYPERPARAMS_NAME = "hyperparams.json"
 # The cluster-side modules a worker needs (relative to the starforge package).
 RUNTIME_MODULES = (
     "__init__.py",
+    "atomic.py",
     "errors.py",
     "record.py",
     "digest.py",
@@ -34,7 +35,6 @@ RUNTIME_MODULES = (
     "plugins.py",
     "patching.py",
     "launch/__init__.py",
-    "launch/_files.py",
     "launch/environment.py",
     "launch/loader.py",
     "launch/provenance.py",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
 import os
 import stat
 import sys
@@ -26,6 +25,7 @@ import threading
 import time
 
 from .. import plugins as _plugins
+from ..atomic import write_file as atomic_write  # re-exported: loader, environment, __main__
 from ..digest import verify_tree
 from ..errors import ForgeError, SpecError, VerificationError
 from ..jobspec import JobSpec, PluginEntry, format_json, read_spec
@@ -847,40 +847,7 @@ class _RayWatcher:
         return spec
 
 
-# -- atomic writes and the private per-user caches ----------------------------------------
-#
-# ``tempfile`` is avoided on purpose: importing it costs every process of the job a few
-# milliseconds, and the names here only need to be unique per process and call.
-
-_counter = itertools.count()
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Write *data* to *path* atomically; nothing half-written is ever visible.
-
-    Five system calls: create the temp file, write, set its mode (whatever the umask),
-    close, rename over *path*.
-    """
-    folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{next(_counter)}-{os.path.basename(path)}")
-    fd = os.open(tmp, _FLAGS, mode)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
+# -- the private per-user caches ------------------------------------------------------------
 
 def private_cache_dir(name: str) -> str | None:
     """``<cache>/<name>`` created private to this user, or None when it cannot be.
