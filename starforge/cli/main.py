@@ -136,10 +136,15 @@ def forge(debug: bool) -> None:
 
 
 def report(exc: ForgeError) -> int:
-    """Print one ``error:`` line (and a ``hint:`` line) to stderr; return the exit code."""
-    click.echo(f"error: {exc.message}", err=True)
+    """Print one ``error:`` line (and a ``hint:`` line) to stderr; return the exit code.
+
+    Credentials in a URL never reach the terminal: userinfo is masked in both lines.
+    """
+    from ..urls import mask_url
+
+    click.echo(f"error: {mask_url(exc.message)}", err=True)
     if exc.hint:
-        click.echo(f"hint: {exc.hint}", err=True)
+        click.echo(f"hint: {mask_url(exc.hint)}", err=True)
     return exc.exit_code
 
 
@@ -161,7 +166,9 @@ def main(argv: list | None = None) -> int:
         command = exc.ctx.command_path if exc.ctx is not None else "forge"
         sys.exit(report(UsageError(exc.format_message(), hint=f"see '{command} --help'")))
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        from ..urls import mask_url
+
+        click.echo(f"error: {mask_url(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

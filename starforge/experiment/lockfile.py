@@ -178,7 +178,9 @@ class LockFile:
     def to_dict(self) -> dict:
         d: dict = {"schema": SCHEMA, "plugins": [e.to_dict() for e in self.plugins]}
         if self.registry:
-            d["registry"] = self.registry
+            from ..urls import strip_userinfo
+
+            d["registry"] = strip_userinfo(self.registry)  # credentials never go into a file that is committed
         return d
 
     def to_json(self) -> str:
@@ -245,7 +247,12 @@ def stale_reasons(requests: Iterable, lock: LockFile) -> list:
         if entry is None:
             reasons.append(f"{req.request} is requested in forge.yaml but not locked")
             continue
-        if entry.owner != req.owner or entry.request != req.request:
+        if entry.owner != req.owner:
+            reasons.append(
+                f"{req.name}: forge.yaml requests owner {req.owner} ({req.request}), "
+                f"the lock holds {entry.owner}/{entry.name}@{entry.version} of owner {entry.owner}"
+            )
+        elif entry.request != req.request:
             reasons.append(f"{req.name}: forge.yaml requests {req.request}, the lock was made for {entry.request}")
         elif not _admits(req, entry.version):
             reasons.append(f"{req.name}: locked version {entry.version} does not satisfy {req.request}")

@@ -126,6 +126,50 @@ class Registry(abc.ABC):
         """The DSSE envelope bytes stored for *info*, or None."""
 
 
+def check_identity(registry_url: str, where: str, asked: tuple, record: dict) -> None:
+    """Refuse a record whose owner, name or version is not the ``(owner, name, version)`` asked for.
+
+    *record* maps ``owner``, ``name``, ``version`` (and optionally ``manifest``, the
+    plugin.yaml content with its own ``name`` and ``version``) to what the registry returned
+    at *where*. Whoever can write the registry must not be able to make a version answer
+    for another owner (whose keys the consumer does not trust): a mismatch is a tampered
+    registry, never a reason to go on (SPEC §5).
+
+    >>> check_identity("reg", "x.json", ("alice", "sp", "0.1.0"), {"owner": "mallory", "name": "sp", "version": "0.1.0"})
+    Traceback (most recent call last):
+    starforge.errors.RegistryError: registry reg is tampered: x.json answers for mallory/sp@0.1.0, asked for alice/sp@0.1.0
+    """
+    from packaging.version import InvalidVersion, Version
+
+    owner, name, version = asked
+
+    def same_version(got) -> bool:
+        try:
+            return isinstance(got, str) and Version(got) == Version(version)
+        except InvalidVersion:
+            return False
+
+    got = (record.get("owner"), record.get("name"), record.get("version"))
+    problem = None
+    if got[0] != owner or got[1] != name or not same_version(got[2]):
+        problem = f"answers for {got[0]}/{got[1]}@{got[2]}"
+    manifest = record.get("manifest")
+    if problem is None and manifest is not None:
+        m_name = manifest.get("name") if isinstance(manifest, dict) else None
+        m_version = manifest.get("version") if isinstance(manifest, dict) else None
+        if m_name != name or not same_version(str(m_version) if m_version is not None else None):
+            problem = f"holds the plugin.yaml of {m_name}@{m_version}"
+    if problem is not None:
+        from ..errors import RegistryError
+        from ..urls import mask_url
+
+        raise RegistryError(
+            f"registry {mask_url(registry_url)} is tampered: {where} {problem}, asked for {owner}/{name}@{version}",
+            hint="nothing was pulled; whoever can write that registry changed its records — tell its owner, "
+            "and do not use it until it is restored",
+        )
+
+
 def default_registry_url() -> str:
     """``FORGE_REGISTRY``, then ``registry:`` in the user config, then the embedded directory."""
     from ..home import home

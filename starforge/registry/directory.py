@@ -31,7 +31,7 @@ from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageE
 from ..filelock import exclusive_lock
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
 from ..utctime import utc_now
-from .base import Progress, PublishedVersion, PublishResult, Registry
+from .base import check_identity, Progress, PublishedVersion, PublishResult, Registry
 
 MARKER = "forge-registry.json"
 SCHEMA = "forge/registry/v1"
@@ -312,6 +312,9 @@ class DirectoryRegistry(Registry):
         path = plugin_dir / f"{version}.json"
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(record, dict):
+                raise TypeError("not a JSON object")
+            check_identity(self.url, str(path), (owner, name, version), record)
             return PublishedVersion(
                 owner=record["owner"],
                 name=record["name"],

@@ -34,7 +34,7 @@ from pathlib import Path
 from ..digest import digest_of_map, is_digest
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from .base import Progress, PublishedVersion, PublishResult, Registry
+from .base import check_identity, Progress, PublishedVersion, PublishResult, Registry
 from .oci_client import (
     EMPTY_JSON,
     OCI_EMPTY,
@@ -206,9 +206,9 @@ class OciRegistry(Registry):
             raise NotFoundError(f"{owner}/{name}@{version} is not in {self.url}",
                                 hint=f"published versions: {', '.join(self.versions(owner, name)) or 'none'}")
         got, data = found
-        return self._describe(owner, name, got, data)
+        return self._describe(owner, name, version, got, data)
 
-    def _describe(self, owner: str, name: str, got: Fetched, data: dict) -> PublishedVersion:
+    def _describe(self, owner: str, name: str, version: str, got: Fetched, data: dict) -> PublishedVersion:
         repo = self.repository(owner, name)
         where = f"{repo}@{got.digest}"
         annotations = data.get("annotations") or {}
@@ -224,6 +224,14 @@ class OciRegistry(Registry):
             top_level = tuple(config.get("top_level") or ())
         except (ValueError, KeyError, TypeError):
             raise RegistryError(f"{where}: plugin config blob is not valid") from None
+        if not isinstance(config, dict):
+            raise RegistryError(f"{where}: plugin config blob is not valid")
+        # The annotation, the config and the plugin.yaml inside must all answer for what was asked.
+        ref_owner, _, rest = str(annotations.get(ANN_REF) or "").partition("/")
+        ref_name, _, ref_version = rest.partition("@")
+        check_identity(self.url, f"{where} (annotation {ANN_REF})", (owner, name, version),
+                       {"owner": ref_owner, "name": ref_name, "version": ref_version})
+        check_identity(self.url, f"{where} (config)", (owner, name, version), config)
         if config.get("tree_digest") != tree or (files and digest_of_map(files) != tree):
             raise RegistryError(f"{where}: the tree digest annotation, config and file map disagree",
                                 hint="the artifact was altered after publishing; republish it")
@@ -452,5 +460,5 @@ class OciRegistry(Registry):
             # Same content, first signature: adding a referrer does not change the version.
             subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
             self._attach_signature(repo, subject, signature, ref)
-        return PublishResult(version=self._describe(info.owner, info.name, got, data), created=False,
+        return PublishResult(version=self._describe(info.owner, info.name, tag, got, data), created=False,
                              signature_attached=attached)

@@ -188,3 +188,15 @@ def test_every_registry_command_has_help_with_an_example(env):
                 ("key", "generate"), ("trust", "add"), ("trust", "list")):
         out = forge(env, *cmd, "--help").stdout
         assert "Example:" in out and f"forge {' '.join(cmd)}" in out, cmd
+
+
+@pytest.mark.parametrize("url", ["oci://ciuser:S3cr3tPass@127.0.0.1:5999/forge", "http://ciuser:S3cr3tPass@127.0.0.1:5999/forge"])
+def test_credentials_in_a_registry_url_are_masked_in_every_message(env, url):
+    for args in (("plugin", "list", "--registry", url), ("plugin", "pull", "alice/x@1.0.0", "--registry", url)):
+        proc = forge(env, *args, ok=False)
+        assert proc.returncode == 2, proc.stderr
+        assert "S3cr3tPass" not in proc.stderr + proc.stdout and "ciuser" not in proc.stderr
+        assert "***@127.0.0.1:5999/forge" in proc.stderr
+    env = dict(env, FORGE_REGISTRY=url)
+    proc = forge(env, "plugin", "list", ok=False)
+    assert "S3cr3tPass" not in proc.stderr and "***@" in proc.stderr

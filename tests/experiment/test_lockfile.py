@@ -129,3 +129,10 @@ def test_environment_entries_carry_a_note():
     e = entry(kind="environment", note=ENVIRONMENT_NOTE)
     assert e.to_dict()["note"].startswith("environment plugin")
     assert "note" not in entry().to_dict()
+
+
+def test_the_registry_hint_is_written_without_credentials(tmp_path):
+    path = tmp_path / "plugins.lock.json"
+    write_lock(LockFile(plugins=(entry(),), registry="oci://ci:S3cr3t@registry.example/forge"), path)
+    assert "S3cr3t" not in path.read_text()
+    assert read_lock(path).registry == "oci://registry.example/forge"

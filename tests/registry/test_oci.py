@@ -626,3 +626,27 @@ def test_a_tag_moved_on_the_registry_is_never_repinned_by_lock_upgrade(oci_regis
         assert f"the lock was made with registry {reg.url}" in moved.value.hint
         assert "--upgrade" not in moved.value.hint
     assert (exp_dir / "plugins.lock.json").read_bytes() == locked
+
+
+def test_an_artifact_of_another_owner_under_the_asked_for_tag_is_a_tampered_registry(oci_registry, tmp_path):
+    """Someone with push rights copies mallory's artifact into alice's repository and tag."""
+    reg = OciRegistry(oci_registry.url)
+    archive, info, _ = make_plugin(tmp_path, "mallory", "spoofed", "0.1.0")
+    reg.publish(archive, info)
+    src, dst = "forge/mallory/spoofed", "forge/alice/spoofed"
+    body = httpx.get(f"{oci_registry.http}/v2/{src}/manifests/0.1.0",
+                     headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).content
+    manifest = json.loads(body)
+    for desc in [manifest["config"], *manifest["layers"]]:
+        r = httpx.post(f"{oci_registry.http}/v2/{dst}/blobs/uploads/", params={"mount": desc["digest"], "from": src})
+        assert r.status_code == 201, r.text
+    r = httpx.put(f"{oci_registry.http}/v2/{dst}/manifests/0.1.0", content=body,
+                  headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+    assert r.status_code == 201, r.text
+
+    with pytest.raises(RegistryError, match=r"is tampered: .* answers for mallory/spoofed@0.1.0, asked for alice/spoofed@0.1.0"):
+        reg.get("alice", "spoofed", "0.1.0")
+    from starforge.registry.resolve import resolve
+
+    with pytest.raises(RegistryError, match="is tampered"):
+        resolve(reg, "alice/spoofed")
