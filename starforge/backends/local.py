@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from ..credentials import without_credentials
 from ..errors import BackendError
 from ..utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, pid_alive
@@ -66,6 +67,7 @@ class LocalBackend(Backend):
                     stdout=log,
                     stderr=log,
                     start_new_session=True,
+                    env=without_credentials(),  # the supervisor and the job never see push credentials
                 )
         except OSError as exc:
             record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
@@ -175,7 +177,7 @@ def supervise(store_root: str, job_id: str) -> int:
     store = JobStore(Path(store_root))
     record = store.get(job_id)
     job_dir = Path(record.dir)
-    env = dict(os.environ)
+    env = without_credentials()
     env["PYTHONUNBUFFERED"] = "1"
     env["FORGE_JOB_ID"] = job_id
     with store.locked(job_id):

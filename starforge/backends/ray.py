@@ -36,6 +36,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
 from ..utctime import utc_now
 from .base import LIVE, Backend, JobRecord, refuse_unknown_settings
@@ -235,7 +236,7 @@ class RayBackend(Backend):
         # Relative paths: Ray unpacks the package elsewhere on each node and starts the
         # entrypoint and every worker inside it. This also writes .forge-runtime/ into the
         # job directory, so it must come before the package is built.
-        env = {str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()}
+        env = without_credentials({str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()})
         name, data = build_package(job_dir)
         with self._client(address) as client:
             uri = client.upload_package(name, data)

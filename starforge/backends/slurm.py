@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .. import atomic
+from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
 from ..utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
@@ -98,7 +99,7 @@ def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None 
     """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError."""
     try:
         result = subprocess.run(
-            ["timeout", str(CLIENT_TIMEOUT), *argv], capture_output=True, text=True, env=dict(env) if env else None
+            ["timeout", str(CLIENT_TIMEOUT), *argv], capture_output=True, text=True, env=dict(env) if env is not None else None
         )
     except FileNotFoundError:
         raise BackendError("the 'timeout' command is missing (coreutils)") from None
@@ -224,7 +225,11 @@ class SlurmBackend(Backend):
         out.mkdir(exist_ok=True)
         script = out / "job.sbatch"
         atomic.write_file(script, batch_script(job_dir, spec, self.settings))
-        result = run_client(["sbatch", "--parsable", *self.settings.get("sbatch_args", []), str(script)])
+        # slurmctld stores the submit environment and --export=ALL hands it to every step:
+        # sbatch runs without the credential variables.
+        result = run_client(
+            ["sbatch", "--parsable", *self.settings.get("sbatch_args", []), str(script)], env=without_credentials()
+        )
         slurm_id = result.stdout.strip().split(";")[0]
         if not slurm_id.isdigit():
             raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")

@@ -444,6 +444,14 @@ import os
 def tag():
     return "plain:%d" % os.getpid()
 ''',
+    # Prints which credential and user variables the job's process can see.
+    "workload/show_env.py": '''\
+import json
+import os
+
+NAMES = ["FORGE_REGISTRY_USER", "FORGE_REGISTRY_PASSWORD", "FORGE_KEY_PASSPHRASE", "FORGE_RAY_TOKEN", "WANDB_API_KEY", "HF_TOKEN"]
+print("ENV " + json.dumps({n: os.environ.get(n) for n in NAMES}), flush=True)
+''',
     # A Ray job: the entrypoint, two tasks and an actor all call the patched function.
     "workload/ray_train.py": '''\
 import json
