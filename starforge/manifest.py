@@ -321,7 +321,10 @@ class _Validator:
                     hint="hyperparameters travel as JSON, which has no NaN or infinity; declare a finite default",
                 )
             if type_name == "float" and isinstance(default, int) and not isinstance(default, bool):
-                default = float(default)
+                try:
+                    default = float(default)
+                except OverflowError:
+                    raise self.fail(path + ("default",), f"default integer of {len(str(abs(default)))} digits is beyond the float range") from None
             description = decl.get("description", "") or ""
             self.string(path + ("description",), description)
             out[key] = ParamDecl(type=type_name, default=default, has_default=has_default, description=description)

@@ -228,10 +228,12 @@ def load_trust(path: str | os.PathLike | None = None) -> Trust:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return Trust(owners={}, path=path)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise SignatureError(f"trust file {path} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise SignatureError(f"cannot read trust file {path}: {exc.strerror or exc}") from None
     owners = data.get("owners") if isinstance(data, dict) else None
-    if data.get("schema") != TRUST_SCHEMA or not isinstance(owners, dict):
+    if not isinstance(data, dict) or data.get("schema") != TRUST_SCHEMA or not isinstance(owners, dict):
         raise SignatureError(f"trust file {path} is not a {TRUST_SCHEMA} document")
     clean: dict = {}
     for owner, keys in owners.items():

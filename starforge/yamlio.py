@@ -38,6 +38,11 @@ _NULL = "tag:yaml.org,2002:null"
 _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
 
+# Bounds on what a document may hold, so hostile input gets an error, not a crash:
+MAX_DEPTH = 100  # nested collections (PyYAML and the JSON encoder recurse per level)
+MAX_INT_DIGITS = 4300  # Python's own int <-> str limit; a longer integer could not be printed back
+_MAX_INT_BITS = 14_000  # < 4300 decimal digits, for 0x / 0o literals (which skip Python's limit)
+
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
@@ -67,6 +72,7 @@ class _Loader(Reader, Scanner, Parser, Composer, _Core12Resolver):
         Composer.__init__(self)
         _Core12Resolver.__init__(self)
         self.source = source
+        self.depth = 0
 
     def compose_node(self, parent, index):  # noqa: D102 - PyYAML hook
         if self.check_event(yaml.AliasEvent):
@@ -74,7 +80,14 @@ class _Loader(Reader, Scanner, Parser, Composer, _Core12Resolver):
             raise ManifestError(
                 f"{self.source}:{event.start_mark.line + 1}: aliases (*{event.anchor}) are not allowed; write the value out"
             )
-        return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise ManifestError(f"{self.source}:{mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 @dataclass
@@ -91,21 +104,36 @@ class YamlDoc:
 
 def load_yaml(text: str, source: str) -> YamlDoc:
     """Parse one YAML document; raise :class:`ManifestError` with file and line on any problem."""
-    loader = _Loader(text, source)
+    loader = None
     try:
+        loader = _Loader(text, source)  # the reader already refuses control characters
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
         raise ManifestError(f"{source}{line}: not valid YAML: {exc.problem or exc.context}") from None
+    except yaml.reader.ReaderError as exc:
+        where = _line_of(text, exc.position)
+        char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise ManifestError(
+            f"{source}:{where}: not valid YAML: control character {char!r} is not allowed",
+            hint="remove control characters (YAML allows tab, newline and printable text)",
+        ) from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ManifestError(f"{source}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     doc = YamlDoc(data=None, source=source)
     if node is not None:
         doc.data = _construct(node, (), doc)
     return doc
+
+
+def _line_of(text: str, position: int) -> int:
+    return text.count("\n", 0, max(position, 0)) + 1
 
 
 def load_yaml_file(path: str | Path) -> YamlDoc:
@@ -169,11 +197,20 @@ def _scalar(node: ScalarNode, doc: YamlDoc):
     if tag == _BOOL and _BOOL_RE.match(value):
         return value.lower() == "true"
     if tag == _INT and _INT_RE.match(value):
+        if len(value) > MAX_INT_DIGITS:
+            raise ManifestError(
+                f"{doc.source}:{node.start_mark.line + 1}: integer of {len(value)} characters is too large "
+                f"(at most {MAX_INT_DIGITS} digits)"
+            )
         if value.startswith("0o"):
-            return int(value[2:], 8)
-        if value.startswith("0x"):
-            return int(value[2:], 16)
-        return int(value)
+            number = int(value[2:], 8)
+        elif value.startswith("0x"):
+            number = int(value[2:], 16)
+        else:
+            number = int(value)
+        if number.bit_length() > _MAX_INT_BITS:
+            raise ManifestError(f"{doc.source}:{node.start_mark.line + 1}: integer {value[:20]}... is too large")
+        return number
     if tag == _FLOAT and _FLOAT_RE.match(value):
         low = value.lower()
         if low.endswith(".inf"):

@@ -59,16 +59,16 @@ class Override:
         key = key[1:] if new else key
         key = key.strip()
         if not eq or not key:
-            raise UsageError(f"--set '{text}': expected KEY=VALUE", hint="example: --set opsd.scale=0.5")
+            raise UsageError(f"--set '{_shown(text)}': expected KEY=VALUE", hint="example: --set opsd.scale=0.5")
         if not PARAM_KEY_RE.match(key):
-            raise UsageError(f"--set '{text}': '{key}' is not a dotted key (letters, digits, '_', '-')")
+            raise UsageError(f"--set '{_shown(text)}': '{key}' is not a dotted key (letters, digits, '_', '-')")
         try:
             value = parse_scalar(raw)
         except ManifestError as exc:
-            raise UsageError(f"--set '{text}': value is not a YAML scalar or flow list: {exc.message}") from None
+            raise UsageError(f"--set '{_shown(text)}': value is not a YAML scalar or flow list: {exc.message}") from None
         bad = first_non_finite(value)
         if bad is not None:
-            raise UsageError(f"--set {text}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
+            raise UsageError(f"--set {_shown(text)}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
         return cls(key=key, value=value, new=new, text=text, raw=raw.strip())
 
 
@@ -171,7 +171,7 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
         ok, value = _fit(decl["type"], ov.value, decl.get("default"))
         if not ok:
             raise UsageError(
-                f"--set {ov.text}: '{ov.key}' is declared as {decl['type']}, got {_describe(ov.value)}",
+                f"--set {_shown(ov.text)}: '{ov.key}' is declared as {decl['type']}, got {_describe(ov.value)}",
                 hint=f"example: --set {ov.key}={_example(decl['type'])}",
             )
         return value
@@ -183,7 +183,7 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
         ok, value = _fit(want, ov.value, current)
         if not ok:
             raise UsageError(
-                f"--set {ov.text}: '{ov.key}' is {_TYPE_WORDS[want]} in config ({current!r}), got {_describe(ov.value)}",
+                f"--set {_shown(ov.text)}: '{ov.key}' is {_TYPE_WORDS[want]} in config ({current!r}), got {_describe(ov.value)}",
                 hint=f"example: --set {ov.key}={_example(want)}",
             )
         return value
@@ -192,10 +192,15 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
     known = sorted(set(declared) | set(config))
     close = difflib.get_close_matches(ov.key, known, n=3, cutoff=0.6)
     if close:
-        message = f"--set {ov.text}: unknown key '{ov.key}' (closest: {', '.join(close)})"
+        message = f"--set {_shown(ov.text)}: unknown key '{ov.key}' (closest: {', '.join(close)})"
     else:
-        message = f"--set {ov.text}: unknown key '{ov.key}'"
+        message = f"--set {_shown(ov.text)}: unknown key '{ov.key}'"
     raise UsageError(message, hint=f"to add a key that neither config nor any plugin declares, write --set +{ov.key}=...")
+
+
+def _shown(text: str) -> str:
+    """A ``--set`` argument as messages quote it: long ones cut, so the error stays one readable line."""
+    return text if len(text) <= 100 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _fit(type_name: str, value: Any, default: Any) -> tuple:
@@ -205,7 +210,10 @@ def _fit(type_name: str, value: Any, default: Any) -> tuple:
     if not type_matches(type_name, value):
         return False, value
     if type_name == "float" and isinstance(value, int):
-        return True, float(value)
+        try:
+            return True, float(value)
+        except OverflowError:  # an integer beyond the float range is not a float value
+            return False, value
     return True, value
 
 
@@ -215,7 +223,10 @@ def _describe(value: Any) -> str:
         return "null"
     if kind == "float" and (math.isinf(value) or math.isnan(value)):
         return f"a float {value!r}"
-    return f"{_TYPE_WORDS[kind]} {value!r}"
+    if kind == "int" and value.bit_length() > 64:
+        return f"{_TYPE_WORDS[kind]} of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return f"{_TYPE_WORDS[kind]} {text if len(text) <= 80 else text[:60] + '...'}"
 
 
 def _example(type_name: str) -> str:

@@ -234,3 +234,16 @@ def test_the_signature_field_round_trips_and_is_validated():
     data = dict(example(), plugins=[], recipe={"plugins": [builtin]})
     with pytest.raises(SpecError, match="only a plugin package"):
         JobSpec.from_dict(data)
+
+
+@pytest.mark.parametrize("case, content", [("list", "[1, 2]"), ("string", '"owners"'), ("number", "3"), ("null", "null"),
+                                           ("deep", "[" * 5000 + "]" * 5000)])
+def test_a_trust_file_of_the_wrong_shape_fails_verification_with_a_status(world, tmp_path, case, content):
+    job = world.stage(f"bad-trust-{case}")
+    bad = tmp_path / "trust.json"
+    bad.write_text(content)
+    result = launch(job, world.env, {"FORGE_TRUST": str(bad)})
+    assert result.returncode == 10, result.stderr
+    assert "Traceback" not in result.stderr and "trust file" in result.stderr
+    assert "installed" not in result.stdout
+    assert status(job)["phase"] == "verify" and status(job)["code"] == 10
