@@ -41,6 +41,11 @@ COMPRESS_LEVEL = 9
 DEFAULT_MAX_BYTES = 256 * 2**20
 DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_RATIO = 200
+# A plugin path deeper or longer than this is refused before anything is written: the
+# filesystem's own limits (PATH_MAX 4096) would otherwise be found by os.makedirs after
+# seconds of work, as a RecursionError.
+MAX_PATH_DEPTH = 64
+MAX_PATH_BYTES = 1024
 # The compression ratio is only judged past this many uncompressed bytes: small trees of
 # tiny files are mostly zero padding and compress far better than any real bomb threshold.
 RATIO_GRACE_BYTES = 16 * 2**20
@@ -288,6 +293,11 @@ def _check_members(members: list[tarfile.TarInfo], name: str, *, max_bytes: int,
         raw = m.name
         is_dir = m.type == tarfile.DIRTYPE
         path = raw[:-1] if is_dir and raw.endswith("/") else raw
+        if path.count("/") >= MAX_PATH_DEPTH or len(path.encode("utf-8", "replace")) > MAX_PATH_BYTES:
+            raise ArchiveError(
+                f"{name}: member {raw[:80]!r}...: path is {path.count('/') + 1} levels and {len(path)} characters deep; "
+                f"plugin paths are at most {MAX_PATH_DEPTH} levels and {MAX_PATH_BYTES} bytes"
+            )
         problem = path_problem(path)
         if problem:
             escapes = path.startswith("/") or ".." in path.split("/")

@@ -286,6 +286,27 @@ def test_refuses_a_file_that_is_also_a_directory(sandbox):
     sandbox.refuse(tar_bytes([reg("pkg"), reg("pkg/mod.py")]), "needs 'pkg' as a directory")
 
 
+@pytest.mark.parametrize("depth", [65, 1500])
+def test_refuses_a_path_too_deep_up_front_and_fast(sandbox, depth):
+    import time
+
+    started = time.process_time()
+    message = sandbox.refuse(tar_bytes([reg("ok.py"), reg("d/" * depth + "deep.py")]), "levels")
+    assert "at most 64 levels" in message and len(message) < 400
+    assert time.process_time() - started < 2.0
+
+
+def test_refuses_a_path_too_long(sandbox):
+    sandbox.refuse(tar_bytes([reg("ok.py"), reg("x" * 200 + "/" + "y" * 200 + "/" + "z" * 700 + ".py")]), "1024 bytes")
+
+
+def test_accepts_a_path_at_the_depth_limit(tmp_path):
+    raw = tar_bytes([reg("d/" * 63 + "leaf.py")])
+    archive = tmp_path / "ok.tar.gz"
+    archive.write_bytes(gzip.compress(raw, mtime=0))
+    assert list(unpack(archive, tmp_path / "out")) == ["d/" * 63 + "leaf.py"]
+
+
 def _lying_size(declared: int) -> bytes:
     """One 1000-byte file whose header claims *declared* bytes (checksum fixed up)."""
     raw = bytearray(tar_bytes([reg("data.bin", b"A" * 1000), reg("after.py", b"y")], fmt=tarfile.USTAR_FORMAT))
