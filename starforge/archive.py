@@ -33,6 +33,7 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
+from .directories import dir_mode, make_dirs
 from .digest import case_collision, digest_of_map, path_problem
 from .errors import ArchiveError
 
@@ -390,9 +391,7 @@ def unpack(
                     f"{label}: tree digest mismatch (expected {expected_digest}, got {got})",
                     hint="the archive does not hold the files it was published with",
                 )
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o777 & ~umask)
+        os.chmod(staging, dir_mode(0o755))
         os.replace(staging, target)  # also replaces an empty directory
         staging = None
         return file_map
@@ -421,9 +420,9 @@ def _extract(tar: tarfile.TarFile, checked: list, staging: str, label: str) -> d
     for path, m in checked:
         full = os.path.join(staging, *path.split("/"))
         if m.type == tarfile.DIRTYPE:
-            os.makedirs(full, mode=0o755, exist_ok=True)
+            make_dirs(full, 0o755)
             continue
-        os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
+        make_dirs(os.path.dirname(full), 0o755)
         mode = 0o644  # as packed; a mode from another tool is not part of the tree
         src = tar.extractfile(m)
         if src is None:  # not a regular file; _check_members refused those already

@@ -7,6 +7,7 @@ leaves no temp file behind::
     atomic.write_file(key, pem, 0o600, exclusive=True)  # never replaces an existing key
     with atomic.writer(dest, fsync=True) as f:          # for data written in chunks
         shutil.copyfileobj(src, f)
+    atomic.sweep_stale(folder)                          # what killed writers left there
 
 Standard library only (``os`` and ``itertools``; no ``tempfile`` or ``contextlib``, whose
 imports cost milliseconds), so the launcher and every worker use it too.
@@ -27,7 +28,8 @@ class writer:
     The temp file has *mode* from the start, so a secret is never readable by others.
     With *fsync* the data reaches the disk before the rename. With *exclusive* an existing
     *path* is never replaced: the rename is a hard link and raises ``FileExistsError``.
-    When the block raises, *path* is untouched and the temp file is removed.
+    When the block raises, *path* is untouched and the temp file is removed. Inside the
+    block, ``.tmp`` is the temp file's path, for code that writes it by name.
     """
 
     def __init__(self, path: str | os.PathLike, mode: int = 0o644, *, fsync: bool = False, exclusive: bool = False):
@@ -42,19 +44,17 @@ class writer:
         return self.file
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        try:
-            if exc_type is None:
-                self.file.flush()
-                _finish(self.file.fileno(), self.mode, self.fsync)
-            self.file.close()
-            if exc_type is None:
-                _publish(self.tmp, self.path, self.exclusive)
-        except BaseException:
-            self.file.close()
-            _remove(self.tmp)
-            raise
         if exc_type is not None:
-            _remove(self.tmp)
+            _discard(self.file, self.tmp)
+            return False
+        try:
+            self.file.flush()
+            _finish(self.file.fileno(), self.mode, self.fsync)
+            self.file.close()
+            _publish(self.tmp, self.path, self.exclusive)
+        except BaseException:
+            _discard(self.file, self.tmp)
+            raise
         return False
 
 
@@ -108,8 +108,73 @@ def _publish(tmp: str, path: str, exclusive: bool) -> None:
         os.replace(tmp, path)
 
 
+def _discard(file, tmp: str) -> None:
+    """Close *file* without raising and remove *tmp*. After a failed flush (a full disk)
+    ``close()`` flushes again and raises again, though the descriptor is closed by then."""
+    try:
+        file.close()
+    except OSError:
+        pass
+    _remove(tmp)
+
+
 def _remove(tmp: str) -> None:
     try:
         os.unlink(tmp)
     except FileNotFoundError:
         pass
+
+
+def sweep_stale(folder: str | os.PathLike, min_age: float = 600.0) -> list:
+    """Remove the temp files that writers killed before finishing left in *folder*; return their names.
+
+    A temp file names its writer's pid (``.<name>.<pid>-<n>.tmp``); it is stale when that
+    process is gone and the file was last written more than *min_age* seconds ago (the age
+    keeps a writer on another host of a shared directory, whose pid means nothing here,
+    safe while it writes).
+    """
+    import time
+
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        pid = _writer_pid(name)
+        if pid is None or process_alive(pid):
+            continue
+        tmp = os.path.join(folder, name)
+        try:
+            if now - os.lstat(tmp).st_mtime < min_age:
+                continue
+            os.unlink(tmp)
+        except OSError:
+            continue
+        removed.append(name)
+    return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid in a temp file name written by :func:`_create_beside`, or None."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    tail = name[: -len(".tmp")].rpartition(".")[2]
+    pid, dash, count = tail.partition("-")
+    if not (dash and pid.isdigit() and count.isdigit()):
+        return None
+    return int(pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process *pid* exists on this machine (this process counts as alive)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import atomic
+from .directories import SECRET, make_dirs
 from .errors import SignatureError, UsageError
 from .filelock import exclusive_lock
 
@@ -82,9 +82,7 @@ def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None)
     for p in (private_path, public):
         if p.exists():
             raise UsageError(f"{p} already exists; refusing to overwrite a key", hint="choose another --name")
-    private_path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        os.chmod(private_path.parent, 0o700)
+    make_dirs(private_path.parent, SECRET)
     key = Ed25519PrivateKey.generate()
     if passphrase:
         encryption = serialization.BestAvailableEncryption(_bytes(passphrase))
@@ -272,7 +270,7 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
 
     normalized = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
     path = Path(path) if path is not None else default_trust_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     with exclusive_lock(path.with_name(path.name + ".lock")):
         trust = load_trust(path)
         owners = {o: dict(k) for o, k in trust.owners.items()}

@@ -1,4 +1,7 @@
+import errno
 import os
+import subprocess
+import time
 import stat
 
 import pytest
@@ -62,3 +65,45 @@ def test_a_leftover_temp_name_is_skipped(tmp_path):
     atomic.write_file(target, "{}\n")
     assert target.read_text() == "{}\n"
     assert all(p.read_bytes() == b"stale" for p in stale)
+
+
+# -- a full disk, and what killed writers leave ----------------------------------------------
+
+def test_a_full_disk_during_the_final_flush_leaves_no_temp_file(tmp_path):
+    from disk_faults import full_disk
+
+    with full_disk(tmp_path / "disk", 128) as fill:
+        fill()
+        for size in (100, 5000, 20000):  # buffered (flushed at the end) and written in the block
+            with pytest.raises(OSError) as err:
+                with atomic.writer(tmp_path / "disk" / "blob", fsync=True) as f:
+                    f.write(b"x" * size)
+            assert err.value.errno == errno.ENOSPC
+            with pytest.raises(OSError):
+                atomic.write_file(tmp_path / "disk" / "small", b"y" * size)
+            assert sorted(os.listdir(tmp_path / "disk")) == [".filler"]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_sweep_removes_only_old_temp_files_of_dead_writers(tmp_path):
+    dead = _dead_pid()
+    old = time.time() - 3600
+    names = {
+        f".blob.{dead}-0.tmp": True,  # dead writer, old: swept
+        f".{'a' * 64}.{dead}-12.tmp": True,
+        f".blob.{os.getpid()}-0.tmp": False,  # this process: alive
+        f".blob.{dead}-1.tmp.fresh": False,  # not a temp name
+        "blob": False,
+    }
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+        os.utime(tmp_path / name, (old, old))
+    (tmp_path / f".recent.{dead}-0.tmp").write_bytes(b"x")  # dead, but written just now: maybe another host's
+    removed = atomic.sweep_stale(tmp_path)
+    assert sorted(removed) == sorted(n for n, gone in names.items() if gone)
+    assert sorted(os.listdir(tmp_path)) == sorted([n for n, gone in names.items() if not gone] + [f".recent.{dead}-0.tmp"])

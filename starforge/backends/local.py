@@ -59,7 +59,7 @@ class LocalBackend(Backend):
             experiment=str(job_dir.parent.parent.parent) if job_dir.parent.name == "jobs" else "",
         )
         try:
-            with open(job_dir / LOG_NAME, "ab") as log:
+            with _open_log(job_dir) as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), spec.id],
                     cwd=job_dir,
@@ -170,8 +170,17 @@ def _signal_group(pgid: int, sig: int, record: JobRecord) -> None:
 
 # -- the supervising process ----------------------------------------------------------------
 
+def _open_log(job_dir: Path, buffering: int = -1):
+    """The job's log for appending, created readable by all and writable by the user only."""
+    fd = os.open(job_dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "ab", buffering=buffering)
+
+
 def supervise(store_root: str, job_id: str) -> int:
     """Run the launcher for *job_id* and record how it ended (the body of the supervisor)."""
+    # Whatever the submitter's umask, nothing the job creates in its directory (the
+    # bootstrap on every process's path, provenance) is writable by other users.
+    os.umask(os.umask(0) | 0o002)
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     store = JobStore(Path(store_root))
@@ -185,7 +194,7 @@ def supervise(store_root: str, job_id: str) -> int:
         if record.backend_ref.get("cancel_requested"):
             store.save(record.with_changes(status="cancelled", finished=utc_now(), message="cancelled before it started"))
             return 0
-        with open(job_dir / LOG_NAME, "ab", buffering=0) as log:
+        with _open_log(job_dir, buffering=0) as log:
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "starforge.launch", "--spec", str(job_dir / "jobspec.json")],

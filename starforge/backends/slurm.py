@@ -46,6 +46,7 @@ from typing import Any, Iterator, Mapping
 
 from .. import atomic
 from ..credentials import without_credentials
+from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
 from ..utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
@@ -145,6 +146,8 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
     lines += [
         "# Written by forge submit (starforge slurm backend).",
         "set -u",
+        "# Nothing the job writes in its directories (bootstrap, provenance) is writable by others.",
+        'umask "$(printf %04o $(( 0$(umask) | 2 )))"',
         "# Not a worker of some other forge job: the launcher sets up this job's environment.",
         "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME",
         "# The prepare step and the run share one attempt number (provenance file names).",
@@ -222,7 +225,7 @@ class SlurmBackend(Backend):
     def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
         job_dir = Path(job_dir).resolve()
         out = job_dir / SLURM_DIR
-        out.mkdir(exist_ok=True)
+        make_dirs(out)
         script = out / "job.sbatch"
         atomic.write_file(script, batch_script(job_dir, spec, self.settings))
         # slurmctld stores the submit environment and --export=ALL hands it to every step:

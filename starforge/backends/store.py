@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import atomic
+from ..directories import make_dirs
 from ..errors import BackendError, UsageError
 from ..filelock import exclusive_lock
 
@@ -52,7 +53,7 @@ class JobStore:
 
     def save(self, record) -> None:
         """Write *record* atomically."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root)
         atomic.write_file(self.path(record.id), json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
 
     def get(self, job_id: str):
@@ -93,7 +94,7 @@ class JobStore:
 
     @contextlib.contextmanager
     def locked(self, job_id: str) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root)
         with exclusive_lock(self.root / f"{job_id}.lock"):
             yield
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..digest import file_map, tree_digest
+from ..directories import PRIVATE, dir_mode, make_dirs
 from ..errors import BackendError, VerificationError
 from ..jobspec import JobSpec, PluginEntry, write_spec
 from ..utctime import TIMESTAMP
@@ -141,14 +142,14 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
     if os.path.lexists(job_dir):
         raise BackendError(f"{job_dir} already exists; a job directory is staged once")
     verify_signatures(plan.lock, registry, require=require_signatures, trust=trust)
-    job_dir.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(job_dir.parent)
     tmp = job_dir.parent / f".{job_dir.name}.staging"
     if os.path.lexists(tmp):
         remove_tree(tmp)
-    tmp.mkdir()
+    os.mkdir(tmp, dir_mode(PRIVATE))
     try:
         plugins_dir = tmp / "forge_plugins"
-        plugins_dir.mkdir()
+        os.mkdir(plugins_dir, dir_mode(PRIVATE))
         for entry in plan.lock.plugins:
             target = plugins_dir / entry.name
             materialize_locked(entry, target, registry, plan.lock.registry)
@@ -298,7 +299,7 @@ def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
     builtin_roots = {b.root.resolve(): b for b in builtins}
 
     def walk(here: Path, there: Path, top: bool) -> None:
-        there.mkdir()
+        os.mkdir(there, dir_mode(PRIVATE))
         for entry in sorted(os.scandir(here), key=lambda e: e.name):
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
@@ -323,10 +324,10 @@ def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
 
 
 def _copy_files(src: Path, dest: Path, files) -> None:
-    dest.mkdir(parents=True)
+    make_dirs(dest)
     for rel in files:
         target = dest.joinpath(*rel.split("/"))
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(target.parent)
         shutil.copy2(src.joinpath(*rel.split("/")), target)
 
 

@@ -33,6 +33,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .. import atomic
+from ..directories import make_dirs
 from ..digest import diff_maps, digest_of_map, hash_file
 from ..errors import ArchiveError, RegistryError, UsageError
 from .base import PublishedVersion, Registry
@@ -99,7 +101,7 @@ def _remember_tree(tree_digest: str, artifact_digest: str, cache: str | os.PathL
 
     path = tree_index_path(tree_digest, cache)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         atomic.write_file(path, (artifact_digest + "\n").encode("ascii"))
     except OSError:
         pass  # the index only saves a download; the archive itself is cached already
@@ -129,7 +131,7 @@ def remember_signature(info: PublishedVersion, envelope: bytes, cache: str | os.
 
     try:
         path = signature_cache_path(info.owner, info.name, info.version, info.tree_digest, cache)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         if not path.exists() or path.read_bytes() != envelope:
             atomic.write_file(path, envelope)
     except (OSError, RegistryError, ValueError):
@@ -157,29 +159,26 @@ def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLik
         return hit
     final = cached_path(info.artifact_digest, cache)
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(final.parent)
     except OSError as exc:
         raise RegistryError(f"cannot create the cache directory {final.parent}: {exc.strerror}") from None
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name[:16]}.", suffix=".part")
-    os.close(fd)
-    try:
+    atomic.sweep_stale(final.parent)
+    # The registry writes the temp file by name; a corrupt or truncated download raises
+    # inside the block, so the temp file is removed and nothing enters the cache.
+    out = atomic.writer(final, 0o644)
+    with out:
         with transfer_progress(f"pull {info.ref}", info.size) as update:
             if update is None:
-                registry.download(info, Path(tmp))
+                registry.download(info, Path(out.tmp))
             else:
-                registry.download(info, Path(tmp), progress=update)
-        actual = "sha256:" + hash_file(tmp)
+                registry.download(info, Path(out.tmp), progress=update)
+        actual = "sha256:" + hash_file(out.tmp)
         if actual != info.artifact_digest:
             raise RegistryError(
                 f"{info.ref}: the registry served an archive with digest {actual}, expected {info.artifact_digest} "
-                f"({os.path.getsize(tmp)} of {info.size or '?'} bytes)",
+                f"({os.path.getsize(out.tmp)} of {info.size or '?'} bytes)",
                 hint="the download was corrupt or truncated and was discarded; try again, or tell the registry's owner",
             )
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
     return final
 
 
@@ -235,7 +234,7 @@ def _unpack_verified(info: PublishedVersion, archive: Path, dest: Path) -> None:
     from ..archive import unpack
 
     parent = dest.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(parent)
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{dest.name}.", suffix=".pull"))
     try:
         tree = staging / "tree"

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .. import atomic
 from ..digest import hash_file
+from ..directories import SHARED, make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
@@ -173,8 +174,9 @@ class DirectoryRegistry(Registry):
         size = archive.stat().st_size
         self._ensure_root()
         plugin_dir = self._plugin_dir(info.owner, info.name)
-        plugin_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(plugin_dir, SHARED)
         with exclusive_lock(plugin_dir / ".lock"):
+            atomic.sweep_stale(plugin_dir)  # records and envelopes a killed publisher left half-written
             stored = self._stored_version(info.owner, info.name, version)
             if stored is not None:
                 existing = self._read_entry(info.owner, info.name, stored)
@@ -191,7 +193,8 @@ class DirectoryRegistry(Registry):
                 return PublishResult(version=existing, created=False, signature_attached=attached)
             blob = self._blob_path(hex_)
             if not blob.exists() or hash_file(blob) != hex_:
-                blob.parent.mkdir(parents=True, exist_ok=True)
+                make_dirs(blob.parent, SHARED)
+                atomic.sweep_stale(blob.parent)
                 _atomic_copy(archive, blob, progress)
             elif progress:
                 progress(size, size)
@@ -279,7 +282,7 @@ class DirectoryRegistry(Registry):
         if self.root.exists():
             self._readable()
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.root, SHARED)
         except OSError as exc:
             raise RegistryError(f"cannot create registry {self.url}: {exc.strerror}") from None
         marker = self.root / MARKER

@@ -28,10 +28,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ..digest import digest_of_map, is_digest
+from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
 from .base import check_identity, Progress, PublishedVersion, PublishResult, Registry
@@ -255,17 +255,15 @@ class OciRegistry(Registry):
         if size <= 0:
             size = self._checked(info)[1]
         dest = Path(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        make_dirs(dest.parent)
+        # Written to *dest* directly: the caller (the cache) writes through a temp file of
+        # its own and renames it into place only once its digest checked out.
         try:
-            with os.fdopen(fd, "w+b") as out:
+            with open(dest, "wb") as out:
                 self.client.fetch_blob(repo, info.artifact_digest, size, out, _counter(progress, size))
-            # Renamed into place only once verified. No fsync: every reader verifies the
-            # digest again before use, and a 50 MB fsync would cost a third of the pull.
-            os.replace(tmp, dest)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+                os.unlink(dest)
             raise
 
     def _checked(self, info: PublishedVersion) -> tuple[Fetched, int]:

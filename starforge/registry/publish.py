@@ -17,6 +17,41 @@ from ..manifest import NAME_MAX, NAME_RE
 from .base import Progress, PublishedVersion, PublishResult, Registry
 
 
+PUBLISH_PREFIX = "forge-publish-"
+
+
+def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0) -> list:
+    """Remove the ``forge-publish-<pid>-*`` directories of publishers that were killed; return their names.
+
+    Only directories of this user whose pid is gone and that were untouched for *min_age* seconds.
+    """
+    import shutil
+    import time
+
+    from ..atomic import process_alive
+
+    root = tmp_root or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(PUBLISH_PREFIX):
+            continue
+        pid = name[len(PUBLISH_PREFIX):].partition("-")[0]
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not pid.isdigit() or process_alive(int(pid)) or st.st_uid != os.getuid() or time.time() - st.st_mtime < min_age:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
 def default_owner(explicit: str | None = None) -> str:
     """The publishing owner: *explicit* (``--owner``), ``FORGE_OWNER``, config ``owner:``, the login name."""
     if explicit:
@@ -72,7 +107,8 @@ def publish_plugin(
     from ..authoring.pack import refuse_own_archives
 
     refuse_own_archives(root, manifest.name, report.files)
-    with tempfile.TemporaryDirectory(prefix="forge-publish-") as tmp:
+    sweep_stale_publish_dirs()
+    with tempfile.TemporaryDirectory(prefix=f"{PUBLISH_PREFIX}{os.getpid()}-") as tmp:
         archive = Path(tmp) / f"{manifest.name}-{manifest.version}.tar.gz"
         packed = pack_tree(root, list(report.files), archive)
         files, artifact_digest, tree_digest = packed.files, packed.artifact_digest, packed.tree_digest

@@ -77,3 +77,48 @@ def test_owner_comes_from_flag_then_env_then_config_then_login(forge_home, monke
     assert default_owner("alice") == "alice"
     with pytest.raises(UsageError, match="'Alice.Smith'"):
         default_owner("Alice.Smith")
+
+
+KILLED_MIDWAY = """
+import os, signal, sys
+from pathlib import Path
+from starforge.registry.directory import DirectoryRegistry
+from starforge.registry.publish import publish_plugin
+
+def die(done, total):
+    if done >= (1 << 20):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+publish_plugin(Path(sys.argv[1]), DirectoryRegistry(sys.argv[2]), "alice", progress=die)
+"""
+
+
+def test_a_publisher_killed_midway_leaves_debris_that_the_next_publish_sweeps(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    src = write_plugin(tmp_path / "opsd-patch")
+    (src / "weights.bin").write_bytes(os.urandom(4 << 20))  # random: the archive stays 4 MiB
+    reg_dir, tmp_dir = tmp_path / "reg", tmp_path / "tmp"
+    tmp_dir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_dir))
+    killed = subprocess.run([sys.executable, "-c", KILLED_MIDWAY, str(src), str(reg_dir)], env=env, timeout=120)
+    assert killed.returncode == -9
+
+    def debris():
+        temps = [p for p in reg_dir.rglob("*.tmp")]
+        return temps, [p for p in tmp_dir.iterdir() if p.name.startswith("forge-publish-")]
+
+    temps, publish_dirs = debris()
+    assert temps and publish_dirs, "the kill left nothing to sweep"
+    an_hour_ago = time.time() - 3600
+    for path in temps + publish_dirs:
+        os.utime(path, (an_hour_ago, an_hour_ago))
+
+    retry = subprocess.run([sys.executable, "-c", KILLED_MIDWAY.replace("progress=die", "progress=None"), str(src), str(reg_dir)],
+                           env=env, timeout=120, capture_output=True, text=True)
+    assert retry.returncode == 0, retry.stderr
+    assert debris() == ([], [])
+    assert DirectoryRegistry(reg_dir).get("alice", "opsd-patch", "1.2.0").size > 4 << 20
