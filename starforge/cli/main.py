@@ -148,6 +148,21 @@ def report(exc: ForgeError) -> int:
     return exc.exit_code
 
 
+def disk_error(exc: OSError) -> ForgeError:
+    """One line for an :class:`OSError` no command turned into its own error."""
+    import errno
+
+    where = f"{exc.filename}: " if exc.filename else ""
+    hints = {
+        errno.ENOSPC: "the disk is full; free some space and run the command again (nothing was half-written)",
+        errno.EDQUOT: "the disk quota is used up; free some space and run the command again (nothing was half-written)",
+        errno.EROFS: "that file system is read-only; point FORGE_HOME (or the experiment) at a writable directory",
+        errno.EACCES: "you may not write there; check its permissions, or point FORGE_HOME at a directory of yours",
+        errno.EPERM: "you may not write there; check its permissions, or point FORGE_HOME at a directory of yours",
+    }
+    return ForgeError(f"{where}{exc.strerror or exc}", hint=hints.get(exc.errno, "run with --debug for the details"))
+
+
 def main(argv: list | None = None) -> int:
     debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
@@ -159,6 +174,12 @@ def main(argv: list | None = None) -> int:
         if debug:
             raise
         sys.exit(report(exc))
+    except OSError as exc:
+        # A full disk, a read-only FORGE_HOME, a directory without permission: whatever was
+        # being written went through a temp file, so nothing half-written is left.
+        if debug:
+            raise
+        sys.exit(report(disk_error(exc)))
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)
         sys.exit(130)
