@@ -19,8 +19,10 @@ the referrers API or, where the registry lacks one, the referrers tag ``sha256-<
 holds an image index of referrers (OCI distribution-spec 1.1), updated read-modify-write.
 
 A registry has no conditional tag write: publish checks the tag before pushing, again just
-before writing it, and once more after; a publisher that finds the tag moved reports the
-conflict. Registry-side tag immutability (Harbor, ECR) is the real guard.
+before writing it, right after, and once more after a short settle delay
+(:data:`SETTLE_DELAY`); a publisher that finds other content (another tree-digest
+annotation) under the tag reports the conflict. Registry-side tag immutability (Harbor,
+ECR) is the real guard.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from pathlib import Path
 
 from ..digest import digest_of_map, is_digest
@@ -62,6 +65,9 @@ ANN_TITLE = "org.opencontainers.image.title"
 ANN_VERSION = "org.opencontainers.image.version"
 
 CONFIG_MAX = 64 << 20
+# After writing a tag, publish reads it back, waits this long and reads it once more: a
+# racing publisher that read the tag before our write lands its own within milliseconds.
+SETTLE_DELAY = 0.5
 SIGNATURE_MAX = 1 << 20
 
 
@@ -102,8 +108,10 @@ class OciRegistry(Registry):
         retries: int = 4,
         backoff: float = 0.25,
         chunk_size: int | None = None,
+        settle_delay: float = SETTLE_DELAY,
     ) -> None:
         self.url = url
+        self.settle_delay = settle_delay
         self.location = parse_oci_url(url)
         kwargs = {"chunk_size": chunk_size} if chunk_size else {}
         self.client = OciClient(self.location, insecure=insecure, credentials=lambda: find_credentials(self.location.host),
@@ -419,7 +427,30 @@ class OciRegistry(Registry):
             if again is None:
                 raise
             return self._republish(again, info, tag, ref, signature, concurrent=True)
-        # Re-check: our tag, and any PEP 440-equal spelling another publisher may have written.
+        # Re-check: our tag, and any PEP 440-equal spelling another publisher may have
+        # written; then once more after a short settle delay, so that a publisher whose
+        # write lands just after ours (it read the tag before we wrote it) is seen too.
+        self._check_tag_holds(repo, tag, digest, info, ref)
+        if self.settle_delay > 0:
+            time.sleep(self.settle_delay)
+            self._check_tag_holds(repo, tag, digest, info, ref)
+
+        subject = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body)}
+        if signature is not None:
+            self._attach_signature(repo, subject, signature, ref)
+        published = PublishedVersion(
+            owner=info.owner, name=info.name, version=tag, tree_digest=info.tree_digest,
+            artifact_digest=layer_digest, manifest=info.manifest, files=info.files, top_level=tuple(info.top_level),
+            size=size, signed=signature is not None,
+        )
+        return PublishResult(version=published, created=True, signature_attached=signature is not None)
+
+    def _check_tag_holds(self, repo: str, tag: str, digest: str, info: PublishedVersion, ref: str) -> None:
+        """Raise :class:`ImmutableVersionError` when *tag* (or a PEP 440-equal spelling) holds other content.
+
+        "Other content" is another tree-digest annotation: two laptops may pack the same
+        files into different archive bytes, and that is the same version.
+        """
         for other in [tag] + [t for t in self._equal_tags(repo, tag) if t != tag]:
             after = self.client.get_manifest(repo, other)
             if after is not None and after.digest == digest:
@@ -432,16 +463,6 @@ class OciRegistry(Registry):
                 f"ours was {info.tree_digest}",
                 hint="another publisher wrote the same version at the same time; enable tag immutability in the "
                      "registry, and run forge lock --check where this version is locked")
-
-        subject = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body)}
-        if signature is not None:
-            self._attach_signature(repo, subject, signature, ref)
-        published = PublishedVersion(
-            owner=info.owner, name=info.name, version=tag, tree_digest=info.tree_digest,
-            artifact_digest=layer_digest, manifest=info.manifest, files=info.files, top_level=tuple(info.top_level),
-            size=size, signed=signature is not None,
-        )
-        return PublishResult(version=published, created=True, signature_attached=signature is not None)
 
     def _republish(self, existing: tuple[Fetched, dict], info: PublishedVersion, tag: str, ref: str,
                    signature: bytes | None, concurrent: bool = False) -> PublishResult:

@@ -650,3 +650,76 @@ def test_an_artifact_of_another_owner_under_the_asked_for_tag_is_a_tampered_regi
 
     with pytest.raises(RegistryError, match="is tampered"):
         resolve(reg, "alice/spoofed")
+
+
+def _copy_tag(http: str, src_repo: str, dst_repo: str, tag: str) -> None:
+    """Write *src_repo:tag*'s manifest under *dst_repo:tag* (blobs mounted across), as a racing publisher would."""
+    body = httpx.get(f"{http}/v2/{src_repo}/manifests/{tag}",
+                     headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).content
+    manifest = json.loads(body)
+    for desc in [manifest["config"], *manifest["layers"]]:
+        r = httpx.post(f"{http}/v2/{dst_repo}/blobs/uploads/", params={"mount": desc["digest"], "from": src_repo})
+        assert r.status_code == 201, r.text
+    r = httpx.put(f"{http}/v2/{dst_repo}/manifests/{tag}", content=body,
+                  headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+    assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize("settle", [0.5, 0.0])
+def test_a_racing_write_that_lands_after_the_read_back_is_caught_by_the_settle_read(oci_registry, tmp_path, monkeypatch, settle):
+    """B read the tag before A wrote it and writes its own just after A read it back: only
+    the read after the settle delay can see it."""
+    import starforge.registry.oci as oci_module
+
+    version = "1.0.0" if settle else "1.0.1"
+    archive_a, info_a, _ = make_plugin(tmp_path, "settle", "p", version, body="a")
+    archive_b, info_b, _ = make_plugin(tmp_path, "settle", "p", version, body="b")
+    OciRegistry(f"oci://127.0.0.1:{oci_registry.port}/racer").publish(archive_b, info_b)
+    slept = []
+
+    def b_lands_meanwhile(seconds):
+        slept.append(seconds)
+        _copy_tag(oci_registry.http, "racer/settle/p", "forge/settle/p", version)
+
+    monkeypatch.setattr(oci_module.time, "sleep", b_lands_meanwhile)
+    reg_a = OciRegistry(oci_registry.url, settle_delay=settle)
+    if settle:
+        with pytest.raises(ImmutableVersionError, match="the tag moved while publishing") as lost:
+            reg_a.publish(archive_a, info_a)
+        assert slept == [settle] and info_b.tree_digest in str(lost.value)
+    else:  # without the settle read, A tells its user "published", and B's write lands after
+        assert reg_a.publish(archive_a, info_a).created is True and slept == []
+        _copy_tag(oci_registry.http, "racer/settle/p", "forge/settle/p", version)
+    assert OciRegistry(oci_registry.url).get("settle", "p", version).tree_digest == info_b.tree_digest
+
+
+def test_eight_racing_publishers_one_winner_the_rest_told_of_the_conflict(oci_registry, tmp_path):
+    """Bounded version of bench/oci_publish_race.py: 2 rounds of 8 racing publishers."""
+    for round_ in range(2):
+        version = f"4.0.{round_}"
+        plugins = [make_plugin(tmp_path, "racers", "p", version, body=f"{round_}-{i}") for i in range(8)]
+        same = make_plugin(tmp_path, "racers", "p", version, body=f"{round_}-0")  # the same files as publisher 0
+        plugins.append(same)
+        barrier = threading.Barrier(len(plugins))
+        outcomes: list = [None] * len(plugins)
+
+        def run(i):
+            reg = OciRegistry(oci_registry.url)
+            barrier.wait()
+            try:
+                outcomes[i] = reg.publish(*plugins[i][:2])
+            except ImmutableVersionError as exc:
+                outcomes[i] = exc
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plugins))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        final = OciRegistry(oci_registry.url).get("racers", "p", version).tree_digest
+        told_published = {plugins[i][1].tree_digest for i, o in enumerate(outcomes) if not isinstance(o, Exception)}
+        assert told_published == {final}, outcomes  # whoever heard "published" holds the tag
+        for i, outcome in enumerate(outcomes):
+            assert outcome is not None
+            if isinstance(outcome, Exception):
+                assert plugins[i][1].tree_digest in str(outcome)  # and the digest it found, maybe a later loser's
