@@ -128,3 +128,30 @@ def test_a_progress_bar_is_drawn_only_on_a_terminal():
         update(1024, 2048)
         update(2048, 2048)
     assert "pull alice/opsd-patch@1.2.0" in screen.getvalue()
+
+
+def test_a_pull_killed_midway_leaves_a_temp_file_that_the_next_fetch_sweeps(tmp_path, forge_home, make_version):
+    import subprocess
+    import sys
+    import time
+
+    reg = DirectoryRegistry(tmp_path / "reg")
+    archive, info = make_version()
+    reg.publish(archive, info)
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from starforge.registry.directory import DirectoryRegistry\n"
+        "from starforge.registry.resolve import resolve\n"
+        "from starforge.registry.cache import fetch\n"
+        "reg = DirectoryRegistry(sys.argv[1])\n"
+        "info = resolve(reg, 'alice/opsd-patch')\n"
+        "def die(*a, **k): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "reg.download = lambda info, dest, progress=None: (open(dest, 'wb').write(b'half'), die())\n"
+        "fetch(reg, info)\n"), str(tmp_path / "reg")], env=dict(os.environ, FORGE_HOME=str(forge_home)), timeout=60)
+    assert killed.returncode == -9
+    [left] = _cache_files(forge_home)
+    assert left.endswith(".tmp")
+    old = time.time() - 3600
+    os.utime(forge_home / "cache" / "blobs" / left, (old, old))
+    fetch(reg, info)
+    assert _cache_files(forge_home) == ["sha256/" + info.artifact_digest.removeprefix("sha256:")]
