@@ -242,7 +242,7 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
     """The registry for *exp*: ``--registry``, ``FORGE_REGISTRY``, forge.yaml ``registry:``, user config, embedded."""
     import os
 
-    from ..registry.base import open_registry
+    from ..registry.factory import open_registry
 
     url = explicit or os.environ.get("FORGE_REGISTRY") or None
     if url is None and exp.registry:

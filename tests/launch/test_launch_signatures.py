@@ -59,7 +59,7 @@ class World:
         self.forge("plugin", "publish", str(root), "--sign", "--registry", str(self.registry))
 
     def envelope(self, version: str) -> str:
-        from starforge.registry.base import open_registry
+        from starforge.registry.factory import open_registry
 
         reg = open_registry(str(self.registry))
         return reg.signature(reg.get("alice", "opsd-patch", version)).decode("utf-8")
