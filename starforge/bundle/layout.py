@@ -1,7 +1,8 @@
 """An OCI image layout in an uncompressed tar: written byte for byte the same, read by content.
 
 Writing (:func:`write_layout`): ``oci-layout``, ``index.json``, the directories ``blobs/``
-and ``blobs/sha256/``, then every blob sorted by digest, each under fixed ustar headers
+and ``blobs/sha256/``, the small blobs (manifests, configs, envelopes, the lock) sorted by
+digest, then the archives sorted by digest, each under fixed ustar headers
 (mode 0644/0755, uid/gid 0, no owner names, mtime 0) — the same blobs and index give the
 same bytes on any machine. Blobs are copied as they are, hashed on the way, never repacked.
 
@@ -77,7 +78,9 @@ def write_layout(dest: Path, index: bytes, blobs: list[Blob], progress: Progress
     entry damaged since it was checked is refused, not bundled).
     """
     unique = {b.digest: b for b in blobs}
-    ordered = [unique[d] for d in sorted(unique)]
+    # Manifests, configs, envelopes and the lock first, then the archives: each group sorted
+    # by digest, so a reader (or a truncated copy) has every small piece before the big ones.
+    ordered = sorted(unique.values(), key=lambda b: (not isinstance(b.source, bytes), b.digest))
     total = sum(b.size for b in ordered)
     dest = Path(dest)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent or ".")
@@ -149,14 +152,23 @@ class LayoutReader:
             raise BundleError(f"cannot read bundle {self.path}: {exc.strerror}") from None
         self.file_size = os.fstat(self._file.fileno()).st_size
         self.members: dict[str, tarfile.TarInfo] = {}
+        self.cut_after: str | None = None  # the last member read before the tar ended too early
+        last = None
         try:
             tar = tarfile.open(fileobj=self._file, mode="r:")
             for member in tar:
                 self._add(member)
+                last = member.name
         except tarfile.TarError as exc:
+            if last is None:
+                self.close()
+                raise BundleError(f"bundle {self.path} is not a readable tar ({exc})",
+                                  hint="the file is truncated or is not a bundle; copy it again") from None
+            # Truncated: keep what was read, so the error can name the member that is cut.
+            self.cut_after = last
+        except BundleError:
             self.close()
-            raise BundleError(f"bundle {self.path} is not a readable tar ({exc})",
-                              hint="the file is truncated or is not a bundle; copy it again") from None
+            raise
 
     def _add(self, member: tarfile.TarInfo) -> None:
         name = member.name.removeprefix("./").rstrip("/")

@@ -96,6 +96,11 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     from ..experiment.lockfile import LockFile
 
     name = reader.path
+    if reader.cut_after is not None:
+        what = _member_role(reader, reader.cut_after)
+        raise BundleError(f"bundle {name} is truncated: it ends inside or just after {reader.cut_after}"
+                          + (f" ({what})" if what else ""),
+                          hint="copy the bundle again; compare its size and sha256 with the original")
     for required in ("oci-layout", "index.json"):
         if not reader.has(required):
             raise BundleError(f"bundle {name} has no {required}", hint="this is not a StarForge bundle, or it was altered")
@@ -237,6 +242,38 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         result.plugins.append(VerifiedPlugin(info=info, manifest_digest=manifest_digest,
                                              archive=archive if keep else None, envelope=envelope, signature=status))
     return result
+
+
+def _member_role(reader: LayoutReader, member: str) -> str | None:
+    """Best effort, for a damaged bundle: which plugin's manifest, config or archive *member* is."""
+    roles: dict[str, str] = {}
+
+    def blob_json(digest: str):
+        return json.loads(reader.read(blob_member(digest), SMALL_MAX))
+
+    try:
+        descs = json.loads(reader.read("index.json", SMALL_MAX)).get("manifests") or []
+    except (BundleError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+    for desc in descs:
+        try:
+            ref = (desc.get("annotations") or {}).get(REF_NAME, "")
+            owner, _, rest = ref.partition("/")
+            label = f"{owner}/{rest.replace(':', '@', 1)}"
+            roles[blob_member(desc["digest"])] = f"the manifest of {label}"
+            data = blob_json(desc["digest"])
+            if desc.get("artifactType") == LOCK_ARTIFACT_TYPE:
+                lock = json.loads(reader.read(blob_member(data["layers"][0]["digest"]), SMALL_MAX))
+                for p in lock.get("plugins") or []:
+                    roles.setdefault(blob_member(p["artifact_digest"]),
+                                     f"the archive of {p['owner']}/{p['name']}@{p['version']}")
+                continue
+            roles[blob_member(data["config"]["digest"])] = f"the config of {label}"
+            for layer in data.get("layers") or []:
+                roles[blob_member(layer["digest"])] = f"the archive of {label}"
+        except (BundleError, KeyError, ValueError, TypeError, AttributeError, IndexError):
+            continue
+    return roles.get(member)
 
 
 def _check_digest(data: bytes, digest: str, bundle: Path, what: str) -> None:
