@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, ContextManager
 
-from ..errors import UsageError
+from ..errors import BundleError, UsageError
 from ..registry.artifact import (
     ARTIFACT_TYPE,
     PluginArtifact,
@@ -31,7 +31,7 @@ from ..registry.artifact import (
 )
 from ..registry.base import Progress
 from ..registry.oci_client import EMPTY_JSON, OCI_EMPTY, OCI_INDEX, OCI_MANIFEST
-from .layout import REF_NAME, Blob, write_layout
+from .layout import REF_NAME, Blob, DamagedBlob, write_layout
 
 LOCK_ARTIFACT_TYPE = "application/vnd.starforge.lock.v1"
 LOCK_LAYER_TYPE = "application/vnd.starforge.lock.v1+json"
@@ -132,11 +132,16 @@ def create_bundle(
     index = canonical_json({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests + signatures})
 
     total = sum({b.digest: b.size for b in blobs}.values())
-    if progress is None:
-        size = write_layout(dest, index, blobs)
-    else:
-        with progress(f"bundle {dest.name}", total) as update:
-            size = write_layout(dest, index, blobs, update)
+    try:
+        if progress is None:
+            size = write_layout(dest, index, blobs)
+        else:
+            with progress(f"bundle {dest.name}", total) as update:
+                size = write_layout(dest, index, blobs, update)
+    except DamagedBlob as exc:
+        exc.path.unlink(missing_ok=True)  # a damaged cache entry: the next run fetches it again
+        raise BundleError(f"the cached archive {exc.path.name} is damaged; nothing was written",
+                          hint="the damaged copy was removed from the cache; run the command again to fetch it") from None
     return CreatedBundle(path=dest, size=size, plugins=tuple(bundled), builtins=tuple(exp.recipe_plugins))
 
 
@@ -148,6 +153,7 @@ def _plugin_descriptor(art: PluginArtifact, served) -> dict:
 def _locked_version(reg, lock, entry, fetch, published_version):
     """``(PublishedVersion, cached archive, envelope or None)`` of one lock entry, checked against the lock."""
     from ..experiment.lock import _get_locked, moved_tag_error
+    from ..registry.cache import cached_path
 
     served = _get_locked(reg, entry, lock.registry)
     if served.tree_digest != entry.digest:
@@ -157,6 +163,10 @@ def _locked_version(reg, lock, entry, fetch, published_version):
     # The lock's archive digest is what the far side fetches by: bundle exactly that archive.
     if served.artifact_digest != entry.artifact_digest:
         served = replace(served, artifact_digest=entry.artifact_digest, size=0)
-    archive = fetch(reg, published_version(entry) if served.size == 0 else served)
+    # A cached archive is hashed once, while it is copied into the bundle (write_layout
+    # refuses one that does not match); only a missing one is fetched (and verified) here.
+    archive = cached_path(entry.artifact_digest)
+    if not archive.is_file():
+        archive = fetch(reg, published_version(entry) if served.size == 0 else served)
     envelope = reg.signature(served) if served.signed or entry.signature.get("status") != "unsigned" else None
     return replace(served, size=archive.stat().st_size), archive, envelope

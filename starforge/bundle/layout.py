@@ -35,7 +35,7 @@ OCI_LAYOUT = b'{"imageLayoutVersion":"1.0.0"}'
 REF_NAME = "org.opencontainers.image.ref.name"
 BLOB_DIR = "blobs/sha256/"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_CHUNK = 1 << 20
+_CHUNK = 4 << 20
 _RECORD = 10240  # tar record size, as GNU tar pads
 
 Progress = Callable[[int, int], None]
@@ -52,6 +52,14 @@ class Blob:
     @property
     def member(self) -> str:
         return blob_member(self.digest)
+
+
+class DamagedBlob(BundleError):
+    """A blob file whose bytes do not match its digest while it was being written."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def blob_member(digest: str) -> str:
@@ -129,15 +137,17 @@ def _padding(size: int) -> bytes:
 def _copy_checked(blob: Blob, out: IO[bytes], progress: Callable[[int], object]) -> int:
     h = hashlib.sha256()
     n = 0
-    with open(blob.source, "rb") as src:  # type: ignore[arg-type]
-        while chunk := src.read(_CHUNK):
-            h.update(chunk)
-            out.write(chunk)
-            n += len(chunk)
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(blob.source, "rb", buffering=0) as src:  # type: ignore[arg-type]
+        while got := src.readinto(buf):
+            h.update(view[:got])
+            out.write(view[:got])
+            n += got
             progress(n)
     if "sha256:" + h.hexdigest() != blob.digest or n != blob.size:
-        raise BundleError(f"{blob.source} changed while it was being bundled (expected {blob.digest}, {blob.size} bytes)",
-                          hint="its cached copy is damaged; remove it from the cache and create the bundle again")
+        raise DamagedBlob(f"{blob.source} does not hold {blob.digest} ({blob.size} bytes): it is damaged or changed "
+                          "while it was being bundled", path=Path(blob.source))  # type: ignore[arg-type]
     return n
 
 
