@@ -107,12 +107,24 @@ def create_bundle(
         raise UsageError(f"{dest.parent} does not exist", hint="create the directory first or choose another -o FILE")
     reg = open_experiment_registry(exp, registry, insecure=insecure)
 
+    versions = [_locked_version(reg, lock, entry, fetch, published_version) for entry in lock.plugins]
+    try:
+        size, bundled = write_bundle(dest, lock_bytes, versions, progress)
+    except DamagedBlob as exc:
+        exc.path.unlink(missing_ok=True)  # a damaged cache entry: the next run fetches it again
+        raise BundleError(f"the cached archive {exc.path.name} is damaged; nothing was written",
+                          hint="the damaged copy was removed from the cache; run the command again to fetch it") from None
+    return CreatedBundle(path=dest, size=size, plugins=tuple(bundled), builtins=tuple(exp.recipe_plugins))
+
+
+def write_bundle(dest: Path, lock_bytes: bytes, versions: list, progress=None) -> tuple[int, list]:
+    """Write the layout tar of *versions* — ``(PublishedVersion, archive path, envelope or None)``
+    in lock order — and the lock; return its size and what it holds."""
     blobs: list[Blob] = []
     manifests: list[dict] = []
     signatures: list[dict] = []
     bundled = []
-    for entry in lock.plugins:
-        served, archive, envelope = _locked_version(reg, lock, entry, fetch, published_version)
+    for served, archive, envelope in versions:
         art = plugin_artifact(served, served.artifact_digest, archive.stat().st_size)
         blobs += [manifest_blob(art.manifest), Blob(art.config_desc["digest"], len(art.config), art.config),
                   Blob(served.artifact_digest, art.layer_desc["size"], archive)]
@@ -132,17 +144,10 @@ def create_bundle(
     index = canonical_json({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests + signatures})
 
     total = sum({b.digest: b.size for b in blobs}.values())
-    try:
-        if progress is None:
-            size = write_layout(dest, index, blobs)
-        else:
-            with progress(f"bundle {dest.name}", total) as update:
-                size = write_layout(dest, index, blobs, update)
-    except DamagedBlob as exc:
-        exc.path.unlink(missing_ok=True)  # a damaged cache entry: the next run fetches it again
-        raise BundleError(f"the cached archive {exc.path.name} is damaged; nothing was written",
-                          hint="the damaged copy was removed from the cache; run the command again to fetch it") from None
-    return CreatedBundle(path=dest, size=size, plugins=tuple(bundled), builtins=tuple(exp.recipe_plugins))
+    if progress is None:
+        return write_layout(dest, index, blobs), bundled
+    with progress(f"bundle {dest.name}", total) as update:
+        return write_layout(dest, index, blobs, update), bundled
 
 
 def _plugin_descriptor(art: PluginArtifact, served) -> dict:

@@ -391,3 +391,45 @@ def test_copy_mirrors_versions_and_signatures_between_two_oci_registries(near, f
     listed = json.loads(near.forge("plugin", "list", "--registry", dir_reg, "--json").stdout)
     assert "1.1.0" not in json.dumps(listed) and "1.0.0" in json.dumps(listed)
     near.forge("lock", exp, "--check", env={"FORGE_REGISTRY": dir_reg})
+
+
+# -- refusals on the way -------------------------------------------------------------------------
+
+
+def test_create_refuses_a_damaged_cache_entry_and_fetches_it_again_next_time(near, locked, tmp_path):
+    exp = locked(str(tmp_path / "registry-a"))
+    near.forge("bundle", "create", exp, "-o", tmp_path / "first.tar")
+    entry = json.loads((exp / "plugins.lock.json").read_text())["plugins"][0]
+    cached = next(near.home.rglob(entry["artifact_digest"].partition(":")[2]))
+    data = bytearray(cached.read_bytes())
+    data[50] ^= 1
+    cached.write_bytes(bytes(data))
+    bad = near.forge("bundle", "create", exp, "-o", tmp_path / "second.tar", ok=False)
+    assert bad.returncode == 5 and "damaged" in bad.stderr and not (tmp_path / "second.tar").exists()
+    near.forge("bundle", "create", exp, "-o", tmp_path / "second.tar")
+    assert (tmp_path / "second.tar").read_bytes() == (tmp_path / "first.tar").read_bytes()
+
+
+def test_push_refuses_a_tampered_bundle_and_data_prep_plugins_writing_nothing(far, bundle, tmp_path):
+    target = layer_member(bundle, "alice/opsd-patch:1.0.0")
+    flipped = rewrite(bundle, tmp_path / "flip.tar", lambda n, d: d[:-1] + bytes([d[-1] ^ 1]) if n == target else d)
+    far_reg = tmp_path / "far-registry"
+    bad = far.forge("bundle", "push", flipped, "--registry", far_reg, ok=False)
+    assert bad.returncode == 5 and "alice/opsd-patch@1.0.0" in bad.stderr and not far_reg.exists()
+
+    # A bundle carrying a data-prep plugin (a lock never names one; this bundle was made by hand).
+    from starforge.bundle.create import write_bundle
+    from starforge.experiment.lock import entry_from_published
+    from starforge.experiment.lockfile import LockFile
+    from starforge.registry.directory import DirectoryRegistry
+
+    prep_reg = DirectoryRegistry(tmp_path / "prep-registry")
+    far.forge("plugin", "publish", write_plugin(tmp_path / "prep", "shard-data", kind="data-prep"), "--registry", prep_reg.root)
+    info = prep_reg.get(OWNER, "shard-data", "1.0.0")
+    archive = prep_reg.root / "blobs" / "sha256" / info.artifact_digest.partition(":")[2]
+    lock = LockFile(plugins=(entry_from_published(info, "alice/shard-data@1.0.0", "unsigned"),), registry=str(prep_reg.root))
+    write_bundle(tmp_path / "prep.tar", lock.to_json().encode(), [(info, archive, None)])
+    far.forge("bundle", "verify", tmp_path / "prep.tar")
+    refused = far.forge("bundle", "push", tmp_path / "prep.tar", "--registry", far_reg, ok=False)
+    assert refused.returncode == 2 and "alice/shard-data@1.0.0 is a data-prep plugin" in refused.stderr
+    assert not far_reg.exists()
