@@ -306,8 +306,10 @@ def test_push_keeps_published_versions_immutable(near, far, bundle, tmp_path):
     far_reg = str(tmp_path / "far-registry")
     first = far.forge("bundle", "push", bundle, "--registry", far_reg)
     assert first.stdout.count("pushed alice/") == 2
-    again = far.forge("bundle", "push", bundle, "--registry", far_reg)
-    assert again.stdout.count("already there alice/") == 2
+    again = json.loads(far.forge("bundle", "push", bundle, "--registry", far_reg, "--json").stdout)
+    assert [(p["ref"], p["created"]) for p in again["plugins"]] == [
+        ("alice/opsd-patch@1.0.0", False), ("alice/reward-scale@1.0.0", False)]
+    assert again["registry"] == far_reg
 
     # Other content already published under alice/opsd-patch@1.0.0 on the far side: refused, naming both.
     other_reg = str(tmp_path / "other-registry")
@@ -433,3 +435,16 @@ def test_push_refuses_a_tampered_bundle_and_data_prep_plugins_writing_nothing(fa
     refused = far.forge("bundle", "push", tmp_path / "prep.tar", "--registry", far_reg, ok=False)
     assert refused.returncode == 2 and "alice/shard-data@1.0.0 is a data-prep plugin" in refused.stderr
     assert not far_reg.exists()
+
+
+def test_create_refuses_a_moved_tag_naming_both_digests(near, locked, tmp_path):
+    registry = tmp_path / "registry-a"
+    exp = locked(str(registry))
+    record = registry / "plugins" / "alice" / "opsd-patch" / "1.0.0.json"
+    data = json.loads(record.read_text())
+    locked_digest, moved = data["tree_digest"], "sf1:" + "0" * 64
+    record.write_text(json.dumps({**data, "tree_digest": moved}))
+    refused = near.forge("bundle", "create", exp, "-o", tmp_path / "b.tar", ok=False)
+    assert refused.returncode == 15 and "moved tag" in refused.stderr
+    assert locked_digest in refused.stderr and moved in refused.stderr
+    assert not (tmp_path / "b.tar").exists()
