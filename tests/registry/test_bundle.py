@@ -448,3 +448,20 @@ def test_create_refuses_a_moved_tag_naming_both_digests(near, locked, tmp_path):
     assert refused.returncode == 15 and "moved tag" in refused.stderr
     assert locked_digest in refused.stderr and moved in refused.stderr
     assert not (tmp_path / "b.tar").exists()
+
+
+def test_a_version_signed_after_locking_shows_in_the_lock_and_the_bundle(near, locked, tmp_path):
+    registry = str(tmp_path / "registry-a")
+    exp = locked(registry)
+    near.forge("bundle", "create", exp, "-o", tmp_path / "before.tar")
+    near.forge("key", "generate")
+    near.forge("plugin", "publish", tmp_path / "src" / "opsd-patch", "--registry", registry, "--sign")
+    relocked = near.forge("lock", exp)
+    assert "alice/opsd-patch@1.0.0: signature is now sha256:" in relocked.stdout
+    entry = json.loads((exp / "plugins.lock.json").read_text())["plugins"][0]
+    near.forge("bundle", "create", exp, "-o", tmp_path / "after.tar")
+    assert (tmp_path / "after.tar").read_bytes() != (tmp_path / "before.tar").read_bytes()
+    sig = next(d for d in index_of(tmp_path / "after.tar")["manifests"]
+               if d.get("artifactType") == "application/vnd.starforge.signature.v1+json")
+    envelope_digest = json.loads(read_member(tmp_path / "after.tar", "blobs/sha256/" + sig["digest"][7:]))["layers"][0]["digest"]
+    assert envelope_digest == entry["signature"]["envelope"]
