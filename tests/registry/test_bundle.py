@@ -465,3 +465,18 @@ def test_a_version_signed_after_locking_shows_in_the_lock_and_the_bundle(near, l
                if d.get("artifactType") == "application/vnd.starforge.signature.v1+json")
     envelope_digest = json.loads(read_member(tmp_path / "after.tar", "blobs/sha256/" + sig["digest"][7:]))["layers"][0]["digest"]
     assert envelope_digest == entry["signature"]["envelope"]
+
+
+def test_progress_bars_on_a_terminal_and_none_off_it(near, locked, tmp_path):
+    script = shutil.which("script")
+    if script is None:
+        pytest.skip("util-linux 'script' is not installed")
+    exp = locked(str(tmp_path / "registry-a"))
+    forge = f"{sys.executable} -m starforge"
+    out = subprocess.run([script, "-qec", f"{forge} bundle create {exp} -o {tmp_path / 'tty.tar'} && "
+                                          f"{forge} bundle verify {tmp_path / 'tty.tar'}", "/dev/null"],
+                         env=near.env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "bundle tty.tar" in out.stdout and "verify tty.tar" in out.stdout and "━" in out.stdout
+    piped = near.forge("bundle", "verify", tmp_path / "tty.tar")
+    assert "━" not in piped.stdout + piped.stderr
