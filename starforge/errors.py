@@ -49,6 +49,12 @@ class ArchiveError(ForgeError):
     exit_code = 5
 
 
+class BundleError(ArchiveError):
+    """A bundle (``forge bundle``) that is malformed, truncated or altered."""
+
+    exit_code = 5
+
+
 class RegistryError(ForgeError):
     """The registry cannot be reached or answered with an error."""
 

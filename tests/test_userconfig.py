@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from starforge.errors import ManifestError
-from starforge.registry.base import default_registry_url
+from starforge.registry.factory import default_registry_url
 from starforge.registry.publish import default_owner
 from starforge.userconfig import load_user_config
 

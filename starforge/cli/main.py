@@ -29,7 +29,9 @@ COMMANDS = {
         "pull": "plugin_pull:pull",
         "add": "plugin_edit:add",
         "remove": "plugin_edit:remove",
+        "copy": "plugin_copy:copy",
     },
+    "bundle": {"create": "bundle:create", "verify": "bundle:verify", "push": "bundle:push"},
     "lock": "lock:lock",
     "submit": "submit:submit",
     "jobs": {
@@ -46,6 +48,7 @@ GROUP_EXAMPLES = {
     "plugin": "forge plugin init opsd-patch && forge plugin publish opsd-patch",
     "jobs": "forge jobs list --json && forge jobs logs JOB_ID -f",
     "key": "forge key generate --name release",
+    "bundle": "forge bundle create exp7 -o exp7.bundle.tar && forge bundle verify exp7.bundle.tar",
     "trust": "forge trust add alice ~/.config/starforge/keys/release.pub",
 }
 
@@ -61,6 +64,11 @@ HELP = {
     "plugin pull": "Fetch a plugin version, verified, into a directory.",
     "plugin add": "Add a plugin request to forge.yaml and the lock.",
     "plugin remove": "Remove a plugin from forge.yaml and the lock.",
+    "plugin copy": "Copy plugin versions, with signatures, between registries.",
+    "bundle": "Carry a locked experiment's plugins across an air gap in one file.",
+    "bundle create": "Write the lock's plugin versions and the lock into a bundle (OCI layout tar).",
+    "bundle verify": "Check every digest and signature in a bundle.",
+    "bundle push": "Import a verified bundle into a registry.",
     "lock": "Resolve forge.yaml's plugins into plugins.lock.json.",
     "submit": "Build a JobSpec from the locked experiment and run it on a backend.",
     "jobs": "List, inspect, follow and cancel submitted jobs.",

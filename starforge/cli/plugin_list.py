@@ -35,7 +35,7 @@ def list_plugins(owner, registry, insecure, as_json) -> None:
     Example:
       forge plugin list alice
     """
-    from ..registry.base import open_registry
+    from ..registry.factory import open_registry
     from ..registry.publish import check_owner
 
     if owner:

@@ -42,7 +42,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
       forge plugin publish opsd-patch --owner alice --sign
     """
     from ..home import home
-    from ..registry.base import open_registry
+    from ..registry.factory import open_registry
     from ..registry.progress import transfer_progress
     from ..registry.publish import default_owner, publish_plugin
 

@@ -25,7 +25,7 @@ def pull(ref, output, registry, insecure, require_signatures, as_json) -> None:
       forge plugin pull alice/opsd-patch@1.2.0 -o /tmp/opsd-patch
       forge plugin pull alice/opsd-patch@~=1.2 --json
     """
-    from ..registry.base import open_registry
+    from ..registry.factory import open_registry
     from ..registry.cache import materialize
     from ..registry.resolve import resolve
     from ..signing import verify_published

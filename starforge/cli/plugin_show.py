@@ -34,7 +34,7 @@ def show(ref, registry, insecure, as_json) -> None:
     Example:
       forge plugin show alice/opsd-patch@~=1.2
     """
-    from ..registry.base import open_registry
+    from ..registry.factory import open_registry
 
     d = describe(open_registry(registry, insecure=insecure), ref)
     if as_json:

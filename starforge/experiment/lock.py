@@ -90,7 +90,24 @@ def load_builtins(exp: Experiment) -> list:
     return out
 
 
-def entry_from_published(info, request: str, signature_status: str) -> LockEntry:
+def signature_facts(status: str, envelope: bytes | None) -> dict:
+    """The lock's record of a signature: its status and, when the registry stores an envelope,
+    the envelope's digest and the key ids it names (so a re-signed version shows in the lock)."""
+    facts: dict = {"status": status}
+    if envelope is not None:
+        import hashlib
+        import json
+
+        facts["envelope"] = "sha256:" + hashlib.sha256(envelope).hexdigest()
+        try:
+            sigs = json.loads(envelope).get("signatures") or []
+            facts["key_ids"] = sorted({s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]})
+        except (ValueError, AttributeError, TypeError):
+            facts["key_ids"] = []
+    return facts
+
+
+def entry_from_published(info, request: str, signature_status: str, envelope: bytes | None = None) -> LockEntry:
     """A lock entry for the published version *info* (a ``PublishedVersion``)."""
     manifest = PluginManifest.from_mapping(info.manifest, source=f"{info.ref} (registry manifest)")
     return LockEntry(
@@ -108,7 +125,7 @@ def entry_from_published(info, request: str, signature_status: str) -> LockEntry
         params={k: p.to_dict() for k, p in manifest.params.items()},
         top_level=tuple(info.top_level),
         files=dict(info.files),
-        signature={"status": signature_status},
+        signature=signature_facts(signature_status, envelope),
         note=ENVIRONMENT_NOTE if manifest.kind == "environment" else "",
     )
 
@@ -186,7 +203,8 @@ def resolve_lock(
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
         status = verify_published(registry, info, trust, require=require_signatures)
-        entry = entry_from_published(info, req.request, status)
+        envelope = registry.signature(info) if status != "unsigned" else None
+        entry = entry_from_published(info, req.request, status, envelope)
         if entry.name != req.name:
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:
@@ -195,6 +213,9 @@ def resolve_lock(
             changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
         elif before.request != entry.request:
             changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
+        elif before.signature.get("envelope") != entry.signature.get("envelope") and entry.signature.get("envelope"):
+            changes.append(f"{entry.ref}: signature is now {entry.signature['envelope']} "
+                           f"(was {before.signature.get('envelope') or 'none'})")
         entries.append(entry)
     if previous:
         kept = {e.name for e in entries}
@@ -242,7 +263,7 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
     """The registry for *exp*: ``--registry``, ``FORGE_REGISTRY``, forge.yaml ``registry:``, user config, embedded."""
     import os
 
-    from ..registry.base import open_registry
+    from ..registry.factory import open_registry
 
     url = explicit or os.environ.get("FORGE_REGISTRY") or None
     if url is None and exp.registry:

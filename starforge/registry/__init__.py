@@ -4,6 +4,7 @@
 ``oci://host[:port]/prefix``. Laptop side.
 """
 
-from .base import PublishedVersion, PublishResult, Ref, Registry, open_registry, parse_ref
+from .base import PublishedVersion, PublishResult, Ref, Registry, parse_ref
+from .factory import open_registry
 
 __all__ = ["PublishedVersion", "PublishResult", "Ref", "Registry", "open_registry", "parse_ref"]

@@ -11,7 +11,6 @@ Ref(owner='alice', name='opsd-patch', specifier='~=1.2')
 from __future__ import annotations
 
 import abc
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -169,29 +168,3 @@ def check_identity(registry_url: str, where: str, asked: tuple, record: dict) ->
             "and do not use it until it is restored",
         )
 
-
-def default_registry_url() -> str:
-    """``FORGE_REGISTRY``, then ``registry:`` in the user config, then the embedded directory."""
-    from ..home import home
-    from ..userconfig import load_user_config
-
-    env = os.environ.get("FORGE_REGISTRY")
-    if env:
-        return env
-    h = home()
-    configured = load_user_config(h.config_file).registry
-    return configured if configured is not None else str(h.registry_dir)
-
-
-def open_registry(url: str | None = None, *, insecure: bool = False) -> Registry:
-    """The registry at *url* (default: :func:`default_registry_url`)."""
-    url = url or default_registry_url()
-    if url.startswith("oci://"):
-        from .oci import OciRegistry
-
-        return OciRegistry(url, insecure=insecure)
-    if "://" in url and not url.startswith("file://"):
-        raise UsageError(f"unsupported registry URL '{url}'", hint="use a directory path or oci://host[:port]/prefix")
-    from .directory import DirectoryRegistry
-
-    return DirectoryRegistry(Path(url.removeprefix("file://")))

@@ -13,6 +13,9 @@ Layout of ``owner/name@version`` under ``oci://host[:port]/prefix``:
   ``org.opencontainers.image.title`` / ``.version``. No creation time, so the same content
   always gives the same manifest digest.
 
+The manifests and config blob are built by :mod:`.artifact`, the one builder that bundles
+(:mod:`starforge.bundle`) use too, so a version has the same manifest digest in either.
+
 A signature is a second manifest (``artifactType`` :data:`SIGNATURE_TYPE`, empty config, the
 DSSE envelope as its one layer) whose ``subject`` is the plugin manifest. It is found through
 the referrers API or, where the registry lacks one, the referrers tag ``sha256-<hex>`` that
@@ -28,7 +31,6 @@ ECR) is the real guard.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from pathlib import Path
@@ -37,10 +39,24 @@ from ..digest import digest_of_map, is_digest
 from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from .base import check_identity, Progress, PublishedVersion, PublishResult, Registry
+from .base import Progress, PublishedVersion, PublishResult, Registry
+from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
+    ANN_TREE_DIGEST,
+    ARTIFACT_TYPE,
+    CONFIG_TYPE,
+    LAYER_TYPE,
+    SIGNATURE_TYPE,
+    canonical_json,
+    envelope_descriptor,
+    is_plugin_manifest,
+    plugin_artifact,
+    plugin_parts,
+    plugin_version,
+    referrers_tag,
+    signature_artifact,
+)
 from .oci_client import (
     EMPTY_JSON,
-    OCI_EMPTY,
     OCI_INDEX,
     OCI_MANIFEST,
     Fetched,
@@ -51,36 +67,11 @@ from .oci_client import (
     sha256_digest,
 )
 
-ARTIFACT_TYPE = "application/vnd.starforge.plugin.v1"
-CONFIG_TYPE = "application/vnd.starforge.plugin.config.v1+json"
-LAYER_TYPE = "application/vnd.starforge.plugin.layer.v1.tar+gzip"
-SIGNATURE_TYPE = "application/vnd.starforge.signature.v1+json"
-DSSE_TYPE = "application/vnd.dsse.envelope.v1+json"
-CONFIG_SCHEMA = "forge/oci-config/v1"
-
-ANN_TREE_DIGEST = "org.starforge.plugin.tree-digest"
-ANN_REF = "org.starforge.plugin.ref"
-ANN_TOP_LEVEL = "org.starforge.plugin.top-level"
-ANN_TITLE = "org.opencontainers.image.title"
-ANN_VERSION = "org.opencontainers.image.version"
-
 CONFIG_MAX = 64 << 20
 # After writing a tag, publish reads it back, waits this long and reads it once more: a
 # racing publisher that read the tag before our write lands its own within milliseconds.
 SETTLE_DELAY = 0.5
 SIGNATURE_MAX = 1 << 20
-
-
-
-def canonical_json(data) -> bytes:
-    """Sorted keys, no spaces, UTF-8: the same data always gives the same bytes (and digest)."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def referrers_tag(digest: str) -> str:
-    """The OCI 1.1 referrers tag of a manifest digest: ``sha256:ab..`` → ``sha256-ab..``."""
-    algo, _, hexpart = digest.partition(":")
-    return f"{algo}-{hexpart}"[:128]
 
 
 def _counter(progress: Progress | None, total: int):
@@ -203,7 +194,7 @@ class OciRegistry(Registry):
         if got is None:
             return None
         data = got.json()
-        if data.get("artifactType") != ARTIFACT_TYPE and (data.get("config") or {}).get("mediaType") != CONFIG_TYPE:
+        if not is_plugin_manifest(data):
             raise RegistryError(f"{repo}:{tag} is not a StarForge plugin (artifactType {data.get('artifactType')!r})",
                                 hint="the repository holds something else; use another prefix")
         return got, data
@@ -219,43 +210,10 @@ class OciRegistry(Registry):
     def _describe(self, owner: str, name: str, version: str, got: Fetched, data: dict) -> PublishedVersion:
         repo = self.repository(owner, name)
         where = f"{repo}@{got.digest}"
-        annotations = data.get("annotations") or {}
-        tree = annotations.get(ANN_TREE_DIGEST)
-        layers = [d for d in data.get("layers") or [] if isinstance(d, dict) and d.get("mediaType") == LAYER_TYPE]
-        config_desc = data.get("config") or {}
-        if not is_digest(tree) or len(layers) != 1 or config_desc.get("mediaType") != CONFIG_TYPE:
-            raise RegistryError(f"{where}: malformed plugin artifact (tree digest, config or layer missing)")
+        _, config_desc, _ = plugin_parts(data, where)
         config_raw = self.client.read_blob(repo, config_desc["digest"], int(config_desc.get("size", -1)), CONFIG_MAX)
-        try:
-            config = json.loads(config_raw)
-            files, manifest = dict(config["files"]), dict(config["manifest"])
-            top_level = tuple(config.get("top_level") or ())
-        except (ValueError, KeyError, TypeError):
-            raise RegistryError(f"{where}: plugin config blob is not valid") from None
-        if not isinstance(config, dict):
-            raise RegistryError(f"{where}: plugin config blob is not valid")
-        # The annotation, the config and the plugin.yaml inside must all answer for what was asked.
-        ref_owner, _, rest = str(annotations.get(ANN_REF) or "").partition("/")
-        ref_name, _, ref_version = rest.partition("@")
-        check_identity(self.url, f"{where} (annotation {ANN_REF})", (owner, name, version),
-                       {"owner": ref_owner, "name": ref_name, "version": ref_version})
-        check_identity(self.url, f"{where} (config)", (owner, name, version), config)
-        if config.get("tree_digest") != tree or (files and digest_of_map(files) != tree):
-            raise RegistryError(f"{where}: the tree digest annotation, config and file map disagree",
-                                hint="the artifact was altered after publishing; republish it")
-        layer = layers[0]
-        return PublishedVersion(
-            owner=owner,
-            name=name,
-            version=config.get("version") or annotations.get(ANN_VERSION),
-            tree_digest=tree,
-            artifact_digest=layer["digest"],
-            manifest=manifest,
-            files=files,
-            top_level=top_level,
-            size=int(layer.get("size", 0)),
-            signed=bool(self._signatures(repo, got.digest)),
-        )
+        return plugin_version((owner, name, version), data, config_raw, where, self.url,
+                              signed=bool(self._signatures(repo, got.digest)))
 
     def download(self, info: PublishedVersion, dest: Path, progress: Progress | None = None) -> None:
         repo = self.repository(info.owner, info.name)
@@ -306,37 +264,21 @@ class OciRegistry(Registry):
             sig = self.client.get_manifest(repo, desc["digest"])
             if sig is None:
                 continue
-            data = sig.json()
-            if (data.get("subject") or {}).get("digest") != got.digest:
-                continue
-            layers = [d for d in data.get("layers") or [] if d.get("mediaType") == DSSE_TYPE]
-            if len(layers) == 1:
-                return self.client.read_blob(repo, layers[0]["digest"], int(layers[0].get("size", -1)), SIGNATURE_MAX)
+            layer = envelope_descriptor(sig.json(), got.digest)
+            if layer is not None:
+                return self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX)
         return None
 
     def _attach_signature(self, repo: str, subject: dict, envelope: bytes, ref: str) -> str:
         """Push the envelope as a referrer of *subject*; return the signature manifest digest."""
-        env_digest = sha256_digest(envelope)
+        sig = signature_artifact(subject, envelope, ref)
         self.client.push_blob(repo, EMPTY_JSON, sha256_digest(EMPTY_JSON), len(EMPTY_JSON))
-        self.client.push_blob(repo, envelope, env_digest, len(envelope))
-        annotations = {ANN_REF: ref}
-        body = canonical_json({
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "artifactType": SIGNATURE_TYPE,
-            "config": {"mediaType": OCI_EMPTY, "digest": sha256_digest(EMPTY_JSON), "size": len(EMPTY_JSON)},
-            "layers": [{"mediaType": DSSE_TYPE, "digest": env_digest, "size": len(envelope)}],
-            "subject": subject,
-            "annotations": annotations,
-        })
-        digest = sha256_digest(body)
-        r = self.client.put_manifest(repo, digest, body, OCI_MANIFEST)
+        self.client.push_blob(repo, envelope, sig.envelope_desc["digest"], len(envelope))
+        r = self.client.put_manifest(repo, sig.digest, sig.manifest, OCI_MANIFEST)
         if r.headers.get("oci-subject") == subject["digest"]:
-            return digest  # the registry maintains the referrers list itself
-        descriptor = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
-                      "artifactType": SIGNATURE_TYPE, "annotations": annotations}
-        self._add_referrer(repo, subject["digest"], descriptor)
-        return digest
+            return sig.digest  # the registry maintains the referrers list itself
+        self._add_referrer(repo, subject["digest"], sig.referrer)
+        return sig.digest
 
     def _add_referrer(self, repo: str, subject: str, descriptor: dict) -> None:
         """Read-modify-write the referrers tag; re-read to catch a concurrent writer."""
@@ -382,36 +324,10 @@ class OciRegistry(Registry):
         if existing is not None:
             return self._republish(existing, info, tag, ref, signature)
 
-        config = canonical_json({
-            "schema": CONFIG_SCHEMA,
-            "owner": info.owner,
-            "name": info.name,
-            "version": tag,
-            "tree_digest": info.tree_digest,
-            "manifest": info.manifest,
-            "files": info.files,
-            "top_level": list(info.top_level),
-        })
-        config_desc = {"mediaType": CONFIG_TYPE, "digest": sha256_digest(config), "size": len(config)}
-        layer_desc = {"mediaType": LAYER_TYPE, "digest": layer_digest, "size": size,
-                      "annotations": {ANN_TITLE: f"{info.owner}-{info.name}-{tag}.tar.gz"}}
-        body = canonical_json({
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "artifactType": ARTIFACT_TYPE,
-            "config": config_desc,
-            "layers": [layer_desc],
-            "annotations": {
-                ANN_TREE_DIGEST: info.tree_digest,
-                ANN_REF: ref,
-                ANN_TOP_LEVEL: ",".join(info.top_level),
-                ANN_TITLE: f"{info.owner}/{info.name}",
-                ANN_VERSION: tag,
-            },
-        })
-        digest = sha256_digest(body)
+        artifact = plugin_artifact(info, layer_digest, size)
+        body, digest = artifact.manifest, artifact.digest
 
-        self.client.push_blob(repo, config, config_desc["digest"], len(config))
+        self.client.push_blob(repo, artifact.config, artifact.config_desc["digest"], len(artifact.config))
         self.client.push_blob(repo, archive, layer_digest, size, _counter(progress, size))
 
         # The upload took time: look again just before writing the tag.
@@ -435,9 +351,8 @@ class OciRegistry(Registry):
             time.sleep(self.settle_delay)
             self._check_tag_holds(repo, tag, digest, info, ref)
 
-        subject = {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body)}
         if signature is not None:
-            self._attach_signature(repo, subject, signature, ref)
+            self._attach_signature(repo, artifact.subject, signature, ref)
         published = PublishedVersion(
             owner=info.owner, name=info.name, version=tag, tree_digest=info.tree_digest,
             artifact_digest=layer_digest, manifest=info.manifest, files=info.files, top_level=tuple(info.top_level),

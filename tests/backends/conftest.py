@@ -556,7 +556,7 @@ def write_tree(root: Path, files: dict) -> None:
 @pytest.fixture(scope="session")
 def plugin_registry(tmp_path_factory):
     """A directory registry holding ``tester/mark-worker@1.0.0``."""
-    from starforge.registry.base import open_registry
+    from starforge.registry.factory import open_registry
     from starforge.registry.publish import publish_plugin
 
     root = tmp_path_factory.mktemp("backend-registry")
@@ -583,7 +583,7 @@ def make_experiment(tmp_path, plugin_registry, forge_home):
 
     from starforge.experiment.config import load_experiment
     from starforge.experiment.lock import lock_experiment
-    from starforge.registry.base import open_registry
+    from starforge.registry.factory import open_registry
 
     def make(entrypoint: str, backend: str, settings: dict | None = None, name: str = "backend-test") -> Path:
         root = tmp_path / name

@@ -317,7 +317,10 @@ def test_signature_status_is_locked_and_required_when_asked(project):
     project.forge("plugin", "publish", str(signed), "--sign", cwd=project.tmp)
     project.experiment(plugins=["alice/opsd-patch@~=1.2"])
     project.forge("lock", "--require-signatures")
-    assert json.loads(project.lock.read_text())["plugins"][0]["signature"] == {"status": "verified"}
+    sig = json.loads(project.lock.read_text())["plugins"][0]["signature"]
+    assert sig["status"] == "verified" and sig["envelope"].startswith("sha256:") and len(sig["key_ids"]) == 1
+    envelope = next((project.home / "registry").rglob("*.dsse.json")).read_bytes()
+    assert sig["envelope"] == "sha256:" + __import__("hashlib").sha256(envelope).hexdigest()
     project.forge("lock", "--check", "--require-signatures")
 
     # bob has no trusted key: fine by default (unsigned), refused with --require-signatures
@@ -486,7 +489,7 @@ def test_a_pulled_signed_version_stages_offline_and_is_verified_against_the_trus
     project.forge("plugin", "publish", str(project.plugin("opsd-patch", params=SCALE)), "--sign", "--registry", str(other), cwd=project.tmp)
     project.experiment(plugins=["alice/opsd-patch@~=1.2"])
     project.forge("lock", "--registry", str(other))
-    assert json.loads(project.lock.read_text())["plugins"][0]["signature"] == {"status": "verified"}
+    assert json.loads(project.lock.read_text())["plugins"][0]["signature"]["status"] == "verified"
     digest = json.loads(project.lock.read_text())["plugins"][0]["digest"]
     envelope = (other / "plugins" / "alice" / "opsd-patch" / "1.2.0.dsse.json").read_bytes()
     kept = project.home / "cache" / "blobs" / "signatures" / f"sf1-{digest[4:]}" / "alice" / "opsd-patch" / "1.2.0.dsse.json"

@@ -57,7 +57,7 @@ def test_a_failed_staging_leaves_nothing_behind(tmp_path, monkeypatch):
                       top_level=("gone",))
     (exp_dir / "plugins.lock.json").write_text(LockFile(plugins=(entry,)).to_json())
     plan = plan_job(load_experiment(exp_dir))
-    from starforge.registry.base import open_registry
+    from starforge.registry.factory import open_registry
 
     job_dir = exp_dir / ".forge" / "jobs" / plan.spec.id
     with pytest.raises((NotFoundError, RegistryError)):

@@ -59,7 +59,7 @@ class World:
         self.forge("plugin", "publish", str(root), "--sign", "--registry", str(self.registry))
 
     def envelope(self, version: str) -> str:
-        from starforge.registry.base import open_registry
+        from starforge.registry.factory import open_registry
 
         reg = open_registry(str(self.registry))
         return reg.signature(reg.get("alice", "opsd-patch", version)).decode("utf-8")
@@ -126,7 +126,7 @@ def world(tmp_path_factory) -> World:
     (w.exp / "trainer.py").write_text(TRAINER)
     (w.exp / "forge.yaml").write_text(FORGE_YAML.format(registry=w.registry))
     w.forge("lock", cwd=w.exp)
-    assert json.loads((w.exp / "plugins.lock.json").read_text())["plugins"][0]["signature"] == {"status": "verified"}
+    assert json.loads((w.exp / "plugins.lock.json").read_text())["plugins"][0]["signature"]["status"] == "verified"
     w.trusting_publisher = w.trust_file("node-trust", w.home / "keys" / "default.pub")
     w.trusting_other = w.trust_file("other-trust", w.home / "keys" / "other.pub")
     return w

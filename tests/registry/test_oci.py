@@ -19,7 +19,8 @@ import pytest
 from starforge.archive import pack_tree
 from starforge.digest import digest_of_bytes
 from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
-from starforge.registry.base import PublishedVersion, open_registry
+from starforge.registry.base import PublishedVersion
+from starforge.registry.factory import open_registry
 from starforge.registry.oci import ARTIFACT_TYPE, CONFIG_TYPE, LAYER_TYPE, SIGNATURE_TYPE, OciRegistry
 from starforge.registry.oci_client import OciClient, parse_challenge, parse_oci_url
 

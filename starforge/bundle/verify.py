@@ -1,0 +1,328 @@
+"""``forge bundle verify``: every blob digest, every tree digest, every signature of a bundle.
+
+What is checked, whatever the order of the tar's members:
+
+1. ``oci-layout`` and ``index.json`` are there and well formed; every member under
+   ``blobs/sha256/`` hashes to its name (one byte changed anywhere is found).
+2. The lock artifact is there; every version it names is in the index as
+   ``owner/name:version``, with its manifest, config and archive blobs present; the manifest
+   and config agree (tree digest, per-file map) and match the lock (tree and archive digest).
+3. Every archive unpacks safely to exactly the locked tree digest.
+4. Signatures: the same rule as ``forge lock`` — an owner with trusted keys must have a
+   valid signature by one of them; with *require_signatures*, every owner must.
+
+An error names the plugin and, where it applies, the member (``blobs/sha256/<hex>``).
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import json
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, ContextManager
+
+from ..errors import BundleError, ForgeError
+from ..registry.artifact import (
+    ARTIFACT_TYPE,
+    SIGNATURE_TYPE,
+    envelope_descriptor,
+    is_plugin_manifest,
+    plugin_parts,
+    plugin_version,
+)
+from ..registry.base import Progress, PublishedVersion
+from ..registry.oci_client import OCI_INDEX
+from .create import LOCK_ARTIFACT_TYPE, LOCK_LAYER_TYPE, ref_name
+from .layout import OCI_LAYOUT, REF_NAME, LayoutReader, blob_member
+
+SMALL_MAX = 64 << 20  # manifests, configs, envelopes, the lock
+
+
+@dataclass(frozen=True)
+class VerifiedPlugin:
+    info: PublishedVersion
+    manifest_digest: str
+    archive: Path | None  # the archive, extracted (only while the bundle is open with keep_archives)
+    envelope: bytes | None
+    signature: str  # verified | unsigned | unverified
+
+
+@dataclass
+class VerifiedBundle:
+    path: Path
+    lock_bytes: bytes
+    plugins: list = field(default_factory=list)
+    blobs: int = 0
+    size: int = 0
+
+
+class _Envelopes:
+    """The bundle's envelopes, as :func:`starforge.signing.verify_published` asks a registry for them."""
+
+    def __init__(self, envelopes: dict) -> None:
+        self.envelopes = envelopes
+
+    def signature(self, info: PublishedVersion) -> bytes | None:
+        return self.envelopes.get(info.ref)
+
+
+def verify_bundle(
+    path: str | os.PathLike,
+    *,
+    require_signatures: bool = False,
+    trust=None,
+    workdir: str | os.PathLike | None = None,
+    progress: Callable[[str, int], ContextManager[Progress | None]] | None = None,
+) -> VerifiedBundle:
+    """Check the bundle at *path*; return what it holds. Raise :class:`BundleError` (or
+    :class:`~starforge.errors.SignatureError`) naming the plugin and member at fault.
+
+    With *workdir*, each plugin's archive is left there (``VerifiedPlugin.archive``) for
+    ``forge bundle push``; otherwise archives are unpacked in a temporary directory and removed.
+    """
+    path = Path(path)
+    with LayoutReader(path) as reader, tempfile.TemporaryDirectory(prefix="forge-bundle-") as tmp:
+        where = Path(workdir) if workdir is not None else Path(tmp)
+        return _verify(reader, where, require_signatures, trust, workdir is not None, progress)
+
+
+def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, progress) -> VerifiedBundle:
+    from ..experiment.lockfile import LockFile
+
+    name = reader.path
+    if reader.cut_after is not None:
+        what = _member_role(reader, reader.cut_after)
+        raise BundleError(f"bundle {name} is truncated: it ends inside or just after {reader.cut_after}"
+                          + (f" ({what})" if what else ""),
+                          hint="copy the bundle again; compare its size and sha256 with the original")
+    for required in ("oci-layout", "index.json"):
+        if not reader.has(required):
+            raise BundleError(f"bundle {name} has no {required}", hint="this is not a StarForge bundle, or it was altered")
+    try:
+        layout = json.loads(reader.read("oci-layout", 4096))
+        index = json.loads(reader.read("index.json", SMALL_MAX))
+    except ValueError as exc:
+        raise BundleError(f"bundle {name}: oci-layout or index.json is not valid JSON ({exc})",
+                          hint="the bundle was altered; create it again") from None
+    if layout != json.loads(OCI_LAYOUT):
+        raise BundleError(f"bundle {name}: oci-layout is {layout!r}, expected {OCI_LAYOUT.decode()}")
+    entries = index.get("manifests") if isinstance(index, dict) else None
+    if not isinstance(index, dict) or index.get("mediaType", OCI_INDEX) != OCI_INDEX or not isinstance(entries, list) \
+            or not all(isinstance(d, dict) and isinstance(d.get("digest"), str) for d in entries):
+        raise BundleError(f"bundle {name}: index.json is not an OCI image index")
+
+    # Who each blob belongs to, so an error can name the plugin.
+    owners: dict[str, str] = {}
+
+    def blob(digest: str, what: str, limit: int | None = None) -> bytes | None:
+        member = blob_member(digest)
+        owners.setdefault(digest, what)
+        if not reader.has(member):
+            raise BundleError(f"bundle {name}: {what} is missing ({member})",
+                              hint="the bundle is incomplete or was altered; create it again")
+        return reader.read(member, limit) if limit is not None else None
+
+    def manifest(desc: dict, what: str) -> dict:
+        raw = blob(desc["digest"], what, SMALL_MAX)
+        assert raw is not None
+        _check_digest(raw, desc["digest"], name, what)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not JSON") from None
+        if not isinstance(data, dict):
+            raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not a manifest")
+        return data
+
+    # The lock.
+    locks = [d for d in entries if d.get("artifactType") == LOCK_ARTIFACT_TYPE]
+    if len(locks) != 1:
+        raise BundleError(f"bundle {name} holds {len(locks)} lock files, expected one",
+                          hint="the index was altered; create the bundle again")
+    lock_manifest = manifest(locks[0], "the lock's manifest")
+    lock_layers = [d for d in lock_manifest.get("layers") or [] if isinstance(d, dict) and d.get("mediaType") == LOCK_LAYER_TYPE]
+    if len(lock_layers) != 1:
+        raise BundleError(f"bundle {name}: the lock's manifest has no lock layer")
+    lock_bytes = blob(lock_layers[0]["digest"], "the lock file", SMALL_MAX)
+    assert lock_bytes is not None
+    _check_digest(lock_bytes, lock_layers[0]["digest"], name, "the lock file")
+    try:
+        lock = LockFile.from_dict(json.loads(lock_bytes), f"bundle {name}: plugins.lock.json")
+    except ValueError as exc:
+        raise BundleError(f"bundle {name}: plugins.lock.json is not valid JSON ({exc})") from None
+
+    by_ref = {}
+    for d in entries:
+        ref = (d.get("annotations") or {}).get(REF_NAME)
+        if ref is not None:
+            if ref in by_ref:
+                raise BundleError(f"bundle {name}: index.json names {ref} twice", hint="the index was altered")
+            by_ref[ref] = d
+
+    signed: dict[str, list] = {}
+    for sd in (d for d in entries if d.get("artifactType") == SIGNATURE_TYPE):
+        sig = manifest(sd, "a signature manifest")
+        signed.setdefault((sig.get("subject") or {}).get("digest"), []).append(sig)
+
+    # Plugin manifests and configs.
+    found = []
+    for entry in lock.plugins:
+        ref = ref_name(entry.owner, entry.name, entry.version)
+        desc = by_ref.get(ref)
+        if desc is None:
+            raise BundleError(f"bundle {name}: {entry.ref} is in the lock but not in index.json",
+                              hint="the bundle is incomplete or its index was altered; create it again")
+        data = manifest(desc, f"the manifest of {entry.ref}")
+        if not is_plugin_manifest(data) or desc.get("artifactType", ARTIFACT_TYPE) != ARTIFACT_TYPE:
+            raise BundleError(f"bundle {name}: {ref} in index.json is not a plugin manifest")
+        where = f"bundle {name}: {entry.ref} ({blob_member(desc['digest'])})"
+        _, config_desc, layer_desc = plugin_parts(data, where)
+        config_raw = blob(config_desc["digest"], f"the config of {entry.ref}", SMALL_MAX)
+        assert config_raw is not None
+        _check_digest(config_raw, config_desc["digest"], name, f"the config of {entry.ref}")
+        info = _as_bundle_error(lambda: plugin_version((entry.owner, entry.name, entry.version), data, config_raw, where, "bundle"))
+        if info.tree_digest != entry.digest or info.artifact_digest != entry.artifact_digest:
+            raise BundleError(f"{where}: holds tree digest {info.tree_digest} (archive {info.artifact_digest}), "
+                              f"the lock names {entry.digest} (archive {entry.artifact_digest})",
+                              hint="the bundle does not carry what its lock names; it was altered")
+        blob(layer_desc["digest"], f"the archive of {entry.ref}")
+        envelope = None
+        for sig in signed.get(desc["digest"], []):
+            layer = envelope_descriptor(sig, desc["digest"])
+            if layer is not None:
+                owners[layer["digest"]] = f"the signature of {entry.ref}"
+                envelope = blob(layer["digest"], f"the signature of {entry.ref}", SMALL_MAX)
+                assert envelope is not None
+                _check_digest(envelope, layer["digest"], name, f"the signature of {entry.ref}")
+        found.append((entry, desc["digest"], info, envelope))
+
+    # Every blob's content against its name (archives included), with progress.
+    digests = reader.blob_digests()
+    total = sum(reader.size(blob_member(d)) for d in digests)
+    archives = {info.artifact_digest: info for _, _, info, _ in found}
+    kept: dict[str, Path] = {}
+    with (progress(f"verify {name.name}", total) if progress else _null()) as update:
+        done = 0
+        for digest in digests:
+            member = blob_member(digest)
+            target = work / digest.partition(":")[2] if digest in archives else None
+            done = _hash_member(reader, member, digest, owners.get(digest, "a blob"), target, update, done, total)
+            if target is not None:
+                kept[digest] = target
+
+    # Tree digests and signatures.
+    from ..archive import unpack
+    from ..signing import verify_published
+
+    registry = _Envelopes({info.ref: env for _, _, info, env in found if env is not None})
+    result = VerifiedBundle(path=name, lock_bytes=lock_bytes, blobs=len(digests), size=reader.file_size)
+    for entry, manifest_digest, info, envelope in found:
+        archive = kept[info.artifact_digest]
+        tree = Path(tempfile.mkdtemp(dir=work, prefix=".tree-"))
+        try:
+            unpack(archive, tree / "t", info.tree_digest)
+        except ForgeError as exc:
+            raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
+                              f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
+        info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
+        status = verify_published(registry, info, trust, require=require)
+        if entry.signature.get("status") == "verified" and status != "verified":
+            from ..errors import SignatureError
+
+            raise SignatureError(f"{entry.ref} was locked with a verified signature; in this bundle it is {status}",
+                                 hint="a signature may have been stripped; trust its owner's key here or do not use it")
+        result.plugins.append(VerifiedPlugin(info=info, manifest_digest=manifest_digest,
+                                             archive=archive if keep else None, envelope=envelope, signature=status))
+    return result
+
+
+def _member_role(reader: LayoutReader, member: str) -> str | None:
+    """Best effort, for a damaged bundle: which plugin's manifest, config or archive *member* is."""
+    roles: dict[str, str] = {}
+
+    def blob_json(digest: str):
+        return json.loads(reader.read(blob_member(digest), SMALL_MAX))
+
+    try:
+        descs = json.loads(reader.read("index.json", SMALL_MAX)).get("manifests") or []
+    except (BundleError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+    for desc in descs:
+        try:
+            ref = (desc.get("annotations") or {}).get(REF_NAME, "")
+            owner, _, rest = ref.partition("/")
+            label = f"{owner}/{rest.replace(':', '@', 1)}"
+            roles[blob_member(desc["digest"])] = f"the manifest of {label}"
+            data = blob_json(desc["digest"])
+            if desc.get("artifactType") == LOCK_ARTIFACT_TYPE:
+                lock = json.loads(reader.read(blob_member(data["layers"][0]["digest"]), SMALL_MAX))
+                for p in lock.get("plugins") or []:
+                    roles.setdefault(blob_member(p["artifact_digest"]),
+                                     f"the archive of {p['owner']}/{p['name']}@{p['version']}")
+                continue
+            roles[blob_member(data["config"]["digest"])] = f"the config of {label}"
+            for layer in data.get("layers") or []:
+                roles[blob_member(layer["digest"])] = f"the archive of {label}"
+        except (BundleError, KeyError, ValueError, TypeError, AttributeError, IndexError):
+            continue
+    return roles.get(member)
+
+
+def _check_digest(data: bytes, digest: str, bundle: Path, what: str) -> None:
+    actual = "sha256:" + hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        raise BundleError(f"bundle {bundle}: {what} ({blob_member(digest)}) was altered: its content has digest {actual}",
+                          hint="do not use this bundle; create it again from the lock")
+
+
+def _hash_member(reader: LayoutReader, member: str, digest: str, what: str, target: Path | None,
+                 update, done: int, total: int) -> int:
+    h = hashlib.sha256()
+    out = open(target, "wb") if target is not None else None
+    try:
+        for chunk in _with_owner(reader, member, what):
+            h.update(chunk)
+            if out is not None:
+                out.write(chunk)
+            done += len(chunk)
+            if update:
+                update(done, total)
+    finally:
+        if out is not None:
+            out.close()
+    if "sha256:" + h.hexdigest() != digest:
+        raise BundleError(f"bundle {reader.path}: {what} ({member}) was altered: its content has digest sha256:{h.hexdigest()}",
+                          hint="do not use this bundle; create it again from the lock")
+    return done
+
+
+def _with_owner(reader: LayoutReader, member: str, what: str):
+    try:
+        yield from reader.chunks(member)
+    except BundleError as exc:
+        raise BundleError(f"{exc.message} ({what})", hint=exc.hint) from None
+
+
+def _as_bundle_error(build):
+    from ..errors import RegistryError
+
+    try:
+        return build()
+    except RegistryError as exc:
+        raise BundleError(exc.message, hint=exc.hint) from None
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
