@@ -23,12 +23,12 @@ import sys
 
 MODULE = "verl.trainer.ppo.core_algos"
 VERL_DEFAULT_AGG = "token-mean"
-_warned = set()
 
 
-def _warn_once(message):
-    if message not in _warned:
-        _warned.add(message)
+def _warn_once(message, warned):
+    """Print *message* on stderr the first time this installed loss meets it."""
+    if message not in warned:
+        warned.add(message)
         print(message, file=sys.stderr, flush=True)
 
 
@@ -46,12 +46,12 @@ def mean_centred_advantage(norm_adv_by_std=False):
     return dr_grpo_advantage
 
 
-def effective_agg_mode(passed, wanted, plugin="verl-dr-grpo"):
+def effective_agg_mode(passed, wanted, warned, plugin="verl-dr-grpo"):
     """The aggregation to use: refuse a non-default trainer setting that differs from *wanted*."""
     if passed == wanted:
         return wanted
     if passed == VERL_DEFAULT_AGG:
-        _warn_once(f"{plugin}: actor loss_agg_mode {passed!r} (verl's default) replaced by {wanted!r}")
+        _warn_once(f"{plugin}: actor loss_agg_mode {passed!r} (verl's default) replaced by {wanted!r}", warned)
         return wanted
     raise ValueError(
         f"{plugin}: actor loss_agg_mode={passed!r} conflicts with the plugin's {wanted!r}; "
@@ -60,11 +60,13 @@ def effective_agg_mode(passed, wanted, plugin="verl-dr-grpo"):
 
 
 def fixed_length_loss(agg_mode):
+    warned = set()
+
     def dr_grpo_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=VERL_DEFAULT_AGG,
                      config=None, rollout_is_weights=None):
         from verl.trainer.ppo import core_algos
 
-        mode = effective_agg_mode(loss_agg_mode, agg_mode)
+        mode = effective_agg_mode(loss_agg_mode, agg_mode, warned)
         vanilla = core_algos.POLICY_LOSS_REGISTRY["vanilla"]
         if mode != "seq-mean-token-sum-norm":
             return vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=mode, config=config,

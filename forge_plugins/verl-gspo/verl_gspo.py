@@ -21,20 +21,20 @@ MODULE = "verl.trainer.ppo.core_algos"
 VERL_DEFAULT_AGG = "token-mean"
 VERL_DEFAULT_CLIP = 0.2
 TOKEN_SCALE = 0.01
-_warned = set()
 
 
-def _warn_once(message):
-    if message not in _warned:
-        _warned.add(message)
+def _warn_once(message, warned):
+    """Print *message* on stderr the first time this installed loss meets it."""
+    if message not in warned:
+        warned.add(message)
         print(message, file=sys.stderr, flush=True)
 
 
-def _choose(name, passed, wanted, verl_default):
+def _choose(name, passed, wanted, verl_default, warned):
     if passed is None or passed == wanted:
         return wanted
     if passed == verl_default:
-        _warn_once(f"verl-gspo: actor {name} {passed!r} (verl's default) replaced by {wanted!r}")
+        _warn_once(f"verl-gspo: actor {name} {passed!r} (verl's default) replaced by {wanted!r}", warned)
         return wanted
     raise ValueError(f"verl-gspo: actor {name}={passed!r} conflicts with the plugin's {wanted!r}; "
                      f"leave verl's default or set the plugin's param")
@@ -56,18 +56,20 @@ def check_sequence_advantages(advantages, response_mask):
 
 
 def sequence_loss(clip_low, clip_high, agg_mode):
+    warned = set()
+
     def gspo_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=VERL_DEFAULT_AGG, config=None,
                   rollout_is_weights=None):
         import torch
         from verl.trainer.ppo import core_algos
         from verl.utils import torch_functional as verl_F
 
-        mode = _choose("loss_agg_mode", loss_agg_mode, agg_mode, VERL_DEFAULT_AGG)
-        low = _choose("clip_ratio_low", getattr(config, "clip_ratio_low", None), clip_low, VERL_DEFAULT_CLIP)
-        high = _choose("clip_ratio_high", getattr(config, "clip_ratio_high", None), clip_high, VERL_DEFAULT_CLIP)
+        mode = _choose("loss_agg_mode", loss_agg_mode, agg_mode, VERL_DEFAULT_AGG, warned)
+        low = _choose("clip_ratio_low", getattr(config, "clip_ratio_low", None), clip_low, VERL_DEFAULT_CLIP, warned)
+        high = _choose("clip_ratio_high", getattr(config, "clip_ratio_high", None), clip_high, VERL_DEFAULT_CLIP, warned)
         if max(low, high) >= TOKEN_SCALE:
             _warn_once(f"verl-gspo: warning: clip range {low}/{high} is token-scale; sequence ratios stay near 1, "
-                       "so this clip rarely engages (the GSPO paper uses 3e-4/4e-4)")
+                       "so this clip rarely engages (the GSPO paper uses 3e-4/4e-4)", warned)
         check_sequence_advantages(advantages, response_mask)
 
         log_ratio = log_prob - old_log_prob
