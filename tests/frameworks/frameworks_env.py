@@ -111,6 +111,7 @@ def _engines():
     path = HERE.parent / "backends" / "conftest.py"
     spec = importlib.util.spec_from_file_location("backend_engines_for_frameworks", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
