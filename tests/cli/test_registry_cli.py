@@ -188,3 +188,18 @@ def test_every_registry_command_has_help_with_an_example(env):
                 ("key", "generate"), ("trust", "add"), ("trust", "list")):
         out = forge(env, *cmd, "--help").stdout
         assert "Example:" in out and f"forge {' '.join(cmd)}" in out, cmd
+
+
+def test_show_lists_a_params_choices(tmp_path, env):
+    root = tmp_path / "mode-pick"
+    root.mkdir()
+    (root / "plugin.yaml").write_text(
+        "schema: forge/plugin/v1\nname: mode-pick\nversion: 1.0.0\nkind: algorithm\nentrypoint: mode_pick:install\n"
+        "params:\n  pick.mode: {type: str, default: fast, choices: [fast, exact], description: how}\n"
+    )
+    (root / "mode_pick.py").write_text("def install(params):\n    return None\n")
+    forge(env, "plugin", "publish", str(root))
+    text = forge(env, "plugin", "show", "alice/mode-pick").stdout
+    assert 'pick.mode (str, default "fast", one of "fast", "exact"): how' in text
+    shown = json.loads(forge(env, "plugin", "show", "alice/mode-pick", "--json").stdout)
+    assert shown["manifest"]["params"]["pick.mode"]["choices"] == ["fast", "exact"]
