@@ -71,3 +71,20 @@ def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, l
         assert _value(tweaked, "advantages[step 0] = ") == _value(plain, "advantages[step 0] = ")
     # the learning changed: a different policy after step 0
     assert _value(tweaked, "mean_reward = ") != _value(plain, "mean_reward = ")
+
+
+def test_generated_environment_plugin_ships_with_the_job_and_is_left_to_the_environment(quickstart):
+    tmp, exp, env = quickstart
+    _forge(env, "lock", str(exp), cwd=tmp)
+    plain = _forge(env, "submit", str(exp), cwd=tmp)
+    _forge(env, "plugin", "init", "my-env", "--kind", "environment", cwd=tmp)
+    _forge(env, "plugin", "publish", str(tmp / "my-env"), cwd=tmp)
+    yaml_text = (exp / "forge.yaml").read_text()
+    (exp / "forge.yaml").write_text(yaml_text.replace("plugins: [starforge/opsd-patch@~=1.2]",
+                                                      "plugins: [starforge/opsd-patch@~=1.2, starforge/my-env@0.1.0]"))
+    _forge(env, "lock", str(exp), cwd=tmp)
+    out = _forge(env, "submit", str(exp), cwd=tmp)
+    assert ("plugin  : starforge/my-env@0.1.0 skipped (kind environment: left to the environment mechanism)"
+            in out.splitlines())
+    # the launcher does not call an environment plugin, so the trainer's numbers are the plain run's
+    assert _value(out, "mean_reward = ") == _value(plain, "mean_reward = ")
