@@ -107,7 +107,7 @@ def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int 
 
 
 def _engines():
-    """The process helpers of the backend tests (session_pids, descendants, terminate, free_port)."""
+    """The process functions of the backend tests (session_pids, descendants, terminate, free_port)."""
     path = HERE.parent / "backends" / "conftest.py"
     spec = importlib.util.spec_from_file_location("backend_engines_for_frameworks", path)
     module = importlib.util.module_from_spec(spec)
