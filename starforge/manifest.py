@@ -35,7 +35,9 @@ PARAM_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (st
 TOP_KEYS = ("schema", "name", "version", "kind", "entrypoint", "load", "targets", "requires", "params", "description")
 REQUIRED_KEYS = ("schema", "name", "version", "kind", "entrypoint")
 REQUIRES_KEYS = ("core", "python", "packages")
-PARAM_DECL_KEYS = ("type", "default", "description")
+PARAM_DECL_KEYS = ("type", "default", "description", "choices")
+#: Param types that may list ``choices`` (values compared by equality).
+CHOICE_TYPES = ("float", "int", "bool", "str")
 
 Lines = Callable[[tuple], "int | None"]
 
@@ -95,6 +97,7 @@ class ParamDecl:
     default: Any = None
     has_default: bool = False
     description: str = ""
+    choices: tuple | None = None  # the allowed values, when the plugin enumerates them
 
     def to_dict(self) -> dict:
         d: dict = {"type": self.type}
@@ -102,6 +105,8 @@ class ParamDecl:
             d["default"] = self.default
         if self.description:
             d["description"] = self.description
+        if self.choices is not None:
+            d["choices"] = list(self.choices)
         return d
 
 
@@ -327,8 +332,33 @@ class _Validator:
                     raise self.fail(path + ("default",), f"default integer of {len(str(abs(default)))} digits is beyond the float range") from None
             description = decl.get("description", "") or ""
             self.string(path + ("description",), description)
-            out[key] = ParamDecl(type=type_name, default=default, has_default=has_default, description=description)
+            choices = self.param_choices(path, type_name, decl["choices"]) if "choices" in decl else None
+            if choices is not None and default is not None and default not in choices:
+                raise self.fail(
+                    path + ("default",),
+                    f"default {default!r} is not one of the choices ({', '.join(map(repr, choices))})",
+                )
+            out[key] = ParamDecl(type=type_name, default=default, has_default=has_default, description=description,
+                                 choices=choices)
         return out
+
+    def param_choices(self, path: tuple, type_name: str, value: Any) -> tuple:
+        """A non-empty list of distinct values of *type_name* (ints become floats for ``float``)."""
+        where = path + ("choices",)
+        if type_name not in CHOICE_TYPES:
+            raise self.fail(where, f"choices need a scalar type ({', '.join(CHOICE_TYPES)}), not {type_name}")
+        if not isinstance(value, list) or not value:
+            raise self.fail(where, f"expected a non-empty list of {type_name} values, got {_type_name(value)}")
+        out: list = []
+        for item in value:
+            if item is None or not type_matches(type_name, item) or _has_non_finite(item):
+                raise self.fail(where, f"choice {item!r} is not a finite {type_name}")
+            if type_name == "float":
+                item = float(item)
+            if item in out:
+                raise self.fail(where, f"choice {item!r} is listed twice")
+            out.append(item)
+        return tuple(out)
 
 
 def _type_name(value: Any) -> str:

@@ -146,3 +146,28 @@ def test_a_version_read_as_a_number_is_not_guessed():
     err = error_of(BASE.replace("version: 1.2.0", "version: 1.10"))
     assert "'1.1'" not in str(err) and '"1.1"' not in str(err)
     assert err.hint == 'write the version as a string, e.g. version: "1.10"'
+
+
+def test_param_choices_are_typed_and_round_trip():
+    m = parse(BASE + "params:\n  trl.loss_type: {type: str, default: dr_grpo, choices: [dr_grpo, grpo, dapo]}\n"
+              "  g.eps: {type: float, default: 1, choices: [1, 0.5]}\n")
+    assert m.params["trl.loss_type"].choices == ("dr_grpo", "grpo", "dapo")
+    assert m.params["g.eps"].choices == (1.0, 0.5)
+    assert m.to_dict()["params"]["trl.loss_type"]["choices"] == ["dr_grpo", "grpo", "dapo"]
+    assert "choices" not in parse(BASE + "params:\n  a.b: {type: int}\n").to_dict()["params"]["a.b"]
+
+
+@pytest.mark.parametrize(
+    "decl, expected",
+    [
+        ("{type: str, default: bnpo, choices: [grpo, dapo]}", "params.a.b.default: default 'bnpo' is not one of the choices ('grpo', 'dapo')"),
+        ("{type: str, choices: []}", "params.a.b.choices: expected a non-empty list of str values, got a list"),
+        ("{type: str, choices: grpo}", "params.a.b.choices: expected a non-empty list of str values, got a string"),
+        ("{type: int, choices: [1, 2.5]}", "params.a.b.choices: choice 2.5 is not a finite int"),
+        ("{type: float, choices: [0.1, .inf]}", "params.a.b.choices: choice inf is not a finite float"),
+        ("{type: str, choices: [a, a]}", "params.a.b.choices: choice 'a' is listed twice"),
+        ("{type: list, choices: [[1]]}", "params.a.b.choices: choices need a scalar type (float, int, bool, str), not list"),
+    ],
+)
+def test_param_choices_errors(decl, expected):
+    assert str(error_of(BASE + f"params:\n  a.b: {decl}\n")).startswith("p/plugin.yaml:7: " + expected)

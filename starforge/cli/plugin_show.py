@@ -67,5 +67,7 @@ def show(ref, registry, insecure, as_json) -> None:
         click.echo("  params:")
         for key, decl in params.items():
             default = f", default {json.dumps(decl['default'])}" if "default" in decl else ""
+            if decl.get("choices"):
+                default += f", one of {', '.join(json.dumps(c) for c in decl['choices'])}"
             text = f": {decl['description']}" if decl.get("description") else ""
             click.echo(f"    {key} ({decl['type']}{default}){text}")

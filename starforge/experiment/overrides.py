@@ -8,6 +8,7 @@ strings, ``[1,2]`` flow lists) read by :func:`starforge.yamlio.parse_scalar`, th
 - an int is accepted where a float is expected and stored as a float; for a string key a
   number or boolean is taken as the text written; ``null`` only where the default or the
   existing value is ``null``;
+- a declared key with ``choices`` takes only one of them (``--set`` and ``config:`` alike);
 - any other key is an error naming the closest known keys, unless written ``+key=value``
   (a new key, taken as parsed).
 
@@ -154,6 +155,12 @@ def build_hyperparams(
                     f"{where}: config key '{key}' is {_describe(value)}, but the plugin declares it as {decl['type']}",
                     hint=f"write {_TYPE_WORDS[decl['type']]} there (e.g. {example}), or remove it to use the plugin's default",
                 )
+            if not _allowed(decl, value):
+                where = config_lines.get(key, "forge.yaml")
+                raise ManifestError(
+                    f"{where}: config key '{key}' is {value!r}, not one of the plugin's choices: {_choices(decl)}",
+                    hint="write one of the choices there, or remove it to use the plugin's default",
+                )
         out[key] = value
     for text in sets:
         ov = Override.parse(text)
@@ -163,18 +170,26 @@ def build_hyperparams(
 
 def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, Any]) -> Any:
     want = declared[ov.key]["type"] if ov.key in declared else type_of(config.get(ov.key))
+    decl = declared.get(ov.key)
     if want == "str" and isinstance(ov.value, (bool, int, float)):
         # a string key given 2024 or true means the text, as a shell user wrote it
-        return ov.raw
-    decl = declared.get(ov.key)
-    if decl is not None:
+        ok, value = True, ov.raw
+    elif decl is not None:
         ok, value = _fit(decl["type"], ov.value, decl.get("default"))
+    if decl is not None:
         if not ok:
             raise UsageError(
                 f"--set {_shown(ov.text)}: '{ov.key}' is declared as {decl['type']}, got {_describe(ov.value)}",
                 hint=f"example: --set {ov.key}={_example(decl['type'])}",
             )
+        if not _allowed(decl, value):
+            raise UsageError(
+                f"--set {_shown(ov.text)}: '{ov.key}' must be one of {_choices(decl)}, got {value!r}",
+                hint=f"example: --set {ov.key}={_yaml_text(decl['choices'][0])}",
+            )
         return value
+    if want == "str" and isinstance(ov.value, (bool, int, float)):
+        return ov.raw
     if ov.key in config:
         current = config[ov.key]
         want = type_of(current)
@@ -201,6 +216,24 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
 def _shown(text: str) -> str:
     """A ``--set`` argument as messages quote it: long ones cut, so the error stays one readable line."""
     return text if len(text) <= 100 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def _allowed(decl: Mapping, value: Any) -> bool:
+    """Whether *value* is one of the declared ``choices`` (always, when none are declared)."""
+    choices = decl.get("choices")
+    if choices is None or value is None:
+        return True
+    return any(value == c and isinstance(value, bool) == isinstance(c, bool) for c in choices)
+
+
+def _choices(decl: Mapping) -> str:
+    return ", ".join(_yaml_text(c) for c in decl["choices"])
+
+
+def _yaml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _fit(type_name: str, value: Any, default: Any) -> tuple:

@@ -53,15 +53,26 @@ def test_init_then_check_passes_for_every_template(tmp_path, capsys, monkeypatch
     assert "{{" not in "".join(p.read_text() for p in root.rglob("*") if p.is_file())
 
 
+GENERATED_TESTS = {("algorithm", "eager"): 3, ("algorithm", "deferred"): 2, ("environment", "eager"): 2,
+                   ("data-prep", "eager"): 2}
+
+
 @pytest.mark.parametrize("kind, load", CASES)
 def test_generated_tests_pass(tmp_path, kind, load):
     root = init_plugin("reward-clip", kind, load, tmp_path / "reward-clip")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        cwd=root, capture_output=True, text=True, env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 passed" in proc.stdout
+    assert f"{GENERATED_TESTS[kind, load]} passed" in proc.stdout
+    # and with the standard library alone (an environment with StarForge but no pytest)
+    proc = subprocess.run(
+        [sys.executable, "-m", "unittest", "discover", "-s", "tests"], cwd=root, capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"Ran {GENERATED_TESTS[kind, load]} tests" in proc.stderr and "OK" in proc.stderr
 
 
 def test_module_is_named_after_the_plugin(tmp_path):

@@ -200,3 +200,18 @@ def test_credentials_in_a_registry_url_are_masked_in_every_message(env, url):
     env = dict(env, FORGE_REGISTRY=url)
     proc = forge(env, "plugin", "list", ok=False)
     assert "S3cr3tPass" not in proc.stderr and "***@" in proc.stderr
+
+
+def test_show_lists_a_params_choices(tmp_path, env):
+    root = tmp_path / "mode-pick"
+    root.mkdir()
+    (root / "plugin.yaml").write_text(
+        "schema: forge/plugin/v1\nname: mode-pick\nversion: 1.0.0\nkind: algorithm\nentrypoint: mode_pick:install\n"
+        "params:\n  pick.mode: {type: str, default: fast, choices: [fast, exact], description: how}\n"
+    )
+    (root / "mode_pick.py").write_text("def install(params):\n    return None\n")
+    forge(env, "plugin", "publish", str(root))
+    text = forge(env, "plugin", "show", "alice/mode-pick").stdout
+    assert 'pick.mode (str, default "fast", one of "fast", "exact"): how' in text
+    shown = json.loads(forge(env, "plugin", "show", "alice/mode-pick", "--json").stdout)
+    assert shown["manifest"]["params"]["pick.mode"]["choices"] == ["fast", "exact"]

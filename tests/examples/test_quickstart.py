@@ -40,7 +40,8 @@ def test_quickstart_runs_and_reruns(tmp_path):
 
     second = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert second.stdout.count("already published starforge/") == 3
+    published = [p for p in (REPO / "forge_plugins").iterdir() if (p / "plugin.yaml").is_file()]
+    assert second.stdout.count("already published starforge/") == len(published) >= 7
     assert f"unchanged: {lock}" in second.stdout
     assert lock.read_bytes() == lock_bytes
     assert _advantages(second.stdout, "0.5") == scaled

@@ -98,7 +98,7 @@ def test_opsd_patch_scales_the_advantages_the_trainer_uses(train):
 
 
 def test_dr_grpo_runs_mean_centred_and_learns_with_its_larger_step(train):
-    install("dr-grpo", {"dr_grpo.max_tokens": 6})
+    install("dr-grpo")  # divides by the trainer's own grpo.max_tokens (6)
     lines, result = run(train, {"grpo.lr": 16.0})
     rewards = value(lines, "rewards[step 0]")
     centred = []
@@ -113,7 +113,7 @@ def test_gspo_changes_the_updates_and_still_learns(train):
     base, _ = run(train)
     install("gspo")
     lines, result = run(train)
-    assert "patched : toy_grpo.algorithms:compute_log_ratio (replace) by starforge/gspo@1.0.0" in lines
+    assert "patched : toy_grpo.algorithms:compute_log_ratio (replace) by starforge/gspo@1.1.0" in lines
     # Same first samples; the second epoch of step 0 is off-policy, so the loss differs.
     assert value(lines, "rewards[step 0]") == value(base, "rewards[step 0]")
     step0 = [line for line in lines if line.startswith("step 0 ")]

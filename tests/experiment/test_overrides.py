@@ -76,3 +76,21 @@ def test_two_plugins_declaring_one_key_with_different_types_is_refused():
         declared_params([("a/x@1.0.0", {"k": {"type": "float"}}), ("b/y@1.0.0", {"k": {"type": "int"}})])
     merged = declared_params([("a/x@1.0.0", {"k": {"type": "int", "default": 1}}), ("b/y@1.0.0", {"k": {"type": "int", "default": 2}})])
     assert merged == {"k": {"type": "int", "default": 1}}
+
+
+CHOICES = {"trl.loss_type": {"type": "str", "default": "dr_grpo", "choices": ["dr_grpo", "grpo"]},
+           "g.level": {"type": "int", "default": 1, "choices": [1, 2]}}
+
+
+def test_set_outside_the_declared_choices_is_refused_naming_them():
+    assert build_hyperparams(CHOICES, {}, ["trl.loss_type=grpo", "g.level=2"]) == {"trl.loss_type": "grpo", "g.level": 2}
+    with pytest.raises(UsageError) as exc:
+        build_hyperparams(CHOICES, {}, ["trl.loss_type=dapo"])
+    assert str(exc.value) == "--set trl.loss_type=dapo: 'trl.loss_type' must be one of dr_grpo, grpo, got 'dapo'"
+    assert exc.value.hint == "example: --set trl.loss_type=dr_grpo"
+    with pytest.raises(UsageError, match="'g.level' must be one of 1, 2, got 3"):
+        build_hyperparams(CHOICES, {}, ["g.level=3"])
+    with pytest.raises(UsageError, match="'g.flag' must be one of false, got True"):
+        build_hyperparams({"g.flag": {"type": "bool", "choices": [False]}}, {}, ["g.flag=true"])
+    with pytest.raises(ManifestError, match="forge.yaml:4: config key 'trl.loss_type' is 'bnpo', not one of the plugin's choices: dr_grpo, grpo"):
+        build_hyperparams(CHOICES, {"trl.loss_type": "bnpo"}, (), {"trl.loss_type": "forge.yaml:4"})

@@ -42,7 +42,9 @@ def test_manifest_is_valid_and_declares_what_the_plugin_reads(name):
     assert m.module == name.replace("-", "_") and (PLUGIN_DIRS[name] / f"{m.module}.py").is_file()
     assert m.targets == ("toy_grpo.algorithms",)
     assert m.requires.core == ">=0.1,<1"
-    assert m.params and all(p.has_default and p.description for p in m.params.values())
+    assert all(p.has_default and p.description for p in m.params.values())
+    # dr-grpo reads no param: its divisor is the trainer's own generation bound
+    assert bool(m.params) == (name != "dr-grpo")
     source = (PLUGIN_DIRS[name] / f"{m.module}.py").read_text()
     for key in m.params:
         assert f'"{key}"' in source  # every declared param is read
@@ -119,19 +121,34 @@ def test_dr_grpo_advantages_are_mean_centred_without_std(alg):
     assert alg.ADVANTAGE_ESTIMATORS["grpo"](REWARDS, 8, 1e-6) == CENTRED
 
 
-def test_dr_grpo_reduction_divides_by_the_fixed_length_whatever_the_loss_type(alg):
-    install("dr-grpo", {"dr_grpo.max_tokens": 4})
+def test_dr_grpo_reduction_divides_by_the_generation_bound_the_trainer_passes(alg, capsys):
+    install("dr-grpo")
     losses = [[1.0, 2.0, 3.0], [4.0]]
-    for loss_type in alg.LOSS_TYPES:
-        assert alg.reduce_loss(losses, loss_type) == (6.0 + 4.0) / 4 / 2 == 1.25
+    assert alg.reduce_loss(losses, "seq-mean-token-sum-fixed", 4) == (6.0 + 4.0) / 4 / 2 == 1.25
+    assert alg.reduce_loss(losses, "seq-mean-token-sum-fixed", 5) == (6.0 + 4.0) / 5 / 2 == 1.0
+    assert capsys.readouterr().err == ""
+    # The trainer's default aggregation is replaced, and said so once.
+    assert alg.reduce_loss(losses, "token-mean", 4) == 1.25
+    assert alg.reduce_loss(losses, "token-mean", 4) == 1.25
+    assert capsys.readouterr().err == (
+        "dr-grpo: loss_type 'token-mean' (the trainer's default) replaced by 'seq-mean-token-sum-fixed' "
+        "with the generation bound max_tokens=4\n"
+    )
     # Padding with zero-loss tokens does not change it: the divisor is fixed, not the length.
-    assert alg.reduce_loss([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0]], "token-mean") == 1.25
+    assert alg.reduce_loss([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0]], "token-mean", 4) == 1.25
+
+
+@pytest.mark.parametrize("loss_type", ["seq-mean-token-mean", "seq-mean-token-sum"])
+def test_dr_grpo_refuses_an_aggregation_it_would_override(alg, loss_type):
+    install("dr-grpo")
+    with pytest.raises(ValueError, match=f"loss_type '{loss_type}' conflicts with Dr-GRPO's 'seq-mean-token-sum-fixed'"):
+        alg.reduce_loss([[1.0], [2.0]], loss_type, 4)
 
 
 def test_dr_grpo_gradient_uses_the_fixed_divisor(alg):
-    install("dr-grpo", {"dr_grpo.max_tokens": 4})
+    install("dr-grpo")
     logp = [[-1.0, -0.5, -2.0], [-1.5]]
-    loss = alg.clipped_pg_loss(logp, logp, [1.0, -1.0], 0.2, "token-mean", max_tokens=99)
+    loss = alg.clipped_pg_loss(logp, logp, [1.0, -1.0], 0.2, "seq-mean-token-sum-fixed", max_tokens=4)
     # On-policy: ratio 1, token loss -A, d/dlogp = -A / max_tokens / n_sequences.
     assert loss.grad == [[-0.125, -0.125, -0.125], [0.125]]
     assert loss.value == 0.125 * -3.0 + 0.125 * 1.0 == -0.25
@@ -143,9 +160,11 @@ def test_dr_grpo_then_opsd_stack_in_load_order(alg):
     assert alg.ADVANTAGE_ESTIMATORS["grpo"](REWARDS, 8, 1e-6) == [a * 2.0 for a in CENTRED]
 
 
-def test_dr_grpo_refuses_a_bad_max_tokens(alg):
-    with pytest.raises(ValueError, match="dr_grpo.max_tokens"):
-        install("dr-grpo", {"dr_grpo.max_tokens": 0})
+@pytest.mark.parametrize("bound", [None, 0, True, 6.0])
+def test_dr_grpo_refuses_a_loss_without_the_generation_bound(alg, bound):
+    install("dr-grpo")
+    with pytest.raises(ValueError, match="needs the rollout's generation bound"):
+        alg.reduce_loss([[1.0], [2.0]], "seq-mean-token-sum-fixed", bound)
 
 
 # -- gspo ------------------------------------------------------------------------------------
@@ -257,3 +276,21 @@ def test_reward_clip_clips_into_the_param_range(alg):
 def test_reward_clip_refuses_an_empty_range(alg):
     with pytest.raises(ValueError, match="reward_clip.lo"):
         install("reward-clip", {"reward_clip.lo": 1.0, "reward_clip.hi": 0.0})
+
+
+def test_gspo_refuses_per_token_advantages(alg):
+    install("gspo")
+    with pytest.raises(ValueError, match="per-token advantages"):
+        alg.clipped_pg_loss(LOGP, LOGP_OLD, [[1.0] * 4, -1.0, -1.0, 1.0], 3e-4, "seq-mean-token-mean")
+
+
+def test_gspo_warns_once_about_a_token_scale_clip(alg, capsys):
+    install("gspo")
+    alg.clipped_pg_loss(LOGP, LOGP_OLD, ADV, 4e-4, "seq-mean-token-mean")
+    assert capsys.readouterr().err == ""
+    alg.clipped_pg_loss(LOGP, LOGP_OLD, ADV, 0.2, "seq-mean-token-mean")
+    alg.clipped_pg_loss(LOGP, LOGP_OLD, ADV, 0.2, "seq-mean-token-mean")
+    assert capsys.readouterr().err == (
+        "gspo: warning: clip_eps=0.2 is token-scale; sequence ratios stay near 1, so this clip rarely engages "
+        "(the GSPO paper uses 3e-4/4e-4)\n"
+    )

@@ -1,0 +1,90 @@
+"""Every algorithm template of `forge plugin init`, as generated, changes the quickstart's
+numbers: init -> publish -> lock -> submit on the local backend, against the same job
+without the plugin."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _forge(env, *args, cwd):
+    proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"forge {' '.join(args)}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout + proc.stderr
+
+
+def _value(out: str, prefix: str):
+    line = next(ln for ln in out.splitlines() if ln.startswith(prefix))
+    return ast.literal_eval(line.split(" = ", 1)[1])
+
+
+@pytest.fixture
+def quickstart(tmp_path):
+    exp = tmp_path / "quickstart"
+    shutil.copytree(REPO / "examples" / "quickstart", exp,
+                    ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+    env.update(FORGE_HOME=str(tmp_path / "home"), FORGE_OWNER="starforge", PYTHONDONTWRITEBYTECODE="1")
+    _forge(env, "plugin", "publish", str(REPO / "forge_plugins" / "opsd-patch"), cwd=tmp_path)
+    # A short run: the templates must move the numbers of these 6 steps.
+    text = (exp / "forge.yaml").read_text().replace("steps: 40", "steps: 6")
+    (exp / "forge.yaml").write_text(text)
+    return tmp_path, exp, env
+
+
+@pytest.mark.parametrize("load, plugin_line", [
+    ("eager", "plugin  : starforge/my-tweak@0.1.0 loaded"),
+    ("deferred", "plugin  : starforge/my-tweak@0.1.0 registered (needs runtime context, loaded by the training entrypoint)"),
+])
+def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, load, plugin_line):
+    tmp, exp, env = quickstart
+    _forge(env, "lock", str(exp), cwd=tmp)
+    plain = _forge(env, "submit", str(exp), cwd=tmp)
+
+    _forge(env, "plugin", "init", "my-tweak", "--kind", "algorithm", "--load", load, cwd=tmp)
+    _forge(env, "plugin", "publish", str(tmp / "my-tweak"), cwd=tmp)
+    yaml_text = (exp / "forge.yaml").read_text()
+    (exp / "forge.yaml").write_text(yaml_text.replace("plugins: [starforge/opsd-patch@~=1.2]",
+                                                      "plugins: [starforge/opsd-patch@~=1.2, starforge/my-tweak@0.1.0]"))
+    _forge(env, "lock", str(exp), cwd=tmp)
+    tweaked = _forge(env, "submit", str(exp), cwd=tmp)
+
+    assert plugin_line in tweaked.splitlines()
+    rewards = _value(plain, "rewards[step 0] = ")
+    assert _value(tweaked, "rewards[step 0] = ") == rewards  # same seed, same first rollout
+    if load == "eager":
+        # the wrap reached the estimator the trainer dispatches through: advantages halved
+        assert "patched : toy_grpo.algorithms:ADVANTAGE_ESTIMATORS[grpo] (wrap) by starforge/my-tweak@0.1.0" in tweaked
+        assert _value(tweaked, "advantages[step 0] = ") == [a * 0.5 for a in _value(plain, "advantages[step 0] = ")]
+    else:
+        assert "deferred: my-tweak installed" in tweaked.splitlines()
+        assert _value(tweaked, "advantages[step 0] = ") == _value(plain, "advantages[step 0] = ")
+    # the learning changed: a different policy after step 0
+    assert _value(tweaked, "mean_reward = ") != _value(plain, "mean_reward = ")
+
+
+def test_generated_environment_plugin_ships_with_the_job_and_is_left_to_the_environment(quickstart):
+    tmp, exp, env = quickstart
+    _forge(env, "lock", str(exp), cwd=tmp)
+    plain = _forge(env, "submit", str(exp), cwd=tmp)
+    _forge(env, "plugin", "init", "my-env", "--kind", "environment", cwd=tmp)
+    _forge(env, "plugin", "publish", str(tmp / "my-env"), cwd=tmp)
+    yaml_text = (exp / "forge.yaml").read_text()
+    (exp / "forge.yaml").write_text(yaml_text.replace("plugins: [starforge/opsd-patch@~=1.2]",
+                                                      "plugins: [starforge/opsd-patch@~=1.2, starforge/my-env@0.1.0]"))
+    _forge(env, "lock", str(exp), cwd=tmp)
+    out = _forge(env, "submit", str(exp), cwd=tmp)
+    assert ("plugin  : starforge/my-env@0.1.0 skipped (kind environment: left to the environment mechanism)"
+            in out.splitlines())
+    # the launcher does not call an environment plugin, so the trainer's numbers are the plain run's
+    assert _value(out, "mean_reward = ") == _value(plain, "mean_reward = ")

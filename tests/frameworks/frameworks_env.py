@@ -1,0 +1,155 @@
+"""The trainer venvs (.venv-trl, .venv-verl, made by .ci/setup) and ways to run code in them.
+
+The venvs hold a training framework and no starforge-core, like a user's training
+environment. Code of ours reaches them only on ``PYTHONPATH``:
+
+- ``runtime_path``: a directory holding just the installed ``starforge`` package (what the
+  job's runtime zip carries), for the in-venv checks;
+- ``forge_overlay``: that plus the laptop-side libraries of ``forge`` the venv lacks, so
+  ``forge`` itself runs under the trainer's interpreter; the local backend then starts the
+  launcher under that interpreter, which makes it the job's Python.
+
+A missing venv fails the test when ``CI`` is set and skips it otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import starforge
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+VENVS = {"trl": REPO / ".venv-trl", "verl": REPO / ".venv-verl"}
+# forge's own imports (laptop side) and what they import
+FORGE_LIBS = ("click", "yaml", "_yaml", "rich", "markdown_it", "mdurl", "pygments", "httpx", "httpcore", "h11", "anyio",
+              "sniffio", "certifi", "idna", "cryptography", "cffi", "_cffi_backend", "pycparser", "packaging",
+              "typing_extensions")
+
+
+def need(condition: bool, reason: str) -> None:
+    if condition:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def trainer_python(name: str) -> Path:
+    python = VENVS[name] / "bin" / "python"
+    need(python.exists(), f"{VENVS[name].name} is missing (bash .ci/setup creates it)")
+    return python
+
+
+def clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FORGE_", "VIRTUAL_ENV", "RAY_")) and k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
+               TOKENIZERS_PARALLELISM="false", PYTHONDONTWRITEBYTECODE="1")
+    env.update(extra)
+    return env
+
+
+def _link(dest: Path, name: str) -> None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin and not spec.submodule_search_locations:
+        return
+    if spec.submodule_search_locations:
+        source = Path(list(spec.submodule_search_locations)[0])
+    else:
+        source = Path(spec.origin)
+    (dest / source.name).symlink_to(source)
+
+
+@pytest.fixture(scope="session")
+def runtime_path(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("runtime")
+    (dest / "starforge").symlink_to(Path(starforge.__file__).parent)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def forge_overlay(tmp_path_factory):
+    """``overlay(venv name) -> directory``: starforge and the forge libraries that venv lacks."""
+    made: dict = {}
+
+    def overlay(name: str) -> Path:
+        if name not in made:
+            python = trainer_python(name)
+            probe = subprocess.run(
+                [str(python), "-c", "import importlib.util as u, sys; print(' '.join(m for m in sys.argv[1:] if u.find_spec(m) is None))",
+                 *FORGE_LIBS], capture_output=True, text=True, cwd="/", env=clean_env(), check=True)
+            dest = tmp_path_factory.mktemp(f"overlay-{name}")
+            (dest / "starforge").symlink_to(Path(starforge.__file__).parent)
+            for lib in probe.stdout.split():
+                _link(dest, lib)
+            made[name] = dest
+        return made[name]
+
+    return overlay
+
+
+def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int = 240) -> str:
+    """Run ``script CASE...`` in the *name* trainer venv; fail with its output unless every case passed."""
+    proc = subprocess.run([str(trainer_python(name)), str(HERE / script), *cases], capture_output=True, text=True,
+                          cwd=str(HERE), env=clean_env(PYTHONPATH=str(runtime)), timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    for case in cases:
+        assert f"ok {case}" in proc.stdout.splitlines(), out[-6000:]
+    return out
+
+
+def _engines():
+    """The process functions of the backend tests (session_pids, descendants, terminate, free_port)."""
+    path = HERE.parent / "backends" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("backend_engines_for_frameworks", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def ray_head_in():
+    """``start(venv name) -> (gcs address, env)``: a Ray head on 127.0.0.1 started from that venv's
+    own ``ray`` (so its workers run the venv's Python); stopped by its session's PIDs."""
+    import secrets
+    import shutil
+    import tempfile
+
+    engines = _engines()
+    heads: list = []
+
+    def start(name: str):
+        ray = VENVS[name] / "bin" / "ray"
+        need(ray.exists(), f"{VENVS[name].name} has no ray (verl depends on it; bash .ci/setup)")
+        temp_dir = Path(tempfile.mkdtemp(prefix="sfvray", dir="/tmp"))  # Ray's socket paths must stay short
+        gcs_port, client_port, agent_port, metrics_port = (engines.free_port() for _ in range(4))
+        env = clean_env(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
+                        RAY_AUTH_TOKEN=secrets.token_hex(32),
+                        PATH=f"{ray.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        cmd = [str(ray), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs_port),
+               "--ray-client-server-port", str(client_port), "--dashboard-agent-listen-port", str(agent_port),
+               "--metrics-export-port", str(metrics_port), "--include-dashboard", "false", "--num-cpus", "2",
+               "--temp-dir", str(temp_dir), "--disable-usage-stats", "--object-store-memory", "200000000"]
+        proc = subprocess.Popen(cmd, env=env, cwd=temp_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        heads.append((proc.pid, temp_dir))
+        out, _ = proc.communicate(timeout=180)
+        if proc.returncode != 0:
+            pytest.fail(f"ray start failed ({proc.returncode}):\n{out[-4000:]}")
+        return f"127.0.0.1:{gcs_port}", env
+
+    try:
+        yield start
+    finally:
+        for sid, temp_dir in heads:
+            engines.terminate(engines.descendants(engines.session_pids(sid)))
+            shutil.rmtree(temp_dir, ignore_errors=True)
