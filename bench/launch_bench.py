@@ -91,8 +91,8 @@ runpy.run_module("app.train", run_name="__main__", alter_sys=True)
 
 
 def build(base: Path) -> tuple[Path, Path]:
-    from starforge.digest import digest_of_map, file_map
-    from starforge.jobspec import SCHEMA, JobSpec, write_spec
+    from starforge.cluster.digest import digest_of_map, file_map
+    from starforge.cluster.jobspec import SCHEMA, JobSpec, write_spec
 
     job = base / "job"
     plugin = job / "forge_plugins" / "bench-patch"

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
-from .digest import case_collision, digest_of_map, path_problem
+from .cluster.digest import case_collision, digest_of_map, path_problem
 from .errors import ArchiveError
 
 ARTIFACT_PREFIX = "sha256:"

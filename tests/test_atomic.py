@@ -3,7 +3,7 @@ import stat
 
 import pytest
 
-from starforge import atomic
+from starforge.cluster import atomic
 
 
 def _mode(path):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import BackendError
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, pid_alive
 from .store import JobStore
 

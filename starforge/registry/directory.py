@@ -25,12 +25,12 @@ import json
 import os
 from pathlib import Path
 
-from .. import atomic
-from ..digest import hash_file
+from ..cluster import atomic
+from ..cluster.digest import hash_file
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 from .base import Progress, PublishedVersion, PublishResult, Registry
 
 MARKER = "forge-registry.json"

@@ -31,7 +31,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..digest import digest_of_map, is_digest
+from ..cluster.digest import digest_of_map, is_digest
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
 from .base import Progress, PublishedVersion, PublishResult, Registry

@@ -218,7 +218,7 @@ def test_without_a_trust_file_nothing_is_checked_and_cryptography_stays_unloaded
 
 def test_the_signature_field_round_trips_and_is_validated():
     from starforge.errors import SpecError
-    from starforge.jobspec import JobSpec, example
+    from starforge.cluster.jobspec import JobSpec, example
 
     data = example()
     assert "signature" not in JobSpec.from_dict(data).to_dict()["plugins"][0]  # absent stays absent

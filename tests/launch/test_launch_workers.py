@@ -74,19 +74,6 @@ def test_worker_started_after_tampering_exits_10(builder):
     assert rec["failure"]["phase"] == "verify" and rec["failure"]["code"] == 10
 
 
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory) -> str:
-    """An interpreter whose environment has neither starforge-core nor packaging."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
-    python = str(venv / "bin" / "python")
-    probe = subprocess.run([python, "-c", "import starforge"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, cwd=str(venv))
-    if probe.returncode == 0:
-        pytest.fail("the bare venv can import starforge; the test would prove nothing")
-    return python
-
-
 def test_worker_without_starforge_core_gets_the_plugins(builder, bare_python):
     trainer = """
     import subprocess, sys

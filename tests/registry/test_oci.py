@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from starforge.archive import pack_tree
-from starforge.digest import digest_of_bytes
+from starforge.cluster.digest import digest_of_bytes
 from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from starforge.registry.base import PublishedVersion, open_registry
 from starforge.registry.oci import ARTIFACT_TYPE, CONFIG_TYPE, LAYER_TYPE, SIGNATURE_TYPE, OciRegistry

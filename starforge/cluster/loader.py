@@ -7,9 +7,9 @@ use, and no bytecode is written into the plugin tree. A name below one of those 
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
 
-Compiled code may be cached in a private per-user directory keyed by the hash of the
-source, the file name and the interpreter's bytecode magic; ``FORGE_BYTECODE_CACHE=0``
-(or Python's own ``-B`` / ``PYTHONDONTWRITEBYTECODE``) turns it off. The global ``sys.pycache_prefix`` is never touched.
+The code is compiled from those bytes in the process that runs it; no compiled code is
+read from or written to any disk (a cache of compiled code would run whatever its files
+hold under the record of the verified source). ``sys.pycache_prefix`` is never touched.
 
 Cluster side: standard library only.
 """
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import marshal
 import os
-import sys
+from typing import Iterable, Mapping
 
 
 class SnapshotLoader:
@@ -63,7 +62,7 @@ class SnapshotLoader:
         rel = self.modules[fullname][0]
         if rel is None:
             return compile("", f"<namespace {fullname}>", "exec", dont_inherit=True)
-        return compile_cached(self.contents[rel], self._path(rel))
+        return compile(self.contents[rel], self._path(rel), "exec", dont_inherit=True)
 
     def get_data(self, path: str) -> bytes:
         """Bytes of a file of the plugin, from the snapshot (``importlib.resources``, ``pkgutil``)."""
@@ -123,54 +122,3 @@ class SnapshotFinder:
 
     def __repr__(self) -> str:
         return f"<SnapshotFinder {self.label}>"
-
-
-# -- compiled-code cache ------------------------------------------------------------------
-
-_cache_dir: str | None | bool = False  # False: not looked up yet; None: disabled
-
-
-def _bytecode_dir() -> str | None:
-    global _cache_dir
-    if _cache_dir is not False:
-        return _cache_dir  # type: ignore[return-value]
-    _cache_dir = None
-    if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off") or sys.dont_write_bytecode:
-        return None  # PYTHONDONTWRITEBYTECODE / -B: no compiled files anywhere
-    from .runtime import private_cache_dir
-
-    # Private or nothing: code from a directory others can write would be theirs to run.
-    path = private_cache_dir("bytecode")
-    if path is None:
-        return None
-    _cache_dir = path
-    return path
-
-
-def compile_cached(source: bytes, filename: str):
-    """Compile *source* as *filename*, reusing code cached under the private per-user dir."""
-    cache = _bytecode_dir()
-    if cache is None:
-        return compile(source, filename, "exec", dont_inherit=True)
-    from ..digest import sha256_for
-
-    h = sha256_for(len(source))()
-    h.update(importlib.util.MAGIC_NUMBER)
-    h.update(str(sys.flags.optimize).encode())
-    h.update(filename.encode("utf-8", "surrogateescape") + b"\0")
-    h.update(source)
-    entry = os.path.join(cache, h.hexdigest())
-    try:
-        with open(entry, "rb") as f:
-            data = f.read()
-        return marshal.loads(data)
-    except (OSError, EOFError, ValueError, TypeError):
-        pass
-    code = compile(source, filename, "exec", dont_inherit=True)
-    from .runtime import atomic_write
-
-    try:
-        atomic_write(entry, marshal.dumps(code), 0o600)
-    except OSError:
-        pass
-    return code

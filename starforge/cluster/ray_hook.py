@@ -28,10 +28,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 
-# Wrapping ``ray.init`` is the runtime's (every process of a job does it; one module fewer to
-# import there); these names stay importable from here.
-from .runtime import _RayWatcher, _wrap_init, watch_ray_init  # noqa: F401
+from .import_hooks import PostImportLoader, spec_from_other_finders
 
 CHAINED_HOOK_ENV = "FORGE_RAY_CHAINED_HOOK"
 CHAINED_PICKLED_ENV = "FORGE_RAY_CHAINED_HOOK_PICKLED"
@@ -44,12 +43,56 @@ SETUP_HOOK = f"{__name__}.setup"
 FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT", "PYTHONPATH")
 
 
+def watch_ray_init() -> None:
+    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks."""
+    module = sys.modules.get("ray")
+    if module is not None:
+        _wrap_init(module)
+        return
+    if not any(isinstance(f, _RayWatcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RayWatcher())
+
+
+def _wrap_init(ray) -> None:
+    import functools
+
+    original = getattr(ray, "init", None)
+    if original is None or getattr(original, "_forge_chained", False):
+        return
+
+    @functools.wraps(original)
+    def init(*args, **kwargs):
+        kwargs["runtime_env"] = chain_runtime_env(kwargs.get("runtime_env"))
+        return original(*args, **kwargs)
+
+    init._forge_chained = True  # type: ignore[attr-defined]
+    ray.init = init
+
+
+class _RayWatcher:
+    """A meta-path finder that wraps ``ray.init`` once ``ray`` has been imported."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "ray" or getattr(self.local, "busy", False):
+            return None
+        spec = spec_from_other_finders(self, fullname, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec.loader = PostImportLoader(spec.loader, lambda name: _wrap_init(sys.modules[name]))
+        return spec
+
+
 def setup() -> None:
     """Bootstrap the forge plugins in this Ray worker, then run the chained hook."""
     _locate_job()
-    from . import runtime
+    from .process import boot_process
 
-    job = runtime.boot_process("ray-setup-hook")
+    job = boot_process("ray-setup-hook")
     if job is not None:
         job.write_provenance()  # again now that this process is a Ray worker: its Ray ids
     chained = os.environ.get(CHAINED_HOOK_ENV, "")
