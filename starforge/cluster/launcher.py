@@ -390,7 +390,7 @@ def _trainer_sys_path(first: str) -> list:
     """``sys.path`` as ``python -m``/``python script`` started with the job environment has it.
 
     *first* (the working directory, or the script's directory), then the entries of
-    ``PYTHONPATH`` (the job's bootstrap and ``recipe/`` first), then the interpreter's own
+    ``PYTHONPATH`` (the job's bootstrap, its runtime zip and ``recipe/`` first), then the interpreter's own
     (standard library, site-packages); nothing of the launcher's.
     """
     env_entries: list = []
@@ -399,6 +399,10 @@ def _trainer_sys_path(first: str) -> list:
             p = os.path.abspath(p)
             if p not in env_entries:
                 env_entries.append(p)
+    runtime_zip = os.environ.get("FORGE_RUNTIME", "")
+    if runtime_zip and os.path.isfile(runtime_zip) and os.path.abspath(runtime_zip) not in env_entries:
+        # where the bootstrap puts it in every other process: right after itself
+        env_entries.insert(1 if env_entries else 0, os.path.abspath(runtime_zip))
     rest = [p for p in sys.path if p not in env_entries]
     return [first] + env_entries + rest
 
