@@ -18,5 +18,5 @@ Modules, one concept each, in the order a launch uses them:
 - :mod:`.job` — one job in this process; :mod:`.process` — this process's job, the bootstrap
 - :mod:`.exits` — ending a process on failure; :mod:`.import_hooks` — post-import hooks
 - :mod:`.deferred` — this process's registry; :mod:`.plugins`, :mod:`.patching` — the runtime API
-- :mod:`.provenance` — records; :mod:`.ray_hook` — Ray; :mod:`.environment`, :mod:`.runtime_zip` — the job's runtime
+- :mod:`.provenance` — records; :mod:`.ray_init`, :mod:`.ray_hook` — Ray; :mod:`.environment`, :mod:`.runtime_zip` — the job's runtime
 """

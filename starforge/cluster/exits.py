@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, NoReturn, Protocol
 
 from .errors import ForgeError, LaunchFailure
 
-if TYPE_CHECKING:
-    from .job import Job
+
+class Recorded(Protocol):
+    """What is told of the failure: a job (:class:`.job.Job`) that writes its provenance."""
+
+    failure: LaunchFailure | None
+
+    def write_provenance(self) -> str | None: ...
 
 
-def run_or_exit(job: Job | None, action: Callable[[], object]) -> None:
+def run_or_exit(job: Recorded | None, action: Callable[[], object]) -> None:
     """Run *action*; on failure say why, record it and end the process with the §9 code."""
     try:
         action()
@@ -28,7 +33,7 @@ def run_or_exit(job: Job | None, action: Callable[[], object]) -> None:
         die(job, LaunchFailure.from_error(exc))
 
 
-def die(job: Job | None, failure: LaunchFailure) -> None:
+def die(job: Recorded | None, failure: LaunchFailure) -> NoReturn:
     try:
         if job is not None:
             job.failure = failure

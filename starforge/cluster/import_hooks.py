@@ -3,7 +3,7 @@
 A finder placed first on ``sys.meta_path`` asks the other finders for the module's spec
 and wraps its loader, so that a callback runs right after the module has executed. The
 job uses it for plugins that wait for a target (:class:`TargetWatcher`); the Ray
-integration uses it to wrap ``ray.init`` (:mod:`.ray_hook`). Standard library only.
+integration uses it to wrap ``ray.init`` (:mod:`.ray_init`). Standard library only.
 """
 
 from __future__ import annotations

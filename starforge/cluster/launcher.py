@@ -181,7 +181,7 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
     """
     from .environment import job_environment, prepare_runtime
     from .process import load_job
-    from .ray_hook import watch_ray_init
+    from .ray_init import watch_ray_init
 
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)

@@ -14,7 +14,7 @@ from .errors import LaunchFailure, SpecError
 from .exits import die, run_or_exit
 from .job import Job
 from .jobspec import read_spec
-from .ray_hook import watch_ray_init
+from .ray_init import watch_ray_init
 
 _job: Job | None = None
 _boot_lock = threading.RLock()
