@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from typing import Literal
 
 _counter = itertools.count()
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -41,7 +42,7 @@ class writer:
         self.file = os.fdopen(fd, "wb")
         return self.file
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         try:
             if exc_type is None:
                 self.file.flush()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import VerificationError
 from .record import Record
@@ -41,7 +41,7 @@ FileMap = dict  # relative POSIX path -> sha256 hex of the file's bytes
 # imported yet: loading hashlib (OpenSSL) costs a process 2-3 ms, which the faster OpenSSL
 # hash pays back only on about a megabyte of input.
 _OPENSSL_MIN_BYTES = 1 << 20
-_builtin_sha256 = False  # not looked up yet
+_builtin_sha256: Any = False  # not looked up yet
 
 
 def sha256_for(nbytes: int):

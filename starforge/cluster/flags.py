@@ -74,7 +74,7 @@ def apply_flags(flags: list) -> None:
             import warnings
 
             sys.warnoptions.append(value)  # multiprocessing passes them on to its children
-            warnings._processoptions([value])  # what the interpreter does with -W
+            warnings._processoptions([value])  # type: ignore[attr-defined]  # what the interpreter does with -W
         elif letter == "X":
             name, _, arg = value.partition("=")
             sys._xoptions[name] = arg or True

@@ -13,6 +13,7 @@ only.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -48,7 +49,7 @@ class Job:
         self.started = time.time()
         self.argv = list(sys.argv)
         self.lock = threading.RLock()
-        self.watcher = None
+        self.watcher: TargetWatcher | None = None
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only
         self.params = deferred.set_hyperparams(spec.hyperparams)
@@ -108,6 +109,7 @@ class Job:
             entry = item.entry
             try:
                 contents, item.contents = item.contents, None
+                assert contents is not None  # verify_all kept the verified bytes
                 func = self._import(item, contents)
                 if entry.load == "eager":
                     try:
@@ -204,7 +206,7 @@ class Job:
     def _targets_imported(self, due: list[Item], module_name: str) -> None:
         """Activate the plugins waiting for *module_name*, now imported; a failure ends the process."""
         for item in due:
-            run_or_exit(self, lambda item=item: self.activate(item, f"target:{module_name}"))
+            run_or_exit(self, functools.partial(self.activate, item, f"target:{module_name}"))
         self.write_provenance()
 
     def deferred_names(self) -> list:

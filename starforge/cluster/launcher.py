@@ -147,7 +147,7 @@ def _drop_launcher_path_entry() -> None:
     ``forge-launch`` its ``bin`` directory; neither belongs on the trainer's path (a module
     there would shadow the experiment's own).
     """
-    if sys.flags.safe_path or not sys.path:
+    if getattr(sys.flags, "safe_path", False) or not sys.path:
         return
     first = sys.path[0]
     argv0 = sys.argv[0] if sys.argv else ""
@@ -242,9 +242,9 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
     argv = list(cmd) if cmd else list(spec.entrypoint)
     watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
-    code, failure = run_entrypoint(argv, recipe)
-    if failure is not None:
-        return _fail(job_dir, failure, job)
+    code, stopped = run_entrypoint(argv, recipe)
+    if stopped is not None:
+        return _fail(job_dir, stopped, job)
 
     missing = job.deferred_not_installed()
     if missing:  # installed by another process of this attempt (a child, a Ray worker) counts
@@ -254,10 +254,10 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
         say(f"{PREFIX}{item.ref} not installed (deferred; the training entrypoint never called install_deferred({item.entry.name!r}))")
     if missing and spec.strict_deferred and code == 0:
         names = ", ".join(i.ref for i in missing)
-        failure = LaunchFailure(
+        never = LaunchFailure(
             DeferredNotInstalledError, missing[0].ref, f"deferred plugin never installed with strict_deferred: {names}"
         )
-        return _fail(job_dir, failure, job)
+        return _fail(job_dir, never, job)
     write_status(job_dir, "entrypoint", code, None, "")
     job.write_provenance()
     return code

@@ -109,11 +109,11 @@ class SnapshotFinder:
             )
         rel, is_package = info
         origin = os.path.join(self.root, *rel.split("/")) if rel else None
-        spec = importlib.machinery.ModuleSpec(fullname, self.loader, origin=origin, is_package=is_package)
+        spec = importlib.machinery.ModuleSpec(fullname, self.loader, origin=origin, is_package=is_package)  # type: ignore[arg-type]  # a duck-typed loader
         if rel is not None:
             spec.has_location = True
         if is_package:
-            if rel is not None:
+            if origin is not None:
                 pkg_dir = os.path.dirname(origin)
             else:
                 pkg_dir = os.path.join(self.root, *fullname.split("."))

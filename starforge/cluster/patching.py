@@ -374,7 +374,7 @@ def patch(target: str | Target, fn: Any, *, wrap: bool = True, rebind_aliases: b
             _ensure_hook()
             return p
     # Import outside the lock: the import hook of another thread may need it.
-    module = sys.modules.get(t.module) if _imported(t.module) else _import(t, p)
+    module = sys.modules[t.module] if _imported(t.module) else _import(t, p)
     with _lock:
         existing = _take_over(p._key, fn)  # another thread may have applied it meanwhile
         if existing is not None:
@@ -559,9 +559,9 @@ def _apply(p: Patch, module: types.ModuleType) -> None:
         _fail(p, err)
         raise
     except (AttributeError, TypeError) as exc:  # e.g. a read-only attribute of a builtin type
-        err = PatchTargetError(f"cannot patch '{p.target}': {exc}", target=p.target)
-        _fail(p, err)
-        raise err from exc
+        refused = PatchTargetError(f"cannot patch '{p.target}': {exc}", target=p.target)
+        _fail(p, refused)
+        raise refused from exc
     slot.layers = layers
     slot.installed = value
     p._slot = slot

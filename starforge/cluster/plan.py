@@ -35,7 +35,7 @@ class Item:
 
     def to_record(self) -> dict:
         e = self.entry
-        rec = {
+        rec: dict[str, object] = {
             "ref": e.ref,
             "name": e.name,
             "version": e.version,

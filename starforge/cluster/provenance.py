@@ -111,7 +111,7 @@ def _as_dict(record: Any) -> dict:
         return record.to_dict()
     import dataclasses
 
-    if dataclasses.is_dataclass(record):
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
         import json
 
         return json.loads(json.dumps(dataclasses.asdict(record), default=str))

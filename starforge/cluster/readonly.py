@@ -12,7 +12,7 @@ import os
 import stat
 
 
-def make_read_only(path: str | os.PathLike) -> None:
+def make_read_only(path: str | os.PathLike[str]) -> None:
     """Clear the write bits below and at *path* (files first, then each directory); symlinks are left alone."""
     try:
         entries = list(os.scandir(path))
