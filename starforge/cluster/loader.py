@@ -2,7 +2,7 @@
 
 :class:`SnapshotFinder` sits on ``sys.meta_path`` ahead of the normal finders and answers
 only for the plugin's own top-level names, from the in-memory snapshot that
-:func:`starforge.digest.verify_tree` returned. Nothing can change between the check and the
+:func:`.digest.verify_tree` returned. Nothing can change between the check and the
 use, and no bytecode is written into the plugin tree. A name below one of those top-level
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
