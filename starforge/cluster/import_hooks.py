@@ -1,15 +1,18 @@
 """Post-import hooks: run code once a named module has been imported.
 
 A finder placed first on ``sys.meta_path`` asks the other finders for the module's spec
-and wraps its loader, so that a callback runs right after the module has executed. The
-job uses it for plugins that wait for a target (:class:`TargetWatcher`); the Ray
-integration uses it to wrap ``ray.init`` (:mod:`.ray_init`). Standard library only.
+(:func:`spec_from_other_finders`) and wraps its loader (:class:`PostImportLoader`), so
+that a callback runs right after the module has executed. The one mechanism behind three
+uses: plugins that wait for a target (:class:`TargetWatcher`), ``ray.init`` wrapped when
+``ray`` is imported (:mod:`.ray_init`), and patches applied when their target module is
+imported (:mod:`.patching`). Standard library only.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import types
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -17,11 +20,15 @@ if TYPE_CHECKING:
 
 
 def spec_from_other_finders(hook: Any, fullname: str, path: Any, target: Any) -> Any:
-    """The spec the other finders on ``sys.meta_path`` give for *fullname*; *hook* is not re-entered meanwhile."""
+    """The spec the other finders on ``sys.meta_path`` give for *fullname*; *hook* is not re-entered meanwhile.
+
+    *hook* has a thread-local ``local`` whose ``busy`` its ``find_spec`` honours. Other
+    finders of *hook*'s own class are skipped too.
+    """
     hook.local.busy = True
     try:
         for finder in list(sys.meta_path):
-            if finder is hook or not hasattr(finder, "find_spec"):
+            if finder is hook or isinstance(finder, type(hook)) or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
@@ -32,24 +39,36 @@ def spec_from_other_finders(hook: Any, fullname: str, path: Any, target: Any) ->
 
 
 class PostImportLoader:
-    """Wraps a target module's loader to run a callback once the module has executed."""
+    """Wraps a module's loader to call *callback(module)* once the module has executed.
 
-    def __init__(self, loader: Any, callback: Callable[[str], None]) -> None:
+    Implements the loader interface without inheriting ``importlib.abc.Loader`` (which
+    pulls in ``importlib.resources``); anything else is the real loader's. If the module
+    raises, the callback is not called.
+    """
+
+    def __init__(self, loader: Any, callback: Callable[[types.ModuleType], None]) -> None:
         self._loader = loader
         self._callback = callback
 
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        module.__loader__ = self._loader
-        if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self._loader
-        self._loader.exec_module(module)
-        self._callback(module.__name__)
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        try:
+            self._loader.exec_module(module)
+        finally:
+            # Leave the module as if this wrapper had never been there (another post-import
+            # wrapper inside this one may already have done so).
+            if getattr(module, "__loader__", None) is self:
+                module.__loader__ = self._loader
+            spec = getattr(module, "__spec__", None)
+            if spec is not None and spec.loader is self:
+                spec.loader = self._loader
+        self._callback(module)
 
 
 class TargetWatcher:
@@ -78,7 +97,8 @@ class TargetWatcher:
         spec.loader = PostImportLoader(spec.loader, self.imported)
         return spec
 
-    def imported(self, module_name: str) -> None:
+    def imported(self, module: types.ModuleType) -> None:
+        module_name = module.__name__
         due = [item for item in self.waiting if module_name in item.entry.targets]
         for item in due:
             self.forget(item)

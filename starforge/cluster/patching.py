@@ -43,6 +43,7 @@ import types
 from typing import TYPE_CHECKING
 
 from .errors import PatchError, PatchTargetError
+from .import_hooks import PostImportLoader, spec_from_other_finders
 from .record import Record
 from .utctime import utc_millis
 
@@ -656,65 +657,19 @@ def _rebind(slot: _Slot, old: Any, new: Any, *, scan: bool, skip: set) -> list:
 # -- waiting for an import ------------------------------------------------------------------
 
 
-# The two import-system classes below implement the importlib.abc interfaces without
-# inheriting from them: importing importlib.abc pulls in importlib.resources and pathlib,
-# several milliseconds in every process of a job.
-
-
-class _NotifyingLoader:
-    """Runs the real loader, then applies the patches waiting for the module."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: Any) -> Any:
-        create = getattr(self._loader, "create_module", None)
-        return create(spec) if create is not None else None
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        try:
-            self._loader.exec_module(module)
-        finally:
-            # Leave the module as if this wrapper had never been there (another post-import
-            # wrapper inside this one may already have done so).
-            if getattr(module, "__loader__", None) is self:
-                module.__loader__ = self._loader
-            spec = getattr(module, "__spec__", None)
-            if spec is not None and spec.loader is self:
-                spec.loader = self._loader
-        _module_imported(module)
-
-
 class _ImportHook:
     """Meta-path finder that never imports anything itself; it only wraps the real loader."""
 
     def __init__(self) -> None:
-        self._local = threading.local()  # set while asking the other finders (no re-entry)
+        self.local = threading.local()  # busy while asking the other finders (no re-entry)
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in _pending or getattr(self._local, "busy", False):
+        if fullname not in _pending or getattr(self.local, "busy", False):
             return None
-        self._local.busy = True
-        try:
-            for finder in list(sys.meta_path):
-                if isinstance(finder, _ImportHook):
-                    continue
-                find = getattr(finder, "find_spec", None)
-                if find is None:
-                    continue
-                spec = find(fullname, path, target)
-                if spec is not None:
-                    break
-            else:
-                return None
-        finally:
-            self._local.busy = False
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        spec = spec_from_other_finders(self, fullname, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
-        spec.loader = _NotifyingLoader(spec.loader)
+        spec.loader = PostImportLoader(spec.loader, _module_imported)
         return spec
 
 

@@ -71,7 +71,7 @@ class _RayWatcher:
             return spec
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-        spec.loader = PostImportLoader(spec.loader, lambda name: _wrap_init(sys.modules[name]))
+        spec.loader = PostImportLoader(spec.loader, _wrap_init)
         return spec
 
 
