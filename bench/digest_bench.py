@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from starforge.digest import tree_digest
+from starforge.cluster.digest import tree_digest
 
 PIPELINE = "find . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum"
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
 from .directories import dir_mode, make_dirs
-from .digest import case_collision, digest_of_map, path_problem
+from .cluster.digest import case_collision, digest_of_map, path_problem
 from .errors import ArchiveError
 
 ARTIFACT_PREFIX = "sha256:"

@@ -1,34 +1,24 @@
 """One exception tree for StarForge; each class a failure a user can act on.
 
-Every class carries the process exit code the CLI or the launcher ends with.
-Cluster side: standard library only.
+Every class carries the process exit code the CLI ends with. The base class and the
+errors the cluster side raises live in :mod:`starforge.cluster.errors` (the launcher
+ships them); the laptop's own are below.
 
 >>> raise ManifestError("plugin.yaml:3: unknown key 'entry_point'", hint="did you mean 'entrypoint'?")
 """
 
 from __future__ import annotations
 
-
-class ForgeError(Exception):
-    """Base class. ``message`` is one line; ``hint`` tells the user what to do next."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.message
-
-
-# -- laptop side --------------------------------------------------------------------------
-
-class UsageError(ForgeError):
-    """Bad command-line usage or a bad argument value."""
-
-    exit_code = 2
+from .cluster.errors import (  # noqa: F401  (one hierarchy: the laptop raises these too)
+    ForgeError,
+    InstallError,
+    PatchError,
+    PatchTargetError,
+    SignatureError,
+    SpecError,
+    UsageError,
+    VerificationError,
+)
 
 
 class ManifestError(ForgeError):
@@ -73,12 +63,6 @@ class ImmutableVersionError(RegistryError):
     exit_code = 8
 
 
-class SignatureError(ForgeError):
-    """A signature that is missing, invalid, or made by an untrusted key."""
-
-    exit_code = 9
-
-
 class LockError(ForgeError):
     """A lock file that is missing, stale, or cannot be resolved."""
 
@@ -89,63 +73,3 @@ class BackendError(ForgeError):
     """A backend that cannot stage, submit or query a job."""
 
     exit_code = 16
-
-
-# -- cluster side (exit codes fixed by the launcher contract) ---------------------------
-
-class SpecError(ForgeError):
-    """A JobSpec that is malformed, or bad launcher usage."""
-
-    exit_code = 2
-
-
-class VerificationError(ForgeError):
-    """A plugin tree whose files do not match the digest in the spec."""
-
-    exit_code = 10
-
-
-class RequirementError(ForgeError):
-    """A plugin whose ``requires`` (core, python, packages) is not met here."""
-
-    exit_code = 11
-
-
-class PluginImportError(ForgeError):
-    """A plugin entrypoint that cannot be imported or is not callable."""
-
-    exit_code = 12
-
-
-class InstallError(ForgeError):
-    """A plugin's ``install`` hook raised."""
-
-    exit_code = 13
-
-
-class DeferredNotInstalledError(ForgeError):
-    """A deferred plugin the training entrypoint never installed (strict mode)."""
-
-    exit_code = 14
-
-
-class PatchError(ForgeError):
-    """A patch made through ``starforge.patching`` that cannot be applied or undone.
-
-    Raised inside a plugin's ``install``, so the launcher reports it as an install failure.
-    """
-
-    exit_code = 13
-
-
-class PatchTargetError(PatchError):
-    """A patch target whose module, attribute or registry key does not exist (or cannot be patched).
-
-    ``target`` is the target string, ``missing`` the piece that is absent (``"module"``,
-    ``"attribute"``, ``"key"``) or ``"target"`` for a target that is malformed or unsuitable.
-    """
-
-    def __init__(self, message: str, *, target: str = "", missing: str = "target", hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.target = target
-        self.missing = missing

@@ -33,16 +33,28 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic
+from .cluster import atomic
 from .directories import SECRET, make_dirs
+from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these names stay public here)
+    DIGEST_ALGORITHM,
+    MISSING,
+    NO_TRUSTED_KEY,
+    PAYLOAD_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    TRUST_SCHEMA,
+    VERIFY,
+    Trust,
+    load_public_key,
+    pae,
+    read_trust,
+    subject_name,
+    trust_rule,
+    verify_envelope,
+)
 from .errors import SignatureError, UsageError
 from .filelock import exclusive_lock
 
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://starforge.dev/publish/v1"
-TRUST_SCHEMA = "forge/trust/v1"
-DIGEST_ALGORITHM = "sf1"  # the subject digest: the tree digest's hex under its own name
 
 VERIFIED = "verified"  # a valid signature by a key trusted for the owner
 UNSIGNED = "unsigned"  # no signature, and none required (the owner has no trusted key)
@@ -104,23 +116,6 @@ def key_id(public_key) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def load_public_key(pem: bytes | str):
-    """An Ed25519 public key from PEM; :class:`SignatureError` for anything else."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    data = _bytes(pem)
-    if b"PRIVATE KEY" in data:
-        raise SignatureError("that is a private key; trust and verification take the public key (.pub)")
-    try:
-        key = serialization.load_pem_public_key(data)
-    except ValueError:
-        raise SignatureError("not a PEM public key") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise SignatureError("not an Ed25519 public key", hint="make keys with 'forge key generate'")
-    return key
-
-
 def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = None):
     """The Ed25519 private key at *path*, decrypted with *passphrase* when it has one."""
     from cryptography.hazmat.primitives import serialization
@@ -147,16 +142,6 @@ def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = N
 
 
 # -- statements and envelopes -------------------------------------------------------------
-
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE v1 pre-authentication encoding: ``DSSEv1 SP len(type) SP type SP len(body) SP body``."""
-    t = payload_type.encode("utf-8")
-    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
-
-
-def subject_name(owner: str, name: str, version: str) -> str:
-    return f"{owner}/{name}@{version}"
-
 
 def make_statement(owner: str, name: str, version: str, tree_digest: str, artifact_digest: str) -> bytes:
     """The in-toto Statement v1 a publisher signs, as the exact JSON bytes."""
@@ -195,24 +180,6 @@ def sign_statement(
 
 # -- trust --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Trust:
-    """Owners and the public keys (by key id, PEM text) trusted for each."""
-
-    owners: dict = field(default_factory=dict)  # owner -> {key id: public key PEM}
-    path: Path | None = None
-
-    def key_ids(self, owner: str) -> list:
-        return sorted(self.owners.get(owner, {}))
-
-    def all_keys(self) -> dict:
-        """Every known key: key id -> PEM."""
-        out: dict = {}
-        for keys in self.owners.values():
-            out.update(keys)
-        return out
-
-
 def default_trust_path() -> Path:
     from .home import home
 
@@ -221,24 +188,7 @@ def default_trust_path() -> Path:
 
 def load_trust(path: str | os.PathLike | None = None) -> Trust:
     """The trust file at *path* (default: the user's); an absent file trusts nobody."""
-    path = Path(path) if path is not None else default_trust_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Trust(owners={}, path=path)
-    except (ValueError, RecursionError) as exc:
-        raise SignatureError(f"trust file {path} is not valid JSON: {exc}") from None
-    except OSError as exc:
-        raise SignatureError(f"cannot read trust file {path}: {exc.strerror or exc}") from None
-    owners = data.get("owners") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("schema") != TRUST_SCHEMA or not isinstance(owners, dict):
-        raise SignatureError(f"trust file {path} is not a {TRUST_SCHEMA} document")
-    clean: dict = {}
-    for owner, keys in owners.items():
-        if not isinstance(keys, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
-            raise SignatureError(f"trust file {path}: owner '{owner}' must map key ids to public keys")
-        clean[owner] = dict(keys)
-    return Trust(owners=clean, path=path)
+    return read_trust(path if path is not None else default_trust_path())
 
 
 def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathLike | None = None) -> str:
@@ -290,86 +240,6 @@ def trust_list(path: str | os.PathLike | None = None) -> list:
 
 # -- verification -------------------------------------------------------------------------
 
-def verify_envelope(
-    envelope: bytes,
-    *,
-    owner: str,
-    name: str,
-    version: str,
-    tree_digest: str,
-    trust: Trust,
-) -> str:
-    """Check a DSSE envelope for ``owner/name@version`` with *tree_digest*; return the key id.
-
-    Raises :class:`SignatureError` saying what failed: a malformed envelope, a signature
-    that does not verify or was made by an unknown key, a statement for another name,
-    version or digest, or a key not trusted for *owner*.
-    """
-    from cryptography.exceptions import InvalidSignature
-
-    ref = subject_name(owner, name, version)
-    payload_type, payload, signatures = _parse_envelope(envelope, ref)
-
-    # 1. The signature over the exact bytes, with any key the trust file knows.
-    known = trust.all_keys()
-    message = pae(payload_type, payload)
-    good: list = []
-    unknown: list = []
-    bad: list = []
-    for entry in signatures:
-        kid = entry["keyid"]
-        candidates = [kid] if kid in known else ([] if kid else list(known))
-        if not candidates:
-            unknown.append(kid)
-            continue
-        for cand in candidates:
-            try:
-                load_public_key(known[cand]).verify(entry["sig"], message)
-            except InvalidSignature:
-                continue
-            good.append(cand)
-            break
-        else:
-            bad.append(kid or "(no key id)")
-    if not good:
-        if bad:
-            raise SignatureError(
-                f"signature of {ref} does not verify with key {', '.join(bad)}: the signed statement was altered or signed by another key",
-                hint="do not use this version; ask the publisher to republish it signed",
-            )
-        raise SignatureError(
-            f"{ref} is signed by key {', '.join(k or '(no key id)' for k in unknown)}, which is not in the trust file",
-            hint=f"if you trust it: forge trust add {owner} PUBKEY.pub",
-        )
-
-    # 2. The statement names exactly what is being verified.
-    if payload_type != PAYLOAD_TYPE:
-        raise SignatureError(f"signature of {ref} has payload type '{payload_type}', expected '{PAYLOAD_TYPE}'")
-    statement = _parse_statement(payload, ref)
-    subject = statement["subject"][0]
-    signed_name = subject["name"]
-    s_owner, s_name, s_version = _split_subject(signed_name)
-    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
-        raise SignatureError(
-            f"signature is for {signed_name}, not {ref}: a signature cannot be moved onto another name or version",
-            hint="do not use this version; its signature belongs to another plugin or version",
-        )
-    signed_digest = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
-    if signed_digest != tree_digest:
-        raise SignatureError(
-            f"signature of {ref} is for tree digest {signed_digest}, but the registry serves {tree_digest}",
-            hint="the content under this version is not what its publisher signed",
-        )
-
-    # 3. The key is trusted for this owner.
-    trusted = set(trust.key_ids(owner))
-    for kid in good:
-        if kid in trusted:
-            return kid
-    hint = f"keys trusted for {owner}: {', '.join(sorted(trusted))}" if trusted else f"no key is trusted for {owner}"
-    raise SignatureError(f"{ref} is signed by key {good[0]}, which is not trusted for owner {owner}", hint=hint)
-
-
 def verify_published(registry, info, trust: Trust | None = None, require: bool = False) -> str:
     """Signature status of a published version, for the lock file: ``verified``, ``unsigned`` or ``unverified``.
 
@@ -384,19 +254,20 @@ def verify_published(registry, info, trust: Trust | None = None, require: bool =
     """
     trust = trust if trust is not None else load_trust()
     envelope = registry.signature(info)
-    trusted = trust.key_ids(info.owner)
-    if not trusted:
-        if require:
-            raise SignatureError(
-                f"{info.ref}: signatures are required, but no key is trusted for owner {info.owner}",
-                hint=f"forge trust add {info.owner} PUBKEY.pub",
-            )
-        return UNSIGNED if envelope is None else UNVERIFIED
-    if envelope is None:
+    rule = trust_rule(trust.key_ids(info.owner), signed=envelope is not None, require=require)
+    if rule == NO_TRUSTED_KEY:
+        raise SignatureError(
+            f"{info.ref}: signatures are required, but no key is trusted for owner {info.owner}",
+            hint=f"forge trust add {info.owner} PUBKEY.pub",
+        )
+    if rule in (UNSIGNED, UNVERIFIED):
+        return rule
+    if rule == MISSING:
         raise SignatureError(
             f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
             hint="a signature may have been stripped; do not use this version until its publisher signs it",
         )
+    assert envelope is not None
     verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version, tree_digest=info.tree_digest, trust=trust)
     from .registry.cache import remember_signature
 
@@ -405,76 +276,6 @@ def verify_published(registry, info, trust: Trust | None = None, require: bool =
 
 
 # -- internals ----------------------------------------------------------------------------
-
-def _parse_envelope(envelope: bytes, ref: str):
-    def malformed(why: str) -> SignatureError:
-        return SignatureError(f"signature envelope of {ref} is malformed: {why}")
-
-    try:
-        doc = json.loads(envelope)
-    except (ValueError, TypeError):
-        raise malformed("not JSON") from None
-    if not isinstance(doc, dict):
-        raise malformed("not a JSON object")
-    payload_type, payload_b64, sigs = doc.get("payloadType"), doc.get("payload"), doc.get("signatures")
-    if not isinstance(payload_type, str) or not isinstance(payload_b64, str):
-        raise malformed("payloadType and payload must be strings")
-    if not isinstance(sigs, list) or not sigs:
-        raise malformed("no signatures")
-    try:
-        payload = base64.b64decode(payload_b64, validate=True)
-    except (binascii.Error, ValueError):
-        raise malformed("payload is not base64") from None
-    out = []
-    for s in sigs:
-        if not isinstance(s, dict) or not isinstance(s.get("sig"), str):
-            raise malformed("a signature entry has no 'sig'")
-        try:
-            raw = base64.b64decode(s["sig"], validate=True)
-        except (binascii.Error, ValueError):
-            raise malformed("a signature is not base64") from None
-        kid = s.get("keyid") or ""
-        out.append({"keyid": kid if isinstance(kid, str) else "", "sig": raw})
-    return payload_type, payload, out
-
-
-def _parse_statement(payload: bytes, ref: str) -> dict:
-    try:
-        st = json.loads(payload)
-    except ValueError:
-        raise SignatureError(f"signed statement of {ref} is not JSON") from None
-    ok = (
-        isinstance(st, dict)
-        and st.get("_type") == STATEMENT_TYPE
-        and st.get("predicateType") == PREDICATE_TYPE
-        and isinstance(st.get("subject"), list)
-        and len(st["subject"]) == 1
-        and isinstance(st["subject"][0], dict)
-        and isinstance(st["subject"][0].get("name"), str)
-        and isinstance(st["subject"][0].get("digest"), dict)
-    )
-    if not ok:
-        raise SignatureError(
-            f"signed statement of {ref} is not a StarForge publish statement "
-            f"({STATEMENT_TYPE} with predicate {PREDICATE_TYPE} and one subject)"
-        )
-    return st
-
-
-def _split_subject(text: str):
-    base, _, version = text.partition("@")
-    owner, _, name = base.partition("/")
-    return owner, name, version
-
-
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return False
-
 
 def _bytes(value: str | bytes) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value

@@ -14,7 +14,7 @@ import pytest
 
 from starforge.archive import pack, pack_tree, unpack
 from starforge.authoring.files import local_tree_digest, plugin_files
-from starforge.digest import tree_digest
+from starforge.cluster.digest import tree_digest
 from starforge.errors import ArchiveError
 
 

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from starforge import atomic
+from starforge.cluster import atomic
 
 
 def _mode(path):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from starforge.authoring.files import local_tree_digest
-from starforge.digest import (
+from starforge.cluster.digest import (
     case_collision,
     diff_maps,
     digest_of_map,

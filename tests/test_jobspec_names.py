@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from starforge import jobspec
+from starforge.cluster import jobspec
 from starforge.errors import SpecError
 
 PATTERNS = {

@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..digest import case_collision, path_problem, tree_digest
+from ..cluster.digest import case_collision, path_problem, tree_digest
 from ..errors import CheckError
 
 IGNORE_FILE = ".forgeignore"

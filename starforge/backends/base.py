@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BackendError, ManifestError, UsageError
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 
 LIVE = ("pending", "running")
 FINAL = ("succeeded", "failed", "cancelled", "lost")

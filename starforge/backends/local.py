@@ -33,7 +33,7 @@ from typing import Iterator
 
 from ..credentials import without_credentials
 from ..errors import BackendError
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, pid_alive
 from .store import JobStore
 

@@ -38,7 +38,7 @@ from typing import Any, Iterator, Mapping
 
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 from .base import LIVE, Backend, JobRecord, refuse_unknown_settings
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"

@@ -44,11 +44,11 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .. import atomic
+from ..cluster import atomic
 from ..credentials import without_credentials
 from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
 
 SETTINGS = (

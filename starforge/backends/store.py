@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .. import atomic
+from ..cluster import atomic
 from ..directories import make_dirs
 from ..errors import BackendError, UsageError
 from ..filelock import exclusive_lock

@@ -22,7 +22,7 @@ def digest(directory: str, as_json: bool) -> None:
       forge plugin digest --json . | jq -r .digest
     """
     from ..authoring.files import plugin_files
-    from ..digest import digest_of_map, file_map
+    from ..cluster.digest import digest_of_map, file_map
 
     files = file_map(directory, plugin_files(directory))
     value = digest_of_map(files)

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import atomic
+from ..cluster import atomic
 from ..errors import ManifestError, UsageError
 from ..yamlio import load_yaml
 from .config import FILENAME, Experiment, parse_experiment, parse_request

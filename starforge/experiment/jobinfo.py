@@ -1,7 +1,7 @@
 """What ``forge jobs show`` reports: the job record, the launcher's ``status.json`` and the
 summary of the job's provenance records.
 
-The summary is :func:`starforge.launch.provenance.summarize` over ``<job dir>/provenance/``
+The summary is :func:`starforge.cluster.provenance.summarize` over ``<job dir>/provenance/``
 (one JSON record per host, pid and attempt, written by the launcher and every process
 that carries the plugins). A job directory that is not reachable from here (a remote
 backend's) simply has no provenance section.
@@ -22,7 +22,7 @@ def job_details(record) -> dict:
     out["launch_status"] = _read_json(job_dir / "status.json")
     out["provenance"] = None
     if (job_dir / "provenance").is_dir():
-        from ..launch.provenance import summarize
+        from ..cluster.provenance import summarize
 
         out["provenance"] = summarize(str(job_dir))
     return out

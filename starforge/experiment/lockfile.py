@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .. import atomic
-from ..digest import is_digest
+from ..cluster import atomic
+from ..cluster.digest import is_digest
 from ..errors import LockError
-from ..jobspec import PluginEntry
+from ..cluster.jobspec import PluginEntry
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
 SCHEMA = "forge/lock/v1"

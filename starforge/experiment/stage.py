@@ -1,6 +1,6 @@
 """From a locked experiment to a JobSpec and a staged job directory (SPEC §8).
 
-:func:`plan_job` builds the :class:`~starforge.jobspec.JobSpec` (nothing is written):
+:func:`plan_job` builds the :class:`~starforge.cluster.jobspec.JobSpec` (nothing is written):
 the lock must be fresh against forge.yaml (a stale or missing lock is an error, never
 re-resolved), the built-ins pass the static checks, and the hyperparameters are the
 declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` overrides.
@@ -26,17 +26,17 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..digest import file_map, tree_digest
+from ..cluster.digest import file_map, tree_digest
 from ..directories import PRIVATE, dir_mode, make_dirs
 from ..errors import BackendError, VerificationError
-from ..jobspec import JobSpec, PluginEntry, write_spec
-from ..utctime import TIMESTAMP
+from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
+from ..cluster.readonly import make_read_only
+from ..cluster.utctime import TIMESTAMP
 from .config import Experiment
 from .lock import Builtin, fresh_lock, load_builtins, published_version
 from .lockfile import LockFile, check_conflicts
@@ -181,14 +181,15 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     """
     from ..errors import RegistryError, SignatureError
     from ..registry.cache import cached_signature
+    from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
 
     trust = trust if trust is not None else load_trust()
     out = {}
     for entry in lock.plugins:
         locked_verified = entry.signature.get("status") == "verified"
-        if not (require or locked_verified or trust.key_ids(entry.owner)):
-            continue
+        if not locked_verified and trust_rule(trust.key_ids(entry.owner), signed=True, require=require) == UNVERIFIED:
+            continue  # nothing to check it against, and nothing requires it
         try:
             served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
         except RegistryError:  # not a moved tag (LockError): the registry cannot answer
@@ -329,20 +330,6 @@ def _copy_files(src: Path, dest: Path, files) -> None:
         target = dest.joinpath(*rel.split("/"))
         make_dirs(target.parent)
         shutil.copy2(src.joinpath(*rel.split("/")), target)
-
-
-def make_read_only(path: Path) -> None:
-    """Drop every write bit below (and at) *path*; directories after their contents."""
-    path = Path(path)
-    if path.is_file() and not path.is_symlink():
-        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o222)
-        return
-    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, stat.S_IMODE(os.lstat(full).st_mode) & ~0o222)
-        os.chmod(dirpath, stat.S_IMODE(os.lstat(dirpath).st_mode) & ~0o222)
 
 
 def remove_tree(path: Path) -> None:

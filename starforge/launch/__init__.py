@@ -5,14 +5,15 @@ Public helpers for backends:
 - :func:`bootstrap_env` — the environment variables every process of a job needs;
 - :data:`RAY_SETUP_HOOK` — the dotted name for Ray's ``runtime_env.worker_process_setup_hook``.
 
-Cluster side: standard library and ``packaging`` only.
+The launcher itself lives on the cluster side, in :mod:`starforge.cluster`; this module
+and ``python -m starforge.launch`` are its public names (SPEC §1).
 """
 
 from __future__ import annotations
 
 import os
 
-RAY_SETUP_HOOK = "starforge.launch.ray_hook.setup"
+RAY_SETUP_HOOK = "starforge.cluster.ray_hook.setup"
 
 __all__ = ["RAY_SETUP_HOOK", "bootstrap_env", "main"]
 
@@ -31,8 +32,8 @@ def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict
     >>> env["PYTHONPATH"]                        # doctest: +SKIP
     '/jobs/j1/.forge-runtime/bootstrap'
     """
-    from ..jobspec import read_spec
-    from .environment import job_environment, prepare_runtime
+    from ..cluster.environment import job_environment, prepare_runtime
+    from ..cluster.jobspec import read_spec
 
     job_dir = os.path.abspath(os.fspath(job_dir))
     spec_path = os.path.join(job_dir, "jobspec.json")
@@ -47,7 +48,7 @@ def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict
     return env
 
 
-def main(argv=None) -> int:
-    from .__main__ import main as _main
+def main(argv: list[str] | None = None) -> int:
+    from ..cluster.launcher import main as _main
 
     return _main(argv)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..digest import digest_of_map, is_digest
+from ..cluster.digest import digest_of_map, is_digest
 from ..errors import RegistryError
 from ..manifest import canonical_version
 from .base import PublishedVersion, check_identity

@@ -33,9 +33,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import atomic
+from ..cluster import atomic
 from ..directories import make_dirs
-from ..digest import diff_maps, digest_of_map, hash_file
+from ..cluster.digest import diff_maps, digest_of_map, hash_file
 from ..errors import ArchiveError, RegistryError, UsageError
 from .base import PublishedVersion, Registry
 from .progress import transfer_progress
@@ -97,7 +97,7 @@ def lookup_tree(tree_digest: str, cache: str | os.PathLike | None = None) -> Pat
 
 
 def _remember_tree(tree_digest: str, artifact_digest: str, cache: str | os.PathLike | None) -> None:
-    from .. import atomic
+    from ..cluster import atomic
 
     path = tree_index_path(tree_digest, cache)
     try:
@@ -127,7 +127,7 @@ def signature_cache_path(
 
 def remember_signature(info: PublishedVersion, envelope: bytes, cache: str | os.PathLike | None = None) -> None:
     """Keep *envelope*, which verified for *info*, for offline staging (best effort)."""
-    from .. import atomic
+    from ..cluster import atomic
 
     try:
         path = signature_cache_path(info.owner, info.name, info.version, info.tree_digest, cache)

@@ -25,13 +25,13 @@ import json
 import os
 from pathlib import Path
 
-from .. import atomic
-from ..digest import hash_file
+from ..cluster import atomic
+from ..cluster.digest import hash_file
 from ..directories import SHARED, make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from ..utctime import utc_now
+from ..cluster.utctime import utc_now
 from .base import check_identity, Progress, PublishedVersion, PublishResult, Registry
 
 MARKER = "forge-registry.json"

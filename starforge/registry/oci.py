@@ -35,7 +35,7 @@ import os
 import time
 from pathlib import Path
 
-from ..digest import digest_of_map, is_digest
+from ..cluster.digest import digest_of_map, is_digest
 from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version

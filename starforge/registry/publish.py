@@ -28,7 +28,7 @@ def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0
     import shutil
     import time
 
-    from ..atomic import process_alive
+    from ..cluster.atomic import process_alive
 
     root = tmp_root or tempfile.gettempdir()
     removed = []

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from starforge.authoring.files import IgnoreRules, local_tree_digest, plugin_files
-from starforge.digest import tree_digest
+from starforge.cluster.digest import tree_digest
 from starforge.errors import CheckError
 
 

@@ -155,7 +155,7 @@ def test_a_job_slurm_forgot_is_read_from_its_exit_code_file(slurm_job_env, tmp_p
 
 
 def test_batch_script_and_settings(tmp_path):
-    from starforge.jobspec import JobSpec, example
+    from starforge.cluster.jobspec import JobSpec, example
 
     spec = JobSpec.from_dict(example())
     text = batch_script(tmp_path / "job dir", spec, {"launch": "per-node", "nodes": 2, "partition": "gpu", "time": "01:00:00"})

@@ -38,7 +38,7 @@ def plugin(root: Path, version="1.2.0", body="") -> Path:
 
 def digest_of(env, path) -> str:
     """The tree digest of a plugin directory holding only what `plugin` writes."""
-    from starforge.digest import tree_digest
+    from starforge.cluster.digest import tree_digest
 
     assert sorted(p.name for p in Path(path).iterdir()) == ["opsd_patch.py", "plugin.yaml"]
     return tree_digest(path)

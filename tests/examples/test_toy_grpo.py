@@ -142,14 +142,14 @@ def test_deferred_plugins_get_the_policy_and_max_tokens(tmp_path):
     script = textwrap.dedent(
         """
         import runpy, sys
-        from starforge import plugins
+        from starforge.cluster import deferred
 
         seen = {}
 
         def install(params, **ctx):
             seen.update(ctx)
 
-        plugins._register("policy-probe", "alice/policy-probe@0.1.0", install)
+        deferred.register("policy-probe", "alice/policy-probe@0.1.0", install)
         sys.argv = ["toy_grpo.train"]
         try:
             runpy.run_module("toy_grpo.train", run_name="__main__")

@@ -361,7 +361,7 @@ def _mirror(project, name, version, dest, *, recompress=True, other_root=None):
     from dataclasses import replace
     from pathlib import Path
 
-    from starforge.digest import hash_file
+    from starforge.cluster.digest import hash_file
     from starforge.registry.directory import DirectoryRegistry
     from starforge.registry.publish import publish_plugin
 

@@ -2,7 +2,7 @@
 
 A job is ``jobspec.json`` + ``forge_plugins/<name>/`` + ``recipe/`` (with built-ins under
 ``recipe/common/algorithms/<name>/``); digests and per-file hashes come from
-:mod:`starforge.digest`, the spec is written with :mod:`starforge.jobspec`. The launcher
+:mod:`starforge.cluster.digest`, the spec is written with :mod:`starforge.cluster.jobspec`. The launcher
 always runs as a real subprocess of the interpreter running the tests.
 """
 
@@ -17,8 +17,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from starforge.digest import digest_of_map, file_map
-from starforge.jobspec import SCHEMA, JobSpec, write_spec
+from starforge.cluster.digest import digest_of_map, file_map
+from starforge.cluster.jobspec import SCHEMA, JobSpec, write_spec
 
 REPO = Path(__file__).resolve().parents[2]
 

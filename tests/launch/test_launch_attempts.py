@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from starforge.launch.__main__ import _next_attempt
+from starforge.cluster.attempts import next_attempt as _next_attempt
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from launch_jobs import REPO
-from starforge.jobspec import JobSpec, example
+from starforge.cluster.jobspec import JobSpec, example
 
 
 def test_jobspec_doc_example_matches_the_writer():

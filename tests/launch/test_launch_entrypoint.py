@@ -18,8 +18,8 @@ NOT_INSTALLED = (
 
 SHOW = """
 import json, sys
-from starforge.launch import runtime
-job = runtime.current_job()
+from starforge.cluster import process
+job = process.current_job()
 print("ROLE", job.role if job else None)
 print("WRITE_THROUGH", sys.stdout.write_through)
 print("DONT_WRITE_BYTECODE", sys.dont_write_bytecode)

@@ -193,6 +193,22 @@ def test_bad_spec_is_2(builder, tmp_path):
     assert result.returncode == 2
     assert "alice/tokenize-data@1.0.0 is a data-prep plugin; data-prep plugins never leave the laptop" in result.stderr
 
+    for where, value, message in ((("plugins", 0, "requires"), "x", "jobspec.plugins[0].requires: expected an object"),
+                                  (("extra",), [], "jobspec.extra: expected an object"),
+                                  (("plugins", 0), [1], "jobspec.plugins[0]: expected an object")):
+        def edit(data, where=where, value=value):
+            target = data
+            for key in where[:-1]:
+                target = target[key]
+            target[where[-1]] = value
+
+        job = builder.job(plugins=[demo_plugin()], raw_spec_edit=edit)
+        result = job.launch()
+        assert result.returncode == 2, result.stderr
+        assert f"error: {job.spec_path}: {message}" in result.stderr or f"error: {message}" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert (job.status()["phase"], job.status()["code"]) == ("spec", 2)
+
     usage = subprocess.run([sys.executable, "-m", "starforge.launch"], capture_output=True, text=True)
     assert usage.returncode == 2 and "--spec JOBSPEC is required" in usage.stderr
     helped = subprocess.run([sys.executable, "-m", "starforge.launch", "--help"], capture_output=True, text=True)

@@ -6,7 +6,7 @@ import json
 import os
 
 from launch_jobs import deferred_plugin, demo_plugin
-from starforge.launch.provenance import read_records, summarize
+from starforge.cluster.provenance import read_records, summarize
 
 
 def test_summary_counts_processes_plugins_and_patches(builder):
@@ -71,8 +71,8 @@ def test_summary_of_a_job_without_records_is_empty(tmp_path):
 def test_records_carry_the_scheduler_ids_without_importing_ray(builder):
     trainer = """
     import subprocess, sys
-    from starforge.launch import runtime
-    runtime.current_job().write_provenance()
+    from starforge.cluster import process
+    process.current_job().write_provenance()
     print("ray imported:", "ray" in sys.modules)
     subprocess.run([sys.executable, "-c", "pass"], check=True, env={**__import__("os").environ, "SLURM_PROCID": "3"})
     """

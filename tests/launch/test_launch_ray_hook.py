@@ -12,7 +12,7 @@ import pytest
 
 from launch_jobs import demo_plugin
 from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
-from starforge.launch.ray_hook import CHAINED_HOOK_ENV, RAY_HOOK_ENV, RAY_JOB_CONFIG_ENV, chain_runtime_env
+from starforge.cluster.ray_init import CHAINED_HOOK_ENV, RAY_HOOK_ENV, RAY_JOB_CONFIG_ENV, chain_runtime_env
 
 USER_HOOK = "import os\ndef setup():\n    os.environ['USER_HOOK_RAN'] = 'yes'\n"
 
@@ -33,7 +33,7 @@ def test_setup_bootstraps_from_the_working_directory_and_chains(builder):
     full["PYTHONPATH"] = "recipe"
     full[CHAINED_HOOK_ENV] = "app.userhook.setup"
     code = (
-        "import os; from starforge.launch import ray_hook; ray_hook.setup(); "
+        "import os; from starforge.cluster import ray_hook; ray_hook.setup(); "
         "from app import algo; print(algo.compute(1), os.environ['USER_HOOK_RAN'])"
     )
     out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, cwd=str(job.dir))

@@ -218,7 +218,7 @@ def test_without_a_trust_file_nothing_is_checked_and_cryptography_stays_unloaded
 
 def test_the_signature_field_round_trips_and_is_validated():
     from starforge.errors import SpecError
-    from starforge.jobspec import JobSpec, example
+    from starforge.cluster.jobspec import JobSpec, example
 
     data = example()
     assert "signature" not in JobSpec.from_dict(data).to_dict()["plugins"][0]  # absent stays absent
@@ -247,3 +247,44 @@ def test_a_trust_file_of_the_wrong_shape_fails_verification_with_a_status(world,
     assert "Traceback" not in result.stderr and "trust file" in result.stderr
     assert "installed" not in result.stdout
     assert status(job)["phase"] == "verify" and status(job)["code"] == 10
+
+
+PROBE_TRAINER = """
+import json, sys
+allowed = {"starforge", "starforge.plugins", "starforge.patching", "starforge.launch", "starforge.launch.__main__"}
+baseline = set(json.loads(open(sys.argv[1]).read()))
+loaded = sorted(m for m in sys.modules if m not in baseline and m.split(".")[0] not in sys.stdlib_module_names
+                and not (m in allowed or m.startswith("starforge.cluster")))
+print("LOADED", json.dumps(loaded))
+print("STARFORGE", sys.modules["starforge"].__file__)
+"""
+
+
+def test_a_signed_launch_from_the_zip_under_forge_trust_loads_no_laptop_module(world, tmp_path):
+    """The launch-time signature check runs on the cluster side: cryptography, nothing of the laptop."""
+    from starforge.cluster.runtime_zip import write_runtime_zip
+
+    job = world.stage("contract")
+    zip_path = job / ".forge-runtime" / "starforge-runtime.zip"
+    zip_path.parent.mkdir(exist_ok=True)
+    write_runtime_zip(str(zip_path))
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    (probe_dir / "contract_probe.py").write_text(PROBE_TRAINER)
+    env = {k: v for k, v in world.env.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(zip_path), str(probe_dir)])
+    baseline = tmp_path / "baseline.json"
+    subprocess.run([sys.executable, "-c", f"import json, sys; open({str(baseline)!r}, 'w').write(json.dumps(list(sys.modules)))"],
+                   env=env, check=True, timeout=60)
+    env["FORGE_TRUST"] = str(world.trusting_publisher)
+    result = subprocess.run(
+        [sys.executable, "-m", "starforge.launch", "--spec", str(job / "jobspec.json"), "--",
+         "python", "-m", "contract_probe", str(baseline)],
+        env=env, capture_output=True, text=True, timeout=60, cwd=str(job.parent))
+    assert result.returncode == 0, result.stderr
+    assert "runtime : starforge-core" in result.stderr and "from the job's runtime zip" in result.stderr
+    assert f"STARFORGE {zip_path}{os.sep}starforge{os.sep}__init__.py" in result.stdout
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("LOADED ")]
+    loaded = json.loads(line[len("LOADED "):])
+    assert any(m.startswith("cryptography") for m in loaded)  # the signature was checked
+    assert [m for m in loaded if m.startswith("starforge") or m.split(".")[0] in ("yaml", "click", "rich", "httpx")] == []

@@ -93,7 +93,7 @@ def test_materialize_writes_the_verified_tree(tmp_path, make_version):
     empty.mkdir()
     dest = materialize(reg, info, empty)
     assert (dest / "opsd_patch.py").read_text().endswith("SCALE = 2.0\n")
-    from starforge.digest import tree_digest
+    from starforge.cluster.digest import tree_digest
 
     assert tree_digest(dest) == info.tree_digest
     with pytest.raises(UsageError, match="not an empty directory"):

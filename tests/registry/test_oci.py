@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from starforge.archive import pack_tree
-from starforge.digest import digest_of_bytes
+from starforge.cluster.digest import digest_of_bytes
 from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from starforge.registry.base import PublishedVersion
 from starforge.registry.factory import open_registry

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from plugin_builders import forge_home, write_plugin  # noqa: F401  (fixtures)
 
-from starforge.digest import tree_digest
+from starforge.cluster.digest import tree_digest
 from starforge.errors import CheckError, ImmutableVersionError, UsageError
 from starforge.registry.cache import materialize
 from starforge.registry.directory import DirectoryRegistry

@@ -14,7 +14,10 @@ Shared: standard library only (``packaging`` is not needed to read a spec).
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from .digest import is_digest
 from .errors import SpecError
@@ -44,6 +47,19 @@ class PluginEntry(Record):
     signature (the publisher's DSSE envelope as JSON text, None when the job carries none).
     """
 
+    name: str
+    version: str
+    digest: str
+    kind: str
+    load: str
+    entrypoint: str
+    owner: str | None
+    targets: tuple[str, ...]
+    requires: dict[str, Any]
+    top_level: tuple[str, ...]
+    files: dict[str, str]
+    params: dict[str, Any]
+    signature: str | None
     __slots__ = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
                  "requires", "top_level", "files", "params", "signature")
 
@@ -132,6 +148,17 @@ class JobSpec(Record):
     (built-ins, loaded after the packages), core_version, strict_deferred, backend and extra
     (backend settings, ``ray.*``/``slurm.*``, opaque here)."""
 
+    id: str
+    name: str
+    created: str
+    entrypoint: list[str]
+    hyperparams: dict[str, Any]
+    plugins: tuple[PluginEntry, ...]
+    recipe_plugins: tuple[PluginEntry, ...]
+    core_version: str
+    strict_deferred: bool
+    backend: str
+    extra: dict[str, Any]
     __slots__ = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
                  "core_version", "strict_deferred", "backend", "extra")
 
@@ -267,12 +294,8 @@ def _is_job_id(text: str) -> bool:
     return 0 < len(text) <= 128 and text[0] not in "._-" and _ID_CHARS.issuperset(text)
 
 
-def _is_mapping(value) -> bool:
-    if isinstance(value, dict):  # what json.load gives: no need to import collections.abc
-        return True
-    from collections.abc import Mapping
-
-    return _is_mapping(value)
+def _is_mapping(value: object) -> bool:
+    return isinstance(value, Mapping)
 
 
 def _str(value, where: str) -> str:
@@ -326,134 +349,11 @@ def example() -> dict:
     }
 
 
-# -- JSON without importing the json package -------------------------------------------------
-#
-# Every process of a job reads the spec and the launcher writes status, provenance and
-# hyperparams files. Importing ``json`` costs about a millisecond per process, most of it
-# compiling the regular expressions of ``json.decoder``, ``json.scanner`` and
-# ``json.encoder``; the C accelerator ``_json`` they wrap needs none of them. These two
-# functions give exactly what ``json.loads(text)`` and
-# ``json.dumps(obj, indent=2, sort_keys=True, default=default)`` give, and hand anything
-# unusual (invalid input, non-string keys, values that are not JSON types without
-# *default*, ``_json`` missing) to ``json`` itself, so errors and edge cases are json's.
-
-
-class _Fallback(Exception):
-    pass
-
-
-class _ScanContext:
-    """The attributes ``_json.make_scanner`` reads, set as ``json.JSONDecoder()`` sets them."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
-
-
-_scanner = None
-_WHITESPACE = " \t\n\r"  # json.decoder.WHITESPACE: [ \t\n\r]*
-
-
-def parse_json(text: str):
-    """``json.loads(text)`` for a ``str``, without importing ``json`` when *text* is valid."""
-    global _scanner
-    if _scanner is None:
-        try:
-            from _json import make_scanner
-        except ImportError:
-            make_scanner = None
-        _scanner = make_scanner(_ScanContext) if make_scanner is not None else False
-    if _scanner is not False and not text.startswith("\ufeff"):
-        start = len(text) - len(text.lstrip(_WHITESPACE))
-        try:
-            value, end = _scanner(text, start)
-        except (StopIteration, ValueError, RecursionError, SystemError):
-            # json raises its own error below. (The scanner reports a syntax error with
-            # json.decoder's exception class, and fails with SystemError when json.decoder
-            # has not been imported.)
-            pass
-        else:
-            if not text[end:].strip(_WHITESPACE):
-                return value
-    import json
-
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``: the JSON reader of every cluster-side file (specs, records)."""
     return json.loads(text)
 
 
-_encode_str = None
-
-
-def format_json(obj, default=None) -> str:
-    """``json.dumps(obj, indent=2, sort_keys=True, default=default)`` without importing ``json``."""
-    global _encode_str
-    if _encode_str is None:
-        try:
-            from _json import encode_basestring_ascii as _encode_str
-        except ImportError:
-            _encode_str = False
-    if _encode_str is not False:
-        out: list = []
-        try:
-            _format(obj, "\n", out, default)
-        except (_Fallback, RecursionError):
-            pass
-        else:
-            return "".join(out)
-    import json
-
+def format_json(obj: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """``json.dumps(obj, indent=2, sort_keys=True, default=default)``: how StarForge writes JSON."""
     return json.dumps(obj, indent=2, sort_keys=True, default=default)
-
-
-def _format(o, newline: str, out: list, default) -> None:
-    # The order of the type tests is json.encoder's (_make_iterencode).
-    if isinstance(o, str):
-        out.append(_encode_str(o))
-    elif o is None:
-        out.append("null")
-    elif o is True:
-        out.append("true")
-    elif o is False:
-        out.append("false")
-    elif isinstance(o, int):
-        out.append(int.__repr__(o))
-    elif isinstance(o, float):
-        if o != o:
-            out.append("NaN")
-        elif o == float("inf"):
-            out.append("Infinity")
-        elif o == -float("inf"):
-            out.append("-Infinity")
-        else:
-            out.append(float.__repr__(o))
-    elif isinstance(o, (list, tuple)):
-        if not o:
-            out.append("[]")
-            return
-        inner = newline + "  "
-        sep = "["
-        for value in o:
-            out.append(sep + inner)
-            sep = ","
-            _format(value, inner, out, default)
-        out.append(newline + "]")
-    elif isinstance(o, dict):
-        if not o:
-            out.append("{}")
-            return
-        for key in o:
-            if not isinstance(key, str):  # json converts some keys, refuses others
-                raise _Fallback
-        inner = newline + "  "
-        sep = "{"
-        for key in sorted(o):
-            out.append(sep + inner + _encode_str(key) + ": ")
-            sep = ","
-            _format(o[key], inner, out, default)
-        out.append(newline + "}")
-    elif default is not None:
-        _format(default(o), newline, out, default)
-    else:
-        raise _Fallback

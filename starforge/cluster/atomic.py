@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from typing import Literal
 
 _counter = itertools.count()
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -43,7 +44,7 @@ class writer:
         self.file = os.fdopen(fd, "wb")
         return self.file
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc_type is not None:
             _discard(self.file, self.tmp)
             return False

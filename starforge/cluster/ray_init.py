@@ -1,37 +1,24 @@
-"""Ray's ``worker_process_setup_hook`` for forge jobs, and chaining to the entrypoint's own.
-
-A backend names the hook in dotted form (Ray refuses ``module:function``)::
-
-    from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
-    runtime_env = {"working_dir": job_dir,
-                   "worker_process_setup_hook": RAY_SETUP_HOOK,
-                   "env_vars": bootstrap_env(job_dir, relative=True)}
-
-In each Ray worker process :func:`setup` bootstraps the job's plugins (the work the
-``sitecustomize`` bootstrap does; idempotent, so a worker that already ran it pays nothing)
-and then calls the hook the training entrypoint gave ``ray.init`` itself.
+"""Ray's ``ray.init`` in a forge job: our worker setup hook chained with the entrypoint's own.
 
 Ray refuses a driver ``runtime_env`` that repeats a field of the job's (two setup hooks
-conflict), so the launcher wraps ``ray.init`` when the entrypoint imports ``ray``
+conflict), so every process of the job wraps ``ray.init`` when it imports ``ray``
 (:func:`watch_ray_init`): the entrypoint's hook is moved into the env var
 ``FORGE_RAY_CHAINED_HOOK`` (a dotted name) or ``FORGE_RAY_CHAINED_HOOK_PICKLED`` (a
-callable, pickled with ``ray.cloudpickle``), and ours takes its place when the job does
-not already carry it (:func:`job_setup_hook`: the job's runtime_env that Ray passes to the
-driver in ``RAY_JOB_CONFIG_JSON_ENV_VAR``).
+callable, pickled with ``ray.cloudpickle``), and ours (:data:`SETUP_HOOK`, see
+:mod:`.ray_hook`) takes its place when the job does not already carry it
+(:func:`job_setup_hook`: the job's runtime_env that Ray passes to the driver in
+``RAY_JOB_CONFIG_JSON_ENV_VAR``).
 
-Cluster side: standard library only (``ray`` only inside Ray processes); importable from
-the job's runtime zip.
+Standard library only (``ray`` only inside Ray processes, never imported here).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
+import threading
 
-# Wrapping ``ray.init`` is the runtime's (every process of a job does it; one module fewer to
-# import there); these names stay importable from here.
-from .runtime import _RayWatcher, _wrap_init, watch_ray_init  # noqa: F401
+from .import_hooks import PostImportLoader, spec_from_other_finders
 
 CHAINED_HOOK_ENV = "FORGE_RAY_CHAINED_HOOK"
 CHAINED_PICKLED_ENV = "FORGE_RAY_CHAINED_HOOK_PICKLED"
@@ -40,29 +27,52 @@ RAY_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 # The job's config (runtime_env, metadata) as JSON, set by Ray's job supervisor for the
 # entrypoint (driver) process of a submitted job; ``ray.init`` merges it with its own.
 RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-SETUP_HOOK = f"{__name__}.setup"
+SETUP_HOOK = "starforge.cluster.ray_hook.setup"  # :func:`.ray_hook.setup`
 FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT", "PYTHONPATH")
 
 
-def setup() -> None:
-    """Bootstrap the forge plugins in this Ray worker, then run the chained hook."""
-    _locate_job()
-    from . import runtime
+def watch_ray_init() -> None:
+    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks."""
+    module = sys.modules.get("ray")
+    if module is not None:
+        _wrap_init(module)
+        return
+    if not any(isinstance(f, _RayWatcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RayWatcher())
 
-    job = runtime.boot_process("ray-setup-hook")
-    if job is not None:
-        job.write_provenance()  # again now that this process is a Ray worker: its Ray ids
-    chained = os.environ.get(CHAINED_HOOK_ENV, "")
-    pickled = os.environ.get(CHAINED_PICKLED_ENV, "")
-    if chained and chained != SETUP_HOOK:
-        module_name, _, func_name = chained.rpartition(".")
-        getattr(importlib.import_module(module_name), func_name)()
-    elif pickled:
-        import base64
 
-        from ray import cloudpickle  # only reached inside a Ray worker
+def _wrap_init(ray) -> None:
+    import functools
 
-        cloudpickle.loads(base64.b64decode(pickled))()
+    original = getattr(ray, "init", None)
+    if original is None or getattr(original, "_forge_chained", False):
+        return
+
+    @functools.wraps(original)
+    def init(*args, **kwargs):
+        kwargs["runtime_env"] = chain_runtime_env(kwargs.get("runtime_env"))
+        return original(*args, **kwargs)
+
+    init._forge_chained = True  # type: ignore[attr-defined]
+    ray.init = init
+
+
+class _RayWatcher:
+    """A meta-path finder that wraps ``ray.init`` once ``ray`` has been imported."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "ray" or getattr(self.local, "busy", False):
+            return None
+        spec = spec_from_other_finders(self, fullname, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec.loader = PostImportLoader(spec.loader, _wrap_init)
+        return spec
 
 
 def chain_runtime_env(runtime_env, environ=None) -> dict:
@@ -125,26 +135,3 @@ def job_setup_hook(environ=None):
             if hook is not None:
                 return hook
     return environ.get(RAY_HOOK_ENV)
-
-
-def _locate_job() -> None:
-    # Ray unpacks the job directory (working_dir) at another path on every node and starts
-    # workers inside it: relative FORGE_* paths, or absolute ones that do not exist here,
-    # are resolved against the worker's working directory.
-    spec = os.environ.get("FORGE_JOBSPEC", "")
-    if spec and os.path.isabs(spec) and os.path.exists(spec):
-        return
-    if not spec and not os.path.exists("jobspec.json"):
-        return
-    job_dir = os.environ.get("FORGE_JOB_DIR", "")
-    if not job_dir or not os.path.isabs(job_dir) or not os.path.isdir(job_dir):
-        job_dir = os.getcwd()
-    os.environ["FORGE_JOB_DIR"] = job_dir
-    os.environ["FORGE_JOBSPEC"] = os.path.join(job_dir, "jobspec.json")
-    from .environment import runtime_paths
-
-    paths = runtime_paths(job_dir)
-    os.environ["FORGE_HYPERPARAMS"] = paths["hyperparams"]
-    os.environ["FORGE_RUNTIME"] = paths["zip"]
-    if paths["zip"] not in sys.path:
-        sys.path.append(paths["zip"])

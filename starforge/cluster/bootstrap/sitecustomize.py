@@ -42,15 +42,12 @@ def _forge_bootstrap():
     runtime_zip = _os.environ.get("FORGE_RUNTIME")
     if runtime_zip:
         runtime_zip = _os.path.abspath(runtime_zip)
-    if runtime_zip and runtime_zip not in _sys.path:
-        # The job's runtime only where starforge-core is not installed: an installed one
-        # (even an editable install, found by a meta-path finder after sys.path) wins.
-        import importlib.util
-
-        if importlib.util.find_spec("starforge") is None:
-            _sys.path.append(runtime_zip)
+    if runtime_zip and runtime_zip not in _sys.path and _os.path.isfile(runtime_zip):
+        # The job's runtime first: the starforge that staged the job wins over a
+        # starforge-core installed in this environment (SPEC §11).
+        _sys.path.insert(_bootstrap_index() + 1, runtime_zip)
     try:
-        from starforge.launch import runtime
+        from starforge.cluster.process import boot_process
     except BaseException as exc:
         _sys.stderr.write(
             "forge: process %d cannot import the starforge runtime (%s: %s); FORGE_RUNTIME=%r\n"
@@ -58,7 +55,16 @@ def _forge_bootstrap():
         )
         _sys.stderr.flush()
         _os._exit(12)
-    runtime.boot_process("start-up")
+    boot_process("start-up")
+
+
+def _bootstrap_index():
+    """The place of this bootstrap directory on sys.path (-1 when it is not there)."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    for i, entry in enumerate(_sys.path):
+        if _os.path.abspath(entry or _os.curdir) == here:
+            return i
+    return -1
 
 
 _run_hidden_sitecustomize()

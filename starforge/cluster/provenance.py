@@ -11,15 +11,116 @@ Cluster side: standard library only.
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
-# Writing a record is the runtime's (every process of a job writes one; one module fewer to
-# import there); these names stay importable from here.
-from .runtime import PROVENANCE_DIR as DIRNAME
-from .runtime import _safe, record_path, scheduler_ids, write_record  # noqa: F401
+from .atomic import write_file
+from .jobspec import format_json
+
+DIRNAME = "provenance"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
+
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _safe(text: str) -> str:
+    """*text* with each run of characters outside ``[A-Za-z0-9._-]`` replaced by one ``_``."""
+    if _SAFE.issuperset(text):
+        return text
+    out = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        elif not out or out[-1] != "\0":
+            out.append("\0")
+    return "".join(out).replace("\0", "_")
+
+
+_SLURM_IDS = (
+    ("SLURM_JOB_ID", "job_id"),
+    ("SLURM_STEP_ID", "step_id"),
+    ("SLURM_NODEID", "node_id"),
+    ("SLURM_PROCID", "proc_id"),
+    ("SLURM_LOCALID", "local_id"),
+)
+
+
+_ray_ids_seen: dict = {}
+
+
+def scheduler_ids(environ=None) -> dict:
+    """The scheduler's ids for this process, those that are known; ``{}`` outside one.
+
+    ``{"slurm": {"job_id", "step_id", "node_id", "proc_id", "local_id"}, "ray": {"job_id",
+    "worker_id"}}``. Slurm's come from its ``SLURM_*`` variables. Ray's come from Ray's
+    runtime context when this process has already imported and initialised ``ray`` (it is
+    never imported here), else the job id from ``RAY_JOB_ID`` (ignored when it is Ray's
+    nil id, all ``f``, which pooled workers carry).
+    """
+    environ = os.environ if environ is None else environ
+    out: dict = {}
+    slurm = {key: environ[var] for var, key in _SLURM_IDS if environ.get(var)}
+    if slurm:
+        out["slurm"] = slurm
+    ray_ids = dict(_ray_ids_seen)
+    ray = sys.modules.get("ray")
+    if ray is not None:
+        try:
+            if ray.is_initialized():
+                context = ray.get_runtime_context()
+                ray_ids["job_id"] = context.get_job_id()
+                ray_ids["worker_id"] = context.get_worker_id()
+                _ray_ids_seen.update(ray_ids)  # for the record written at exit, after Ray disconnected
+        except Exception:  # a Ray shutting down: the ids are not essential
+            pass
+    # A pooled Ray worker may carry the nil job id (all f) in RAY_JOB_ID: not an id.
+    job_id = environ.get("RAY_JOB_ID", "")
+    if job_id and "job_id" not in ray_ids and job_id.strip("f"):
+        ray_ids["job_id"] = job_id
+    if ray_ids:
+        out["ray"] = {k: str(v) for k, v in ray_ids.items() if v}
+    return out
+
+
+def record_path(job_dir: str, record: dict) -> str:
+    host = _safe(str(record.get("host", "host")))[:64] or "host"
+    return os.path.join(job_dir, DIRNAME, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
+
+
+def write_record(job_dir: str, record: dict) -> str:
+    """Write *record* atomically to its per-host/pid/attempt file; return the path."""
+    path = record_path(job_dir, record)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_file(path, (format_json(record, default=str) + "\n").encode("utf-8"))
+    return path
+
+
+def patch_records() -> list:
+    patching = sys.modules.get("starforge.cluster.patching")
+    if patching is None or not hasattr(patching, "records"):
+        return []
+    try:
+        return [r if isinstance(r, dict) else _as_dict(r) for r in patching.records()]
+    except Exception as exc:  # provenance must still be written
+        return [{"error": f"patching.records() raised {type(exc).__name__}: {exc}"}]
+
+
+def _as_dict(record: Any) -> dict:
+    if hasattr(record, "to_dict"):
+        return record.to_dict()
+    import dataclasses
+
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        import json
+
+        return json.loads(json.dumps(dataclasses.asdict(record), default=str))
+    return {"record": str(record)}
+
+
 def read_records(job_dir: str) -> list[dict]:
     """Every readable record of the job, oldest attempt first (unreadable files are skipped)."""
-    from ..jobspec import parse_json
+    from .jobspec import parse_json
 
     folder = os.path.join(job_dir, DIRNAME)
     out = []

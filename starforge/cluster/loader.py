@@ -2,14 +2,14 @@
 
 :class:`SnapshotFinder` sits on ``sys.meta_path`` ahead of the normal finders and answers
 only for the plugin's own top-level names, from the in-memory snapshot that
-:func:`starforge.digest.verify_tree` returned. Nothing can change between the check and the
+:func:`.digest.verify_tree` returned. Nothing can change between the check and the
 use, and no bytecode is written into the plugin tree. A name below one of those top-level
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
 
-Compiled code may be cached in a private per-user directory keyed by the hash of the
-source, the file name and the interpreter's bytecode magic; ``FORGE_BYTECODE_CACHE=0``
-(or Python's own ``-B`` / ``PYTHONDONTWRITEBYTECODE``) turns it off. The global ``sys.pycache_prefix`` is never touched.
+The code is compiled from those bytes in the process that runs it; no compiled code is
+read from or written to any disk (a cache of compiled code would run whatever its files
+hold under the record of the verified source). ``sys.pycache_prefix`` is never touched.
 
 Cluster side: standard library only.
 """
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import marshal
 import os
-import sys
+from typing import Iterable, Mapping
 
 
 class SnapshotLoader:
@@ -63,7 +62,7 @@ class SnapshotLoader:
         rel = self.modules[fullname][0]
         if rel is None:
             return compile("", f"<namespace {fullname}>", "exec", dont_inherit=True)
-        return compile_cached(self.contents[rel], self._path(rel))
+        return compile(self.contents[rel], self._path(rel), "exec", dont_inherit=True)
 
     def get_data(self, path: str) -> bytes:
         """Bytes of a file of the plugin, from the snapshot (``importlib.resources``, ``pkgutil``)."""
@@ -110,11 +109,11 @@ class SnapshotFinder:
             )
         rel, is_package = info
         origin = os.path.join(self.root, *rel.split("/")) if rel else None
-        spec = importlib.machinery.ModuleSpec(fullname, self.loader, origin=origin, is_package=is_package)
+        spec = importlib.machinery.ModuleSpec(fullname, self.loader, origin=origin, is_package=is_package)  # type: ignore[arg-type]  # a duck-typed loader
         if rel is not None:
             spec.has_location = True
         if is_package:
-            if rel is not None:
+            if origin is not None:
                 pkg_dir = os.path.dirname(origin)
             else:
                 pkg_dir = os.path.join(self.root, *fullname.split("."))
@@ -123,54 +122,3 @@ class SnapshotFinder:
 
     def __repr__(self) -> str:
         return f"<SnapshotFinder {self.label}>"
-
-
-# -- compiled-code cache ------------------------------------------------------------------
-
-_cache_dir: str | None | bool = False  # False: not looked up yet; None: disabled
-
-
-def _bytecode_dir() -> str | None:
-    global _cache_dir
-    if _cache_dir is not False:
-        return _cache_dir  # type: ignore[return-value]
-    _cache_dir = None
-    if os.environ.get("FORGE_BYTECODE_CACHE", "1") in ("0", "false", "no", "off") or sys.dont_write_bytecode:
-        return None  # PYTHONDONTWRITEBYTECODE / -B: no compiled files anywhere
-    from .runtime import private_cache_dir
-
-    # Private or nothing: code from a directory others can write would be theirs to run.
-    path = private_cache_dir("bytecode")
-    if path is None:
-        return None
-    _cache_dir = path
-    return path
-
-
-def compile_cached(source: bytes, filename: str):
-    """Compile *source* as *filename*, reusing code cached under the private per-user dir."""
-    cache = _bytecode_dir()
-    if cache is None:
-        return compile(source, filename, "exec", dont_inherit=True)
-    from ..digest import sha256_for
-
-    h = sha256_for(len(source))()
-    h.update(importlib.util.MAGIC_NUMBER)
-    h.update(str(sys.flags.optimize).encode())
-    h.update(filename.encode("utf-8", "surrogateescape") + b"\0")
-    h.update(source)
-    entry = os.path.join(cache, h.hexdigest())
-    try:
-        with open(entry, "rb") as f:
-            data = f.read()
-        return marshal.loads(data)
-    except (OSError, EOFError, ValueError, TypeError):
-        pass
-    code = compile(source, filename, "exec", dont_inherit=True)
-    from .runtime import atomic_write
-
-    try:
-        atomic_write(entry, marshal.dumps(code), 0o600)
-    except OSError:
-        pass
-    return code

@@ -17,9 +17,13 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from typing import TYPE_CHECKING, Any
 
 from .errors import VerificationError
 from .record import Record
+
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
 
 PREFIX = "sf1:"
 _CHUNK = 1 << 20
@@ -37,7 +41,7 @@ FileMap = dict  # relative POSIX path -> sha256 hex of the file's bytes
 # imported yet: loading hashlib (OpenSSL) costs a process 2-3 ms, which the faster OpenSSL
 # hash pays back only on about a megabyte of input.
 _OPENSSL_MIN_BYTES = 1 << 20
-_builtin_sha256 = False  # not looked up yet
+_builtin_sha256: Any = False  # not looked up yet
 
 
 def sha256_for(nbytes: int):
@@ -326,6 +330,9 @@ class TreeDiff(Record):
     """What differs between an expected and an actual per-file map (``added``, ``removed``,
     ``changed``: sorted lists of paths). Immutable, compared by value."""
 
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
     __slots__ = ("added", "removed", "changed")
 
     def __init__(self, added: list | None = None, removed: list | None = None, changed: list | None = None) -> None:

@@ -1,0 +1,22 @@
+"""The cluster side of StarForge: everything that runs where the job runs, and nothing else.
+
+This folder is exactly what the job's runtime zip ships (:mod:`.runtime_zip` walks it), so
+it imports only the standard library, ``packaging`` (vendored into the zip under
+:mod:`._vendor`) and its own modules — ``cryptography`` only inside :mod:`.dsse`'s
+functions, for launch-time signature checks. A test holds it to that. The laptop side
+(``starforge.cli``, ``registry``, ``experiment``, ``backends``, ``signing``...) imports
+from here, never the other way.
+
+Modules, one concept each, in the order a launch uses them:
+
+- :mod:`.errors` — the exceptions, each carrying its exit code; :class:`~.errors.LaunchFailure`
+- :mod:`.record`, :mod:`.atomic`, :mod:`.utctime` — immutable records, atomic writes, timestamps
+- :mod:`.digest` — tree digests and verification; :mod:`.jobspec` — the JobSpec contract
+- :mod:`.launcher` — ``forge-launch``; with :mod:`.attempts`, :mod:`.readonly`, :mod:`.flags`, :mod:`.child`
+- :mod:`.plan` — load order; :mod:`.signatures` + :mod:`.dsse` — launch-time signature checks
+- :mod:`.requires` — requirement checks; :mod:`.loader` — import from the verified bytes
+- :mod:`.job` — one job in this process; :mod:`.process` — this process's job, the bootstrap
+- :mod:`.exits` — ending a process on failure; :mod:`.import_hooks` — post-import hooks
+- :mod:`.deferred` — this process's registry; :mod:`.plugins`, :mod:`.patching` — the runtime API
+- :mod:`.provenance` — records; :mod:`.ray_init`, :mod:`.ray_hook` — Ray; :mod:`.environment`, :mod:`.runtime_zip` — the job's runtime
+"""

@@ -1,0 +1,96 @@
+"""The job's bootstrap runtime and the environment that carries plugins into every process.
+
+The launcher (or a backend, through :func:`starforge.launch.bootstrap_env`) writes into
+the job directory::
+
+    .forge-runtime/bootstrap/sitecustomize.py   # runs in every new Python process of the job
+    .forge-runtime/starforge-runtime.zip        # this subpackage + vendored packaging (sources)
+    .forge-runtime/hyperparams.json             # spec.hyperparams, for FORGE_HYPERPARAMS
+
+and exports ``FORGE_JOBSPEC``, ``FORGE_JOB_DIR``, ``FORGE_JOB_ID``, ``FORGE_HYPERPARAMS``,
+``FORGE_RUNTIME`` and ``PYTHONPATH`` (bootstrap directory first). The bootstrap puts the
+zip first on ``sys.path``: the job's starforge (the version that staged it) wins over a
+starforge-core installed in the job's environment, and a worker whose environment has
+none still gets the runtime. The zip carries ``packaging`` under StarForge's own
+namespace, so the trainer's own ``packaging`` is never shadowed (:mod:`.runtime_zip`).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from .atomic import write_file
+from .jobspec import format_json, read_spec
+from .runtime_zip import ZIP_NAME, read_own, running_from, write_runtime_zip
+
+RUNTIME_DIR = ".forge-runtime"
+BOOTSTRAP_DIR = "bootstrap"
+HYPERPARAMS_NAME = "hyperparams.json"
+
+
+def runtime_paths(job_dir: str) -> dict:
+    base = os.path.join(os.path.abspath(job_dir), RUNTIME_DIR)
+    return {
+        "dir": base,
+        "bootstrap": os.path.join(base, BOOTSTRAP_DIR),
+        "zip": os.path.join(base, ZIP_NAME),
+        "hyperparams": os.path.join(base, HYPERPARAMS_NAME),
+    }
+
+
+def sitecustomize_source() -> bytes:
+    """The bootstrap's source, read through this package's loader (a file, or the runtime zip)."""
+    return read_own("bootstrap/sitecustomize.py")
+
+
+def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
+    """Write the bootstrap, the runtime zip and hyperparams.json.
+
+    The zip is built afresh from the running starforge's own sources, unless this process
+    runs from the job's zip already (then it is what runs, and stays).
+    """
+    paths = runtime_paths(job_dir)
+    os.makedirs(paths["bootstrap"], exist_ok=True)
+    _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
+    if not running_from(paths["zip"]):
+        write_runtime_zip(paths["zip"])
+    if hyperparams is None:
+        hyperparams = read_spec(os.path.join(job_dir, "jobspec.json")).hyperparams
+    data = (format_json(dict(hyperparams)) + "\n").encode("utf-8")
+    _write_if_changed(paths["hyperparams"], data)
+    return paths
+
+
+def job_environment(job_dir: str, spec_path: str, job_id: str, base: Mapping[str, str] | None = None) -> dict:
+    """The variables every process of the job needs.
+
+    ``PYTHONPATH`` starts with the bootstrap directory, then the job's ``recipe/`` (so
+    every process imports the experiment's code the way the entrypoint does), then
+    whatever *base* had.
+    """
+    paths = runtime_paths(job_dir)
+    ours = [paths["bootstrap"], os.path.join(os.path.abspath(job_dir), "recipe")]
+    old = (base or {}).get("PYTHONPATH", "")
+    parts = [p for p in old.split(os.pathsep) if p and os.path.abspath(p) not in ours]
+    pythonpath = os.pathsep.join(ours + parts)
+    return {
+        "FORGE_JOBSPEC": os.path.abspath(spec_path),
+        "FORGE_JOB_DIR": os.path.abspath(job_dir),
+        "FORGE_JOB_ID": job_id,
+        "FORGE_HYPERPARAMS": paths["hyperparams"],
+        "FORGE_RUNTIME": paths["zip"],
+        "PYTHONPATH": pythonpath,
+    }
+
+
+def _write_if_changed(path: str, data: bytes) -> None:
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    except OSError:
+        pass
+    write_file(path, data)

@@ -1,0 +1,276 @@
+"""One job as this process sees it: verify, check, import and install its plugins.
+
+For every plugin of a job, in load order: verify the tree against the JobSpec digest (one
+read of the bytes), check ``requires``, import the entrypoint from the verified snapshot,
+then call ``install(params)`` (eager) or register it (deferred). The launcher runs all of
+it up front (:meth:`Job.load_all`); any other Python process of the job runs it from the
+bootstrap (:meth:`Job.boot`, through :mod:`.process`), postponing a plugin that declares
+``targets`` until one of its targets is imported.
+
+Failures are :class:`~.errors.LaunchFailure` (phase, exit code, plugin). Standard library
+only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+import threading
+import time
+
+from .. import __version__
+from . import deferred, patching
+from .attempts import attempt_number
+from .digest import verify_tree
+from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
+from .exits import run_or_exit
+from .import_hooks import TargetWatcher
+from .jobspec import JobSpec
+from .plan import Item, plan
+from .provenance import patch_records, scheduler_ids, write_record
+from .requires import check_requires
+from .utctime import utc_millis
+
+
+class Job:
+    """One job as seen by this process: the spec, the plan, what happened to each plugin."""
+
+    def __init__(self, job_dir: str, spec_path: str, spec: JobSpec, role: str) -> None:
+        self.job_dir = job_dir
+        self.spec_path = spec_path
+        self.spec = spec
+        self.role = role  # launcher | worker
+        self.items = plan(spec, job_dir)
+        self.finders: list = []
+        self.failure: LaunchFailure | None = None
+        self.disabled = False
+        self.started = time.time()
+        self.argv = list(sys.argv)
+        self.lock = threading.RLock()
+        self.watcher: TargetWatcher | None = None
+        self.attempt = attempt_number(os.environ)
+        self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only
+        self.params = deferred.set_hyperparams(spec.hyperparams)
+
+    # -- the four phases for one plugin ----------------------------------------------------
+
+    def verify_all(self) -> None:
+        """Verify every plugin still to be loaded, then check every one's ``requires``.
+
+        Runs before any plugin is imported or installed, so a tampered or unsatisfiable
+        plugin stops the job before another plugin's code has run. In the launcher, with
+        ``FORGE_TRUST`` set, the carried signatures are checked too (:mod:`.signatures`). The verified bytes are
+        kept (``item.contents``): the import later reads them, never the disk. Idempotent.
+        """
+        with self.lock:
+            todo = [i for i in self.items if i.status in ("planned", "pending") and i.contents is None]
+            if not todo:
+                return
+            try:
+                for item in todo:
+                    t0 = time.perf_counter()
+                    entry = item.entry
+                    try:
+                        contents = verify_tree(item.root, entry.digest, entry.files or None)
+                    except VerificationError as exc:
+                        where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
+                        raise LaunchFailure(VerificationError, item.ref, f"{item.ref}: verification failed in {where}/{entry.name}: {exc}") from None
+                    finally:
+                        item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+                    item.verified = True
+                    item.contents = contents
+                if self.role == "launcher" and (os.environ.get("FORGE_TRUST") or os.environ.get("FORGE_REQUIRE_SIGNATURES")):
+                    from .signatures import check_items  # brings cryptography
+
+                    check_items(todo)
+                for item in todo:
+                    t0 = time.perf_counter()
+                    try:
+                        check_requires(item.entry)
+                    finally:
+                        item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+            except LaunchFailure as failure:
+                for item in todo:
+                    if item.ref == failure.plugin:
+                        item.status = "failed"
+                self.failure = failure
+                raise
+
+    def activate(self, item: Item, trigger: str) -> None:
+        """Import and install/register *item* (idempotent), every plugin verified first."""
+        with self.lock:
+            if item.status not in ("planned", "pending"):
+                return
+            self.verify_all()
+            t0 = time.perf_counter()
+            item.trigger = trigger
+            entry = item.entry
+            try:
+                contents, item.contents = item.contents, None
+                assert contents is not None  # verify_all kept the verified bytes
+                func = self._import(item, contents)
+                if entry.load == "eager":
+                    try:
+                        with patching.acting_for(item.ref):
+                            func(self.params)
+                    except Exception as exc:
+                        raise LaunchFailure(
+                            InstallError, item.ref,
+                            f"{item.ref}: install raised {type(exc).__name__}: {exc}",
+                            _format_exc(exc),
+                        ) from None
+                    item.status = "loaded"
+                else:
+                    deferred.register(entry.name, item.ref, func)
+                    item.status = "registered"
+            except LaunchFailure as failure:
+                item.status = "failed"
+                self.failure = failure
+                raise
+            finally:
+                item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+
+    def _import(self, item: Item, contents: dict):
+        from .loader import SnapshotFinder
+
+        entry = item.entry
+        module_name, _, func_name = entry.entrypoint.partition(":")
+        finder = SnapshotFinder(item.root, contents, entry.top_level, label=item.ref)
+        if module_name not in finder.modules:
+            raise LaunchFailure(PluginImportError, item.ref, f"{item.ref}: entrypoint module '{module_name}' is not in the plugin tree")
+        sys.meta_path.insert(0, finder)
+        self.finders.append(finder)
+        try:
+            module = importlib.import_module(module_name)
+        except (Exception, SystemExit) as exc:
+            raise LaunchFailure(
+                PluginImportError, item.ref,
+                f"{item.ref}: importing '{module_name}' raised {type(exc).__name__}: {exc}",
+                _format_exc(exc),
+            ) from None
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            raise LaunchFailure(PluginImportError, item.ref, f"{item.ref}: '{module_name}' has no callable '{func_name}'")
+        return func
+
+    # -- whole-job entry points ---------------------------------------------------------------
+
+    def load_all(self, on_item=None) -> None:
+        """The launcher: every plugin now, in load order; *on_item(item)* after each one.
+
+        Every plugin is verified and requirement-checked before the first is imported.
+        """
+        try:
+            self.verify_all()
+        except LaunchFailure:
+            if on_item:
+                for item in self.items:
+                    if item.status == "failed":
+                        on_item(item)
+            raise
+        for item in self.items:
+            if item.status in ("planned", "pending"):
+                try:
+                    self.activate(item, "launcher")
+                except LaunchFailure:
+                    if on_item:
+                        on_item(item)
+                    raise
+            if on_item:
+                on_item(item)
+
+    def boot(self, trigger: str) -> None:
+        """A worker: plugins without targets now, the others at the first target import."""
+        waiting: list[Item] = []
+        due: list[Item] = []
+        for item in self.items:
+            if item.status != "planned":
+                continue
+            targets = item.entry.targets
+            if targets and not any(t in sys.modules for t in targets):
+                item.status = "pending"
+                waiting.append(item)
+            else:
+                due.append(item)
+        for item in due:  # the first activation verifies every plugin, waiting ones too
+            self.activate(item, trigger)
+        if waiting:
+            self.watcher = TargetWatcher(waiting, self._targets_imported)
+            sys.meta_path.insert(0, self.watcher)
+        deferred.registry.activate = self.activate_by_name
+        deferred.registry.listing = self.deferred_names
+        deferred.registry.installed = self.write_provenance
+
+    def _targets_imported(self, due: list[Item], module_name: str) -> None:
+        """Activate the plugins waiting for *module_name*, now imported; a failure ends the process."""
+        for item in due:
+            run_or_exit(self, functools.partial(self.activate, item, f"target:{module_name}"))
+        self.write_provenance()
+
+    def deferred_names(self) -> list:
+        """Deferred plugins registered or waiting for a target, in load order."""
+        return [i.entry.name for i in self.items if i.entry.load == "deferred" and i.status in ("registered", "pending")]
+
+    def activate_by_name(self, name: str) -> bool:
+        """Used by ``install_deferred`` for a deferred plugin still waiting for its target."""
+        for item in self.items:
+            if item.entry.name == name and item.status == "pending":
+                if self.watcher:
+                    self.watcher.forget(item)
+                run_or_exit(self, lambda: self.activate(item, "install_deferred"))
+                self.write_provenance()
+                return True
+        return False
+
+    def deferred_not_installed(self) -> list[Item]:
+        installed = {d["name"] for d in deferred.deferred_status() if d["installed"]}
+        return [i for i in self.items if i.status == "registered" and i.entry.name not in installed]
+
+    # -- provenance -------------------------------------------------------------------------
+
+    def record(self) -> dict:
+        installs = {d["name"]: d for d in deferred.deferred_status()}
+        plugins = []
+        for item in self.items:
+            rec = item.to_record()
+            d = installs.get(item.entry.name)
+            if d and item.status == "registered":
+                rec["installed_later"] = bool(d["installed"])
+                if d["installed"]:
+                    rec["installed_at"] = utc_millis(d["installed_at"])
+                    rec["ctx_keys"] = d["ctx_keys"]
+            plugins.append(rec)
+        return {
+            "schema": "forge/provenance/v1",
+            "job_id": self.spec.id,
+            "role": self.role,
+            "mode": self.mode,
+            "host": os.uname().nodename,
+            "pid": os.getpid(),
+            "attempt": self.attempt,
+            "argv": self.argv,
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "core_version": __version__,
+            "started": utc_millis(self.started),
+            "written": utc_millis(time.time()),
+            "disabled": self.disabled,
+            "plugins": plugins,
+            "patches": patch_records(),
+            "failure": self.failure.to_dict() if self.failure else None,
+            "scheduler": scheduler_ids(),
+        }
+
+    def write_provenance(self) -> str | None:
+        try:
+            return write_record(self.job_dir, self.record())
+        except OSError as exc:
+            sys.stderr.write(f"forge: cannot write provenance record: {exc}\n")
+            return None
+
+
+def _format_exc(exc: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

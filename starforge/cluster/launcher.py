@@ -1,0 +1,456 @@
+"""``forge-launch --spec JOBSPEC [-- CMD ...]`` (also ``python -m starforge.launch``).
+
+Verifies, checks, imports and installs (or registers) every plugin of the job in load
+order, exports the bootstrap environment, then runs the training entrypoint in this
+process (``python -m mod ...`` / ``python script.py ...``) or as a child process
+(anything else), and reports deferred plugins no process of the job installed.
+Exit codes: 2 bad spec or usage, 10 verification failed, 11 unmet requirement, 12 import
+failure, 13 ``install`` raised, 14 deferred plugin never installed (strict); otherwise the
+entrypoint's own. ``status.json`` in the job directory says which phase decided the code.
+
+Cluster side: standard library and ``packaging`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import deferred
+from .atomic import write_file
+from .attempts import attempt_number, next_attempt
+from .child import run_child
+from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, SpecError
+from .flags import apply_flags, in_process_form
+from .jobspec import format_json
+from .readonly import make_read_only
+from .utctime import utc_now
+
+USAGE = """usage: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]
+
+Verify and install a job's plugins, then run its training entrypoint.
+
+  --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
+  --verify-only    verify every plugin and check its requirements, then stop:
+                   nothing is imported or installed and no entrypoint runs
+  -- CMD ...       run CMD instead of the spec's entrypoint
+  -h, --help       show this help
+
+example:
+  forge-launch --spec /jobs/qwen3b-grpo-opsd-0001/jobspec.json
+  forge-launch --spec jobspec.json -- python -m toy_grpo.train --steps 10
+  forge-launch --spec jobspec.json --verify-only
+"""
+
+PREFIX = "plugin  : "
+_PHASE_WORDS = {
+    "spec": "refused",
+    "verify": "verification failed",
+    "requires": "requirement not met",
+    "import": "import failed",
+    "install": "install raised",
+}
+
+
+def say(line: str) -> None:
+    """One line on the job log (stderr, flushed: it must interleave with the trainer's)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def plugin_line(item) -> str:
+    """The §9 log line for one plugin after the launcher has dealt with it."""
+    ref = item.ref
+    builtin = " (built-in)" if item.builtin else ""
+    if item.status == "loaded":
+        return f"{PREFIX}{ref} loaded{builtin}"
+    if item.status == "registered":
+        extra = "built-in; " if item.builtin else ""
+        return f"{PREFIX}{ref} registered ({extra}needs runtime context, loaded by the training entrypoint)"
+    if item.status == "skipped":
+        return f"{PREFIX}{ref} skipped (kind {item.entry.kind}: left to the environment mechanism)"
+    if item.status == "shadowed":
+        return f"{PREFIX}{ref} shadowed (built-in replaced by the locked package {item.shadowed_by})"
+    if item.status == "failed":
+        return f"{PREFIX}{ref} failed"
+    return f"{PREFIX}{ref} {item.status}"
+
+
+def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "") -> None:
+    """``status.json``: {phase, code, plugin, message, time}, written atomically."""
+    data = {
+        "phase": phase,
+        "code": code,
+        "plugin": plugin,
+        "message": message,
+        "time": utc_now(),
+    }
+    try:
+        write_file(os.path.join(job_dir, "status.json"), (format_json(data) + "\n").encode())
+    except OSError as exc:
+        say(f"forge-launch: cannot write status.json: {exc}")
+
+
+def _parse(argv: list[str]):
+    cmd = None
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1 :]
+        if not cmd:
+            raise _Usage("nothing after '--'")
+    spec = None
+    verify_only = False
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            raise SystemExit(0)
+        if arg == "--verify-only":
+            verify_only = True
+        elif arg == "--spec":
+            if not rest:
+                raise _Usage("--spec needs a path")
+            spec = rest.pop(0)
+        elif arg.startswith("--spec="):
+            spec = arg.split("=", 1)[1]
+        else:
+            raise _Usage(f"unexpected argument {arg!r}")
+    if not spec:
+        raise _Usage("--spec JOBSPEC is required")
+    if verify_only and cmd:
+        raise _Usage("--verify-only runs no command; drop '-- CMD ...'")
+    return spec, cmd, verify_only
+
+
+class _Usage(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        spec_arg, cmd, verify_only = _parse(argv)
+    except _Usage as exc:
+        say(f"error: {exc}")
+        say("hint: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]")
+        return 2
+    _drop_launcher_path_entry()
+    code = launch(spec_arg, cmd, verify_only=verify_only, argv=argv)
+    return code
+
+
+def _drop_launcher_path_entry() -> None:
+    """Remove the entry Python put first on ``sys.path`` for the launcher itself.
+
+    ``python -m starforge.launch`` puts the directory it was started in there,
+    ``forge-launch`` its ``bin`` directory; neither belongs on the trainer's path (a module
+    there would shadow the experiment's own).
+    """
+    if getattr(sys.flags, "safe_path", False) or not sys.path:
+        return
+    first = sys.path[0]
+    argv0 = sys.argv[0] if sys.argv else ""
+    candidates = {"", os.getcwd()}
+    if argv0 and argv0 != "-m" and os.path.exists(argv0):
+        candidates.add(os.path.dirname(os.path.abspath(argv0)))
+        candidates.add(os.path.dirname(os.path.realpath(argv0)))
+    if first in candidates or os.path.abspath(first or os.curdir) in candidates:
+        del sys.path[0]
+
+
+def _fail(job_dir: str | None, failure, job=None) -> int:
+    if failure.detail:
+        sys.stderr.write(failure.detail)
+    say(f"error: {failure.message}")
+    if job_dir and os.path.isdir(job_dir):
+        write_status(job_dir, failure.phase, failure.code, failure.plugin, failure.message)
+    if job is not None:
+        job.failure = failure
+        job.write_provenance()
+    return failure.code
+
+
+def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = False, argv: list[str] | None = None) -> int:
+    """The whole launch; returns the exit code.
+
+    *verify_only*: verify every plugin and check its requirements, write ``status.json``
+    and a provenance record saying so, and stop (nothing imported, installed or run).
+    *argv*: the launcher's own arguments, to start it again from the job's runtime zip
+    when the spec was staged by another version (:func:`_same_runtime`).
+    """
+    from .environment import job_environment, prepare_runtime
+    from .process import load_job
+    from .ray_init import watch_ray_init
+
+    spec_path = os.path.abspath(spec_arg)
+    job_dir = os.path.dirname(spec_path)
+    os.environ["FORGE_ATTEMPT"] = str(next_attempt(job_dir))
+    try:
+        job = load_job(job_dir, spec_path, "launcher")
+    except SpecError as exc:
+        return _fail(job_dir, LaunchFailure(SpecError, None, str(exc)))
+    except LaunchFailure as failure:
+        if failure.plugin:
+            say(f"{PREFIX}{failure.plugin} failed ({_PHASE_WORDS[failure.phase]}, exit {failure.code})")
+        return _fail(job_dir, failure)
+    spec = job.spec
+    refused = _same_runtime(spec.core_version, job_dir, argv)
+    if refused is not None:
+        return _fail(job_dir, refused)
+    # The bootstrap may have booted this very process (a backend exporting the job
+    # environment to every process): it is the launcher all the same.
+    job.role = "launcher"
+    job.mode = "launch"
+    job.attempt = attempt_number(os.environ)
+    if job.disabled:  # FORGE_DISABLE opts workers out, never the launcher
+        job.disabled = deferred.registry.disabled = False
+        for item in job.items:
+            if item.status == "disabled":
+                item.status = "planned"
+
+    _make_job_read_only(job)
+    # Plugins patch the experiment's own modules too: the recipe is importable (first on
+    # sys.path, as `python -m` in recipe/ would have it) before any install runs.
+    recipe = os.path.join(job_dir, "recipe")
+    if os.path.isdir(recipe):
+        os.chdir(recipe)
+        sys.path.insert(0, recipe)
+
+    def on_item(item) -> None:
+        if item.status == "failed" and job.failure:
+            f = job.failure
+            say(f"{PREFIX}{item.ref} failed ({_PHASE_WORDS.get(f.phase, f.phase)}, exit {f.code})")
+        else:
+            say(plugin_line(item))
+
+    if verify_only:
+        return _verify_only(job, on_item)
+    try:
+        job.load_all(on_item)
+    except LaunchFailure as failure:
+        return _fail(job_dir, failure, job)
+
+    try:
+        prepare_runtime(job_dir, spec.hyperparams)
+    except OSError as exc:
+        return _fail(job_dir, LaunchFailure(SpecError, None, f"cannot write the job runtime in {job_dir}: {exc}"), job)
+    os.environ.update(job_environment(job_dir, spec_path, spec.id, os.environ))
+    deferred.registry.booted = True
+    job.write_provenance()
+
+    argv = list(cmd) if cmd else list(spec.entrypoint)
+    watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
+    write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
+    code, stopped = run_entrypoint(argv, recipe)
+    if stopped is not None:
+        return _fail(job_dir, stopped, job)
+
+    missing = job.deferred_not_installed()
+    if missing:  # installed by another process of this attempt (a child, a Ray worker) counts
+        elsewhere = _installed_by_other_processes(job)
+        missing = [i for i in missing if i.entry.name not in elsewhere]
+    for item in missing:
+        say(f"{PREFIX}{item.ref} not installed (deferred; the training entrypoint never called install_deferred({item.entry.name!r}))")
+    if missing and spec.strict_deferred and code == 0:
+        names = ", ".join(i.ref for i in missing)
+        never = LaunchFailure(
+            DeferredNotInstalledError, missing[0].ref, f"deferred plugin never installed with strict_deferred: {names}"
+        )
+        return _fail(job_dir, never, job)
+    write_status(job_dir, "entrypoint", code, None, "")
+    job.write_provenance()
+    return code
+
+
+def _same_runtime(staged: str, job_dir: str, argv: list[str] | None) -> LaunchFailure | None:
+    """Make sure the starforge running is the one that staged the job; log which runs.
+
+    From the job's runtime zip, or from an installed starforge-core of the version that
+    staged the job, the launch goes on (the ``runtime :`` line says which). An installed
+    one of another version starts the launcher again with the job's zip first on
+    ``PYTHONPATH`` (never returns), or refuses the spec when there is no zip to start from.
+    """
+    from .. import __version__
+    from .environment import runtime_paths
+    from .runtime_zip import running_from
+
+    job_zip = runtime_paths(job_dir)["zip"]
+    if running_from(job_zip):
+        say(f"runtime : starforge-core {__version__} from the job's runtime zip")
+        return None
+    if not staged or staged == __version__:
+        say(f"runtime : starforge-core {__version__} from {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}")
+        return None
+    if os.path.isfile(job_zip) and argv is not None and not os.environ.get("FORGE_LAUNCH_FROM_ZIP"):
+        env = dict(os.environ, FORGE_LAUNCH_FROM_ZIP="1")
+        env["PYTHONPATH"] = os.pathsep.join([job_zip] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "starforge.launch", *argv], env)
+    return LaunchFailure(
+        SpecError, None,
+        f"the job was staged by starforge-core {staged}, this launcher is {__version__}"
+        + (" and the job's runtime zip did not start" if os.path.isfile(job_zip) else " and the job carries no runtime zip")
+        + f"; run it with the job's runtime: PYTHONPATH={job_zip} python3 -m starforge.launch --spec ...",
+    )
+
+
+def _verify_only(job, on_item) -> int:
+    """``--verify-only``: every plugin verified and requirement-checked; nothing else."""
+    job.mode = "verify-only"
+    try:
+        job.verify_all()
+    except LaunchFailure as failure:
+        for item in job.items:
+            if item.status == "failed":
+                on_item(item)
+        return _fail(job.job_dir, failure, job)
+    for item in job.items:
+        if item.status == "planned":
+            item.status = "verified"
+            builtin = " (built-in)" if item.builtin else ""
+            say(f"{PREFIX}{item.ref} verified{builtin}")
+        else:
+            say(plugin_line(item))
+    count = sum(1 for item in job.items if item.status == "verified")
+    write_status(job.job_dir, "verify", 0, None, f"verify-only: {count} plugin(s) verified, requirements met")
+    job.write_provenance()
+    return 0
+
+
+def _installed_by_other_processes(job) -> set:
+    """Names of the deferred plugins a process of this launch attempt recorded as installed."""
+    from .provenance import read_records
+
+    names = set()
+    for rec in read_records(job.job_dir):
+        if rec.get("attempt", 0) != job.attempt or rec.get("job_id") != job.spec.id:
+            continue
+        for p in rec.get("plugins") or ():
+            if isinstance(p, dict) and p.get("installed_later"):
+                names.add(p.get("name"))
+    return names
+
+
+def run_entrypoint(argv: list[str], recipe: str):
+    """Run the entrypoint; return (exit code, LaunchFailure or None).
+
+    ``python [flags] -m mod ...`` and ``python [flags] script ...`` run in this process when
+    every flag can be honoured here; anything else runs as a child process.
+    """
+    python = _is_python_name(os.path.basename(argv[0])) or os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+    form = in_process_form(argv) if python else None
+    try:
+        os.chdir(recipe)
+    except OSError as exc:
+        failure = LaunchFailure(SpecError, None, f"cannot enter the job's recipe directory {recipe}: {exc}")
+        return failure.code, failure
+    if form is None:
+        return run_child(argv)
+    flags, module, script, args = form
+    import runpy
+
+    sys.stdout.flush()
+    apply_flags(flags)
+    try:
+        if module is not None:
+            sys.path[:] = _trainer_sys_path(os.getcwd())
+            sys.argv = [module] + list(args)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            sys.path[:] = _trainer_sys_path(os.path.dirname(os.path.realpath(script)))
+            sys.argv = [script] + list(args)
+            runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it
+        return 0, None
+    except SystemExit as exc:
+        return _exit_code(exc.code), None
+    except KeyboardInterrupt:
+        import traceback
+
+        traceback.print_exc()
+        return 130, None
+    except BaseException as exc:
+        import traceback
+
+        install = _install_error(exc)
+        if install is not None:
+            detail = "".join(traceback.format_exception(type(exc), exc, _trim(exc.__traceback__)))
+            ref = getattr(install, "plugin", None)
+            failure = LaunchFailure(InstallError, ref, install.message, detail)
+            return failure.code, failure
+        traceback.print_exception(type(exc), exc, _trim(exc.__traceback__))
+        return 1, None
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _trainer_sys_path(first: str) -> list:
+    """``sys.path`` as ``python -m``/``python script`` started with the job environment has it.
+
+    *first* (the working directory, or the script's directory), then the entries of
+    ``PYTHONPATH`` (the job's bootstrap, its runtime zip and ``recipe/`` first), then the interpreter's own
+    (standard library, site-packages); nothing of the launcher's.
+    """
+    env_entries: list = []
+    for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if p:
+            p = os.path.abspath(p)
+            if p not in env_entries:
+                env_entries.append(p)
+    runtime_zip = os.environ.get("FORGE_RUNTIME", "")
+    if runtime_zip and os.path.isfile(runtime_zip) and os.path.abspath(runtime_zip) not in env_entries:
+        # where the bootstrap puts it in every other process: right after itself
+        env_entries.insert(1 if env_entries else 0, os.path.abspath(runtime_zip))
+    rest = [p for p in sys.path if p not in env_entries]
+    return [first] + env_entries + rest
+
+
+def _is_python_name(name: str) -> bool:
+    """``python``, ``python3``, ``python3.11`` ...: ``python[0-9.]*`` in full."""
+    return name.startswith("python") and all(c in "0123456789." for c in name[6:])
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def _install_error(exc: BaseException | None) -> InstallError | None:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, InstallError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
+
+
+def _trim(tb):
+    """Drop the launcher's and runpy's own frames from the top of a trainer traceback."""
+    import runpy
+
+    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    while tb is not None and (tb.tb_frame.f_code.co_filename in skip or os.path.abspath(tb.tb_frame.f_code.co_filename) in skip):
+        tb = tb.tb_next
+    return tb
+
+
+def _make_job_read_only(job) -> None:
+    """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used)."""
+    roots = [os.path.join(job.job_dir, "forge_plugins")] + [i.root for i in job.items if i.builtin]
+    for root in roots:
+        if not os.path.isdir(root) or os.path.islink(root):
+            continue
+        make_read_only(root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

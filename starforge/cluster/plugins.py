@@ -1,0 +1,163 @@
+"""Runtime API for training code: the job's hyperparams and deferred plugins.
+
+A training entrypoint reads its hyperparams and, once it has built what a deferred plugin
+needs, installs that plugin::
+
+    from starforge.plugins import hyperparams, install_deferred
+
+    lr = hyperparams()["grpo.lr"]
+    install_deferred("opsd-patch", tokenizer=tokenizer, max_seq_len=4096)
+
+Each process of a job keeps its own registry. The launcher fills it in the launcher
+process; in any other process of the job (a Ray actor, a torchrun rank, a spawn child) the
+bootstrap fills it at start-up, and ``install_deferred`` bootstraps from the job
+environment first when nothing is registered yet.
+
+Cluster side: standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from .deferred import freeze, hyperparams_from_env, registry
+from .errors import InstallError, UsageError
+
+if TYPE_CHECKING:
+    from typing import Any, Mapping
+
+__all__ = ["hyperparams", "install_deferred", "registered", "UnknownPluginError", "ContextMismatchError"]
+
+
+class UnknownPluginError(UsageError, LookupError):
+    """``install_deferred`` was given a name no deferred plugin is registered under."""
+
+
+class ContextMismatchError(UsageError, ValueError):
+    """``install_deferred`` was called again for a plugin with a different context."""
+
+
+def hyperparams() -> Mapping[str, Any]:
+    """The job's hyperparams as a read-only mapping of flat dotted keys to JSON values.
+
+    Taken from the launched job; else from the JSON file named by ``FORGE_HYPERPARAMS``;
+    else from the JobSpec named by ``FORGE_JOBSPEC``. Outside a job it is empty.
+
+    >>> hyperparams().get("grpo.lr", 1e-6)
+    1e-06
+    """
+    values = registry.hyperparams
+    if values is not None:  # no lock once set: an install holding it may start threads
+        return values
+    with registry.lock:
+        if registry.hyperparams is None:
+            registry.hyperparams = freeze(hyperparams_from_env(os.environ))
+        return registry.hyperparams
+
+
+def install_deferred(name: str, **ctx: Any) -> None:
+    """Call the deferred plugin *name*'s ``install(params, **ctx)``.
+
+    *name* is the manifest name (``opsd-patch``), not ``owner/name``. A second call with
+    the same context does nothing; one with a different context raises
+    :class:`ContextMismatchError`; an unknown name raises :class:`UnknownPluginError`
+    listing the registered names. An exception in ``install`` is raised as
+    :class:`~starforge.errors.InstallError` naming the plugin (exit code 13).
+    """
+    with registry.lock:
+        if not registry.booted:
+            _bootstrap_from_env()
+        entry = registry.deferred.get(name)
+        if entry is None and registry.activate is not None and registry.activate(name):
+            entry = registry.deferred.get(name)
+        if entry is None:
+            raise _unknown(name)
+        if entry.installed:
+            if not _same_ctx(entry.ctx, ctx):
+                raise ContextMismatchError(
+                    f"deferred plugin '{name}' ({entry.ref}) is already installed with another context "
+                    f"(keys {sorted(entry.ctx)}); a plugin is installed once per process",
+                    hint="call install_deferred once, with the objects the plugin needs",
+                )
+            return
+        params = hyperparams()
+        from . import patching
+
+        try:
+            with patching.acting_for(entry.ref):
+                entry.install(params, **ctx)
+        except Exception as exc:
+            err = InstallError(f"{entry.ref}: install raised {type(exc).__name__}: {exc}")
+            err.plugin = entry.ref  # type: ignore[attr-defined]
+            raise err from exc
+        import time
+
+        entry.installed = True
+        entry.ctx = dict(ctx)
+        entry.installed_at = time.time()
+        if registry.installed is not None:
+            registry.installed()
+
+
+def registered() -> tuple:
+    """Names of the deferred plugins registered in this process.
+
+    Includes, in a process other than the launcher, deferred plugins that declare
+    ``targets`` and are still waiting for one to be imported: ``install_deferred`` loads
+    them on demand.
+    """
+    with registry.lock:
+        if not registry.booted and _job_env(os.environ):
+            _bootstrap_from_env()
+        names = list(registry.deferred)
+        if registry.listing is not None:
+            listed = registry.listing()  # registered or waiting, in load order
+            names = listed + [n for n in names if n not in listed]
+        return tuple(names)
+
+
+def _job_env(env: Mapping[str, str]) -> bool:
+    return bool(env.get("FORGE_JOBSPEC"))
+
+
+def _bootstrap_from_env() -> None:
+    """Fill this process's registry from the job environment (no-op outside a job)."""
+    if _job_env(os.environ):
+        from .process import boot_process
+
+        boot_process(reason="install_deferred")
+    registry.booted = True
+
+
+def _unknown(name: str) -> UnknownPluginError:
+    names = list(registry.deferred)
+    if registry.listing is not None:
+        names = registry.listing() + [n for n in names if n not in registry.listing()]
+    if registry.disabled:
+        listing = "none: plugins are disabled in this process (FORGE_DISABLE=1)"
+    elif not _job_env(os.environ) and not names:
+        listing = "none: this process is not part of a forge job"
+    else:
+        listing = ", ".join(names) if names else "none"
+    return UnknownPluginError(
+        f"no deferred plugin named '{name}' is registered (registered: {listing})",
+        hint="pass the manifest name (e.g. 'opsd-patch', not 'alice/opsd-patch'); "
+        "eager plugins are installed by the launcher and cannot be installed again",
+    )
+
+
+def _same_ctx(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    if set(old) != set(new):
+        return False
+    for key, value in new.items():
+        before = old[key]
+        if before is value:
+            continue
+        try:
+            equal = before == value
+        except Exception:
+            return False
+        if type(equal) is not bool or not equal:  # arrays and tensors compare element-wise
+            return False
+    return True
