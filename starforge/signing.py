@@ -26,11 +26,10 @@ b'DSSEv1 28 application/vnd.in-toto+json 2 {}'
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .cluster import atomic

@@ -91,7 +91,7 @@ def init_plugin(name: str, kind: str = "algorithm", load: str = "eager", dest: s
     if template is None:
         raise UsageError(
             f"--load {load} applies to algorithm plugins only; {kind} plugins are not installed by the launcher",
-            hint=f"drop --load, or use --kind algorithm",
+            hint="drop --load, or use --kind algorithm",
         )
     source = templates_dir() / template
     dest = Path(dest if dest is not None else name)
