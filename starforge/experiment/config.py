@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backends import BACKEND_NAMES
 from ..errors import ManifestError, UsageError
 from ..manifest import NAME_RE, closest
 from ..yamlio import YamlDoc, load_yaml_file
@@ -61,7 +62,6 @@ TOP_KEYS = (
 )
 REQUIRED = ("schema", "name", "entrypoint")
 RECIPE_KEYS = ("plugins",)
-BACKEND_NAMES = ("local", "ray", "slurm")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CONFIG_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
 
