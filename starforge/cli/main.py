@@ -41,8 +41,8 @@ COMMANDS = {
         "rm": "jobs:rm",
         "prune": "jobs:prune",
     },
-    "key": {"generate": "keys:generate"},
-    "trust": {"add": "trust:add", "list": "trust:list_trust"},
+    "key": {"generate": "keys:generate", "list": "keys:list_keys"},
+    "trust": {"add": "trust:add", "remove": "trust:remove", "list": "trust:list_trust"},
 }
 
 GROUP_EXAMPLES = {
@@ -76,8 +76,10 @@ HELP = {
     "jobs prune": "Delete ended jobs older than an age.",
     "key": "Manage signing keys.",
     "key generate": "Generate an Ed25519 signing key pair.",
+    "key list": "List signing keys with their ids.",
     "trust": "Manage which keys are trusted for which owners.",
     "trust add": "Trust a public key for an owner.",
+    "trust remove": "Stop trusting an owner's key (or all its keys).",
     "trust list": "List trusted keys by owner.",
 }
 
