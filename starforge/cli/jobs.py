@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from .output import JobOutput, note
+
 
 def _backend_for(record):
     from ..backends.base import get_backend
@@ -68,7 +70,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
         for line in table(rows):
             click.echo(line)
     if omitted:
-        click.echo(f"{len(records)} of {len(everything)} jobs shown, the most recent; {omitted} older omitted (--all shows every job)", err=True)
+        note(f"{len(records)} of {len(everything)} jobs shown, the most recent; {omitted} older omitted (--all shows every job)")
 
 
 def table(rows: list) -> list:
@@ -81,7 +83,9 @@ def table(rows: list) -> list:
 @click.argument("job_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the record, launcher status and provenance summary as JSON.")
 def show(job_id: str, as_json: bool) -> None:
-    """Show one job: status, exit code, directory, and what its plugins did (provenance).
+    """Show a job's status, exit code, directory and provenance.
+
+    The provenance says what the job's plugins did.
 
     ID may be any unique prefix of a job id (a bare job name is one only while a single
     job of that name exists); 'forge jobs list' shows the ids.
@@ -185,26 +189,32 @@ def status(job_id: str, as_json: bool) -> None:
 @click.argument("job_id", metavar="ID")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the job ends.")
 def logs(job_id: str, follow: bool) -> None:
-    """Print a job's output (the launcher's plugin lines and the trainer's output).
+    """Print (or follow) a job's output.
+
+    The output is the launcher's plugin lines and the trainer's own.
 
     \b
     Example:
       forge jobs logs quickstart-20261129-120000-3fa2 -f
     """
     record = _get(job_id)
+    out = JobOutput()
     try:
         for chunk in _backend_for(record).logs(record, follow=follow):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
+            out.write(chunk)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130)
+    finally:
+        out.flush()
 
 
 @click.command("cancel")
 @click.argument("job_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the resulting record as JSON.")
 def cancel(job_id: str, as_json: bool) -> None:
-    """Cancel a running job (local: SIGTERM to its process group, SIGKILL after a grace period).
+    """Cancel a running job.
+
+    Local jobs get SIGTERM to their process group, SIGKILL after a grace period.
 
     \b
     Example:
@@ -249,7 +259,9 @@ def rm(job_ids: tuple, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only print which jobs would be deleted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
 def prune(age: str, dry_run: bool, as_json: bool) -> None:
-    """Delete every ended job created longer ago than AGE (records and job directories).
+    """Delete ended jobs created longer ago than AGE.
+
+    Their records and job directories go.
 
     Pending and running jobs are kept whatever their age.
 
@@ -312,4 +324,4 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
     for job_id in ids:
         click.echo(f"{verb} {job_id}")
     if not ids:
-        click.echo("no jobs to remove", err=True)
+        note("no jobs to remove")

@@ -47,7 +47,9 @@ def generate(name, passphrase_file, as_json) -> None:
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {name, key_id, private, public, encrypted}.")
 def list_keys(as_json) -> None:
-    """List the signing keys in the StarForge config directory, with their key ids.
+    """List your signing keys and their key ids.
+
+    The keys live in the StarForge config directory (FORGE_HOME).
 
     'forge plugin publish --sign' uses the key named after the publishing owner, else
     the one named 'default' (or --key FILE).
@@ -63,7 +65,9 @@ def list_keys(as_json) -> None:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
     if not rows:
-        click.echo("no signing keys (make one with: forge key generate --name NAME)", err=True)
+        from .output import note
+
+        note("no signing keys (make one with: forge key generate --name NAME)")
         return
     table = [("NAME", "KEY ID", "PRIVATE KEY")] + [
         (r["name"], r["key_id"] or "-", r["private"] + (" (encrypted)" if r["encrypted"] else "")) for r in rows

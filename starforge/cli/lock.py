@@ -31,7 +31,9 @@ from ..errors import UsageError
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lock (and what changed) as JSON.")
 def lock(directory, check, offline, upgrade, require_signatures, registry, insecure, as_json) -> None:
-    """Resolve forge.yaml's plugins to exact, digest-pinned versions in plugins.lock.json.
+    """Resolve forge.yaml's plugins into plugins.lock.json.
+
+    Each plugin is pinned to an exact version and its digests.
 
     A locked plugin keeps its version while forge.yaml's request admits it; only
     --upgrade changes a locked version. The file is rewritten only when its content

@@ -20,7 +20,9 @@ def _report(result, directory: str) -> None:
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 def add(ref: str, directory: str, registry: str | None, insecure: bool, require_signatures: bool) -> None:
-    """Request a plugin in forge.yaml and lock it, keeping forge.yaml's comments and layout.
+    """Request a plugin in forge.yaml and lock it.
+
+    forge.yaml keeps its comments and layout.
 
     A new plugin is appended (loaded last); a plugin already requested gets the new
     request in its place and is re-resolved.
@@ -44,7 +46,9 @@ def add(ref: str, directory: str, registry: str | None, insecure: bool, require_
 @click.option("--registry", metavar="URL", help="Registry to resolve against, when the lock must be redone.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 def remove(name: str, directory: str, registry: str | None, insecure: bool) -> None:
-    """Remove a plugin from forge.yaml and from the lock, keeping forge.yaml's comments and layout.
+    """Remove a plugin from forge.yaml and the lock.
+
+    forge.yaml keeps its comments and layout.
 
     \b
     Example:

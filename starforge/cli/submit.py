@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..backends import BACKEND_NAMES
+from .output import JobOutput
 
 
 @click.command("submit")
@@ -19,7 +20,7 @@ from ..backends import BACKEND_NAMES
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
 def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures) -> None:
-    """Build a JobSpec from the locked experiment, stage the job and run it.
+    """Stage the locked experiment as a job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
     here. Plugins of an owner with trusted keys (forge trust add) must carry a valid
@@ -55,19 +56,17 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
     if detach:
         click.echo(f"backend : {record.backend} ({record.status}); follow with: forge jobs logs {record.id} -f")
         return
+    out = JobOutput()
     try:
-        record = wait(sub.backend, record, _write)
+        record = wait(sub.backend, record, out.write)
     except KeyboardInterrupt:
+        out.flush()
         record = sub.backend.refresh(record)
         click.echo(f"\njob {record.id} cancelled", err=True)
         raise click.exceptions.Exit(130)
-    sys.stdout.flush()
+    out.flush()
     code = record.exit_code if record.exit_code is not None else 1
     detail = f" ({record.message})" if record.message and record.status != "succeeded" else ""
     click.echo(f"job {record.id} {record.status}, exit code {record.exit_code}{detail}", err=True)
     raise click.exceptions.Exit(code)
 
-
-def _write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()

@@ -35,7 +35,9 @@ def add(owner, pubkey, as_json) -> None:
 @click.argument("key_id", metavar="[KEYID]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print {owner, removed: [key ids], trust_file} as JSON.")
 def remove(owner, key_id, as_json) -> None:
-    """Stop trusting KEYID (or a unique prefix of it) for OWNER; without KEYID, every key of OWNER.
+    """Stop trusting a key (or every key) of OWNER.
+
+    KEYID may be a unique prefix; without it, every key of OWNER goes.
 
     Once no key is trusted for OWNER, OWNER's unsigned versions are accepted again (as
     unsigned) unless --require-signatures is given.
@@ -70,7 +72,9 @@ def list_trust(as_json) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        click.echo("no trusted keys (add one with: forge trust add OWNER PUBKEY)", err=True)
+        from .output import note
+
+        note("no trusted keys (add one with: forge trust add OWNER PUBKEY)")
         return
     width = max(len(r["owner"]) for r in rows)
     for r in rows:
