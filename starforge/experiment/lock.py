@@ -2,7 +2,9 @@
 
 - :func:`lock_experiment` writes ``plugins.lock.json`` (only when its content changes).
   A plugin already locked keeps its version while forge.yaml's request still admits it;
-  only ``upgrade`` (``forge lock --upgrade [NAME]``) re-resolves a locked plugin. A locked
+  a request edited so that it no longer does is re-resolved (and the change says
+  "request changed"); otherwise only ``upgrade`` (``forge lock --upgrade [NAME]``)
+  re-resolves a locked plugin. A locked
   version the registry now serves with another tree digest (a moved tag) is a hard error
   naming both digests.
 - :func:`check_lock` (``forge lock --check``) writes nothing; it raises when the lock no
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import LockError, NotFoundError, UsageError
+from ..errors import LockError, ManifestError, NotFoundError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
@@ -68,9 +70,15 @@ def load_builtins(exp: Experiment) -> list:
     for name in exp.recipe_plugins:
         root = exp.builtin_dir(name)
         if not (root / "plugin.yaml").is_file():
-            raise LockError(
-                f"{exp.path}: recipe.plugins names '{name}', but {root}/plugin.yaml does not exist",
-                hint=f"create the built-in under common/algorithms/{name}/ or remove it from recipe.plugins",
+            from ..manifest import closest
+
+            present = sorted(q.parent.name for q in root.parent.glob("*/plugin.yaml"))
+            guess = closest(name, present)
+            raise ManifestError(
+                f"{exp.path}: recipe.plugins names '{name}', but {root}/plugin.yaml does not exist"
+                + (f" (did you mean '{guess}'?)" if guess else ""),
+                hint=(f"built-ins here: {', '.join(present)}" if present else f"create the built-in under common/algorithms/{name}/")
+                + "; or remove it from recipe.plugins",
             )
         report = require_valid(root)
         if report.manifest.name != name:
@@ -165,12 +173,10 @@ def resolve_lock(
     changes: list = []
     for req in exp.plugins:
         before = previous.get(req.name) if previous else None
-        if before is not None and before.owner == req.owner and req.name not in upgrade:
-            if not req.admits(before.version):
-                raise LockError(
-                    f"forge.yaml requests {req.request}, but the lock pins {before.ref}; a locked version changes only on request",
-                    hint=f"run: forge lock --upgrade {req.name}",
-                )
+        # a request edited so that it no longer admits the locked version is re-resolved,
+        # as cargo, npm and uv do; one that still admits it keeps it
+        request_changed = before is not None and before.owner == req.owner and not _admits(req, before.version)
+        if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
             info = _get_locked(registry, before, previous.registry)
             if info.tree_digest != before.digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
@@ -191,6 +197,8 @@ def resolve_lock(
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:
             changes.append(f"added {entry.ref} ({entry.digest})")
+        elif before.version != entry.version and request_changed:
+            changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} (request changed) ({entry.digest})")
         elif before.version != entry.version:
             changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
         elif before.request != entry.request:
@@ -318,20 +326,17 @@ def _upgrade_names(exp: Experiment, upgrade) -> set:
 
 
 def _stale_hint(exp: Experiment, lock: LockFile) -> str:
-    unsatisfied = []
-    for req in exp.plugins:
-        entry = lock.get(req.name)
-        if entry is not None and entry.owner == req.owner:
-            try:
-                if not req.admits(entry.version):
-                    unsatisfied.append(req.name)
-            except ValueError:
-                unsatisfied.append(req.name)
-    if len(unsatisfied) == 1:
-        return f"run: forge lock --upgrade {unsatisfied[0]} {_dir_arg(exp)}".rstrip()
-    if unsatisfied:
-        return f"run: forge lock --upgrade (re-resolves {', '.join(unsatisfied)} and every other plugin) {_dir_arg(exp)}".rstrip()
+    """What makes the lock match forge.yaml again: ``forge lock`` (it re-resolves a request
+    that changed and keeps every other locked version), naming the experiment directory
+    unless it is the current one."""
     return f"run: forge lock {_dir_arg(exp)}".rstrip()
+
+
+def _admits(req, version: str) -> bool:
+    try:
+        return req.admits(version)
+    except ValueError:
+        return False
 
 
 def _dir_arg(exp: Experiment) -> str:
