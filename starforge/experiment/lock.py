@@ -17,6 +17,7 @@ Laptop side.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .lockfile import (
     LoadedPlugin,
     LockEntry,
     LockFile,
+    SCHEMA,
     check_conflicts,
     read_lock,
     stale_reasons,
@@ -41,8 +43,9 @@ ALL = "*"  # upgrade every plugin
 class LockResult:
     lock: LockFile
     written: bool  # False: the file already held this content
-    changes: list = field(default_factory=list)  # one line per added, upgraded or removed plugin
+    changes: list = field(default_factory=list)  # one line per change to the lock; empty: the lock would not change
     shadowed: list = field(default_factory=list)  # built-ins hidden by a package of the same name
+    verdicts: dict = field(default_factory=dict)  # name -> verified|unverified|unsigned, by this machine's trust file
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,23 @@ def load_builtins(exp: Experiment) -> list:
     return out
 
 
-def entry_from_published(info, request: str, signature_status: str) -> LockEntry:
+def signature_facts(registry, info) -> dict | None:
+    """What the registry holds as *info*'s signature: ``{envelope_digest, key_id}`` or None."""
+    import hashlib
+
+    envelope = registry.signature(info)
+    if envelope is None:
+        return None
+    key_id = None
+    try:
+        sigs = json.loads(envelope).get("signatures") or []
+        key_id = next((s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]), None)
+    except (ValueError, AttributeError):
+        pass
+    return {"envelope_digest": "sha256:" + hashlib.sha256(envelope).hexdigest(), "key_id": key_id}
+
+
+def entry_from_published(info, request: str, signature: dict | None) -> LockEntry:
     """A lock entry for the published version *info* (a ``PublishedVersion``)."""
     manifest = PluginManifest.from_mapping(info.manifest, source=f"{info.ref} (registry manifest)")
     return LockEntry(
@@ -116,7 +135,7 @@ def entry_from_published(info, request: str, signature_status: str) -> LockEntry
         params={k: p.to_dict() for k, p in manifest.params.items()},
         top_level=tuple(info.top_level),
         files=dict(info.files),
-        signature={"status": signature_status},
+        signature=signature,
         note=ENVIRONMENT_NOTE if manifest.kind == "environment" else "",
     )
 
@@ -171,6 +190,12 @@ def resolve_lock(
     builtins = load_builtins(exp)
     entries: list = []
     changes: list = []
+    verdicts: dict = {}
+    if previous is not None and previous.read_as:
+        changes.append(
+            f"rewrote {exp.lock_path.name} from {previous.read_as} to {SCHEMA}: signatures are recorded as registry "
+            "facts (envelope digest, key id), no longer as a trust verdict"
+        )
     for req in exp.plugins:
         before = previous.get(req.name) if previous else None
         # a request edited so that it no longer admits the locked version is re-resolved,
@@ -191,8 +216,17 @@ def resolve_lock(
                 # re-resolving landed on the locked version, whose content changed: an
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
-        status = verify_published(registry, info, trust, require=require_signatures)
-        entry = entry_from_published(info, req.request, status)
+        verdicts[req.name] = verify_published(registry, info, trust, require=require_signatures)
+        facts = signature_facts(registry, info)
+        same_version = before is not None and before.owner == req.owner and before.version == info.version
+        if same_version and before.signed and before.signature.get("envelope_digest"):
+            # the same version keeps what the lock recorded: a mirror may carry no envelope or
+            # re-serialize it (an owner with trusted keys was verified above either way)
+            facts = before.signature
+        entry = entry_from_published(info, req.request, facts)
+        if same_version:
+            # a mirror may serve another archive of the same files: the tree digest is the identity
+            entry = replace(entry, artifact_digest=before.artifact_digest)
         if entry.name != req.name:
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:
@@ -201,15 +235,41 @@ def resolve_lock(
             changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} (request changed) ({entry.digest})")
         elif before.version != entry.version:
             changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
-        elif before.request != entry.request:
-            changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
+        else:
+            if before.request != entry.request:
+                changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
+            changes.extend(_field_changes(before, entry))
         entries.append(entry)
     if previous:
         kept = {e.name for e in entries}
         changes.extend(f"removed {e.ref}" for e in previous.plugins if e.name not in kept)
+        order = [e.name for e in entries]
+        if [e.name for e in previous.plugins if e.name in kept] != [n for n in order if previous.get(n)]:
+            changes.append(f"load order is now {', '.join(order)}")
     shadowed = check_conflicts([e.loaded() for e in entries], [b.loaded() for b in builtins])
     lock = LockFile(plugins=tuple(entries), registry=registry.url)
-    return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed)
+    return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed, verdicts=verdicts)
+
+
+def _field_changes(before: LockEntry, after: LockEntry) -> list:
+    """What changed in the entry of one locked version (same version, same content)."""
+    if before.version != after.version:
+        return []
+    out = []
+    if before.signature != after.signature:
+        if after.signature is None:
+            out.append(f"{after.ref}: signature no longer recorded")
+        elif before.signature is None:
+            out.append(f"{after.ref}: signature recorded ({after.signature['envelope_digest']}, key {after.signature['key_id']})")
+        elif before.signature.get("envelope_digest") is None:
+            out.append(f"{after.ref}: signature facts recorded ({after.signature['envelope_digest']}, key {after.signature['key_id']})")
+        else:
+            out.append(f"{after.ref}: signature is now {after.signature['envelope_digest']} (key {after.signature['key_id']})")
+    a, b = before.to_dict(), after.to_dict()
+    others = sorted(k for k in set(a) | set(b) if k not in ("signature", "request") and a.get(k) != b.get(k))
+    if others:
+        out.append(f"{after.ref}: {', '.join(others)} updated from the registry")
+    return out
 
 
 def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
@@ -232,17 +292,17 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     Writes nothing.
     """
     lock = fresh_lock(exp)
+    hint = f"run: forge lock {_dir_arg(exp)}".rstrip()
     if registry is None:
+        if lock.read_as:
+            raise LockError(
+                f"{exp.lock_path.name} is in the older format {lock.read_as}; forge lock would rewrite it as {SCHEMA}", hint=hint
+            )
         return lock
-    from ..signing import verify_published
-
-    for entry in lock.plugins:
-        info = _get_locked(registry, entry, lock.registry)
-        if info.tree_digest != entry.digest:
-            raise moved_tag_error(entry, info.tree_digest, registry, lock.registry)
-        status = verify_published(registry, info, trust, require=require_signatures)
-        if entry.signature.get("status") == "verified" and status != "verified":
-            raise LockError(f"{entry.ref} was locked with a verified signature, the registry's is now {status}")
+    result = resolve_lock(exp, registry, require_signatures=require_signatures, trust=trust, previous=lock)
+    if result.changes or not result.lock.same_content(lock):
+        changes = "; ".join(result.changes) or "its content"
+        raise LockError(f"{exp.lock_path.name} is out of date: forge lock would change it: {changes}", hint=hint)
     return lock
 
 
