@@ -251,8 +251,9 @@ class _Validator:
             if key not in allowed:
                 guess = closest(str(key), allowed)
                 label = ".".join(str(p) for p in path + (key,))
-                hint = f"did you mean '{guess}'?" if guess else f"valid keys: {', '.join(allowed)}"
-                raise self.fail(path + (key,), f"unknown key '{label}' ({hint})", hint=hint)
+                # the guess is in the message; the hint lists the valid keys (not the guess twice)
+                guessed = f" (did you mean '{guess}'?)" if guess else ""
+                raise self.fail(path + (key,), f"unknown key '{label}'{guessed}", hint=f"valid keys: {', '.join(allowed)}")
         for key in required:
             if key not in data:
                 where = ".".join(path)
