@@ -1,9 +1,11 @@
 """Entry point of ``forge``: a lazy click group so ``forge --help`` imports no command's code.
 
 Each command lives in its own module under ``starforge.cli`` and is imported only when
-invoked; its docstring is its help, and the first line of that docstring is read from the
-module's source for the command lists (one source of help text, nothing imported). User errors (:class:`ForgeError`) become one ``error: …`` line plus a hint and the
-error's exit code; tracebacks only with ``--debug`` or ``FORGE_DEBUG=1``.
+invoked; its docstring is its help, and the first paragraph of that docstring is read from
+the module's source for the command lists (one source of help text, nothing imported). A
+group is an entry of ``COMMANDS`` whose value is a dict; its summary and example are in
+``GROUPS``. User errors (:class:`ForgeError`) become one ``error: …`` line plus a hint and
+the error's exit code; tracebacks only with ``--debug`` or ``FORGE_DEBUG=1``.
 """
 
 from __future__ import annotations
