@@ -152,3 +152,21 @@ def test_help_text_is_the_docstring_and_help_stays_fast():
     bare = best_of([sys.executable, "-c", "pass"])
     help_time = best_of([FORGE, "--help"])
     assert help_time <= 4 * bare, (help_time, bare)
+
+
+def test_plugin_show_and_pull_take_a_bare_name_as_the_default_owner(env, tmp_path):
+    src = tmp_path / "opsd-patch"
+    src.mkdir()
+    (src / "plugin.yaml").write_text(
+        "schema: forge/plugin/v1\nname: opsd-patch\nversion: '1.2.0'\nkind: algorithm\nentrypoint: opsd_patch:install\n"
+    )
+    (src / "opsd_patch.py").write_text("def install(params):\n    return None\n")
+    assert forge(env, "plugin", "publish", str(src)).returncode == 0
+    import json
+
+    shown = json.loads(forge(env, "plugin", "show", "opsd-patch", "--json").stdout)
+    assert shown["ref"] == "alice/opsd-patch@1.2.0"
+    pulled = forge(env, "plugin", "pull", "opsd-patch@~=1.2", "-o", str(tmp_path / "out"))
+    assert pulled.returncode == 0 and pulled.stdout.startswith("pulled alice/opsd-patch@1.2.0")
+    other = forge({**env, "FORGE_OWNER": "bob"}, "plugin", "show", "opsd-patch")
+    assert other.returncode == 7 and "bob/opsd-patch" in other.stderr
