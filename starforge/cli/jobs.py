@@ -4,7 +4,6 @@ through each job's backend."""
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
