@@ -1,9 +1,12 @@
 """Import a plugin from the bytes that were verified, never from the disk again.
 
 :class:`SnapshotFinder` sits on ``sys.meta_path`` ahead of the normal finders and answers
-only for the plugin's own top-level names, from the in-memory snapshot that
-:func:`.digest.verify_tree` returned. Nothing can change between the check and the
-use, and no bytecode is written into the plugin tree. A name below one of those top-level
+only for the plugin's own top-level names, from the snapshot of the verified tree: in the
+launcher the bytes :func:`.digest.verify_tree` read and digested; in any other process a
+:class:`.digest.HashedFiles`, which reads a file when it is first imported (or read through
+:meth:`SnapshotLoader.get_data`) and hashes those very bytes against the JobSpec's
+per-file hash before they are compiled or returned. Nothing can change between the check
+and the use, and no bytecode is written into the plugin tree. A name below one of those top-level
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
 

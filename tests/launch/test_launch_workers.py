@@ -29,6 +29,11 @@ print("child out", repr(child.stdout))
 sys.stderr.write(child.stderr)
 """
 
+# A file planted in the tree after the launcher verified it: the worker's listing check.
+PLANT_THEN_START_WORKER = TAMPER_THEN_START_WORKER.replace(
+    'with open(path, "a") as f:', 'with open(os.path.join(os.path.dirname(path), "extra.py"), "w") as f:'
+)
+
 
 def workers(job) -> list:
     return [r for r in job.records() if r["role"] == "worker"]
@@ -266,8 +271,9 @@ def test_worker_verifies_every_plugin_before_installing_any(builder, tmp_path):
         "name": "first",
         "files": {"first.py": f"def install(params):\n    open({str(marker)!r}, 'a').write('installed\\n')\n"},
     }
-    # demo-patch waits for its target: the worker still verifies it before installing 'first'.
-    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=TAMPER_THEN_START_WORKER)
+    # demo-patch waits for its target: the worker still checks its listing before
+    # installing 'first' (a file's bytes are hashed when the file is imported or read).
+    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=PLANT_THEN_START_WORKER)
     result = job.launch()
     assert result.returncode == 0, result.stderr
     assert "child exit 10" in result.stdout
