@@ -22,7 +22,9 @@ Usage: ``python bench/launch_bench.py [--runs 40]``; prints medians and the extr
 
 ``--plugin-mib N`` adds a data file that the plugin never imports or reads, bringing the
 plugin to *N* MiB (16 is the default plugin limit): the launcher reads and hashes it once;
-a worker lists it and reads nothing of it.
+a worker lists it and reads nothing of it. ``--worker-check`` times only a worker's plugin
+check, in this process: the whole-tree read every process did before against the listing
+and per-file hashes of the imported modules it does now.
 
 ``--compare SRC_A SRC_B`` instead measures two copies of the code A/B (e.g. ``git
 archive`` of two commits, each directory holding ``starforge/``): each gets a fresh
@@ -196,6 +198,12 @@ def compare(sources: list, runs: int, plugin_mib: float = 0) -> int:
                 w, c = timed(argv, e, str(base))
                 wall[name].append(w * 1000)
                 cpu[name].append(c * 1000)
+        # The plugin's own share of a worker's start, as its provenance records it (check,
+        # import, install): free of the interpreter's and the runtime zip's start-up noise.
+        plugin_ms = {i: [rec["plugins"][0]["seconds"] * 1000
+                         for rec in map(json.loads, (p.read_text() for p in (base / f"job{i}" / "provenance").glob("*.json")))
+                         if rec["role"] == "worker" and rec["plugins"][0].get("seconds") is not None]
+                     for i in range(len(sources))}
     med = statistics.median
     size = f", plugin {plugin_mib:g} MiB" if plugin_mib else ""
     print(f"python {sys.version.split()[0]}, {runs} runs each, interleaved{size}; median per process (ms)")
@@ -203,7 +211,46 @@ def compare(sources: list, runs: int, plugin_mib: float = 0) -> int:
         b, ln, wk = f"bare {i}", f"launch {i}", f"worker {i}"
         print(f"  {src}: bare wall {med(wall[b]):6.2f} cpu {med(cpu[b]):6.2f} | launch wall {med(wall[ln]):6.2f} "
               f"cpu {med(cpu[ln]):6.2f} | overhead wall {med(wall[ln]) - med(wall[b]):+.2f} cpu {med(cpu[ln]) - med(cpu[b]):+.2f}"
-              f" | worker wall {med(wall[wk]):6.2f} cpu {med(cpu[wk]):6.2f}")
+              f" | worker wall {med(wall[wk]):6.2f} cpu {med(cpu[wk]):6.2f} (its plugin {med(plugin_ms[i]):6.2f})")
+    return 0
+
+
+def worker_check(runs: int, plugin_mib: float) -> int:
+    """The plugin check of a worker's start, in this process, before and after.
+
+    ``whole tree``: what every process did before (``verify_tree``: read and digest every
+    file). ``listing + imported``: what a worker does now: the per-file map bound to the
+    digest, the listing, and the hash of each module ``install`` imports (all 20).
+    """
+    from starforge.cluster.digest import HashedFiles, check_bound, check_listing, verify_tree
+    from starforge.cluster.jobspec import read_spec
+
+    with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
+        job, _ = build(Path(tmp), plugin_mib)
+        entry = read_spec(str(job / "jobspec.json")).plugins[0]
+        root = str(job / "forge_plugins" / entry.name)
+        modules = [rel for rel in entry.files if rel.endswith(".py")]
+
+        def whole() -> None:
+            verify_tree(root, entry.digest, entry.files)
+
+        def lazy() -> None:
+            check_bound(entry.digest, entry.files)
+            check_listing(root, entry.files)
+            files = HashedFiles(root, entry.files)
+            for rel in modules:
+                files[rel]
+
+        times: dict[str, list] = {"whole tree": [], "listing + imported": []}
+        for _ in range(runs + 2):
+            for name, fn in (("whole tree", whole), ("listing + imported", lazy)):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - t0) * 1000)
+    print(f"python {sys.version.split()[0]}, {runs} runs each, interleaved, plugin {plugin_mib:g} MiB, "
+          f"{len(entry.files)} files; median ms of a worker's plugin check")
+    for name, values in times.items():
+        print(f"  {name:20s} {statistics.median(values[2:]):8.2f} ms")
     return 0
 
 
@@ -214,7 +261,11 @@ def main() -> int:
                     help="directories holding starforge/ to measure A/B (each in a fresh venv)")
     ap.add_argument("--plugin-mib", type=float, default=0, metavar="N",
                     help="bring the plugin to N MiB with a data file it never reads")
+    ap.add_argument("--worker-check", action="store_true",
+                    help="time a worker's plugin check in this process: whole tree (before) vs listing + imported files")
     args = ap.parse_args()
+    if args.worker_check:
+        return worker_check(args.runs, args.plugin_mib)
     if args.compare:
         return compare(args.compare, args.runs, args.plugin_mib)
     with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
