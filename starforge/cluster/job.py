@@ -86,9 +86,8 @@ class Job:
                         if self.role != "launcher" and entry.files:
                             contents = self._check_files(item)
                         else:
-                            contents = verify_tree(item.root, entry.digest, entry.files or None)
                             item.check = "tree"
-                            item.hashed = None
+                            contents = verify_tree(item.root, entry.digest, entry.files or None)
                     except VerificationError as exc:
                         raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
                     finally:

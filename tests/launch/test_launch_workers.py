@@ -281,3 +281,21 @@ def test_worker_verifies_every_plugin_before_installing_any(builder, tmp_path):
     assert marker.read_text() == "installed\n"
     (rec,) = workers(job)
     assert rec["failure"]["code"] == 10 and rec["failure"]["plugin"] == "alice/demo-patch@1.0.0"
+
+
+def test_launcher_started_inside_the_job_environment_still_verifies_whole_trees(builder):
+    """Booted as a worker first (listing only), the launcher still reads every byte."""
+    plugin = demo_plugin()
+    plugin["files"] = dict(plugin["files"], **{"table.txt": "rows\n"})
+    job = builder.job(plugins=[plugin])
+    from starforge.launch import bootstrap_env
+
+    env = bootstrap_env(job.dir)
+    job.tamper("forge_plugins/demo-patch/table.txt", "other rows\n")  # never imported or read
+    result = job.launch(env=env)
+    assert result.returncode == 10, result.stderr
+    assert job.plugin_lines(result) == ["plugin  : alice/demo-patch@1.0.0 failed (verification failed, exit 10)"]
+    assert "changed: table.txt" in result.stderr
+    assert job.status()["phase"] == "verify"
+    (rec,) = job.records()
+    assert rec["role"] == "launcher" and rec["plugins"][0]["check"] == "tree"
