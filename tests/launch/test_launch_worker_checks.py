@@ -81,6 +81,7 @@ READ_DATA_SWALLOWED = (
     "except BaseException as exc:\n    print('swallowed', type(exc).__name__)\n"
     "print('ran on')"
 )
+READ_RESOURCE = "import importlib.resources as r; print('ran', r.files('bulky').joinpath('data.txt').read_bytes())"
 NOTHING = "print('ran')"
 
 
@@ -131,6 +132,14 @@ def test_entrypoint_module_changed_after_launch_stops_the_worker_at_start(builde
 
 def test_data_file_changed_after_launch_stops_the_worker_that_reads_it(builder):
     job, result = run(builder, "change", READ_DATA, "bulky/data.txt")
+    assert_stopped(job, result, "changed: bulky/data.txt")
+
+
+def test_data_file_read_through_importlib_resources_is_hashed(builder):
+    job, result = run(builder, "none", READ_RESOURCE)
+    assert "child exit 0" in result.stdout and "ran b'data" in result.stdout
+    assert worker_record(job)["plugins"][0]["hashed_files"] == ["bulky/__init__.py", "bulky/data.txt"]
+    job, result = run(builder, "change", READ_RESOURCE, "bulky/data.txt")
     assert_stopped(job, result, "changed: bulky/data.txt")
 
 
