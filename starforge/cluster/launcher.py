@@ -43,6 +43,7 @@ example:
 """
 
 PREFIX = "plugin  : "
+WARNING = "warning : "
 _PHASE_WORDS = {
     "spec": "refused",
     "verify": "verification failed",
@@ -74,6 +75,24 @@ def plugin_line(item) -> str:
     if item.status == "failed":
         return f"{PREFIX}{ref} failed"
     return f"{PREFIX}{ref} {item.status}"
+
+
+def hiding_lines(ref: str) -> list[str]:
+    """A ``warning :`` line for each patch by plugin *ref* that hides another plugin's patch.
+
+    A replace puts its value above every earlier layer of the target, so what it hides
+    never runs and the settings it reads have no effect.
+    """
+    from . import patching
+
+    lines = []
+    for p in patching.patches():
+        if p.plugin != ref or not p.hides:
+            continue
+        hidden = " and ".join(f"{h['plugin'] or 'an unattributed patch'}'s {h['mode']}" for h in p.hides)
+        them = "it never runs, so its" if len(p.hides) == 1 else "they never run, so their"
+        lines.append(f"{WARNING}{ref} replaces {p.target}, hiding {hidden} of it ({them} settings have no effect there)")
+    return lines
 
 
 def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "") -> None:
@@ -223,6 +242,8 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
             say(f"{PREFIX}{item.ref} failed ({_PHASE_WORDS.get(f.phase, f.phase)}, exit {f.code})")
         else:
             say(plugin_line(item))
+            for line in hiding_lines(item.ref):
+                say(line)
 
     if verify_only:
         return _verify_only(job, on_item)
