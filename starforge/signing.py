@@ -95,6 +95,7 @@ def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None)
             raise UsageError(f"{p} already exists; refusing to overwrite a key", hint="choose another --name")
     make_dirs(private_path.parent, SECRET)
     key = Ed25519PrivateKey.generate()
+    encryption: serialization.KeySerializationEncryption
     if passphrase:
         encryption = serialization.BestAvailableEncryption(_bytes(passphrase))
     else:

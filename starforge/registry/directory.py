@@ -187,7 +187,7 @@ class DirectoryRegistry(Registry):
                         hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
                     )
                 attached = signature is not None and not existing.signed
-                if attached:
+                if signature is not None and attached:
                     atomic.write_file(plugin_dir / f"{stored}{SIG_SUFFIX}", signature, fsync=True)
                     existing = self._read_entry(info.owner, info.name, stored)
                 return PublishResult(version=existing, created=False, signature_attached=attached)

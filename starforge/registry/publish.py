@@ -31,7 +31,7 @@ def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0
     from ..cluster.atomic import process_alive
 
     root = tmp_root or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:
@@ -104,6 +104,7 @@ def publish_plugin(
     root = Path(root)
     report = require_valid(root)
     manifest = report.manifest
+    assert manifest is not None  # require_valid raised otherwise
     from ..authoring.pack import refuse_own_archives
 
     refuse_own_archives(root, manifest.name, report.files)
