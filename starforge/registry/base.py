@@ -18,7 +18,6 @@ from typing import Callable
 from ..errors import UsageError
 from ..manifest import NAME_MAX, NAME_RE
 
-
 Progress = Callable[[int, int], None]  # (bytes done, bytes total); total 0 when unknown
 
 

@@ -39,7 +39,6 @@ from ..cluster.digest import digest_of_map, is_digest
 from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from .base import Progress, PublishedVersion, PublishResult, Registry
 from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     ANN_TREE_DIGEST,
     ARTIFACT_TYPE,
@@ -55,6 +54,7 @@ from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     referrers_tag,
     signature_artifact,
 )
+from .base import Progress, PublishedVersion, PublishResult, Registry
 from .oci_client import (
     EMPTY_JSON,
     OCI_INDEX,

@@ -16,7 +16,6 @@ from ..errors import UsageError
 from ..manifest import NAME_MAX, NAME_RE
 from .base import Progress, PublishedVersion, PublishResult, Registry
 
-
 PUBLISH_PREFIX = "forge-publish-"
 
 
