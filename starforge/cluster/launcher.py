@@ -87,11 +87,9 @@ def hiding_lines(ref: str) -> list[str]:
 
     lines = []
     for p in patching.patches():
-        if p.plugin != ref or not p.hides:
-            continue
-        hidden = " and ".join(f"{h['plugin'] or 'an unattributed patch'}'s {h['mode']}" for h in p.hides)
-        them = "it never runs, so its" if len(p.hides) == 1 else "they never run, so their"
-        lines.append(f"{WARNING}{ref} replaces {p.target}, hiding {hidden} of it ({them} settings have no effect there)")
+        message = patching.hiding_message(p.record()) if p.plugin == ref else None
+        if message:
+            lines.append(WARNING + message)
     return lines
 
 

@@ -435,6 +435,21 @@ def _hidden_by(p: Patch) -> list[dict]:
     ]
 
 
+def hiding_message(record: dict) -> str | None:
+    """What a patch record's ``hides`` means, in one line; None when it hides nothing.
+
+    >>> hiding_message({"plugin": "b/dr-grpo@2.0.0", "target": "m:f", "hides": [{"plugin": "a/opsd@1.2.0", "mode": "wrap"}]})
+    "b/dr-grpo@2.0.0 replaces m:f, hiding a/opsd@1.2.0's wrap of it (it never runs, so its settings have no effect there)"
+    """
+    hides = [h for h in record.get("hides") or () if isinstance(h, dict)]
+    if not hides:
+        return None
+    hidden = " and ".join(f"{h.get('plugin') or 'an unattributed patch'}'s {h.get('mode')}" for h in hides)
+    them = "it never runs, so its" if len(hides) == 1 else "they never run, so their"
+    who = record.get("plugin") or "an unattributed patch"
+    return f"{who} replaces {record.get('target')}, hiding {hidden} of it ({them} settings have no effect there)"
+
+
 def patches() -> tuple:
     """Every :class:`Patch` made in this process, in the order they were made."""
     with _lock:

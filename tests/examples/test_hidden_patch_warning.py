@@ -49,6 +49,11 @@ def test_dr_grpo_after_opsd_patch_warns_that_opsd_scale_has_no_effect(tmp_path):
     # each warning follows the plugin line of the plugin that replaces
     at = lines.index("plugin  : starforge/dr-grpo@2.0.0 loaded")
     assert lines[at + 1 : at + 3] == _warnings(run)
+    # recorded in the job's provenance: forge jobs show says it again
+    job_id = next(ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("job     :"))
+    shown = _forge("jobs", "show", job_id, cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert [ln.strip() for ln in shown.stdout.splitlines() if ln.strip().startswith("warning : ")] == _warnings(run)
 
 
 def test_opsd_patch_after_dr_grpo_stacks_and_warns_nothing(tmp_path):
