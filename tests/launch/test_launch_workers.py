@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from launch_jobs import deferred_plugin, demo_plugin
 
