@@ -7,7 +7,6 @@ import os
 import pty
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -130,9 +129,10 @@ def test_completion_completes_subcommands(env):
     assert "prune" in result.stdout
 
 
-def test_help_text_is_the_docstring_and_help_stays_fast():
+def test_help_text_is_the_docstring():
     """The command lists read each command's first docstring line (one source of help
-    text) without importing the command, so `forge --help` stays within 4x a bare Python."""
+    text) without importing the command (tests/cli/test_main.py checks what `forge --help`
+    imports; bench/ measures its time against a bare Python: docs/performance.md)."""
     from starforge.cli import main
     from starforge.cli.jobs import prune
 
@@ -140,19 +140,6 @@ def test_help_text_is_the_docstring_and_help_stays_fast():
     for group in ("plugin", "jobs", "key", "trust"):
         for name, target in main.COMMANDS[group].items():
             assert main.summary(target), f"forge {group} {name} has no summary"
-
-    # Interleaved, best of several: the machine may be shared. The floor any click program
-    # pays is importing click; forge --help may add little to it (on an idle machine it is
-    # under 4x a bare `python -c pass`: see docs/performance.md).
-    runs = {"bare": [], "click": [], "help": []}
-    argvs = {"bare": [sys.executable, "-c", "pass"], "click": [sys.executable, "-c", "import click"], "help": [FORGE, "--help"]}
-    for _ in range(7):
-        for key, argv in argvs.items():
-            start = time.perf_counter()
-            subprocess.run(argv, capture_output=True, check=True)
-            runs[key].append(time.perf_counter() - start)
-    bare, click_floor, help_time = (min(runs[k]) for k in ("bare", "click", "help"))
-    assert help_time <= max(4 * bare, 1.5 * click_floor), (help_time, click_floor, bare)
 
 
 def test_plugin_show_and_pull_take_a_bare_name_as_the_default_owner(env, tmp_path):
