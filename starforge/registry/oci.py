@@ -23,7 +23,8 @@ holds an image index of referrers (OCI distribution-spec 1.1), updated read-modi
 
 A registry has no conditional tag write: publish checks the tag before pushing, again just
 before writing it, right after, and once more after a short settle delay
-(:data:`SETTLE_DELAY`); a publisher that finds other content (another tree-digest
+(:data:`SETTLE_DELAY`, longer when the registry answers slowly: :data:`SETTLE_GAPS`); a
+publisher that finds other content (another tree-digest
 annotation) under the tag reports the conflict. Registry-side tag immutability (Harbor,
 ECR) is the real guard.
 """
@@ -71,6 +72,7 @@ CONFIG_MAX = 64 << 20
 # After writing a tag, publish reads it back, waits this long and reads it once more: a
 # racing publisher that read the tag before our write lands its own within milliseconds.
 SETTLE_DELAY = 0.5
+SETTLE_GAPS = 4  # ... or this many times our own look-then-write round trip, when longer
 SIGNATURE_MAX = 1 << 20
 
 
@@ -332,6 +334,7 @@ class OciRegistry(Registry):
         self.client.push_blob(repo, archive, layer_digest, size, _counter(progress, size))
 
         # The upload took time: look again just before writing the tag.
+        looked = time.monotonic()
         again = self._manifest(info.owner, info.name, tag)
         if again is not None:
             return self._republish(again, info, tag, ref, signature, concurrent=True)
@@ -349,7 +352,10 @@ class OciRegistry(Registry):
         # write lands just after ours (it read the tag before we wrote it) is seen too.
         self._check_tag_holds(repo, tag, digest, info, ref)
         if self.settle_delay > 0:
-            time.sleep(self.settle_delay)
+            # A racing publisher's write lands up to its own look-then-write gap after ours;
+            # on a loaded machine or registry that gap grows, and so does the wait (our own
+            # gap is the measure of how slow the round trip is right now).
+            time.sleep(max(self.settle_delay, SETTLE_GAPS * (time.monotonic() - looked)))
             self._check_tag_holds(repo, tag, digest, info, ref)
 
         if signature is not None:
