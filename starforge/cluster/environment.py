@@ -8,7 +8,8 @@ the job directory::
     .forge-runtime/hyperparams.json             # spec.hyperparams, for FORGE_HYPERPARAMS
 
 and exports ``FORGE_JOBSPEC``, ``FORGE_JOB_DIR``, ``FORGE_JOB_ID``, ``FORGE_HYPERPARAMS``,
-``FORGE_RUNTIME`` and ``PYTHONPATH`` (bootstrap directory first). The bootstrap puts the
+``FORGE_RUNTIME``, ``FORGE_PYTHON`` (the job's Python) and ``PYTHONPATH`` (bootstrap
+directory first). The bootstrap puts the
 zip first on ``sys.path``: the job's starforge (the version that staged it) wins over a
 starforge-core installed in the job's environment, and a worker whose environment has
 none still gets the runtime. The zip carries ``packaging`` under StarForge's own
@@ -20,6 +21,7 @@ Standard library only.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Mapping
 
 from .atomic import write_file
@@ -82,6 +84,7 @@ def job_environment(job_dir: str, spec_path: str, job_id: str, base: Mapping[str
         "FORGE_JOB_ID": job_id,
         "FORGE_HYPERPARAMS": paths["hyperparams"],
         "FORGE_RUNTIME": paths["zip"],
+        "FORGE_PYTHON": sys.executable,  # the job's Python: the bootstrap acts in its processes
         "PYTHONPATH": pythonpath,
     }
 

@@ -51,7 +51,7 @@ class Job:
         self.lock = threading.RLock()
         self.watcher: TargetWatcher | None = None
         self.attempt = attempt_number(os.environ)
-        self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only
+        self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
 
     # -- the four phases for one plugin ----------------------------------------------------
@@ -181,14 +181,25 @@ class Job:
             if on_item:
                 on_item(item)
 
-    def boot(self, trigger: str) -> None:
-        """A worker: plugins without targets now, the others at the first target import."""
+    def boot(self, trigger: str, other_interpreter: bool = False) -> None:
+        """A worker: plugins without targets now, the others at the first target import.
+
+        *other_interpreter*: this process is not the job's Python (a system ``python3``
+        tool inheriting the job's environment): it is left alone — plugins without
+        targets are not loaded here, and the others only if it imports one of their
+        targets.
+        """
         waiting: list[Item] = []
         due: list[Item] = []
+        if other_interpreter:
+            self.mode = "other-interpreter"
         for item in self.items:
             if item.status != "planned":
                 continue
             targets = item.entry.targets
+            if other_interpreter and not targets:
+                item.status = "left-alone"
+                continue
             if targets and not any(t in sys.modules for t in targets):
                 item.status = "pending"
                 waiting.append(item)
@@ -252,6 +263,7 @@ class Job:
             "attempt": self.attempt,
             "argv": self.argv,
             "python": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
             "core_version": __version__,
             "started": utc_millis(self.started),
             "written": utc_millis(time.time()),

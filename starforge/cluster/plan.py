@@ -22,7 +22,7 @@ class Item:
         self.entry = entry
         self.builtin = builtin
         self.root = root
-        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|failed|verified
+        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|left-alone|failed|verified
         self.shadowed_by: str | None = None
         self.verified = False
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook

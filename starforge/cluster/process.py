@@ -35,8 +35,10 @@ def load_job(job_dir: str, spec_path: str, role: str) -> Job:
         return _job
 
 
-def boot_process(reason: str = "start-up") -> Job | None:
+def boot_process(reason: str = "start-up", other_interpreter: bool = False) -> Job | None:
     """Bootstrap this process from the job environment (``FORGE_JOBSPEC``); idempotent.
+
+    *other_interpreter*: this process is not the job's Python (:meth:`Job.boot`).
 
     Returns the Job, or None when the process is not part of a job. Never returns after a
     failure: the process ends with the exit code of the failed phase.
@@ -66,7 +68,7 @@ def boot_process(reason: str = "start-up") -> Job | None:
                 if item.status == "planned":
                     item.status = "disabled"
         else:
-            run_or_exit(job, lambda: job.boot(reason))
+            run_or_exit(job, lambda: job.boot(reason, other_interpreter))
             watch_ray_init()
         # Written now (a worker may be killed, skipping atexit) and again at exit.
         job.write_provenance()

@@ -40,6 +40,9 @@ def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict
     spec = read_spec(spec_path)
     prepare_runtime(job_dir, spec.hyperparams)
     env = job_environment(job_dir, spec_path, spec.id)
+    # Processes a backend starts itself (Ray workers) run whatever interpreter the node
+    # gives them: the bootstrap acts in all of them, not only in the launcher's Python.
+    env.pop("FORGE_PYTHON", None)
     if relative:
         for key in ("FORGE_JOBSPEC", "FORGE_HYPERPARAMS", "FORGE_RUNTIME"):
             env[key] = os.path.relpath(env[key], job_dir)

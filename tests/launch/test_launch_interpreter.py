@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from starforge.launch import interpreter
-from starforge.launch.interpreter import (
+from starforge.cluster import interpreter
+from starforge.cluster.interpreter import (
     JobPythonError,
     check_job_python,
     entrypoint_python,
     resolve_job_python,
+    runs_in_job_python,
     same_interpreter,
     shebang_python,
 )
@@ -61,7 +62,7 @@ def test_spec_python_wins_and_is_not_realpathed(venv: Path, tmp_path: Path):
 
 
 def test_spec_python_relative_to_recipe_and_expands_variables(tmp_path: Path, monkeypatch):
-    assert resolve_job_python("../env/bin/python", [], "/job/recipe", "d") == ("/job/recipe/../env/bin/python", "spec")
+    assert resolve_job_python("../env/bin/python", [], "/job/recipe", "d") == ("/job/env/bin/python", "spec")
     monkeypatch.setenv("CONDA_PREFIX", "/opt/conda/envs/rl")
     assert resolve_job_python("$CONDA_PREFIX/bin/python", [], "/r", "d") == ("/opt/conda/envs/rl/bin/python", "spec")
 
@@ -70,8 +71,10 @@ def test_entrypoint_naming_an_interpreter(venv: Path, tmp_path: Path):
     py = str(venv / "python")
     assert entrypoint_python([py, "train.py"], str(tmp_path)) == py
     assert entrypoint_python(["env", "-u", "X", "A=1", py, "-m", "t"], str(tmp_path)) == py
-    # a bare python3 is looked up on PATH, as the kernel would
-    assert entrypoint_python(["python3", "t.py"], str(tmp_path), path=str(venv.parent / "nothing") + os.pathsep + os.path.dirname(sys.executable)) == os.path.join(os.path.dirname(sys.executable), "python3")
+    # a bare python names no interpreter in particular: it is the job's Python
+    assert entrypoint_python(["python3", "t.py"], str(tmp_path)) is None
+    assert resolve_job_python(None, ["python", "-m", "t"], str(tmp_path), "/usr/bin/python3") == ("/usr/bin/python3", "default")
+    assert entrypoint_python(["./env/bin/python", "t.py"], str(tmp_path)) == str(tmp_path / "env/bin/python")
     # not an interpreter: a shell script, a missing command
     _script(tmp_path / "bin" / "run.sh", "#!/bin/sh\necho hi\n")
     assert entrypoint_python(["run.sh"], str(tmp_path), path=str(tmp_path / "bin")) is None
@@ -103,6 +106,14 @@ def test_console_script_shebangs(venv: Path, tmp_path: Path):
     # a non-Python shebang
     _script(bin_dir / "tool", "#!/bin/bash\n")
     assert shebang_python(str(bin_dir / "tool")) is None
+
+
+def test_which_python_entrypoints_run_in_the_job_python(venv: Path, tmp_path: Path):
+    job_python = str(venv / "python")
+    assert runs_in_job_python(["python", "-m", "t"], str(tmp_path), job_python)
+    assert runs_in_job_python([job_python, "t.py"], str(tmp_path), job_python)
+    assert not runs_in_job_python([os.path.realpath(sys.executable), "t.py"], str(tmp_path), job_python)
+    assert not runs_in_job_python(["torchrun", "t.py"], str(tmp_path), job_python)
 
 
 def test_same_interpreter_keeps_venvs_apart(venv: Path):

@@ -4,7 +4,9 @@ This file is put first on PYTHONPATH by forge-launch (or by a backend through
 starforge.launch.bootstrap_env). It first runs the sitecustomize it hides (the
 environment's own, if any), then, when FORGE_JOBSPEC is set, verifies the job's plugins,
 registers deferred ones and applies eager ones (at start-up, or at the first import of a
-declared target). On failure it writes the reason to stderr and ends the process with the
+declared target). That is in processes of the job's Python (FORGE_PYTHON); another
+interpreter that merely inherits the environment (a system python3 tool) is left alone
+unless it imports a declared target, and says so in its provenance record. On failure it writes the reason to stderr and ends the process with the
 launcher's exit code: a failure here must never pass silently.
 """
 
@@ -39,6 +41,8 @@ def _run_hidden_sitecustomize():
 def _forge_bootstrap():
     if not _os.environ.get("FORGE_JOBSPEC"):
         return
+    if _sys.version_info < (3, 10):
+        return  # the runtime does not run here: an older interpreter is left alone entirely
     runtime_zip = _os.environ.get("FORGE_RUNTIME")
     if runtime_zip:
         runtime_zip = _os.path.abspath(runtime_zip)
@@ -47,6 +51,7 @@ def _forge_bootstrap():
         # starforge-core installed in this environment (SPEC §11).
         _sys.path.insert(_bootstrap_index() + 1, runtime_zip)
     try:
+        from starforge.cluster.interpreter import same_interpreter
         from starforge.cluster.process import boot_process
     except BaseException as exc:
         _sys.stderr.write(
@@ -55,7 +60,13 @@ def _forge_bootstrap():
         )
         _sys.stderr.flush()
         _os._exit(12)
-    boot_process("start-up")
+    # The job's Python acts at start-up; another interpreter that merely inherits the
+    # environment is left alone unless it imports a declared target.
+    job_python = _os.environ.get("FORGE_PYTHON")
+    if not job_python or same_interpreter(_sys.executable, job_python):
+        boot_process("start-up")
+    else:
+        boot_process("start-up", other_interpreter=True)
 
 
 def _bootstrap_index():

@@ -12,6 +12,8 @@
 
 >>> resolve_job_python(None, ["/opt/venv/bin/python", "-m", "trainer"], "/job/recipe", "/usr/bin/python3")
 ('/opt/venv/bin/python', 'entrypoint')
+>>> resolve_job_python(None, ["python", "-m", "trainer"], "/job/recipe", "/usr/bin/python3")
+('/usr/bin/python3', 'default')
 """
 
 import json
@@ -108,8 +110,11 @@ def _wrapper_python(cmd, script):
 def entrypoint_python(argv, cwd, path=None):
     """The interpreter the entrypoint names, or None when it names none.
 
-    ``/opt/venv/bin/python -m trainer`` and ``python3 train.py`` name one directly;
-    ``env VAR=1 python3 …`` through ``env``; ``torchrun …`` through its shebang.
+    A path (``/opt/venv/bin/python -m trainer``, ``../env/bin/python3 t.py``, also after
+    ``env VAR=1``) names one; so does a Python console script (``torchrun …``) through its
+    shebang. A bare ``python`` or ``python3`` names none in particular: it means the job's
+    Python (``python:``, else the backend's default), as ``python -m toy_grpo.train`` does
+    in the quickstart.
     """
     argv = list(argv)
     while argv and os.path.basename(argv[0]) == "env":  # env [-u NAME] [NAME=value]... CMD
@@ -123,9 +128,9 @@ def entrypoint_python(argv, cwd, path=None):
         return None
     command = argv[0]
     if "/" in command and not os.path.isabs(command):
-        command = os.path.join(cwd, command)
+        command = os.path.normpath(os.path.join(cwd, command))
     if is_python_name(os.path.basename(command)):
-        return command if "/" in command else which(command, path) or command
+        return command if "/" in argv[0] else None
     found = which(command, path)
     if found is None:
         return None
@@ -142,12 +147,25 @@ def resolve_job_python(spec_python, argv, cwd, default, path=None):
     if spec_python:
         value = os.path.expandvars(spec_python)
         if "/" in value:
-            return (value if os.path.isabs(value) else os.path.join(cwd, value)), "spec"
+            return (value if os.path.isabs(value) else os.path.normpath(os.path.join(cwd, value))), "spec"
         return (which(value, path) or value), "spec"
     named = entrypoint_python(argv, cwd, path)
     if named:
         return named, "entrypoint"
     return default, "default"
+
+
+def runs_in_job_python(argv, cwd, job_python, path=None):
+    """Whether a ``python …`` entrypoint runs in the job's Python (in the launcher's process).
+
+    A bare ``python``/``python3`` does; a path does when it is the job's Python itself.
+    """
+    if not argv or not is_python_name(os.path.basename(argv[0])):
+        return False
+    if "/" not in argv[0]:
+        return True
+    command = argv[0] if os.path.isabs(argv[0]) else os.path.normpath(os.path.join(cwd, argv[0]))
+    return same_interpreter(command, job_python)
 
 
 def same_interpreter(a, b):
