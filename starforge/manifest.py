@@ -201,8 +201,9 @@ class _Validator:
                 raise self.fail(path, f"keys must be strings, got {key!r}")
             if key not in allowed:
                 guess = closest(key, allowed)
-                hint = f"did you mean '{guess}'?" if guess else f"valid keys: {', '.join(allowed)}"
-                raise self.fail(path + (key,), f"unknown key '{key}' ({hint})", hint=hint)
+                # the guess is in the message; the hint lists the valid keys (not the guess twice)
+                guessed = f" (did you mean '{guess}'?)" if guess else ""
+                raise self.fail(path + (key,), f"unknown key '{key}'{guessed}", hint=f"valid keys: {', '.join(allowed)}")
         for key in required:
             if key not in data:
                 raise self.fail(path, f"missing required key '{key}'")

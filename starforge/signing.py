@@ -51,7 +51,7 @@ from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these
     trust_rule,
     verify_envelope,
 )
-from .errors import SignatureError, UsageError
+from .errors import NotFoundError, SignatureError, UsageError
 from .filelock import exclusive_lock
 
 
@@ -104,6 +104,49 @@ def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None)
     _write_key(private_path, private_pem, 0o600)
     _write_key(public, public_pem, 0o644)
     return KeyPair(private=private_path, public=public, key_id=key_id(public_pem))
+
+
+def list_keys(keys_dir: str | os.PathLike | None = None) -> list:
+    """The private keys in *keys_dir* (default: the user's): ``[{name, key_id, private,
+    public, encrypted}]`` sorted by name; ``key_id`` is None when the public key is missing
+    or unreadable."""
+    if keys_dir is None:
+        from .home import home
+
+        keys_dir = home().keys_dir
+    rows = []
+    for private in sorted(Path(keys_dir).glob("*.key")):
+        public = public_path_for(private)
+        try:
+            kid = key_id(public.read_bytes())
+        except (OSError, SignatureError):
+            kid = None
+        try:
+            encrypted = b"ENCRYPTED" in private.read_bytes()[:64]
+        except OSError:
+            encrypted = False
+        rows.append({"name": private.stem, "key_id": kid, "private": str(private), "public": str(public), "encrypted": encrypted})
+    return rows
+
+
+def signing_key_for(owner: str, keys_dir: str | os.PathLike | None = None) -> Path:
+    """The key ``publish --sign`` uses for *owner*: ``keys/<owner>.key``, else
+    ``keys/default.key``; :class:`UsageError` listing the keys that exist when neither does."""
+    if keys_dir is None:
+        from .home import home
+
+        keys_dir = home().keys_dir
+    keys_dir = Path(keys_dir)
+    for name in (owner, "default"):
+        candidate = keys_dir / f"{name}.key"
+        if candidate.exists():
+            return candidate
+    existing = [r["name"] for r in list_keys(keys_dir)]
+    have = f"keys here: {', '.join(existing)}; pass one with --key {keys_dir}/NAME.key" if existing else "there are no keys yet"
+    raise UsageError(
+        f"no signing key for owner {owner}: neither {keys_dir / (owner + '.key')} nor {keys_dir / 'default.key'} exists",
+        hint=f"{have}, or make one with 'forge key generate --name {owner}'",
+    )
 
 
 def key_id(public_key) -> str:
@@ -231,6 +274,35 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
     return kid
 
 
+def trust_remove(owner: str, key: str | None = None, *, path: str | os.PathLike | None = None) -> list:
+    """Stop trusting *key* (a key id or a unique prefix of one) for *owner*, or every key of
+    *owner* when *key* is None; return the key ids removed."""
+    path = Path(path) if path is not None else default_trust_path()
+    with exclusive_lock(path.with_name(path.name + ".lock")):
+        trust = load_trust(path)
+        keys = dict(trust.owners.get(owner, {}))
+        if not keys:
+            known = ", ".join(sorted(trust.owners)) or "none"
+            raise NotFoundError(f"no key is trusted for owner {owner}", hint=f"owners with trusted keys: {known}")
+        if key is None:
+            removed = sorted(keys)
+        else:
+            removed = [k for k in keys if k == key or k.startswith(key)]
+            if len(removed) != 1:
+                what = "matches no" if not removed else f"matches {len(removed)}"
+                raise (NotFoundError if not removed else UsageError)(
+                    f"key id '{key}' {what} key trusted for {owner}", hint=f"{owner}'s keys: {', '.join(sorted(keys))}"
+                )
+        owners = {o: dict(k) for o, k in trust.owners.items()}
+        for kid in removed:
+            del owners[owner][kid]
+        if not owners[owner]:
+            del owners[owner]
+        doc = {"schema": TRUST_SCHEMA, "owners": {o: dict(sorted(k.items())) for o, k in sorted(owners.items())}}
+        atomic.write_file(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", fsync=True)
+    return removed
+
+
 def trust_list(path: str | os.PathLike | None = None) -> list:
     """``[{"owner": ..., "key_id": ...}]`` sorted by owner then key id."""
     trust = load_trust(path)
@@ -264,7 +336,8 @@ def verify_published(registry, info, trust: Trust | None = None, require: bool =
     if rule == MISSING:
         raise SignatureError(
             f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
-            hint="a signature may have been stripped; do not use this version until its publisher signs it",
+            hint=("a signature may have been stripped; do not use this version until its publisher signs it: "
+                  "'forge plugin publish DIR --sign' attaches a signature to a published version"),
         )
     assert envelope is not None
     verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version, tree_digest=info.tree_digest, trust=trust)

@@ -88,9 +88,10 @@ def test_bad_values_name_file_line_key_and_fix(edit, expected):
     assert str(error_of(BASE.replace(*edit))).startswith(expected)
 
 
-def test_unknown_key_hint_is_the_suggestion():
+def test_unknown_key_suggests_once_and_hints_the_valid_keys():
     err = error_of(BASE.replace("kind:", "knd:"))
-    assert err.hint == "did you mean 'kind'?"
+    assert "(did you mean 'kind'?)" in err.message
+    assert err.hint.startswith("valid keys: ") and "kind" in err.hint and "did you mean" not in err.hint
 
 
 def test_missing_required_key_names_it():

@@ -26,8 +26,8 @@ Contract for implementations:
   submission id; slurm: job id), opaque to everything else.
 - Failures a user can act on raise :class:`starforge.errors.BackendError`.
 
-Statuses: ``pending``, ``running`` (live); ``succeeded``, ``failed``, ``cancelled``,
-``lost`` (final; ``lost`` = the backend no longer knows the job and no exit was recorded).
+Statuses (:mod:`starforge.backends.jobrecord`): ``pending``, ``running`` (live);
+``succeeded``, ``failed``, ``cancelled``, ``lost`` (final).
 
 Laptop side.
 """
@@ -38,57 +38,14 @@ import abc
 import importlib
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BackendError, ManifestError, UsageError
 from ..cluster.utctime import utc_now
-
-LIVE = ("pending", "running")
-FINAL = ("succeeded", "failed", "cancelled", "lost")
-STATUSES = LIVE + FINAL
-
-# backend name -> "module:class"; modules are imported only when that backend is used.
-BACKENDS = {
-    "local": "starforge.backends.local:LocalBackend",
-    "ray": "starforge.backends.ray:RayBackend",
-    "slurm": "starforge.backends.slurm:SlurmBackend",
-}
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """What ``forge jobs`` knows of one submitted job (one JSON file in the jobs store)."""
-
-    id: str
-    name: str
-    backend: str
-    status: str
-    dir: str  # the job directory as the submitting machine sees it
-    created: str
-    exit_code: int | None = None
-    backend_ref: dict = field(default_factory=dict)
-    experiment: str = ""  # the experiment directory the job was submitted from
-    finished: str | None = None
-    message: str = ""  # one line for the user, e.g. why a job failed or was lost
-
-    @property
-    def final(self) -> bool:
-        return self.status in FINAL
-
-    def with_changes(self, **changes: Any) -> "JobRecord":
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "JobRecord":
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in data.items() if k in known}
-        values["backend_ref"] = dict(values.get("backend_ref") or {})
-        return cls(**values)
+from . import BACKENDS
+from .jobrecord import FINAL, LIVE, STATUSES, JobRecord  # noqa: F401  (re-exported for backends)
+from .store import JobStore
 
 
 class Backend(abc.ABC):
@@ -97,8 +54,6 @@ class Backend(abc.ABC):
     name: str = ""
 
     def __init__(self, settings: Mapping[str, Any] | None = None, store: "JobStore | None" = None) -> None:
-        from .store import JobStore
-
         self.settings = dict(settings or {})
         self.store = store if store is not None else JobStore()
 
@@ -274,5 +229,3 @@ def pid_alive(pid: int) -> bool:
         return True
     return True
 
-
-from .store import JobStore  # noqa: E402  (re-exported for backends)

@@ -24,9 +24,11 @@ from typing import Callable, Iterator
 
 from ..cluster import atomic
 from ..directories import make_dirs
-from ..errors import BackendError, UsageError
+from ..errors import BackendError, NotFoundError, UsageError
 from ..filelock import exclusive_lock
+from .jobrecord import JobRecord
 
+AMBIGUOUS_SHOWN = 8  # ids an ambiguous prefix error lists before "…"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -58,30 +60,31 @@ class JobStore:
 
     def get(self, job_id: str):
         """The record of *job_id*; a unique prefix of an id is accepted."""
-        from .base import JobRecord
-
         path = self.path(job_id)
         if not path.exists():
             matches = [p for p in self._files() if p.stem.startswith(job_id)]
             if len(matches) > 1:
-                raise UsageError(
-                    f"job id prefix '{job_id}' matches {len(matches)} jobs",
-                    hint="give more of the id: " + ", ".join(sorted(p.stem for p in matches)[:5]),
-                )
+                ids = sorted(p.stem for p in matches)
+                shown = ", ".join(ids[:AMBIGUOUS_SHOWN]) + (", …" if len(ids) > AMBIGUOUS_SHOWN else "")
+                raise UsageError(f"job id prefix '{job_id}' matches {len(ids)} jobs", hint=f"give more of the id: {shown}")
             if not matches:
-                raise BackendError(f"no job '{job_id}' in {self.root}", hint="list jobs with: forge jobs list")
+                raise NotFoundError(f"no job '{job_id}' in {self.root}", hint="list jobs with: forge jobs list")
             path = matches[0]
         return JobRecord.from_dict(_read_json(path))
 
     def list(self) -> list:
         """Every record, oldest first."""
-        from .base import JobRecord
-
         records = []
         for p in self._files():
             with contextlib.suppress(BackendError):
                 records.append(JobRecord.from_dict(_read_json(p)))
         return sorted(records, key=lambda r: (r.created, r.id))
+
+    def remove(self, job_id: str) -> None:
+        """Delete the record of *job_id* (an exact id) and its lock file."""
+        with self.locked(job_id):
+            self.path(job_id).unlink(missing_ok=True)
+        (self.root / f"{job_id}.lock").unlink(missing_ok=True)
 
     def update(self, job_id: str, change: Callable) -> object:
         """Apply ``change(record) -> record`` under the record's lock; save and return the result."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, ContextManager
 
-from ..errors import BundleError, UsageError
+from ..errors import BundleError, LockError, UsageError
 from ..registry.artifact import (
     ARTIFACT_TYPE,
     PluginArtifact,
@@ -173,5 +173,16 @@ def _locked_version(reg, lock, entry, fetch, published_version):
     archive = cached_path(entry.artifact_digest)
     if not archive.is_file():
         archive = fetch(reg, published_version(entry) if served.size == 0 else served)
-    envelope = reg.signature(served) if served.signed or entry.signature.get("status") != "unsigned" else None
+    envelope = reg.signature(served) if served.signed or entry.signed else None
+    _check_envelope(entry, envelope)
     return replace(served, size=archive.stat().st_size), archive, envelope
+
+
+def _check_envelope(entry, envelope: bytes | None) -> None:
+    """A version the lock recorded as signed travels with a signature: a registry that
+    serves none for it has lost or stripped it."""
+    if entry.signed and envelope is None:
+        raise LockError(
+            f"{entry.ref}: the lock records signature envelope {entry.signature.get('envelope_digest')}, "
+            "the registry serves none",
+            hint="a signature may have been stripped; ask the publisher to sign it again (forge plugin publish DIR --sign)")

@@ -234,11 +234,11 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
             shutil.rmtree(tree, ignore_errors=True)
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
         status = verify_published(registry, info, trust, require=require)
-        if entry.signature.get("status") == "verified" and status != "verified":
+        if entry.signed and envelope is None:
             from ..errors import SignatureError
 
-            raise SignatureError(f"{entry.ref} was locked with a verified signature; in this bundle it is {status}",
-                                 hint="a signature may have been stripped; trust its owner's key here or do not use it")
+            raise SignatureError(f"{entry.ref} was locked with a signature envelope; this bundle carries none",
+                                 hint="a signature may have been stripped; create the bundle again from the registry")
         result.plugins.append(VerifiedPlugin(info=info, manifest_digest=manifest_digest,
                                              archive=archive if keep else None, envelope=envelope, signature=status))
     return result

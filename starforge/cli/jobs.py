@@ -1,11 +1,13 @@
-"""``forge jobs list | show ID | logs ID [-f] | cancel ID``: the jobs store, through each job's backend."""
+"""``forge jobs list | show ID | status ID | logs ID [-f] | cancel ID | rm ID… | prune``: the jobs store,
+through each job's backend."""
 
 from __future__ import annotations
 
 import json
-import sys
 
 import click
+
+from .output import JobOutput, note
 
 
 def _backend_for(record):
@@ -32,41 +34,57 @@ def _get(job_id: str):
     return _refreshed(JobStore().get(job_id))
 
 
+DEFAULT_LIMIT = 20
+
+
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON list.")
-@click.option("--all", "show_all", is_flag=True, help="Show every job (default: the 20 most recent).")
-def list_jobs(as_json: bool, show_all: bool) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True, help="Show the N most recent jobs.")
+@click.option("--all", "show_all", is_flag=True, help="Show every job.")
+def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     """List submitted jobs, newest last, with status and exit code.
+
+    Text and --json show the same jobs: the --limit most recent (20 unless told), or
+    every one with --all; how many were left out is said on stderr.
 
     \b
     Example:
       forge jobs list
-      forge jobs list --json | jq -r '.[] | select(.status=="failed") | .id'
+      forge jobs list --all --json | jq -r '.[] | select(.status=="failed") | .id'
     """
     from ..backends.store import JobStore
 
-    records = [_refreshed(r) for r in JobStore().list()]
-    if not show_all and not as_json:
-        records = records[-20:]
+    everything = JobStore().list()
+    shown = everything if show_all else everything[-limit:]
+    records = [_refreshed(r) for r in shown]
+    omitted = len(everything) - len(records)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
-        return
-    if not records:
+    elif not records:
         click.echo("no jobs yet (submit one with: forge submit)")
-        return
-    rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
-    for r in records:
-        rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, r.dir))
+    else:
+        rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
+        for r in records:
+            rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, r.dir))
+        for line in table(rows):
+            click.echo(line)
+    if omitted:
+        note(f"{len(records)} of {len(everything)} jobs shown, the most recent; {omitted} older omitted (--all shows every job)")
+
+
+def table(rows: list) -> list:
+    """*rows* (the first is the header) as lines of left-aligned columns; the last column is not padded."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
 
 
 @click.command("show")
 @click.argument("job_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the record, launcher status and provenance summary as JSON.")
 def show(job_id: str, as_json: bool) -> None:
-    """Show one job: status, exit code, directory, and what its plugins did (provenance).
+    """Show a job's status, exit code, directory and provenance.
+
+    The provenance says what the job's plugins did.
 
     ID may be any unique prefix of a job id (a bare job name is one only while a single
     job of that name exists); 'forge jobs list' shows the ids.
@@ -120,39 +138,82 @@ def render_details(d: dict) -> list:
             if p.get(k)
         )
         lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {p.get('load') or '-'}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
-    for patch in prov.get("patches") or []:
-        target = patch.get("target") if isinstance(patch, dict) else patch
-        by = patch.get("plugin") if isinstance(patch, dict) else None
-        lines.append(f"  patch   : {target}" + (f" by {by}" if by else ""))
+    patches = merged_patches(prov.get("patches") or [])
+    if patches:
+        rows = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]
+        rows += [("", p["status"], p["mode"], p["plugin"], p["target"]) for p in patches]
+        lines.extend(line.rstrip() for line in table(rows))
     for f in prov.get("failures") or []:
         lines.append(f"  failure : {f.get('phase', '?')} {f.get('plugin') or ''} {f.get('message') or ''}".rstrip())
     return lines
+
+
+# a patch is recorded once per process; the launcher sees it pending, the trainer applied
+_PATCH_STATUS_RANK = {"failed": 0, "applied": 1, "undone": 2, "pending": 3}
+
+
+def merged_patches(patches: list) -> list:
+    """One row per patch (target, plugin, mode), with the furthest status any process reached."""
+    merged: dict = {}
+    for patch in patches:
+        if not isinstance(patch, dict):
+            patch = {"target": str(patch)}
+        row = {k: str(patch.get(k) or "-") for k in ("target", "plugin", "mode", "status")}
+        key = (row["target"], row["plugin"], row["mode"])
+        seen = merged.get(key)
+        if seen is None or _PATCH_STATUS_RANK.get(row["status"], 9) < _PATCH_STATUS_RANK.get(seen["status"], 9):
+            merged[key] = row
+    return list(merged.values())
+
+
+@click.command("status")
+@click.argument("job_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print {id, status, exit_code} as JSON.")
+def status(job_id: str, as_json: bool) -> None:
+    """Print a job's status (and exit code once it has ended).
+
+    \b
+    Example:
+      forge jobs status quickstart-20261129-120000-3fa2
+    """
+    record = _get(job_id)
+    if as_json:
+        click.echo(json.dumps({"id": record.id, "status": record.status, "exit_code": record.exit_code}, indent=2, sort_keys=True))
+        return
+    exit_text = "" if record.exit_code is None else f" (exit {record.exit_code})"
+    click.echo(f"{record.id}: {record.status}{exit_text}")
 
 
 @click.command("logs")
 @click.argument("job_id", metavar="ID")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the job ends.")
 def logs(job_id: str, follow: bool) -> None:
-    """Print a job's output (the launcher's plugin lines and the trainer's output).
+    """Print (or follow) a job's output.
+
+    The output is the launcher's plugin lines and the trainer's own.
 
     \b
     Example:
       forge jobs logs quickstart-20261129-120000-3fa2 -f
     """
     record = _get(job_id)
+    out = JobOutput()
     try:
         for chunk in _backend_for(record).logs(record, follow=follow):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
+            out.write(chunk)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130)
+    finally:
+        out.flush()
 
 
 @click.command("cancel")
 @click.argument("job_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the resulting record as JSON.")
 def cancel(job_id: str, as_json: bool) -> None:
-    """Cancel a running job (local: SIGTERM to its process group, SIGKILL after a grace period).
+    """Cancel a running job.
+
+    Local jobs get SIGTERM to their process group, SIGKILL after a grace period.
 
     \b
     Example:
@@ -167,3 +228,99 @@ def cancel(job_id: str, as_json: bool) -> None:
         click.echo(f"job {record.id} already ended: {record.status}")
     else:
         click.echo(f"job {record.id} {record.status}")
+
+
+@click.command("rm")
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
+def rm(job_ids: tuple, as_json: bool) -> None:
+    """Delete ended jobs: their records and their staged job directories.
+
+    A job that is still pending or running is refused (cancel it first). Every ID is
+    checked before anything is deleted.
+
+    \b
+    Example:
+      forge jobs rm quickstart-20261129-120000-3fa2
+    """
+    from ..errors import UsageError
+
+    records = [_get(job_id) for job_id in job_ids]
+    for record in records:
+        if not record.final:
+            raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
+    removed = [_remove(record) for record in {r.id: r for r in records}.values()]
+    _report_removed(removed, as_json)
+
+
+@click.command("prune")
+@click.option("--older-than", "age", required=True, metavar="AGE", help="Delete ended jobs created longer ago than AGE (30m, 12h, 7d, 2w).")
+@click.option("--dry-run", is_flag=True, help="Only print which jobs would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
+def prune(age: str, dry_run: bool, as_json: bool) -> None:
+    """Delete ended jobs created longer ago than AGE.
+
+    Their records and job directories go.
+
+    Pending and running jobs are kept whatever their age.
+
+    \b
+    Example:
+      forge jobs prune --older-than 7d
+    """
+    import calendar
+    import time
+
+    from ..backends.store import JobStore
+    from ..cluster.utctime import TIMESTAMP
+
+    cutoff = time.time() - parse_age(age)
+    old = []
+    for record in JobStore().list():
+        try:
+            created = calendar.timegm(time.strptime(record.created, TIMESTAMP))
+        except ValueError:
+            continue
+        if created < cutoff and _refreshed(record).final:
+            old.append(record)
+    removed = [r.id for r in old] if dry_run else [_remove(r) for r in old]
+    _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> int:
+    """``30m``, ``12h``, ``7d``, ``2w`` (or seconds: ``90s``) as a number of seconds."""
+    import re
+
+    from ..errors import UsageError
+
+    match = re.fullmatch(r"(\d{1,6})([smhdw])", text.strip())
+    if not match:
+        raise UsageError(f"--older-than: '{text}' is not an age", hint="a number and a unit: 30m, 12h, 7d, 2w")
+    return int(match.group(1)) * _AGE_UNITS[match.group(2)]
+
+
+def _remove(record) -> str:
+    """Delete *record* from the store and its job directory (when it is this job's own)."""
+    import shutil
+    from pathlib import Path
+
+    from ..backends.store import JobStore
+
+    job_dir = Path(record.dir)
+    if job_dir.name == record.id and job_dir.is_dir() and not job_dir.is_symlink():
+        shutil.rmtree(job_dir, ignore_errors=True)
+    JobStore().remove(record.id)
+    return record.id
+
+
+def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
+    if as_json:
+        click.echo(json.dumps(ids, indent=2))
+        return
+    for job_id in ids:
+        click.echo(f"{verb} {job_id}")
+    if not ids:
+        note("no jobs to remove")

@@ -1,4 +1,4 @@
-"""``forge key generate [--name NAME]``: make an Ed25519 signing key pair."""
+"""``forge key generate [--name NAME]`` and ``forge key list``: the user's Ed25519 signing keys."""
 
 from __future__ import annotations
 
@@ -42,3 +42,36 @@ def generate(name, passphrase_file, as_json) -> None:
     click.echo(f"public key:  {pair.public}")
     click.echo(f"key id:      {pair.key_id}")
     click.echo(f"others trust it with: forge trust add OWNER {pair.public}")
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {name, key_id, private, public, encrypted}.")
+def list_keys(as_json) -> None:
+    """List your signing keys and their key ids.
+
+    The keys live in the StarForge config directory (FORGE_HOME).
+
+    'forge plugin publish --sign' uses the key named after the publishing owner, else
+    the one named 'default' (or --key FILE).
+
+    \b
+    Example:
+      forge key list
+    """
+    from ..signing import list_keys as keys_on_disk
+
+    rows = keys_on_disk()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    if not rows:
+        from .output import note
+
+        note("no signing keys (make one with: forge key generate --name NAME)")
+        return
+    table = [("NAME", "KEY ID", "PRIVATE KEY")] + [
+        (r["name"], r["key_id"] or "-", r["private"] + (" (encrypted)" if r["encrypted"] else "")) for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(2)]
+    for row in table:
+        click.echo(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")

@@ -31,13 +31,18 @@ from ..errors import UsageError
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lock (and what changed) as JSON.")
 def lock(directory, check, offline, upgrade, require_signatures, registry, insecure, as_json) -> None:
-    """Resolve forge.yaml's plugins to exact, digest-pinned versions in plugins.lock.json.
+    """Resolve forge.yaml's plugins into plugins.lock.json.
 
-    A locked plugin keeps its version while forge.yaml's request admits it; only
+    Each plugin is pinned to an exact version and its digests.
+
+    A locked plugin keeps its version while forge.yaml's request admits it; a request
+    edited so that it no longer does is re-resolved ("request changed"); otherwise only
     --upgrade changes a locked version. The file is rewritten only when its content
-    changes. --check (for CI) writes nothing and fails, saying why and what to run, when
-    the lock no longer matches forge.yaml or the registry serves other content for a
-    locked version (a moved tag). Editing config: never makes the lock stale.
+    changes, and every change is printed (--json: "changes"). --check (for CI) writes
+    nothing and fails, saying why and what to run, whenever 'forge lock' would change the
+    file or the registry serves other content for a locked version (a moved tag). Editing
+    config: never makes the lock stale. "signature verified" is decided by this machine's
+    trust file and never written to the lock (--json: "signatures").
 
     \b
     Example:
@@ -70,7 +75,13 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
     if as_json:
         click.echo(
             json.dumps(
-                {"written": result.written, "changes": result.changes, "shadowed": result.shadowed, "lock": result.lock.to_dict()},
+                {
+                    "written": result.written,
+                    "changes": result.changes,
+                    "shadowed": result.shadowed,
+                    "signatures": result.verdicts,
+                    "lock": result.lock.to_dict(),
+                },
                 indent=2,
                 sort_keys=True,
             )
@@ -80,7 +91,8 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
         click.echo(line)
     for entry in result.lock.plugins:
         note = f"; {entry.note}" if entry.note else ""
-        click.echo(f"  {entry.ref}  {entry.digest}  ({entry.kind}, {entry.load}, signature {entry.signature['status']}{note})")
+        verdict = result.verdicts.get(entry.name, "unsigned")
+        click.echo(f"  {entry.ref}  {entry.digest}  ({entry.kind}, {entry.load}, signature {verdict}{note})")
     for name in result.shadowed:
         click.echo(f"  note: built-in {name} is shadowed by the locked package of the same name")
     state = "wrote" if result.written else "unchanged:"

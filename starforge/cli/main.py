@@ -1,20 +1,26 @@
 """Entry point of ``forge``: a lazy click group so ``forge --help`` imports no command's code.
 
 Each command lives in its own module under ``starforge.cli`` and is imported only when
-invoked. User errors (:class:`ForgeError`) become one ``error: …`` line plus a hint and the
-error's exit code; tracebacks only with ``--debug`` or ``FORGE_DEBUG=1``.
+invoked; its docstring is its help, and the first paragraph of that docstring is read from
+the module's source for the command lists (one source of help text, nothing imported). A
+group is an entry of ``COMMANDS`` whose value is a dict; its summary and example are in
+``GROUPS``. User errors (:class:`ForgeError`) become one ``error: …`` line plus a hint and
+the error's exit code; tracebacks only with ``--debug`` or ``FORGE_DEBUG=1``.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
+from pathlib import Path
 
 import click
 
 from .. import __version__
 from ..errors import ForgeError, UsageError
+from .output import error_lines
 
 # command path -> "module:attribute" (modules relative to starforge.cli)
 COMMANDS = {
@@ -37,57 +43,55 @@ COMMANDS = {
     "jobs": {
         "list": "jobs:list_jobs",
         "show": "jobs:show",
+        "status": "jobs:status",
         "logs": "jobs:logs",
         "cancel": "jobs:cancel",
+        "rm": "jobs:rm",
+        "prune": "jobs:prune",
     },
-    "key": {"generate": "keys:generate"},
-    "trust": {"add": "trust:add", "list": "trust:list_trust"},
+    "key": {"generate": "keys:generate", "list": "keys:list_keys"},
+    "trust": {"add": "trust:add", "remove": "trust:remove", "list": "trust:list_trust"},
+    "completion": "completion:completion",
 }
 
-GROUP_EXAMPLES = {
-    "plugin": "forge plugin init opsd-patch && forge plugin publish opsd-patch",
-    "jobs": "forge jobs list --json && forge jobs logs JOB_ID -f",
-    "key": "forge key generate --name release",
-    "bundle": "forge bundle create exp7 -o exp7.bundle.tar && forge bundle verify exp7.bundle.tar",
-    "trust": "forge trust add alice ~/.config/starforge/keys/release.pub",
+# group -> (summary, example); a command's summary is the first line of its docstring
+GROUPS = {
+    "plugin": ("Author, check, pack, publish and fetch plugins.", "forge plugin init opsd-patch && forge plugin publish opsd-patch"),
+    "jobs": ("List, inspect, follow, cancel and delete submitted jobs.", "forge jobs list --json && forge jobs logs JOB_ID -f"),
+    "key": ("Manage signing keys.", "forge key generate --name release && forge key list"),
+    "trust": ("Manage which keys are trusted for which owners.", "forge trust add alice ~/.config/starforge/keys/release.pub"),
+    "bundle": ("Carry a locked experiment's plugins across an air gap in one file.",
+               "forge bundle create exp7 -o exp7.bundle.tar && forge bundle verify exp7.bundle.tar"),
 }
 
-HELP = {
-    "plugin": "Author, check, pack, publish and fetch plugins.",
-    "plugin init": "Create a plugin from a template.",
-    "plugin check": "Run the static checks on a plugin directory.",
-    "plugin digest": "Print the tree digest of a plugin directory.",
-    "plugin pack": "Write the deterministic package archive of a plugin.",
-    "plugin publish": "Check, pack and publish a plugin to a registry.",
-    "plugin list": "List published plugins.",
-    "plugin show": "Show one published plugin version.",
-    "plugin pull": "Fetch a plugin version, verified, into a directory.",
-    "plugin add": "Add a plugin request to forge.yaml and the lock.",
-    "plugin remove": "Remove a plugin from forge.yaml and the lock.",
-    "plugin copy": "Copy plugin versions, with signatures, between registries.",
-    "bundle": "Carry a locked experiment's plugins across an air gap in one file.",
-    "bundle create": "Write the lock's plugin versions and the lock into a bundle (OCI layout tar).",
-    "bundle verify": "Check every digest and signature in a bundle.",
-    "bundle push": "Import a verified bundle into a registry.",
-    "lock": "Resolve forge.yaml's plugins into plugins.lock.json.",
-    "submit": "Build a JobSpec from the locked experiment and run it on a backend.",
-    "jobs": "List, inspect, follow and cancel submitted jobs.",
-    "jobs list": "List submitted jobs.",
-    "jobs show": "Show a job's status, exit code and provenance.",
-    "jobs logs": "Print (or follow) a job's log.",
-    "jobs cancel": "Cancel a running job.",
-    "key": "Manage signing keys.",
-    "key generate": "Generate an Ed25519 signing key pair.",
-    "trust": "Manage which keys are trusted for which owners.",
-    "trust add": "Trust a public key for an owner.",
-    "trust list": "List trusted keys by owner.",
-}
+_DOCSTRING_START = re.compile(r'\s*[rR]?("""|\'\'\')\s*(.*)')
+
+
+def summary(target, path: str = "") -> str:
+    """The one-line help of a command (the first line of its docstring, read from its
+    module's source without importing it, so ``forge --help`` stays fast) or of a group."""
+    if isinstance(target, dict):
+        return GROUPS.get(path, ("", ""))[0]
+    module_name, attr = target.split(":")
+    try:
+        source = (Path(__file__).parent / f"{module_name}.py").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    match = re.search(rf"^def {re.escape(attr)}\(.*?\).*?:\n", source, re.MULTILINE | re.DOTALL)
+    if not match:
+        return ""
+    doc = _DOCSTRING_START.match(source, match.end())
+    if not doc:
+        return ""
+    first_paragraph = source[doc.start(2):].split(doc.group(1))[0].split("\n\n")[0]
+    return " ".join(first_paragraph.split())
 
 
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
     def __init__(self, *args, table: dict, path: str = "", **kwargs) -> None:
+        kwargs.setdefault("invoke_without_command", True)
         super().__init__(*args, **kwargs)
         self.table = table
         self.path = path
@@ -104,22 +108,40 @@ class LazyGroup(click.Group):
             return None
         if isinstance(target, dict):
             key = self._key(name)
-            example = f"\n\n\b\nExample:\n  {GROUP_EXAMPLES[key]}" if key in GROUP_EXAMPLES else ""
-            return LazyGroup(name=name, table=target, path=key, help=HELP.get(key, "") + example)
+            text, example = GROUPS.get(key, ("", ""))
+            example = f"\n\n\b\nExample:\n  {example}" if example else ""
+            return LazyGroup(name=name, table=target, path=key, help=text + example, callback=help_when_bare)
         module_name, attr = target.split(":")
         try:
             module = importlib.import_module(f"starforge.cli.{module_name}")
         except ModuleNotFoundError as exc:
             if exc.name != f"starforge.cli.{module_name}":
                 raise
-            return _unavailable(name, HELP.get(self._key(name), ""))
+            return _unavailable(name, summary(target))
         return getattr(module, attr)
 
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in self.table:
+            import difflib
+
+            guesses = difflib.get_close_matches(name, list(self.table), n=1, cutoff=0.6)
+            guess = f" (did you mean '{ctx.command_path} {guesses[0]}'?)" if guesses else ""
+            raise UsageError(f"no command '{ctx.command_path} {name}'{guess}", hint=f"see '{ctx.command_path} --help'")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx, formatter):
-        rows = [(name, HELP.get(self._key(name), "")) for name in sorted(self.table)]
+        rows = [(name, summary(self.table[name], self._key(name))) for name in sorted(self.table)]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def help_when_bare() -> None:
+    """A group run without a subcommand prints its help (exit 0)."""
+    ctx = click.get_current_context()
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 def _unavailable(name: str, help_text: str) -> click.Command:
@@ -130,10 +152,15 @@ def _unavailable(name: str, help_text: str) -> click.Command:
 
 
 @click.group(cls=LazyGroup, table=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="forge", message="%(prog)s %(version)s")
+@click.version_option(__version__, "-V", "--version", prog_name="forge", message="%(prog)s %(version)s")
+@click.option("-q", "--quiet", is_flag=True, help="Print results and errors only (no notes, no progress bars).")
+@click.option("-v", "--verbose", is_flag=True, help="Also say where state lives and which class an error's exit code is.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors (also FORGE_DEBUG=1).")
-def forge(debug: bool) -> None:
+def forge(quiet: bool, verbose: bool, debug: bool) -> None:
     """StarForge: declared, versioned, digest-locked plugins for RL training jobs.
+
+    Errors, hints and the launcher's plugin lines are coloured on a terminal unless
+    NO_COLOR is set. Shell completion: forge completion bash|zsh|fish.
 
     \b
     Example:
@@ -141,19 +168,41 @@ def forge(debug: bool) -> None:
     """
     if debug:
         os.environ["FORGE_DEBUG"] = "1"
+    if quiet and verbose:
+        raise UsageError("-q and -v contradict each other", hint="give one of them")
+    if quiet or verbose:
+        os.environ["FORGE_VERBOSITY"] = "-1" if quiet else "1"
+    if verbose:
+        from ..home import home
+        from .output import detail
+
+        h = home()
+        detail(f"forge {__version__}: config {h.config_dir}, data {h.data_dir}, cache {h.cache_dir}")
+    help_when_bare()
 
 
 def report(exc: ForgeError) -> int:
-    """Print one ``error:`` line (and a ``hint:`` line) to stderr; return the exit code.
+    """Print one ``error:`` line (and a ``hint:`` line) to stderr; return the exit code."""
+    from .output import detail
 
-    Credentials in a URL never reach the terminal: userinfo is masked in both lines.
-    """
-    from ..urls import mask_url
-
-    click.echo(f"error: {mask_url(exc.message)}", err=True)
-    if exc.hint:
-        click.echo(f"hint: {mask_url(exc.hint)}", err=True)
+    for line in error_lines(exc.message, exc.hint):
+        click.echo(line, err=True)
+    detail(f"exit {exc.exit_code}: {type(exc).__name__} (docs/errors.md lists every code)")
     return exc.exit_code
+
+
+def command_path(argv: list) -> str:
+    """``forge submit`` for ``['submit', '.', '--set']``: the deepest command *argv* names."""
+    path, table = ["forge"], COMMANDS
+    for token in argv:
+        if token.startswith("-"):
+            continue
+        target = table.get(token) if isinstance(table, dict) else None
+        if target is None:
+            break
+        path.append(token)
+        table = target
+    return " ".join(path)
 
 
 def disk_error(exc: OSError) -> ForgeError:
@@ -172,9 +221,10 @@ def disk_error(exc: OSError) -> ForgeError:
 
 
 def main(argv: list | None = None) -> int:
-    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in args
     try:
-        code = forge.main(args=argv, prog_name="forge", standalone_mode=False)
+        code = forge.main(args=args, prog_name="forge", standalone_mode=False)
         # without standalone mode click returns the code of click.exceptions.Exit instead of exiting
         if isinstance(code, int) and not isinstance(code, bool) and code:
             sys.exit(code)
@@ -189,15 +239,19 @@ def main(argv: list | None = None) -> int:
             raise
         sys.exit(report(disk_error(exc)))
     except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
+        report(ForgeError("aborted"))
         sys.exit(130)
     except click.UsageError as exc:
+        # click reports some option errors of a subcommand from its parent's context: name
+        # the deepest command the arguments reach, whose --help documents the option
         command = exc.ctx.command_path if exc.ctx is not None else "forge"
+        named = command_path(args)
+        if len(named) > len(command):
+            command = named
         sys.exit(report(UsageError(exc.format_message(), hint=f"see '{command} --help'")))
     except click.ClickException as exc:
-        from ..urls import mask_url
-
-        click.echo(f"error: {mask_url(exc.format_message())}", err=True)
+        for line in error_lines(exc.format_message(), None):
+            click.echo(line, err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

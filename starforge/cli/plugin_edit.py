@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 
-def _report(result, directory: str) -> None:
+def _report(result, directory: str, as_json: bool = False) -> None:
+    if as_json:
+        from pathlib import Path
+
+        out = {
+            "action": result.action,
+            "request": result.request,
+            "forge_yaml_written": result.yaml_written,
+            "lock_written": bool(result.lock is not None and result.lock.written),
+            "changes": list(result.changes),
+            "directory": str(Path(directory).resolve()),
+        }
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+        return
     for line in result.changes:
         click.echo(line)
     if result.lock is not None:
@@ -19,8 +34,11 @@ def _report(result, directory: str) -> None:
 @click.option("--registry", metavar="URL", help="Registry to resolve against.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
-def add(ref: str, directory: str, registry: str | None, insecure: bool, require_signatures: bool) -> None:
-    """Request a plugin in forge.yaml and lock it, keeping forge.yaml's comments and layout.
+@click.option("--json", "as_json", is_flag=True, help="Print {action, request, changes, forge_yaml_written, lock_written} as JSON.")
+def add(ref: str, directory: str, registry: str | None, insecure: bool, require_signatures: bool, as_json: bool) -> None:
+    """Request a plugin in forge.yaml and lock it.
+
+    forge.yaml keeps its comments and layout.
 
     A new plugin is appended (loaded last); a plugin already requested gets the new
     request in its place and is re-resolved.
@@ -33,9 +51,9 @@ def add(ref: str, directory: str, registry: str | None, insecure: bool, require_
     from ..experiment.edit import add_plugin
 
     result = add_plugin(directory, ref, registry, insecure=insecure, require_signatures=require_signatures)
-    if result.action == "unchanged":
+    if result.action == "unchanged" and not as_json:
         click.echo(f"{result.request} is already requested")
-    _report(result, directory)
+    _report(result, directory, as_json)
 
 
 @click.command("remove")
@@ -43,8 +61,11 @@ def add(ref: str, directory: str, registry: str | None, insecure: bool, require_
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
 @click.option("--registry", metavar="URL", help="Registry to resolve against, when the lock must be redone.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-def remove(name: str, directory: str, registry: str | None, insecure: bool) -> None:
-    """Remove a plugin from forge.yaml and from the lock, keeping forge.yaml's comments and layout.
+@click.option("--json", "as_json", is_flag=True, help="Print {action, request, changes, forge_yaml_written, lock_written} as JSON.")
+def remove(name: str, directory: str, registry: str | None, insecure: bool, as_json: bool) -> None:
+    """Remove a plugin from forge.yaml and the lock.
+
+    forge.yaml keeps its comments and layout.
 
     \b
     Example:
@@ -52,4 +73,4 @@ def remove(name: str, directory: str, registry: str | None, insecure: bool) -> N
     """
     from ..experiment.edit import remove_plugin
 
-    _report(remove_plugin(directory, name, registry, insecure=insecure), directory)
+    _report(remove_plugin(directory, name, registry, insecure=insecure), directory, as_json)

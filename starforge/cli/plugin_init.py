@@ -15,7 +15,9 @@ from ..manifest import KINDS, LOADS
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
               help="Directory to create (default: ./NAME). Must not exist or be empty.")
 def init(name: str, kind: str, load: str, directory: str | None) -> None:
-    """Create a new plugin NAME: plugin.yaml, a module named after it, a README and tests.
+    """Create a new plugin NAME from a template.
+
+    It holds plugin.yaml, a module named after it, a README and tests.
 
     \b
     Example:

@@ -29,7 +29,9 @@ def list_published(registry, owner: str | None = None) -> list:
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_plugins(owner, registry, insecure, as_json) -> None:
-    """List published plugins (of OWNER) with their versions, oldest first.
+    """List published plugins (of OWNER) and their versions.
+
+    Versions are listed oldest first.
 
     \b
     Example:
@@ -46,9 +48,12 @@ def list_plugins(owner, registry, insecure, as_json) -> None:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
     if not rows:
-        click.echo(f"no plugins{' of ' + owner if owner else ''} in registry {reg.url}", err=True)
+        from .output import note
+
+        note(f"no plugins{' of ' + owner if owner else ''} in registry {reg.url}")
         return
-    width = max(len(r["ref"]) for r in rows)
-    for r in rows:
-        latest = r["latest"] or "(pre-releases only)"
-        click.echo(f"{r['ref']:<{width}}  {latest:<10}  {', '.join(r['versions'])}")
+    table = [("PLUGIN", "LATEST", "VERSIONS")]
+    table += [(r["ref"], r["latest"] or "(pre-releases only)", ", ".join(r["versions"])) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(2)]
+    for row in table:
+        click.echo(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")

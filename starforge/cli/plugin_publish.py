@@ -28,7 +28,7 @@ def read_passphrase(passphrase_file: str | None) -> str | None:
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
-@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key for --sign (default: the key named 'default').")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key for --sign (default: the key named after the owner, else 'default').")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
 def publish(directory, owner, registry, insecure, sign, key_file, passphrase_file, as_json) -> None:
@@ -41,7 +41,6 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     Example:
       forge plugin publish opsd-patch --owner alice --sign
     """
-    from ..home import home
     from ..registry.factory import open_registry
     from ..registry.progress import transfer_progress
     from ..registry.publish import default_owner, publish_plugin
@@ -52,9 +51,11 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     sign_key = None
     passphrase = None
     if sign:
-        sign_key = Path(key_file) if key_file else home().keys_dir / "default.key"
+        from ..signing import signing_key_for
+
+        sign_key = Path(key_file) if key_file else signing_key_for(owner)
         if not sign_key.exists():
-            raise UsageError(f"no signing key at {sign_key}", hint="make one with 'forge key generate' or pass --key FILE")
+            raise UsageError(f"no signing key at {sign_key}", hint="'forge key list' shows your keys")
         passphrase = read_passphrase(passphrase_file)
         if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and click.get_text_stream("stdin").isatty():
             passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)

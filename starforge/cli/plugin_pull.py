@@ -31,6 +31,9 @@ def pull(ref, output, registry, insecure, require_signatures, as_json) -> None:
     from ..signing import verify_published
 
     reg = open_registry(registry, insecure=insecure)
+    from .plugin_show import with_default_owner
+
+    ref = with_default_owner(ref)
     info = resolve(reg, ref)
     status = verify_published(reg, info, require=require_signatures)
     dest = materialize(reg, info, Path(output) if output else Path(info.name))

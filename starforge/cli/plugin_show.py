@@ -22,13 +22,28 @@ def describe(registry, ref: str) -> dict:
     return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature}
 
 
+def with_default_owner(ref: str) -> str:
+    """``opsd-patch@~=1.2`` -> ``alice/opsd-patch@~=1.2`` with the default owner (--owner's
+    default: FORGE_OWNER, config, login name); a reference naming its owner is unchanged."""
+    if "/" in ref.partition("@")[0]:
+        return ref
+    from ..registry.publish import default_owner
+
+    return f"{default_owner(None)}/{ref.strip()}"
+
+
 @click.command("show")
 @click.argument("ref")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
 def show(ref, registry, insecure, as_json) -> None:
-    """Show the version REF resolves to: digests, manifest, files and signature status.
+    """Show the version REF resolves to.
+
+    Digests, manifest, files and signature status.
+
+    REF is owner/name[@version|@specifier]; without an owner, the default owner
+    (FORGE_OWNER, config 'owner:', the login name).
 
     \b
     Example:
@@ -36,7 +51,7 @@ def show(ref, registry, insecure, as_json) -> None:
     """
     from ..registry.factory import open_registry
 
-    d = describe(open_registry(registry, insecure=insecure), ref)
+    d = describe(open_registry(registry, insecure=insecure), with_default_owner(ref))
     if as_json:
         click.echo(json.dumps(d, indent=2, sort_keys=True))
         return

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
+
+from ..backends import BACKEND_NAMES
+from .output import JobOutput
 
 
 @click.command("submit")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a hyperparameter (+KEY=VALUE adds a new key).")
-@click.option("--backend", type=click.Choice(["local", "ray", "slurm"]), help="Where to run (default: forge.yaml's backend).")
+@click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Where to run (default: forge.yaml's backend).")
 @click.option("--dry-run", is_flag=True, help="Print the JobSpec JSON; stage and run nothing.")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
-def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures) -> None:
-    """Build a JobSpec from the locked experiment, stage the job and run it.
+@click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON on stdout (the job's output goes to stderr).")
+def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures, as_json) -> None:
+    """Stage the locked experiment as a job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
     here. Plugins of an owner with trusted keys (forge trust add) must carry a valid
-    signature; --require-signatures demands one of every owner. Without --detach this waits, streams the job's output, and exits with the
-    job's exit code; Ctrl-C cancels the job.
+    signature; --require-signatures demands one of every owner. Without --detach this
+    waits, streams the job's output, and exits with the job's exit code; Ctrl-C cancels
+    the job. With --json the record (id, dir, status, exit_code, and exit_source: "job"
+    for the trainer's own code, "forge" for the launcher's or the backend's) is printed
+    once the job has ended (started, with --detach).
 
     \b
     Example:
@@ -47,25 +55,53 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
         click.echo(sub.spec.to_json(), nl=False)
         return
     record = sub.record
-    click.echo(f"job     : {record.id}")
-    click.echo(f"dir     : {record.dir}")
+    if as_json:
+        click.echo(f"job {record.id} in {record.dir}", err=True)
+    else:
+        click.echo(f"job     : {record.id}")
+        click.echo(f"dir     : {record.dir}")
     sys.stdout.flush()
     if detach:
+        if as_json:
+            click.echo(json.dumps(job_result(record), indent=2, sort_keys=True))
+            return
         click.echo(f"backend : {record.backend} ({record.status}); follow with: forge jobs logs {record.id} -f")
         return
+    out = JobOutput(sys.stderr if as_json else None)
     try:
-        record = wait(sub.backend, record, _write)
+        record = wait(sub.backend, record, out.write)
     except KeyboardInterrupt:
+        out.flush()
         record = sub.backend.refresh(record)
         click.echo(f"\njob {record.id} cancelled", err=True)
+        if as_json:
+            click.echo(json.dumps(job_result(record), indent=2, sort_keys=True))
         raise click.exceptions.Exit(130)
-    sys.stdout.flush()
+    out.flush()
     code = record.exit_code if record.exit_code is not None else 1
     detail = f" ({record.message})" if record.message and record.status != "succeeded" else ""
     click.echo(f"job {record.id} {record.status}, exit code {record.exit_code}{detail}", err=True)
+    if as_json:
+        click.echo(json.dumps(job_result(record), indent=2, sort_keys=True))
     raise click.exceptions.Exit(code)
 
 
-def _write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+# launcher phases whose exit code is the launcher's own (docs/launcher.md); "entrypoint" is the trainer's
+LAUNCHER_PHASES = ("spec", "verify", "requires", "import", "install")
+
+
+def job_result(record) -> dict:
+    """The job record plus ``phase`` (from the job's status.json, when readable) and
+    ``exit_source``: None while running or after exit 0, ``"job"`` when the code is the
+    training entrypoint's own, ``"forge"`` when the launcher or the backend set it."""
+    from ..experiment.jobinfo import launch_status
+
+    status = launch_status(record) or {}
+    phase = status.get("phase")
+    source = None
+    if record.exit_code not in (None, 0):
+        source = "job" if phase == "entrypoint" and status.get("code") == record.exit_code else "forge"
+    elif record.final and record.exit_code is None:
+        source = "forge"
+    return {**record.to_dict(), "phase": phase, "exit_source": source}
+

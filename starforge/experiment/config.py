@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backends import BACKEND_NAMES
 from ..errors import ManifestError, UsageError
 from ..manifest import NAME_RE, closest
 from ..yamlio import YamlDoc, load_yaml_file
@@ -68,7 +69,6 @@ TOP_KEYS = (
 )
 REQUIRED = ("schema", "name", "entrypoint")
 RECIPE_KEYS = ("plugins",)
-BACKEND_NAMES = ("local", "ray", "slurm")
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CONFIG_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
 
@@ -270,8 +270,9 @@ class _Validator:
             if key not in allowed:
                 guess = closest(str(key), allowed)
                 label = ".".join(str(p) for p in path + (key,))
-                hint = f"did you mean '{guess}'?" if guess else f"valid keys: {', '.join(allowed)}"
-                raise self.fail(path + (key,), f"unknown key '{label}' ({hint})", hint=hint)
+                # the guess is in the message; the hint lists the valid keys (not the guess twice)
+                guessed = f" (did you mean '{guess}'?)" if guess else ""
+                raise self.fail(path + (key,), f"unknown key '{label}'{guessed}", hint=f"valid keys: {', '.join(allowed)}")
         for key in required:
             if key not in data:
                 where = ".".join(path)

@@ -224,12 +224,24 @@ def _insert_point(bare: list) -> int:
 
 def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None = None, *, insecure: bool = False,
                require_signatures: bool = False) -> EditResult:
-    """Request *ref* in forge.yaml (append, or replace the same plugin's request) and re-lock."""
+    """Request *ref* in forge.yaml (append, or replace the same plugin's request) and re-lock.
+
+    A reference without a version or specifier is written as a compatible request for the
+    version it resolves to now (``alice/gspo`` -> ``alice/gspo@>=1.0.0``), as uv does.
+    """
+    from .lock import open_experiment_registry
+
     root = Path(directory).resolve()
     path = root / FILENAME
     text = _read(path)
     exp = parse_experiment(load_yaml(text, str(path)), root)
     req = parse_request(ref.strip())
+    registry = open_experiment_registry(exp, registry_url, insecure=insecure)
+    if req.specifier is None:
+        from ..registry.resolve import resolve
+
+        ref = f"{req.owner}/{req.name}@>={resolve(registry, req.request).version}"
+        req = parse_request(ref)
     items = [r.text for r in exp.plugins]
     index = next((i for i, r in enumerate(exp.plugins) if r.name == req.name), None)
     if index is not None:
@@ -243,9 +255,6 @@ def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None 
         action, upgrade = "added", None
     new_text = text if action == "unchanged" else set_plugins_text(text, new_items, replace_index=index)
     new_exp = _reparse(new_text, path, root, new_items)
-    from .lock import open_experiment_registry
-
-    registry = open_experiment_registry(new_exp, registry_url, insecure=insecure)
     result = resolve_lock(new_exp, registry, upgrade=upgrade, require_signatures=require_signatures)
     yaml_written = new_text != text
     if yaml_written:

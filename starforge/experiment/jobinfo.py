@@ -28,6 +28,11 @@ def job_details(record) -> dict:
     return out
 
 
+def launch_status(record) -> dict | None:
+    """The job's ``status.json`` (launcher phase and code), or None when absent or unreadable."""
+    return _read_json(Path(record.dir) / "status.json")
+
+
 def _read_json(path: Path):
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -2,7 +2,9 @@
 
 - :func:`lock_experiment` writes ``plugins.lock.json`` (only when its content changes).
   A plugin already locked keeps its version while forge.yaml's request still admits it;
-  only ``upgrade`` (``forge lock --upgrade [NAME]``) re-resolves a locked plugin. A locked
+  a request edited so that it no longer does is re-resolved (and the change says
+  "request changed"); otherwise only ``upgrade`` (``forge lock --upgrade [NAME]``)
+  re-resolves a locked plugin. A locked
   version the registry now serves with another tree digest (a moved tag) is a hard error
   naming both digests.
 - :func:`check_lock` (``forge lock --check``) writes nothing; it raises when the lock no
@@ -15,10 +17,11 @@ Laptop side.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import LockError, NotFoundError, UsageError
+from ..errors import LockError, ManifestError, NotFoundError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
@@ -26,6 +29,7 @@ from .lockfile import (
     LoadedPlugin,
     LockEntry,
     LockFile,
+    SCHEMA,
     check_conflicts,
     read_lock,
     stale_reasons,
@@ -39,8 +43,9 @@ ALL = "*"  # upgrade every plugin
 class LockResult:
     lock: LockFile
     written: bool  # False: the file already held this content
-    changes: list = field(default_factory=list)  # one line per added, upgraded or removed plugin
+    changes: list = field(default_factory=list)  # one line per change to the lock; empty: the lock would not change
     shadowed: list = field(default_factory=list)  # built-ins hidden by a package of the same name
+    verdicts: dict = field(default_factory=dict)  # name -> verified|unverified|unsigned, by this machine's trust file
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,15 @@ def load_builtins(exp: Experiment) -> list:
     for name in exp.recipe_plugins:
         root = exp.builtin_dir(name)
         if not (root / "plugin.yaml").is_file():
-            raise LockError(
-                f"{exp.path}: recipe.plugins names '{name}', but {root}/plugin.yaml does not exist",
-                hint=f"create the built-in under common/algorithms/{name}/ or remove it from recipe.plugins",
+            from ..manifest import closest
+
+            present = sorted(q.parent.name for q in root.parent.glob("*/plugin.yaml"))
+            guess = closest(name, present)
+            raise ManifestError(
+                f"{exp.path}: recipe.plugins names '{name}', but {root}/plugin.yaml does not exist"
+                + (f" (did you mean '{guess}'?)" if guess else ""),
+                hint=(f"built-ins here: {', '.join(present)}" if present else f"create the built-in under common/algorithms/{name}/")
+                + "; or remove it from recipe.plugins",
             )
         report = require_valid(root)
         if report.manifest.name != name:
@@ -90,24 +101,23 @@ def load_builtins(exp: Experiment) -> list:
     return out
 
 
-def signature_facts(status: str, envelope: bytes | None) -> dict:
-    """The lock's record of a signature: its status and, when the registry stores an envelope,
-    the envelope's digest and the key ids it names (so a re-signed version shows in the lock)."""
-    facts: dict = {"status": status}
-    if envelope is not None:
-        import hashlib
-        import json
+def signature_facts(registry, info) -> dict | None:
+    """What the registry holds as *info*'s signature: ``{envelope_digest, key_id}`` or None."""
+    import hashlib
 
-        facts["envelope"] = "sha256:" + hashlib.sha256(envelope).hexdigest()
-        try:
-            sigs = json.loads(envelope).get("signatures") or []
-            facts["key_ids"] = sorted({s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]})
-        except (ValueError, AttributeError, TypeError):
-            facts["key_ids"] = []
-    return facts
+    envelope = registry.signature(info)
+    if envelope is None:
+        return None
+    key_id = None
+    try:
+        sigs = json.loads(envelope).get("signatures") or []
+        key_id = next((s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]), None)
+    except (ValueError, AttributeError):
+        pass
+    return {"envelope_digest": "sha256:" + hashlib.sha256(envelope).hexdigest(), "key_id": key_id}
 
 
-def entry_from_published(info, request: str, signature_status: str, envelope: bytes | None = None) -> LockEntry:
+def entry_from_published(info, request: str, signature: dict | None) -> LockEntry:
     """A lock entry for the published version *info* (a ``PublishedVersion``)."""
     manifest = PluginManifest.from_mapping(info.manifest, source=f"{info.ref} (registry manifest)")
     return LockEntry(
@@ -125,7 +135,7 @@ def entry_from_published(info, request: str, signature_status: str, envelope: by
         params={k: p.to_dict() for k, p in manifest.params.items()},
         top_level=tuple(info.top_level),
         files=dict(info.files),
-        signature=signature_facts(signature_status, envelope),
+        signature=signature,
         note=ENVIRONMENT_NOTE if manifest.kind == "environment" else "",
     )
 
@@ -180,14 +190,18 @@ def resolve_lock(
     builtins = load_builtins(exp)
     entries: list = []
     changes: list = []
+    verdicts: dict = {}
+    if previous is not None and previous.read_as:
+        changes.append(
+            f"rewrote {exp.lock_path.name} from {previous.read_as} to {SCHEMA}: signatures are recorded as registry "
+            "facts (envelope digest, key id), no longer as a trust verdict"
+        )
     for req in exp.plugins:
         before = previous.get(req.name) if previous else None
-        if before is not None and before.owner == req.owner and req.name not in upgrade:
-            if not req.admits(before.version):
-                raise LockError(
-                    f"forge.yaml requests {req.request}, but the lock pins {before.ref}; a locked version changes only on request",
-                    hint=f"run: forge lock --upgrade {req.name}",
-                )
+        # a request edited so that it no longer admits the locked version is re-resolved,
+        # as cargo, npm and uv do; one that still admits it keeps it
+        request_changed = before is not None and before.owner == req.owner and not _admits(req, before.version)
+        if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
             info = _get_locked(registry, before, previous.registry)
             if info.tree_digest != before.digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
@@ -202,27 +216,60 @@ def resolve_lock(
                 # re-resolving landed on the locked version, whose content changed: an
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
-        status = verify_published(registry, info, trust, require=require_signatures)
-        envelope = registry.signature(info) if status != "unsigned" else None
-        entry = entry_from_published(info, req.request, status, envelope)
+        verdicts[req.name] = verify_published(registry, info, trust, require=require_signatures)
+        facts = signature_facts(registry, info)
+        same_version = before is not None and before.owner == req.owner and before.version == info.version
+        if same_version and before.signed and before.signature.get("envelope_digest"):
+            # the same version keeps what the lock recorded: a mirror may carry no envelope or
+            # re-serialize it (an owner with trusted keys was verified above either way)
+            facts = before.signature
+        entry = entry_from_published(info, req.request, facts)
+        if same_version:
+            # a mirror may serve another archive of the same files: the tree digest is the identity
+            entry = replace(entry, artifact_digest=before.artifact_digest)
         if entry.name != req.name:
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:
             changes.append(f"added {entry.ref} ({entry.digest})")
+        elif before.version != entry.version and request_changed:
+            changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} (request changed) ({entry.digest})")
         elif before.version != entry.version:
             changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
-        elif before.request != entry.request:
-            changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
-        elif before.signature.get("envelope") != entry.signature.get("envelope") and entry.signature.get("envelope"):
-            changes.append(f"{entry.ref}: signature is now {entry.signature['envelope']} "
-                           f"(was {before.signature.get('envelope') or 'none'})")
+        else:
+            if before.request != entry.request:
+                changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
+            changes.extend(_field_changes(before, entry))
         entries.append(entry)
     if previous:
         kept = {e.name for e in entries}
         changes.extend(f"removed {e.ref}" for e in previous.plugins if e.name not in kept)
+        order = [e.name for e in entries]
+        if [e.name for e in previous.plugins if e.name in kept] != [n for n in order if previous.get(n)]:
+            changes.append(f"load order is now {', '.join(order)}")
     shadowed = check_conflicts([e.loaded() for e in entries], [b.loaded() for b in builtins])
     lock = LockFile(plugins=tuple(entries), registry=registry.url)
-    return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed)
+    return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed, verdicts=verdicts)
+
+
+def _field_changes(before: LockEntry, after: LockEntry) -> list:
+    """What changed in the entry of one locked version (same version, same content)."""
+    if before.version != after.version:
+        return []
+    out = []
+    if before.signature != after.signature:
+        if after.signature is None:
+            out.append(f"{after.ref}: signature no longer recorded")
+        elif before.signature is None:
+            out.append(f"{after.ref}: signature recorded ({after.signature['envelope_digest']}, key {after.signature['key_id']})")
+        elif before.signature.get("envelope_digest") is None:
+            out.append(f"{after.ref}: signature facts recorded ({after.signature['envelope_digest']}, key {after.signature['key_id']})")
+        else:
+            out.append(f"{after.ref}: signature is now {after.signature['envelope_digest']} (key {after.signature['key_id']})")
+    a, b = before.to_dict(), after.to_dict()
+    others = sorted(k for k in set(a) | set(b) if k not in ("signature", "request") and a.get(k) != b.get(k))
+    if others:
+        out.append(f"{after.ref}: {', '.join(others)} updated from the registry")
+    return out
 
 
 def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
@@ -245,17 +292,17 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     Writes nothing.
     """
     lock = fresh_lock(exp)
+    hint = f"run: forge lock {_dir_arg(exp)}".rstrip()
     if registry is None:
+        if lock.read_as:
+            raise LockError(
+                f"{exp.lock_path.name} is in the older format {lock.read_as}; forge lock would rewrite it as {SCHEMA}", hint=hint
+            )
         return lock
-    from ..signing import verify_published
-
-    for entry in lock.plugins:
-        info = _get_locked(registry, entry, lock.registry)
-        if info.tree_digest != entry.digest:
-            raise moved_tag_error(entry, info.tree_digest, registry, lock.registry)
-        status = verify_published(registry, info, trust, require=require_signatures)
-        if entry.signature.get("status") == "verified" and status != "verified":
-            raise LockError(f"{entry.ref} was locked with a verified signature, the registry's is now {status}")
+    result = resolve_lock(exp, registry, require_signatures=require_signatures, trust=trust, previous=lock)
+    if result.changes or not result.lock.same_content(lock):
+        changes = "; ".join(result.changes) or "its content"
+        raise LockError(f"{exp.lock_path.name} is out of date: forge lock would change it: {changes}", hint=hint)
     return lock
 
 
@@ -339,20 +386,17 @@ def _upgrade_names(exp: Experiment, upgrade) -> set:
 
 
 def _stale_hint(exp: Experiment, lock: LockFile) -> str:
-    unsatisfied = []
-    for req in exp.plugins:
-        entry = lock.get(req.name)
-        if entry is not None and entry.owner == req.owner:
-            try:
-                if not req.admits(entry.version):
-                    unsatisfied.append(req.name)
-            except ValueError:
-                unsatisfied.append(req.name)
-    if len(unsatisfied) == 1:
-        return f"run: forge lock --upgrade {unsatisfied[0]} {_dir_arg(exp)}".rstrip()
-    if unsatisfied:
-        return f"run: forge lock --upgrade (re-resolves {', '.join(unsatisfied)} and every other plugin) {_dir_arg(exp)}".rstrip()
+    """What makes the lock match forge.yaml again: ``forge lock`` (it re-resolves a request
+    that changed and keeps every other locked version), naming the experiment directory
+    unless it is the current one."""
     return f"run: forge lock {_dir_arg(exp)}".rstrip()
+
+
+def _admits(req, version: str) -> bool:
+    try:
+        return req.admits(version)
+    except ValueError:
+        return False
 
 
 def _dir_arg(exp: Experiment) -> str:

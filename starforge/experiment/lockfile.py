@@ -9,8 +9,15 @@ Format (``docs/lockfile.md`` describes every field)::
     {
       "plugins": [ {entry}, ... ],          # forge.yaml order = load order
       "registry": "oci://...",              # where it was resolved: a hint only
-      "schema": "forge/lock/v1"
+      "schema": "forge/lock/v2"
     }
+
+Each entry's ``signature`` records facts from the registry only: ``null`` (the registry
+holds no signature envelope for the version) or ``{"envelope_digest": "sha256:...",
+"key_id": "..."}``. Whether that signature is *verified* depends on the trust file of the
+machine using the lock, so it is computed there and never written down: one lock reads the
+same everywhere. A ``forge/lock/v1`` lock (which recorded a verdict, ``{"status": ...}``)
+is still read; ``forge lock`` rewrites it as v2 and says so, and ``--check`` fails on it.
 
 Serialization is stable: sorted keys, two-space indent, one trailing newline, so the same
 lock is the same bytes. A lock whose content did not change is not rewritten; a lock that
@@ -24,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -34,10 +42,12 @@ from ..errors import LockError
 from ..cluster.jobspec import PluginEntry
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
-SCHEMA = "forge/lock/v1"
+SCHEMA = "forge/lock/v2"
+OLD_SCHEMAS = ("forge/lock/v1",)  # read, and rewritten by forge lock
 FILENAME = "plugins.lock.json"
 ENVIRONMENT_NOTE = "environment plugin: shipped with the job; the launcher leaves it to the environment mechanism"
-SIGNATURE_STATUSES = ("verified", "unverified", "unsigned")  # see starforge.signing.verify_published
+V1_SIGNATURE_STATUSES = ("verified", "unverified", "unsigned")  # forge/lock/v1 recorded a verdict
+_ENVELOPE_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,7 @@ class LockEntry:
     params: dict = field(default_factory=dict)  # key -> {type, default?, description?}
     top_level: tuple = ()
     files: dict = field(default_factory=dict)  # relpath -> sha256 hex
-    signature: dict = field(default_factory=lambda: {"status": "unsigned"})
+    signature: dict | None = None  # {envelope_digest, key_id} as the registry serves it; None: no envelope
     note: str = ""
 
     @property
@@ -88,7 +98,7 @@ class LockEntry:
             "params": dict(self.params),
             "top_level": list(self.top_level),
             "files": dict(self.files),
-            "signature": dict(self.signature),
+            "signature": dict(self.signature) if self.signature is not None else None,
         }
         if self.note:
             d["note"] = self.note
@@ -118,8 +128,13 @@ class LockEntry:
             dict(self.requires), dict(self.params),
         )
 
+    @property
+    def signed(self) -> bool:
+        """The registry held a signature envelope for this version when it was locked."""
+        return self.signature is not None
+
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> "LockEntry":
+    def from_dict(cls, data: Any, where: str, schema: str = SCHEMA) -> "LockEntry":
         if not isinstance(data, Mapping):
             raise LockError(f"{where}: expected an object")
 
@@ -141,9 +156,7 @@ class LockEntry:
             raise LockError(f"{where}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
         if load not in LOADS:
             raise LockError(f"{where}.load: expected eager or deferred, got {load!r}")
-        signature = data.get("signature", {"status": "unsigned"})
-        if not isinstance(signature, Mapping) or signature.get("status") not in SIGNATURE_STATUSES:
-            raise LockError(f"{where}.signature: expected an object with status {'|'.join(SIGNATURE_STATUSES)}")
+        signature = _signature_facts(data.get("signature"), where, schema)
         shapes = {"requires": dict, "params": dict, "files": dict, "targets": list, "top_level": list}
         for key, shape in shapes.items():
             if not isinstance(data.get(key, shape()), shape):
@@ -163,9 +176,29 @@ class LockEntry:
             params=dict(data.get("params", {})),
             top_level=tuple(data.get("top_level", [])),
             files=dict(data.get("files", {})),
-            signature=dict(signature),
+            signature=signature,
             note=str(data.get("note", "")),
         )
+
+
+def _signature_facts(value: Any, where: str, schema: str) -> dict | None:
+    """The ``signature`` field of an entry: v2 facts, or a v1 verdict read as what it implies
+    (``unsigned``: no envelope; otherwise an envelope whose digest and key the old lock did not record)."""
+    if schema in OLD_SCHEMAS:
+        value = value if value is not None else {"status": "unsigned"}
+        if not isinstance(value, Mapping) or value.get("status") not in V1_SIGNATURE_STATUSES:
+            raise LockError(f"{where}.signature: expected an object with status {'|'.join(V1_SIGNATURE_STATUSES)}")
+        return None if value["status"] == "unsigned" else {"envelope_digest": None, "key_id": None}
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"envelope_digest", "key_id"}:
+        raise LockError(f"{where}.signature: expected null or an object with envelope_digest and key_id")
+    digest, kid = value["envelope_digest"], value["key_id"]
+    if not isinstance(digest, str) or not _ENVELOPE_DIGEST_RE.match(digest):
+        raise LockError(f"{where}.signature.envelope_digest: expected 'sha256:<64 hex>', got {digest!r}")
+    if kid is not None and not isinstance(kid, str):
+        raise LockError(f"{where}.signature.key_id: expected a string or null, got {kid!r}")
+    return {"envelope_digest": digest, "key_id": kid}
 
 
 @dataclass(frozen=True)
@@ -174,6 +207,7 @@ class LockFile:
 
     plugins: tuple = ()
     registry: str | None = None
+    read_as: str | None = None  # the older schema this lock was read from (forge lock rewrites it)
 
     def to_dict(self) -> dict:
         d: dict = {"schema": SCHEMA, "plugins": [e.to_dict() for e in self.plugins]}
@@ -187,8 +221,12 @@ class LockFile:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     def same_content(self, other: "LockFile | None") -> bool:
-        """Equal entries in equal order (the registry hint is ignored)."""
-        return other is not None and [e.to_dict() for e in self.plugins] == [e.to_dict() for e in other.plugins]
+        """Equal entries in equal order, *other* in the current schema (the registry hint is ignored)."""
+        return (
+            other is not None
+            and other.read_as is None
+            and [e.to_dict() for e in self.plugins] == [e.to_dict() for e in other.plugins]
+        )
 
     def get(self, name: str) -> LockEntry | None:
         return next((e for e in self.plugins if e.name == name), None)
@@ -197,14 +235,19 @@ class LockFile:
     def from_dict(cls, data: Any, source: str) -> "LockFile":
         if not isinstance(data, Mapping):
             raise LockError(f"{source}: expected a JSON object")
-        if data.get("schema") != SCHEMA:
-            raise LockError(f"{source}: schema: expected '{SCHEMA}', got {data.get('schema')!r}")
+        schema = data.get("schema")
+        if schema != SCHEMA and schema not in OLD_SCHEMAS:
+            raise LockError(f"{source}: schema: expected '{SCHEMA}', got {schema!r}")
         plugins = data.get("plugins", [])
         if not isinstance(plugins, list):
             raise LockError(f"{source}: plugins: expected a list")
-        entries = tuple(LockEntry.from_dict(p, f"{source}: plugins[{i}]") for i, p in enumerate(plugins))
+        entries = tuple(LockEntry.from_dict(p, f"{source}: plugins[{i}]", schema) for i, p in enumerate(plugins))
         registry = data.get("registry")
-        return cls(plugins=entries, registry=registry if isinstance(registry, str) else None)
+        return cls(
+            plugins=entries,
+            registry=registry if isinstance(registry, str) else None,
+            read_as=None if schema == SCHEMA else schema,
+        )
 
 
 def read_lock(path: str | os.PathLike) -> LockFile | None:

@@ -175,15 +175,16 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     """Apply the trust check of ``forge lock --check`` to every locked plugin; ``{ref: status}``.
 
     A plugin needs a valid signature by a trusted key when its owner has trusted keys in
-    the trust file (a stripped signature is an error, SPEC §6), when *require*
-    (``--require-signatures``), or when the lock recorded it as ``verified``. Those are
+    the trust file (a stripped signature is an error, SPEC §6) or when *require*
+    (``--require-signatures``); "verified" is decided here, by this machine's trust file,
+    never taken from the lock. Those are
     verified against the registry in use with :func:`starforge.signing.verify_published`
     (the envelope lives there). When that registry cannot answer for the version (offline,
     or another registry than the lock's), an envelope that verified before and was kept in
     the cache (:func:`starforge.registry.cache.cached_signature`) is verified against the
     trust file instead. The others need no registry, so they still stage offline.
     """
-    from ..errors import RegistryError, SignatureError
+    from ..errors import RegistryError
     from ..registry.cache import cached_signature
     from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
@@ -191,8 +192,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     trust = trust if trust is not None else load_trust()
     out = {}
     for entry in lock.plugins:
-        locked_verified = entry.signature.get("status") == "verified"
-        if not locked_verified and trust_rule(trust.key_ids(entry.owner), signed=True, require=require) == UNVERIFIED:
+        if trust_rule(trust.key_ids(entry.owner), signed=True, require=require) == UNVERIFIED:
             continue  # nothing to check it against, and nothing requires it
         try:
             served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
@@ -206,11 +206,6 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
             status = VERIFIED
         else:
             status = verify_published(registry, served, trust, require=require)
-        if locked_verified and status != "verified":
-            raise SignatureError(
-                f"{entry.ref} was locked with a verified signature, but no key trusted for owner {entry.owner} signed it now",
-                hint=f"restore the trusted key (forge trust add {entry.owner} PUBKEY.pub), or re-lock on purpose",
-            )
         out[entry.ref] = status
     return out
 
@@ -230,7 +225,7 @@ def carried_signatures(lock: LockFile, registry) -> dict:
     out = {}
     for entry in lock.plugins:
         envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
-        if envelope is None and entry.signature.get("status") != "unsigned":
+        if envelope is None and entry.signed:
             try:
                 envelope = registry.signature(_served(entry, registry, lock.registry))
             except (RegistryError, LockError):

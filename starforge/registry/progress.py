@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import IO, Iterator
 
@@ -19,7 +20,7 @@ def transfer_progress(description: str, total: int, stream: IO | None = None) ->
     """Yield a ``(done, total)`` callback drawing a bar on *stream* (stderr), or None off a terminal."""
     stream = stream if stream is not None else sys.stderr
     isatty = getattr(stream, "isatty", None)
-    if not (isatty and isatty()):
+    if not (isatty and isatty()) or os.environ.get("FORGE_VERBOSITY") == "-1":  # forge -q
         yield None
         return
     from rich.console import Console

@@ -151,11 +151,8 @@ def _wheel_tools_available() -> str | None:
     except ImportError:
         return "setuptools is not installed"
     major_minor = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
-    if major_minor < (70, 1):
-        try:
-            import wheel  # noqa: F401  (bdist_wheel before setuptools 70.1)
-        except ImportError:
-            return f"setuptools {setuptools.__version__} without the 'wheel' package cannot build wheels"
+    if major_minor < (77, 0):
+        return f"setuptools {setuptools.__version__} is older than 77 (the SPDX license field)"
     return None
 
 
@@ -177,10 +174,13 @@ def test_wheel_ships_templates_and_schema(tmp_path):
             shutil.copy2(path, src / entry)
     out = tmp_path / "wheel"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(src), "-w", str(out)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-v", str(src), "-w", str(out)],
         capture_output=True, text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the build is silent: no setuptools deprecation or package-data guessing warnings
+    build_output = proc.stdout + proc.stderr
+    assert "Warning" not in build_output and "is absent from the `packages`" not in build_output, build_output
     (wheel_file,) = out.glob("starforge_core-*.whl")
     names = set(zipfile.ZipFile(wheel_file).namelist())
     assert "starforge/schemas/plugin.schema.json" in names

@@ -6,7 +6,7 @@ import pytest
 
 from starforge.backends.base import JobRecord, get_backend
 from starforge.backends.store import JobStore
-from starforge.errors import BackendError, UsageError
+from starforge.errors import NotFoundError, UsageError
 
 
 def _record(job_id, created="2026-11-29T12:00:00Z", **kw):
@@ -30,7 +30,7 @@ def test_unique_prefix_resolves_and_ambiguous_prefix_is_refused(tmp_path):
     assert store.get("exp-20261129-aa").id == "exp-20261129-aa"
     with pytest.raises(UsageError, match="matches 2 jobs"):
         store.get("exp-2026")
-    with pytest.raises(BackendError, match="no job 'nope'"):
+    with pytest.raises(NotFoundError, match="no job 'nope'"):
         store.get("nope")
 
 

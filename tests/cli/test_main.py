@@ -13,10 +13,10 @@ def forge(*args, env=None):
 @pytest.mark.parametrize(
     "args, says, hint",
     [
-        (["nosuch"], "No such command 'nosuch'", "see 'forge --help'"),
+        (["nosuch"], "no command 'forge nosuch'", "see 'forge --help'"),
         (["jobs", "logs"], "Missing argument 'ID'", "see 'forge jobs logs --help'"),
         (["submit", ".", "--backend", "k8s"], "'k8s' is not one of 'local', 'ray', 'slurm'", "see 'forge submit --help'"),
-        (["submit", ".", "--set"], "'--set' requires an argument", None),
+        (["submit", ".", "--set"], "'--set' requires an argument", "see 'forge submit --help'"),
     ],
 )
 def test_usage_errors_are_one_error_line_and_a_hint(args, says, hint):
@@ -45,7 +45,7 @@ def test_help_imports_no_command_module():
         "import sys; from starforge.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('starforge.') and m not in "
-        "('starforge.cli', 'starforge.cli.main', 'starforge.errors', 'starforge.cluster', 'starforge.cluster.errors'))\n"
+        "('starforge.cli', 'starforge.cli.main', 'starforge.cli.output', 'starforge.errors', 'starforge.cluster', 'starforge.cluster.errors'))\n"
         "heavy = sorted(m for m in ('httpx', 'rich', 'yaml', 'cryptography') if m in sys.modules)\n"
         "print(loaded, heavy)"
     )

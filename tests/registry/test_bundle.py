@@ -464,7 +464,7 @@ def test_a_version_signed_after_locking_shows_in_the_lock_and_the_bundle(near, l
     sig = next(d for d in index_of(tmp_path / "after.tar")["manifests"]
                if d.get("artifactType") == "application/vnd.starforge.signature.v1+json")
     envelope_digest = json.loads(read_member(tmp_path / "after.tar", "blobs/sha256/" + sig["digest"][7:]))["layers"][0]["digest"]
-    assert envelope_digest == entry["signature"]["envelope"]
+    assert envelope_digest == entry["signature"]["envelope_digest"]
 
 
 def test_progress_bars_on_a_terminal_and_none_off_it(near, locked, tmp_path):

@@ -1,0 +1,50 @@
+"""The record of one submitted job, and the statuses it can have.
+
+Statuses: ``pending``, ``running`` (live); ``succeeded``, ``failed``, ``cancelled``,
+``lost`` (final; ``lost`` = the backend no longer knows the job and no exit was recorded).
+
+Laptop side, standard library only; imported by the jobs store and by every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Mapping
+
+LIVE = ("pending", "running")
+FINAL = ("succeeded", "failed", "cancelled", "lost")
+STATUSES = LIVE + FINAL
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What ``forge jobs`` knows of one submitted job (one JSON file in the jobs store)."""
+
+    id: str
+    name: str
+    backend: str
+    status: str
+    dir: str  # the job directory as the submitting machine sees it
+    created: str
+    exit_code: int | None = None
+    backend_ref: dict = field(default_factory=dict)
+    experiment: str = ""  # the experiment directory the job was submitted from
+    finished: str | None = None
+    message: str = ""  # one line for the user, e.g. why a job failed or was lost
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+    def with_changes(self, **changes: Any) -> "JobRecord":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "JobRecord":
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["backend_ref"] = dict(values.get("backend_ref") or {})
+        return cls(**values)

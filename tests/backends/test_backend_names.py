@@ -1,0 +1,28 @@
+"""One list of backends feeds the CLI, forge.yaml's check and get_backend; the jobs store
+does not import the backend interface (no import cycle)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from starforge.backends import BACKEND_NAMES, BACKENDS
+
+FORGE = str(Path(sys.executable).with_name("forge"))
+
+
+def test_the_store_imports_without_the_backend_interface():
+    code = (
+        "import sys, starforge.backends.store as s\n"
+        "print('starforge.backends.base' in sys.modules, s.JobRecord.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "starforge.backends.jobrecord"]
+
+
+def test_cli_choices_and_forge_yaml_check_name_the_same_backends(tmp_path):
+    assert BACKEND_NAMES == tuple(BACKENDS) == ("local", "ray", "slurm")
+    bad_cli = subprocess.run([FORGE, "submit", str(tmp_path), "--backend", "k8s"], capture_output=True, text=True)
+    assert bad_cli.returncode == 2 and "'local', 'ray', 'slurm'" in bad_cli.stderr
+    (tmp_path / "forge.yaml").write_text("schema: forge/job/v1\nname: x\nentrypoint: python -m t\nbackend: k8s\n")
+    bad_yaml = subprocess.run([FORGE, "lock", str(tmp_path)], capture_output=True, text=True)
+    assert bad_yaml.returncode == 3 and "backends: local, ray, slurm" in bad_yaml.stderr

@@ -1,0 +1,126 @@
+"""`forge jobs` through the installed command: listing, lookup, status, rm and prune."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from starforge.backends.jobrecord import JobRecord
+from starforge.backends.store import JobStore
+
+FORGE = str(Path(sys.executable).with_name("forge"))
+
+
+@pytest.fixture
+def jobs(tmp_path, monkeypatch):
+    root = tmp_path / "jobs"
+    monkeypatch.setenv("FORGE_JOBS_DIR", str(root))
+    monkeypatch.setenv("FORGE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    return JobStore(root)
+
+
+def add(store, job_id, *, created="2026-11-29T12:00:00Z", status="succeeded", job_dir=None):
+    record = JobRecord(
+        id=job_id, name=job_id.split("-")[0], backend="local", status=status,
+        dir=str(job_dir or f"/nonexistent/{job_id}"), created=created, exit_code=0 if status == "succeeded" else None,
+    )
+    store.save(record)
+    return record
+
+
+def forge(*args):
+    return subprocess.run([FORGE, *args], capture_output=True, text=True, env=os.environ.copy())
+
+
+def test_list_says_how_many_it_left_out_and_json_shows_the_same_jobs(jobs):
+    for i in range(23):
+        add(jobs, f"exp-20261129-1200{i:02d}-aaaa", created=f"2026-11-29T12:00:{i:02d}Z")
+    text = forge("jobs", "list")
+    assert text.returncode == 0
+    assert len(text.stdout.strip().splitlines()) == 1 + 20  # header + 20 rows
+    assert "20 of 23 jobs shown" in text.stderr and "3 older omitted" in text.stderr and "--all" in text.stderr
+    as_json = forge("jobs", "list", "--json")
+    assert len(json.loads(as_json.stdout)) == 20 and "20 of 23" in as_json.stderr
+    assert len(json.loads(forge("jobs", "list", "--json", "--all").stdout)) == 23
+    limited = forge("jobs", "list", "--limit", "5")
+    assert len(limited.stdout.strip().splitlines()) == 6 and "18 older omitted" in limited.stderr
+    everything = forge("jobs", "list", "--all")
+    assert len(everything.stdout.strip().splitlines()) == 24 and everything.stderr == ""
+
+
+def test_ambiguous_prefix_lists_the_matches_and_marks_the_cut(jobs):
+    for i in range(3):
+        add(jobs, f"small-2026112{i}")
+    result = forge("jobs", "show", "small")
+    assert result.returncode == 2
+    assert "matches 3 jobs" in result.stderr and "small-20261120, small-20261121, small-20261122" in result.stderr
+    assert "…" not in result.stderr
+    for i in range(12):
+        add(jobs, f"quick-{i:02d}")
+    result = forge("jobs", "show", "quick")
+    assert "matches 12 jobs" in result.stderr and result.stderr.rstrip().endswith(", …")
+
+
+def test_unknown_job_exits_not_found(jobs):
+    for args in (["show", "nope"], ["status", "nope"], ["logs", "nope"], ["rm", "nope"]):
+        result = forge("jobs", *args)
+        assert result.returncode == 7, (args, result.stderr)
+        assert result.stderr.startswith("error: no job 'nope'")
+
+
+def test_status_prints_status_and_exit_code(jobs):
+    add(jobs, "exp-20261129-120000-aaaa")
+    result = forge("jobs", "status", "exp-20261129-120000")
+    assert result.returncode == 0 and result.stdout.strip() == "exp-20261129-120000-aaaa: succeeded (exit 0)"
+    data = json.loads(forge("jobs", "status", "exp-20261129-120000-aaaa", "--json").stdout)
+    assert data == {"id": "exp-20261129-120000-aaaa", "status": "succeeded", "exit_code": 0}
+
+
+def test_rm_deletes_records_and_job_directories_but_refuses_a_live_job(jobs, tmp_path):
+    job_dir = tmp_path / "exp" / ".forge" / "jobs" / "exp-1"
+    job_dir.mkdir(parents=True)
+    (job_dir / "jobspec.json").write_text("{}")
+    add(jobs, "exp-1", job_dir=job_dir)
+    add(jobs, "exp-2")
+    add(jobs, "exp-3", status="running")
+    refused = forge("jobs", "rm", "exp-1", "exp-3")
+    assert refused.returncode == 2 and "job exp-3 is running" in refused.stderr and "forge jobs cancel exp-3" in refused.stderr
+    assert job_dir.is_dir() and (jobs.root / "exp-1.json").exists()  # nothing deleted
+    done = forge("jobs", "rm", "exp-1", "exp-2", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == ["exp-1", "exp-2"]
+    assert not job_dir.exists()
+    assert [r.id for r in jobs.list()] == ["exp-3"]
+
+
+def test_prune_deletes_ended_jobs_older_than_the_age(jobs):
+    add(jobs, "old-1", created="2020-01-01T00:00:00Z")
+    add(jobs, "old-running", created="2020-01-01T00:00:00Z", status="running")
+    from starforge.utctime import utc_now
+
+    add(jobs, "new-1", created=utc_now())
+    dry = forge("jobs", "prune", "--older-than", "7d", "--dry-run")
+    assert dry.stdout.strip() == "would remove old-1" and len(jobs.list()) == 3
+    result = forge("jobs", "prune", "--older-than", "12h")
+    assert result.returncode == 0 and result.stdout.strip() == "removed old-1"
+    assert sorted(r.id for r in jobs.list()) == ["new-1", "old-running"]
+    bad = forge("jobs", "prune", "--older-than", "soon")
+    assert bad.returncode == 2 and "'soon' is not an age" in bad.stderr and "7d" in bad.stderr
+
+
+def test_show_lists_each_patch_once_with_its_status(jobs, tmp_path):
+    job_dir = tmp_path / "exp-1"
+    (job_dir / "provenance").mkdir(parents=True)
+    patch = {"target": "toy_grpo.adv:compute", "plugin": "alice/opsd-patch", "mode": "wrap", "function": "f"}
+    for role, pid, status in (("launcher", 1, "pending"), ("trainer", 2, "applied")):
+        record = {"role": role, "host": "h", "pid": pid, "attempt": 0, "plugins": [], "patches": [{**patch, "status": status}]}
+        (job_dir / "provenance" / f"h-{pid}-0.json").write_text(json.dumps(record))
+    add(jobs, "exp-1", job_dir=job_dir)
+    out = forge("jobs", "show", "exp-1").stdout
+    patch_lines = [line for line in out.splitlines() if "toy_grpo.adv:compute" in line]
+    assert len(patch_lines) == 1, out
+    assert patch_lines[0].split()[:3] == ["applied", "wrap", "alice/opsd-patch"]
+    assert "STATUS" in out
