@@ -39,7 +39,7 @@ from typing import Any, Iterator, Mapping
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
 from ..cluster.utctime import utc_now
-from .base import LIVE, Backend, JobRecord, refuse_unknown_settings
+from .base import LIVE, Backend, JobRecord, node_entry, refuse_unknown_settings
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "python")

@@ -61,7 +61,8 @@ def trainer_venv(tmp_path_factory) -> Path:
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: trainerdep\nVersion: 1.2\n")
     (Path(purelib) / "trainerdep.py").write_text("")
-    probe = subprocess.run([str(python), "-c", "import starforge"], capture_output=True, text=True)
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([str(python), "-c", "import starforge"], capture_output=True, text=True, cwd=root, env=bare)
     assert probe.returncode != 0, "the trainer venv must not hold starforge"
     return root
 
@@ -177,7 +178,7 @@ def test_a_missing_job_python_is_an_unmet_requirement(experiment, tmp_path):
 @pytest.mark.ray
 def test_ray_runs_the_trainer_venv(ray_client, experiment, trainer_venv):
     sub, record, log = _run(experiment("ray"), "ray")
-    assert record.status == "succeeded", log
+    assert record.status == "succeeded", (record, log)
     _check_ran_in_the_venv(log, trainer_venv)
 
 

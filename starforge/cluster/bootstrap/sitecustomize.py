@@ -51,7 +51,6 @@ def _forge_bootstrap():
         # starforge-core installed in this environment (SPEC §11).
         _sys.path.insert(_bootstrap_index() + 1, runtime_zip)
     try:
-        from starforge.cluster.interpreter import same_interpreter
         from starforge.cluster.process import boot_process
     except BaseException as exc:
         _sys.stderr.write(
@@ -60,13 +59,7 @@ def _forge_bootstrap():
         )
         _sys.stderr.flush()
         _os._exit(12)
-    # The job's Python acts at start-up; another interpreter that merely inherits the
-    # environment is left alone unless it imports a declared target.
-    job_python = _os.environ.get("FORGE_PYTHON")
-    if not job_python or same_interpreter(_sys.executable, job_python):
-        boot_process("start-up")
-    else:
-        boot_process("start-up", other_interpreter=True)
+    boot_process("start-up")
 
 
 def _bootstrap_index():
