@@ -201,6 +201,8 @@ def python_version(interpreter):
 
 def check_job_python(interpreter):
     """Refuse a missing, non-executable or too old job's Python, naming it."""
+    if "$" in interpreter:
+        raise JobPythonError("the job's Python %s names an environment variable not set on this node" % interpreter)
     if not os.path.exists(interpreter):
         raise JobPythonError("the job's Python %s does not exist on this node" % interpreter)
     if not _executable(interpreter):

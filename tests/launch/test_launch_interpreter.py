@@ -124,6 +124,8 @@ def test_same_interpreter_keeps_venvs_apart(venv: Path):
 def test_missing_and_old_interpreters_are_refused(tmp_path: Path):
     with pytest.raises(JobPythonError, match="does not exist on this node"):
         check_job_python(str(tmp_path / "nope" / "python"))
+    with pytest.raises(JobPythonError, match=r"\$TRL_PYTHON names an environment variable not set on this node"):
+        check_job_python(resolve_job_python("$TRL_PYTHON", [], "/r", "d")[0])
     old = _script(tmp_path / "old" / "python3", "#!/bin/sh\nprintf 3.8\n")
     with pytest.raises(JobPythonError, match=r"is 3\.8; the StarForge launcher needs Python 3\.10"):
         check_job_python(str(old))
