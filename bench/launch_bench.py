@@ -20,11 +20,19 @@ in one run:
 
 Usage: ``python bench/launch_bench.py [--runs 40]``; prints medians and the extra cost.
 
+``--plugin-mib N`` adds a data file that the plugin never imports or reads, bringing the
+plugin to *N* MiB (16 is the default plugin limit): the launcher reads and hashes it once;
+a worker lists it and reads nothing of it. ``--worker-check`` times only a worker's plugin
+check, in this process: the whole-tree read every process did before against the listing
+and per-file hashes of the imported modules it does now.
+
 ``--compare SRC_A SRC_B`` instead measures two copies of the code A/B (e.g. ``git
 archive`` of two commits, each directory holding ``starforge/``): each gets a fresh
 virtual environment that sees it through a ``.pth`` entry (with a copy of the installed
 ``packaging``), and ``bare`` and ``launch`` of both run round-robin, so the difference
-between the two is not swamped by the machine's drift between separate runs.
+between the two is not swamped by the machine's drift between separate runs. ``worker``
+(``python -c pass`` with the job environment, the bootstrap and runtime zip written by that
+copy of the code) is measured A/B the same way.
 """
 
 from __future__ import annotations
@@ -91,7 +99,7 @@ runpy.run_module("app.train", run_name="__main__", alter_sys=True)
 '''
 
 
-def build(base: Path) -> tuple[Path, Path]:
+def build(base: Path, plugin_mib: float = 0) -> tuple[Path, Path]:
     from starforge.cluster.digest import digest_of_map, file_map
     from starforge.cluster.jobspec import SCHEMA, JobSpec, write_spec
 
@@ -101,13 +109,19 @@ def build(base: Path) -> tuple[Path, Path]:
     (plugin / "bench_patch" / "__init__.py").write_text(INIT.format())
     for i in range(1, 20):
         (plugin / "bench_patch" / f"mod{i:02d}.py").write_text(MODULE.format(i=i))
+    if plugin_mib:
+        # Data the plugin never touches, up to plugin_mib MiB in all (pseudo-random bytes:
+        # what a file system and sha256 see for weights or a dataset shard).
+        used = sum(p.stat().st_size for p in plugin.rglob("*.py"))
+        size = int(plugin_mib * 2**20) - used
+        (plugin / "bench_patch" / "table.bin").write_bytes(os.urandom(size))
     recipe = job / "recipe" / "app"
     recipe.mkdir(parents=True)
     (recipe / "__init__.py").write_text("")
     (recipe / "algo.py").write_text("def compute(x):\n    return x + 1\n")
     (recipe / "train.py").write_text("from app import algo\nassert algo.compute(1) == 4\n")
     files = file_map(plugin)
-    assert len(files) == 20
+    assert len(files) == (21 if plugin_mib else 20)
     spec = {
         "schema": SCHEMA, "id": "bench-1", "name": "bench", "created": "2026-01-01T00:00:00Z",
         "entrypoint": ["python", "-m", "app.train"], "hyperparams": {"bench.scale": 2},
@@ -141,13 +155,13 @@ def timed(argv, env, cwd) -> tuple[float, float]:
     return dt, cpu
 
 
-def compare(sources: list, runs: int) -> int:
-    """A/B: ``bare`` and ``launch`` for each source tree, each in its own fresh venv."""
+def compare(sources: list, runs: int, plugin_mib: float = 0) -> int:
+    """A/B: ``bare``, ``launch`` and ``worker`` for each source tree, each in its own fresh venv."""
     import packaging
 
     with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
         base = Path(tmp)
-        job, bare_copy = build(base)
+        job, bare_copy = build(base, plugin_mib)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("FORGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         base_python = os.path.join(sys.base_prefix, "bin", "python3")
@@ -167,6 +181,13 @@ def compare(sources: list, runs: int) -> int:
             shutil.copytree(bare_copy, b)
             variants[f"bare {i}"] = ([py, str(base / "bare.py"), str(b), str(j / "recipe")], e)
             variants[f"launch {i}"] = ([py, "-m", "starforge.launch", "--spec", str(j / "jobspec.json")], e)
+            # The job environment as this copy of the code writes it (bootstrap, runtime zip).
+            boot = subprocess.run(
+                [py, "-c", "import json, sys; from starforge.launch import bootstrap_env; "
+                           "print(json.dumps(bootstrap_env(sys.argv[1])))", str(j)],
+                env=e, check=True, capture_output=True, text=True,
+            ).stdout
+            variants[f"worker {i}"] = ([py, "-c", "pass"], dict(e, **json.loads(boot)))
         for _ in range(2):  # warm: __pycache__, caches, runtime zip
             for argv, e in variants.values():
                 timed(argv, e, str(base))
@@ -177,12 +198,59 @@ def compare(sources: list, runs: int) -> int:
                 w, c = timed(argv, e, str(base))
                 wall[name].append(w * 1000)
                 cpu[name].append(c * 1000)
+        # The plugin's own share of a worker's start, as its provenance records it (check,
+        # import, install): free of the interpreter's and the runtime zip's start-up noise.
+        plugin_ms = {i: [rec["plugins"][0]["seconds"] * 1000
+                         for rec in map(json.loads, (p.read_text() for p in (base / f"job{i}" / "provenance").glob("*.json")))
+                         if rec["role"] == "worker" and rec["plugins"][0].get("seconds") is not None]
+                     for i in range(len(sources))}
     med = statistics.median
-    print(f"python {sys.version.split()[0]}, {runs} runs each, interleaved; median per process")
+    size = f", plugin {plugin_mib:g} MiB" if plugin_mib else ""
+    print(f"python {sys.version.split()[0]}, {runs} runs each, interleaved{size}; median per process (ms)")
     for i, src in enumerate(sources):
-        b, ln = f"bare {i}", f"launch {i}"
+        b, ln, wk = f"bare {i}", f"launch {i}", f"worker {i}"
         print(f"  {src}: bare wall {med(wall[b]):6.2f} cpu {med(cpu[b]):6.2f} | launch wall {med(wall[ln]):6.2f} "
-              f"cpu {med(cpu[ln]):6.2f} | overhead wall {med(wall[ln]) - med(wall[b]):+.2f} cpu {med(cpu[ln]) - med(cpu[b]):+.2f}")
+              f"cpu {med(cpu[ln]):6.2f} | overhead wall {med(wall[ln]) - med(wall[b]):+.2f} cpu {med(cpu[ln]) - med(cpu[b]):+.2f}"
+              f" | worker wall {med(wall[wk]):6.2f} cpu {med(cpu[wk]):6.2f} (its plugin {med(plugin_ms[i]):6.2f})")
+    return 0
+
+
+def worker_check(runs: int, plugin_mib: float) -> int:
+    """The plugin check of a worker's start, in this process, before and after.
+
+    ``whole tree``: what every process did before (``verify_tree``: read and digest every
+    file). ``listing + imported``: what a worker does now: the per-file map bound to the
+    digest, the listing, and the hash of each module ``install`` imports (all 20).
+    """
+    from starforge.cluster.digest import HashedFiles, check_bound, check_listing, verify_tree
+    from starforge.cluster.jobspec import read_spec
+
+    with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
+        job, _ = build(Path(tmp), plugin_mib)
+        entry = read_spec(str(job / "jobspec.json")).plugins[0]
+        root = str(job / "forge_plugins" / entry.name)
+        modules = [rel for rel in entry.files if rel.endswith(".py")]
+
+        def whole() -> None:
+            verify_tree(root, entry.digest, entry.files)
+
+        def lazy() -> None:
+            check_bound(entry.digest, entry.files)
+            check_listing(root, entry.files)
+            files = HashedFiles(root, entry.files)
+            for rel in modules:
+                files[rel]
+
+        times: dict[str, list] = {"whole tree": [], "listing + imported": []}
+        for _ in range(runs + 2):
+            for name, fn in (("whole tree", whole), ("listing + imported", lazy)):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - t0) * 1000)
+    print(f"python {sys.version.split()[0]}, {runs} runs each, interleaved, plugin {plugin_mib:g} MiB, "
+          f"{len(entry.files)} files; median ms of a worker's plugin check")
+    for name, values in times.items():
+        print(f"  {name:20s} {statistics.median(values[2:]):8.2f} ms")
     return 0
 
 
@@ -191,12 +259,18 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--compare", nargs="+", metavar="SRC",
                     help="directories holding starforge/ to measure A/B (each in a fresh venv)")
+    ap.add_argument("--plugin-mib", type=float, default=0, metavar="N",
+                    help="bring the plugin to N MiB with a data file it never reads")
+    ap.add_argument("--worker-check", action="store_true",
+                    help="time a worker's plugin check in this process: whole tree (before) vs listing + imported files")
     args = ap.parse_args()
+    if args.worker_check:
+        return worker_check(args.runs, args.plugin_mib)
     if args.compare:
-        return compare(args.compare, args.runs)
+        return compare(args.compare, args.runs, args.plugin_mib)
     with tempfile.TemporaryDirectory(prefix="forge-launch-bench-") as tmp:
         base = Path(tmp)
-        job, bare_copy = build(base)
+        job, bare_copy = build(base, args.plugin_mib)
         # Normal interpreters keep __pycache__ for installed code: measure that case.
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("FORGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}

@@ -33,8 +33,8 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
-from .directories import dir_mode, make_dirs
 from .cluster.digest import case_collision, digest_of_map, path_problem
+from .directories import dir_mode, make_dirs
 from .errors import ArchiveError
 
 ARTIFACT_PREFIX = "sha256:"

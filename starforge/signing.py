@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cluster import atomic
-from .directories import SECRET, make_dirs
 from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these names stay public here)
     DIGEST_ALGORITHM,
     MISSING,
@@ -51,9 +50,9 @@ from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these
     trust_rule,
     verify_envelope,
 )
+from .directories import SECRET, make_dirs
 from .errors import NotFoundError, SignatureError, UsageError
 from .filelock import exclusive_lock
-
 
 VERIFIED = "verified"  # a valid signature by a key trusted for the owner
 UNSIGNED = "unsigned"  # no signature, and none required (the owner has no trusted key)
@@ -95,6 +94,7 @@ def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None)
             raise UsageError(f"{p} already exists; refusing to overwrite a key", hint="choose another --name")
     make_dirs(private_path.parent, SECRET)
     key = Ed25519PrivateKey.generate()
+    encryption: serialization.KeySerializationEncryption
     if passphrase:
         encryption = serialization.BestAvailableEncryption(_bytes(passphrase))
     else:

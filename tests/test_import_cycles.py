@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from import_graph import cycles, package_graph
 
 import starforge
@@ -30,10 +28,5 @@ def test_the_cluster_side_and_its_public_names_have_no_cycles():
     assert cycles(ours) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two laptop-side cycles remain: registry.base <-> directory/oci (the factory lives in base) and "
-    "backends.base <-> backends.store; when both are gone this passes and the marker is removed",
-)
 def test_the_whole_package_has_no_cycles():
     assert cycles(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []

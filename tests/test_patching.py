@@ -591,3 +591,58 @@ def test_patching_module_imports_only_the_standard_library(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "['starforge']"
+
+
+# -- a replace hiding other plugins' patches -------------------------------------------------
+
+
+def test_a_replace_records_the_other_plugins_patches_it_hides(pkg):
+    name, _ = pkg
+    fw = importlib.import_module(f"{name}.framework")
+    target = f"{name}.framework:ESTIMATORS[grpo]"
+
+    def scaled(original, x):
+        return original(x) * 2
+
+    with patching.acting_for("alice/opsd-patch@1.2.0"):
+        opsd = patching.wrap(target, scaled)
+    with patching.acting_for("bob/dr-grpo@2.0.0"):
+        dr = patching.replace(target, lambda x: -x)
+        own = patching.wrap(target, scaled)  # stacks on dr-grpo's own replacement: hides nothing
+    with patching.acting_for("carol/other@1.0.0"):
+        last = patching.replace(target, lambda x: 0)
+    assert fw.ESTIMATORS["grpo"](3) == 0
+    assert opsd.hides == [] and own.hides == []
+    assert dr.hides == [{"plugin": "alice/opsd-patch@1.2.0", "mode": "wrap", "function": opsd.record()["function"]}]
+    # opsd-patch's wrap was hidden already: only what the replace newly hides is named
+    assert [(h["plugin"], h["mode"]) for h in last.hides] == [("bob/dr-grpo@2.0.0", "replace"), ("bob/dr-grpo@2.0.0", "wrap")]
+    mine = [r for r in patching.records() if r["target"] == target]
+    assert [len(r["hides"]) for r in mine] == [0, 1, 0, 2]
+
+
+def test_a_wrap_over_a_replace_and_a_plugin_replacing_its_own_wrap_hide_nothing(pkg):
+    name, _ = pkg
+    fw = importlib.import_module(f"{name}.framework")
+    target = f"{name}.framework:compute"
+    with patching.acting_for("bob/dr-grpo@2.0.0"):
+        first = patching.replace(target, lambda x: 10 * x)
+    with patching.acting_for("alice/opsd-patch@1.2.0"):
+        on_top = patching.wrap(target, lambda original, x: original(x) + 1)
+        patching.wrap(f"{name}.framework:other", lambda original, x: original(x))
+        mine = patching.replace(f"{name}.framework:other", lambda x: x)
+    assert fw.compute(2) == 21
+    assert first.hides == on_top.hides == mine.hides == []
+
+
+def test_a_replace_waiting_for_its_module_counts_the_patches_waiting_before_it(pkg):
+    name, root = pkg
+    write(root, "later", "def f(x):\n    return x\n")
+    target = f"{name}.later:f"
+    with patching.acting_for("alice/opsd-patch@1.2.0"):
+        patching.wrap(target, lambda original, x: original(x) * 2, when_imported=True)
+    with patching.acting_for("bob/dr-grpo@2.0.0"):
+        dr = patching.replace(target, lambda x: -x, when_imported=True)
+    assert dr.status == "pending"
+    assert [h["plugin"] for h in dr.hides] == ["alice/opsd-patch@1.2.0"]
+    later = importlib.import_module(f"{name}.later")
+    assert later.f(3) == -3

@@ -20,12 +20,16 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
-from .files import plugin_files, local_tree_digest
+from .files import local_tree_digest, plugin_files
 from .stdlib_names import STDLIB_NAMES
 from .syntax import python_floor, source_problems
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 MANIFEST_FILE = "plugin.yaml"
 
@@ -174,7 +178,7 @@ def _top_level_origins(files: list[str]) -> dict[str, str]:
     return out
 
 
-def _installed_top_levels() -> dict[str, list[str]]:
+def _installed_top_levels() -> Mapping[str, list[str]]:
     from importlib.metadata import packages_distributions
 
     try:

@@ -25,8 +25,9 @@ from ..cluster.digest import case_collision, path_problem, tree_digest
 from ..errors import CheckError
 
 IGNORE_FILE = ".forgeignore"
-DEFAULT_MAX_BYTES = 256 * 2**20
-DEFAULT_MAX_FILES = 10_000
+# A plugin is a patch, and every process of a job checks what it runs (SPEC §3).
+DEFAULT_MAX_BYTES = 16 * 2**20
+DEFAULT_MAX_FILES = 1_000
 MAX_BYTES_ENV = "FORGE_MAX_PLUGIN_BYTES"
 MAX_FILES_ENV = "FORGE_MAX_PLUGIN_FILES"
 
@@ -300,12 +301,17 @@ def _limit(value: int | None, env: str, default: int) -> int:
     return parsed
 
 
+def _size(n: int) -> str:
+    """*n* bytes as a short text: ``16 MiB`` when whole mebibytes, else ``<n> bytes``."""
+    return f"{n >> 20} MiB" if n and n % (1 << 20) == 0 else f"{n} bytes"
+
+
 def plugin_files(
     root: str | os.PathLike, *, max_bytes: int | None = None, max_files: int | None = None
 ) -> list[str]:
     """The regular files that would be packed from *root*, sorted by UTF-8 bytes of the path.
 
-    Limits default to 256 MiB and 10,000 files, or ``FORGE_MAX_PLUGIN_BYTES`` /
+    Limits default to 16 MiB and 1,000 files, or ``FORGE_MAX_PLUGIN_BYTES`` /
     ``FORGE_MAX_PLUGIN_FILES`` when set. Raises :class:`CheckError` for symlinks, hard
     links, devices, FIFOs, sockets, bad or colliding names, an empty set, or a tree over
     the limits.
@@ -365,12 +371,12 @@ def plugin_files(
             total += st.st_size
             if len(files) > max_files:
                 raise CheckError(
-                    f"{root}: more than {max_files} files to pack",
+                    f"{root}: more than {max_files} files to pack (the limit per plugin)",
                     hint=f"exclude files in .forgeignore, or raise the limit with {MAX_FILES_ENV}",
                 )
             if total > max_bytes:
                 raise CheckError(
-                    f"{root}: files to pack exceed {max_bytes} bytes (reached {total} at {rel})",
+                    f"{root}: files to pack exceed {_size(max_bytes)}, the limit per plugin (reached {total} bytes at {rel})",
                     hint=f"exclude large files in .forgeignore, or raise the limit with {MAX_BYTES_ENV}",
                 )
     if not files:

@@ -38,8 +38,10 @@ def templates_dir() -> Path:
     else ``plugin_templates/`` beside the ``starforge`` package of a source checkout."""
     candidates = []
     try:
-        from .. import plugin_templates
+        import importlib
 
+        # only installed: the wheel maps the checkout's plugin_templates/ into the package
+        plugin_templates = importlib.import_module("starforge.plugin_templates")
         candidates += [Path(p) for p in plugin_templates.__path__]
     except ImportError:
         pass

@@ -57,6 +57,7 @@ def pack_plugin(root: str | os.PathLike = ".", dest: str | os.PathLike | None = 
     root = os.fspath(root)
     report = require_valid(root, strict=strict)
     manifest = report.manifest
+    assert manifest is not None  # require_valid raised otherwise
     dest = os.fspath(dest) if dest is not None else default_archive_name(manifest.name, manifest.version)
     parent = os.path.dirname(os.path.abspath(dest))
     if not os.path.isdir(parent):

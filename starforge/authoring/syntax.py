@@ -56,8 +56,8 @@ def python_floor(spec_text: str | None) -> tuple[int, int] | None:
 
 def source_problems(source: str, floor: tuple[int, int], filename: str = "<plugin>") -> list[Problem]:
     """Reasons *source* would not compile on Python *floor*, as ``(line, message)`` pairs."""
-    running = tuple(sys.version_info[:2])
-    target = min(tuple(floor), running)
+    running = (sys.version_info[0], sys.version_info[1])
+    target = min((floor[0], floor[1]), running)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -111,8 +111,9 @@ def _pep701_fstrings(source: str) -> list[Problem]:
     start_type = getattr(tokenize, "FSTRING_START", None)
     if start_type is None:
         return []  # this tokenizer predates PEP 701: ast.parse has already refused such code
-    middle_type = tokenize.FSTRING_MIDDLE
-    end_type = tokenize.FSTRING_END
+    # 3.12+ names, looked up as the start one is: the type check runs for Python 3.10
+    middle_type = getattr(tokenize, "FSTRING_MIDDLE")
+    end_type = getattr(tokenize, "FSTRING_END")
     stack: list[list] = []  # [quote, brace depth] per open f-string, innermost last
     found: dict[int, str] = {}
 

@@ -41,8 +41,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from ..errors import BackendError, ManifestError, UsageError
 from ..cluster.utctime import utc_now
+from ..errors import BackendError, ManifestError, UsageError
 from . import BACKENDS
 from .jobrecord import FINAL, LIVE, STATUSES, JobRecord  # noqa: F401  (re-exported for backends)
 from .store import JobStore

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError
-from ..cluster.utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry, pid_alive
 from .store import JobStore
 

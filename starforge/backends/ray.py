@@ -36,9 +36,9 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
-from ..cluster.utctime import utc_now
 from .base import LIVE, Backend, JobRecord, node_entry, refuse_unknown_settings
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
@@ -61,7 +61,7 @@ def launcher_command() -> str:
     return "env -u FORGE_JOBSPEC " + " ".join(shlex.quote(a) for a in node_entry("python3"))
 
 # Ray job status -> record status
-STATUS = {
+STATUS: Mapping[Any, str] = {  # Ray's status (from JSON) -> ours
     "PENDING": "pending",
     "RUNNING": "running",
     "SUCCEEDED": "succeeded",

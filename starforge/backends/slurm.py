@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..cluster import atomic
+from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
-from ..cluster.utctime import utc_now
 from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
 
 SETTINGS = (
@@ -308,7 +308,9 @@ def query_state(slurm_id: str, job_dir: Path) -> dict:
     result = run_client(["scontrol", "show", "job", "-o", slurm_id], check=False)
     if result.returncode == 0 and "JobState=" in result.stdout:
         text = result.stdout
-        state = re.search(r"\bJobState=(\S+)", text).group(1)
+        found = re.search(r"\bJobState=(\S+)", text)
+        assert found is not None, text  # scontrol writes a value after JobState=
+        state = found.group(1)
         reason = re.search(r"\bReason=(\S+)", text)
         return {"state": state, "exit_code": _exit_code(text), "reason": reason.group(1) if reason else ""}
     try:  # accounting is optional: no sacct, no slurmdbd, or no record there is not an error

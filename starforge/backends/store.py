@@ -15,6 +15,7 @@ Laptop side, standard library only.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import os
@@ -72,7 +73,7 @@ class JobStore:
             path = matches[0]
         return JobRecord.from_dict(_read_json(path))
 
-    def list(self) -> list:
+    def list(self) -> builtins.list[JobRecord]:
         """Every record, oldest first."""
         records = []
         for p in self._files():
@@ -86,7 +87,7 @@ class JobStore:
             self.path(job_id).unlink(missing_ok=True)
         (self.root / f"{job_id}.lock").unlink(missing_ok=True)
 
-    def update(self, job_id: str, change: Callable) -> object:
+    def update(self, job_id: str, change: Callable[[JobRecord], JobRecord]) -> JobRecord:
         """Apply ``change(record) -> record`` under the record's lock; save and return the result."""
         with self.locked(job_id):
             record = self.get(job_id)
@@ -101,7 +102,7 @@ class JobStore:
         with exclusive_lock(self.root / f"{job_id}.lock"):
             yield
 
-    def _files(self) -> list:
+    def _files(self) -> builtins.list[Path]:
         if not self.root.is_dir():
             return []
         return sorted(self.root.glob("*.json"))

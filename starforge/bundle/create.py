@@ -97,7 +97,7 @@ def create_bundle(
     from ..experiment.lock import fresh_lock, open_experiment_registry, published_version
     from ..registry.cache import fetch
 
-    exp = load_experiment(directory)
+    exp = load_experiment(Path(directory))
     lock = fresh_lock(exp)
     lock_bytes = exp.lock_path.read_bytes()
     dest = Path(dest)

@@ -139,15 +139,17 @@ def _copy_checked(blob: Blob, out: IO[bytes], progress: Callable[[int], object])
     n = 0
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
-    with open(blob.source, "rb", buffering=0) as src:  # type: ignore[arg-type]
+    source = blob.source
+    assert not isinstance(source, bytes), "blobs held in memory are written directly"
+    with open(source, "rb", buffering=0) as src:
         while got := src.readinto(buf):
             h.update(view[:got])
             out.write(view[:got])
             n += got
             progress(n)
     if "sha256:" + h.hexdigest() != blob.digest or n != blob.size:
-        raise DamagedBlob(f"{blob.source} does not hold {blob.digest} ({blob.size} bytes): it is damaged or changed "
-                          "while it was being bundled", path=Path(blob.source))  # type: ignore[arg-type]
+        raise DamagedBlob(f"{source} does not hold {blob.digest} ({blob.size} bytes): it is damaged or changed "
+                          "while it was being bundled", path=Path(source))
     return n
 
 

@@ -18,8 +18,8 @@ Laptop side.
 
 from __future__ import annotations
 
-import json
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -165,7 +165,7 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
                 raise BundleError(f"bundle {name}: index.json names {ref} twice", hint="the index was altered")
             by_ref[ref] = d
 
-    signed: dict[str, list] = {}
+    signed: dict[str | None, list] = {}  # by subject digest (None: a signature naming no subject)
     for sd in (d for d in entries if d.get("artifactType") == SIGNATURE_TYPE):
         sig = manifest(sd, "a signature manifest")
         signed.setdefault((sig.get("subject") or {}).get("digest"), []).append(sig)

@@ -25,4 +25,5 @@ def completion(shell: str) -> None:
     from .main import forge
 
     cls = get_completion_class(shell)
+    assert cls is not None, f"click has no completion for {shell}"  # SHELLS lists only click's shells
     click.echo(cls(forge, {}, "forge", "_FORGE_COMPLETE").source())

@@ -106,6 +106,8 @@ def show(job_id: str, as_json: bool) -> None:
 
 
 def render_details(d: dict) -> list:
+    from ..cluster.patching import hiding_message
+
     exit_text = "" if d["exit_code"] is None else f" (exit {d['exit_code']})"
     lines = [
         f"id       : {d['id']}",
@@ -143,6 +145,10 @@ def render_details(d: dict) -> list:
         rows = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]
         rows += [("", p["status"], p["mode"], p["plugin"], p["target"]) for p in patches]
         lines.extend(line.rstrip() for line in table(rows))
+    for p in prov.get("patches") or []:
+        message = hiding_message(p) if isinstance(p, dict) else None
+        if message:
+            lines.append(f"  warning : {message}")
     for f in prov.get("failures") or []:
         lines.append(f"  failure : {f.get('phase', '?')} {f.get('plugin') or ''} {f.get('message') or ''}".rstrip())
     return lines

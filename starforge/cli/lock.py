@@ -71,31 +71,31 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
         click.echo(f"ok: {exp.lock_path} matches {where} ({len(result.plugins)} plugin{'s' if len(result.plugins) != 1 else ''})")
         return
     reg = open_experiment_registry(exp, registry, insecure=insecure)
-    result = lock_experiment(exp, reg, upgrade=ALL if upgrade == "*" else upgrade, require_signatures=require_signatures)
+    locked = lock_experiment(exp, reg, upgrade=ALL if upgrade == "*" else upgrade, require_signatures=require_signatures)
     if as_json:
         click.echo(
             json.dumps(
                 {
-                    "written": result.written,
-                    "changes": result.changes,
-                    "shadowed": result.shadowed,
-                    "signatures": result.verdicts,
-                    "lock": result.lock.to_dict(),
+                    "written": locked.written,
+                    "changes": locked.changes,
+                    "shadowed": locked.shadowed,
+                    "signatures": locked.verdicts,
+                    "lock": locked.lock.to_dict(),
                 },
                 indent=2,
                 sort_keys=True,
             )
         )
         return
-    for line in result.changes:
+    for line in locked.changes:
         click.echo(line)
-    for entry in result.lock.plugins:
+    for entry in locked.lock.plugins:
         note = f"; {entry.note}" if entry.note else ""
-        verdict = result.verdicts.get(entry.name, "unsigned")
+        verdict = locked.verdicts.get(entry.name, "unsigned")
         click.echo(f"  {entry.ref}  {entry.digest}  ({entry.kind}, {entry.load}, signature {verdict}{note})")
-    for name in result.shadowed:
+    for name in locked.shadowed:
         click.echo(f"  note: built-in {name} is shadowed by the locked package of the same name")
-    state = "wrote" if result.written else "unchanged:"
+    state = "wrote" if locked.written else "unchanged:"
     click.echo(f"{state} {exp.lock_path}")
 
 

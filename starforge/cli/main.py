@@ -193,7 +193,8 @@ def report(exc: ForgeError) -> int:
 
 def command_path(argv: list) -> str:
     """``forge submit`` for ``['submit', '.', '--set']``: the deepest command *argv* names."""
-    path, table = ["forge"], COMMANDS
+    path = ["forge"]
+    table: object = COMMANDS
     for token in argv:
         if token.startswith("-"):
             continue
@@ -217,7 +218,7 @@ def disk_error(exc: OSError) -> ForgeError:
         errno.EACCES: "you may not write there; check its permissions, or point FORGE_HOME at a directory of yours",
         errno.EPERM: "you may not write there; check its permissions, or point FORGE_HOME at a directory of yours",
     }
-    return ForgeError(f"{where}{exc.strerror or exc}", hint=hints.get(exc.errno, "run with --debug for the details"))
+    return ForgeError(f"{where}{exc.strerror or exc}", hint=hints.get(exc.errno or 0, "run with --debug for the details"))
 
 
 def main(argv: list | None = None) -> int:

@@ -48,6 +48,7 @@ def check(directory: str, strict: bool, as_json: bool) -> None:
             hint="fix the errors above and run 'forge plugin check' again",
         )
     m = report.manifest
+    assert m is not None  # the checks passed
     names = ", ".join(report.top_level) or "-"
     click.echo(f"ok: {m.name} {m.version} ({m.kind}, {m.load}); {len(report.files)} files; top-level: {names}")
     click.echo(f"digest: {report.digest}")

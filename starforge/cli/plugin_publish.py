@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -48,7 +49,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     if key_file and not sign:
         raise UsageError("--key goes with --sign", hint="forge plugin publish --sign --key FILE")
     owner = default_owner(owner)
-    sign_key = None
+    sign_key: Path | None = None
     passphrase = None
     if sign:
         from ..signing import signing_key_for
@@ -57,7 +58,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
         if not sign_key.exists():
             raise UsageError(f"no signing key at {sign_key}", hint="'forge key list' shows your keys")
         passphrase = read_passphrase(passphrase_file)
-        if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and click.get_text_stream("stdin").isatty():
+        if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and sys.stdin is not None and sys.stdin.isatty():
             passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)
     reg = open_registry(registry, insecure=insecure)
     with transfer_progress("publish", 0) as update:
@@ -75,7 +76,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
         click.echo(f"published {info.ref} {info.tree_digest}")
     else:
         click.echo(f"already published {info.ref} {info.tree_digest} (same content)")
-    if sign:
+    if sign_key is not None:
         click.echo(signature_line(reg, result, sign_key, passphrase))
 
 

@@ -25,8 +25,8 @@ def pull(ref, output, registry, insecure, require_signatures, as_json) -> None:
       forge plugin pull alice/opsd-patch@1.2.0 -o /tmp/opsd-patch
       forge plugin pull alice/opsd-patch@~=1.2 --json
     """
-    from ..registry.factory import open_registry
     from ..registry.cache import materialize
+    from ..registry.factory import open_registry
     from ..registry.resolve import resolve
     from ..signing import verify_published
 

@@ -55,6 +55,7 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
         click.echo(sub.spec.to_json(), nl=False)
         return
     record = sub.record
+    assert record is not None and sub.backend is not None  # not a dry run
     if as_json:
         click.echo(f"job {record.id} in {record.dir}", err=True)
     else:

@@ -136,7 +136,7 @@ def sweep_stale(folder: str | os.PathLike, min_age: float = 600.0) -> list:
     """
     import time
 
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(folder)
     except OSError:

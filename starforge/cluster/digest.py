@@ -361,21 +361,19 @@ def diff_maps(expected: Mapping[str, str], actual: Mapping[str, str]) -> TreeDif
     )
 
 
-def read_tree_strict(root: str | os.PathLike) -> dict[str, bytes]:
-    """Read every entry below *root* once, refusing anything that is not a plain file.
+def _strict_entries(root: str) -> list[tuple[str, str, os.stat_result]]:
+    """``(relpath, full path, lstat)`` of every file below *root*, refusing what is not plain.
 
     Symlinks, devices, FIFOs, sockets and files with more than one hard link raise
-    :class:`VerificationError`: each would let the bytes checked differ from the bytes
-    executed. Nothing is excluded: a planted ``__pycache__/*.pyc`` is returned like code.
+    :class:`VerificationError` naming the entry. Nothing is excluded.
     """
-    root = os.fspath(root)
     try:
         st = os.lstat(root)
     except FileNotFoundError:
         raise VerificationError(f"{root}: plugin directory is missing") from None
     if not stat.S_ISDIR(st.st_mode):
         raise VerificationError(f"{root}: not a directory")
-    out: dict[str, bytes] = {}
+    out = []
     stack = [""]
     while stack:
         rel_dir = stack.pop()
@@ -386,32 +384,147 @@ def read_tree_strict(root: str | os.PathLike) -> dict[str, bytes]:
                 st = entry.stat(follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(rel)
-                elif stat.S_ISLNK(st.st_mode):
-                    raise VerificationError(f"{rel}: is a symlink; plugin trees hold regular files only")
-                elif not stat.S_ISREG(st.st_mode):
-                    raise VerificationError(f"{rel}: is not a regular file (device, FIFO or socket)")
-                elif st.st_nlink > 1:
-                    raise VerificationError(f"{rel}: has {st.st_nlink} hard links; plugin files must have one")
-                else:
-                    out[rel] = _read_all(entry.path, st.st_size)
+                    continue
+                _refuse_unplain(rel, st)
+                out.append((rel, entry.path, st))
     return out
+
+
+def _refuse_unplain(rel: str, st: os.stat_result) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise VerificationError(f"{rel}: is a symlink; plugin trees hold regular files only")
+    if not stat.S_ISREG(st.st_mode):
+        raise VerificationError(f"{rel}: is not a regular file (device, FIFO or socket)")
+    if st.st_nlink > 1:
+        raise VerificationError(f"{rel}: has {st.st_nlink} hard links; plugin files must have one")
+
+
+def read_tree_strict(root: str | os.PathLike) -> dict[str, bytes]:
+    """Read every entry below *root* once, refusing anything that is not a plain file.
+
+    Symlinks, devices, FIFOs, sockets and files with more than one hard link raise
+    :class:`VerificationError`: each would let the bytes checked differ from the bytes
+    executed. Nothing is excluded: a planted ``__pycache__/*.pyc`` is returned like code.
+    """
+    return {rel: _read_all(full, st.st_size) for rel, full, st in _strict_entries(os.fspath(root))}
+
+
+def check_listing(root: str | os.PathLike, expected_files: Mapping[str, str]) -> None:
+    """Check that *root* holds exactly the files of *expected_files*, each a plain file.
+
+    Reads no file: a file added (a planted ``__pycache__/*.pyc`` too), removed, symlinked,
+    hard-linked or replaced by a device or FIFO raises :class:`VerificationError`. What
+    the files hold is checked as they are read (:class:`HashedFiles`).
+    """
+    listed = {rel for rel, _, _ in _strict_entries(os.fspath(root))}
+    diff = TreeDiff(added=sorted(listed - expected_files.keys()), removed=sorted(expected_files.keys() - listed))
+    if diff:
+        raise VerificationError(f"{os.fspath(root)}: files differ from the JobSpec; {diff.describe()}")
+
+
+def check_bound(expected: str, expected_files: Mapping[str, str]) -> None:
+    """Check that the per-file map *expected_files* digests to the tree digest *expected*.
+
+    This binds the map to the digest: a per-file hash is only as good as the tree digest
+    it is part of.
+    """
+    got = digest_of_map(expected_files)
+    if got != expected:
+        raise VerificationError(
+            f"the JobSpec's per-file hashes digest to {got}, not to its tree digest {expected}"
+        )
+
+
+class HashedFiles:
+    """The files of a plugin tree whose listing was checked, each hashed when first read.
+
+    A read-only mapping ``{relpath: bytes}`` over the expected per-file map: the first
+    access to a file reads it (no symlink followed, a plain file with one link), hashes
+    those bytes and compares them with the expected sha256; the bytes returned are the
+    bytes hashed, kept for later use in this process (never written anywhere). A
+    mismatch calls *on_mismatch(message)* (which must not return) or raises
+    :class:`VerificationError`. ``hashed`` lists the files read, in order.
+    """
+
+    def __init__(self, root: str | os.PathLike, files: Mapping[str, str], on_mismatch=None) -> None:
+        self.root = os.fspath(root)
+        self.files = files
+        self.on_mismatch = on_mismatch
+        self.hashed: list[str] = []
+        self._bytes: dict[str, bytes] = {}
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self.files
+
+    def keys(self):
+        return self.files.keys()
+
+    def get(self, rel: str, default=None):
+        return self[rel] if rel in self.files else default
+
+    def __getitem__(self, rel: str) -> bytes:
+        data = self._bytes.get(rel)
+        if data is not None:
+            return data
+        expected = self.files[rel]
+        try:
+            data = _read_plain(os.path.join(self.root, *rel.split("/")), rel)
+            got = sha256_for(len(data))(data).hexdigest()
+            if got != expected:
+                raise VerificationError(f"changed: {rel} (since the job was staged: sha256 {got}, expected {expected})")
+        except VerificationError as exc:
+            if self.on_mismatch is not None:
+                self.on_mismatch(str(exc))
+            raise
+        self._bytes[rel] = data
+        self.hashed.append(rel)
+        return data
+
+
+def _read_plain(path: str, rel: str) -> bytes:
+    """Every byte of the plain file at *path*, read through one descriptor."""
+    try:
+        fd = os.open(path, _O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise VerificationError(f"removed: {rel} (since the job was staged)") from None
+    except OSError as exc:  # ELOOP: a symlink now
+        if os.path.islink(path):
+            raise VerificationError(f"{rel}: is a symlink; plugin trees hold regular files only") from None
+        raise VerificationError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        _refuse_unplain(rel, st)
+        return _read_fd(fd, st.st_size)
+    finally:
+        os.close(fd)
 
 
 def _read_all(path: str, size: int) -> bytes:
     """Every byte of the file at *path* (no symlink followed), *size* being what stat said."""
     fd = os.open(path, _O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
-        data = os.read(fd, size) if size else b""
-        more = os.read(fd, 1 << 16)
-        if not more:
-            return data
-        parts = [data, more]
-        while more:
-            more = os.read(fd, 1 << 16)
-            parts.append(more)
-        return b"".join(parts)
+        return _read_fd(fd, size)
     finally:
         os.close(fd)
+
+
+def _read_fd(fd: int, size: int) -> bytes:
+    """Every byte from *fd* to end of file, *size* being what stat said."""
+    data = os.read(fd, size) if size else b""
+    more = os.read(fd, 1 << 16)
+    if not more:
+        return data
+    parts = [data, more]
+    while more:
+        more = os.read(fd, 1 << 16)
+        parts.append(more)
+    return b"".join(parts)
 
 
 def verify_tree(

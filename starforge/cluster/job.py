@@ -1,7 +1,8 @@
 """One job as this process sees it: verify, check, import and install its plugins.
 
-For every plugin of a job, in load order: verify the tree against the JobSpec digest (one
-read of the bytes), check ``requires``, import the entrypoint from the verified snapshot,
+For every plugin of a job, in load order: verify the tree against the JobSpec digest (the
+launcher: one read of every byte; any other process: the listing, then each file's hash as
+it is read), check ``requires``, import the entrypoint from the verified snapshot,
 then call ``install(params)`` (eager) or register it (deferred). The launcher runs all of
 it up front (:meth:`Job.load_all`); any other Python process of the job runs it from the
 bootstrap (:meth:`Job.boot`, through :mod:`.process`), postponing a plugin that declares
@@ -23,9 +24,9 @@ import time
 from .. import __version__
 from . import deferred, patching
 from .attempts import attempt_number
-from .digest import verify_tree
+from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
-from .exits import run_or_exit
+from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .plan import Item, plan
@@ -61,26 +62,39 @@ class Job:
 
         Runs before any plugin is imported or installed, so a tampered or unsatisfiable
         plugin stops the job before another plugin's code has run. In the launcher, with
-        ``FORGE_TRUST`` set, the carried signatures are checked too (:mod:`.signatures`). The verified bytes are
-        kept (``item.contents``): the import later reads them, never the disk. Idempotent.
+        ``FORGE_TRUST`` set, the carried signatures are checked too (:mod:`.signatures`).
+
+        The launcher reads every file of every tree once and digests those bytes
+        (:func:`.digest.verify_tree`); the verified bytes are kept (``item.contents``) and
+        the import later reads them, never the disk. Every other process checks the
+        tree's listing and that the JobSpec's per-file hashes digest to its tree digest,
+        then hashes each file when it is first imported or read (:meth:`_check_files`),
+        so its start does not grow with the size of the plugin. Idempotent.
         """
         with self.lock:
             todo = [i for i in self.items if i.status in ("planned", "pending") and i.contents is None]
-            if not todo:
+            # A launcher that the bootstrap had already started as a worker checks the
+            # whole trees it only listed then: the launcher verifies every byte once.
+            relisted = [i for i in self.items if self.role == "launcher" and i.check == "files" and i not in todo]
+            if not todo and not relisted:
                 return
             try:
-                for item in todo:
+                for item in relisted + todo:
                     t0 = time.perf_counter()
                     entry = item.entry
                     try:
-                        contents = verify_tree(item.root, entry.digest, entry.files or None)
+                        if self.role != "launcher" and entry.files:
+                            contents = self._check_files(item)
+                        else:
+                            item.check = "tree"
+                            contents = verify_tree(item.root, entry.digest, entry.files or None)
                     except VerificationError as exc:
-                        where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
-                        raise LaunchFailure(VerificationError, item.ref, f"{item.ref}: verification failed in {where}/{entry.name}: {exc}") from None
+                        raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
                     finally:
                         item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
                     item.verified = True
-                    item.contents = contents
+                    if item in todo:
+                        item.contents = contents
                 if self.role == "launcher" and (os.environ.get("FORGE_TRUST") or os.environ.get("FORGE_REQUIRE_SIGNATURES")):
                     from .signatures import check_items  # brings cryptography
 
@@ -92,11 +106,35 @@ class Job:
                     finally:
                         item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
             except LaunchFailure as failure:
-                for item in todo:
+                for item in relisted + todo:
                     if item.ref == failure.plugin:
                         item.status = "failed"
                 self.failure = failure
                 raise
+
+    def _check_files(self, item: Item) -> HashedFiles:
+        """A process other than the launcher: listing and bound map now, each file's hash on use.
+
+        A file that does not match when it is read ends this process with the
+        verification exit code, whatever code was importing or reading it.
+        """
+        entry = item.entry
+        check_bound(entry.digest, entry.files)
+        check_listing(item.root, entry.files)
+
+        def mismatch(message: str) -> None:
+            item.status = "failed"
+            die(self, LaunchFailure(VerificationError, item.ref, self._verify_message(item, message)))
+
+        contents = HashedFiles(item.root, entry.files, on_mismatch=mismatch)
+        item.check = "files"
+        item.hashed = contents.hashed
+        return contents
+
+    @staticmethod
+    def _verify_message(item: Item, detail: str) -> str:
+        where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
+        return f"{item.ref}: verification failed in {where}/{item.entry.name}: {detail}"
 
     def activate(self, item: Item, trigger: str) -> None:
         """Import and install/register *item* (idempotent), every plugin verified first."""
@@ -144,6 +182,8 @@ class Job:
         self.finders.append(finder)
         try:
             module = importlib.import_module(module_name)
+        except VerificationError as exc:  # a file read during the import did not match
+            raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
         except (Exception, SystemExit) as exc:
             raise LaunchFailure(
                 PluginImportError, item.ref,

@@ -43,7 +43,8 @@ class PluginEntry(Record):
     """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in.
 
     Fields: name, version, digest, kind, load, entrypoint, owner (None for a built-in),
-    targets, requires, top_level, files (relpath -> sha256 hex, for mismatch reports), params,
+    targets, requires, top_level, files (relpath -> sha256 hex: mismatch reports, and the hashes a worker
+    checks each file against as it reads it), params,
     signature (the publisher's DSSE envelope as JSON text, None when the job carries none).
     """
 

@@ -44,6 +44,7 @@ example:
 """
 
 PREFIX = "plugin  : "
+WARNING = "warning : "
 _PHASE_WORDS = {
     "spec": "refused",
     "verify": "verification failed",
@@ -75,6 +76,22 @@ def plugin_line(item) -> str:
     if item.status == "failed":
         return f"{PREFIX}{ref} failed"
     return f"{PREFIX}{ref} {item.status}"
+
+
+def hiding_lines(ref: str) -> list[str]:
+    """A ``warning :`` line for each patch by plugin *ref* that hides another plugin's patch.
+
+    A replace puts its value above every earlier layer of the target, so what it hides
+    never runs and the settings it reads have no effect.
+    """
+    from . import patching
+
+    lines = []
+    for p in patching.patches():
+        message = patching.hiding_message(p.record()) if p.plugin == ref else None
+        if message:
+            lines.append(WARNING + message)
+    return lines
 
 
 def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "") -> None:
@@ -227,6 +244,8 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
             say(f"{PREFIX}{item.ref} failed ({_PHASE_WORDS.get(f.phase, f.phase)}, exit {f.code})")
         else:
             say(plugin_line(item))
+            for line in hiding_lines(item.ref):
+                say(line)
 
     if verify_only:
         return _verify_only(job, on_item)

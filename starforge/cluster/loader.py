@@ -1,9 +1,12 @@
 """Import a plugin from the bytes that were verified, never from the disk again.
 
 :class:`SnapshotFinder` sits on ``sys.meta_path`` ahead of the normal finders and answers
-only for the plugin's own top-level names, from the in-memory snapshot that
-:func:`.digest.verify_tree` returned. Nothing can change between the check and the
-use, and no bytecode is written into the plugin tree. A name below one of those top-level
+only for the plugin's own top-level names, from the snapshot of the verified tree: in the
+launcher the bytes :func:`.digest.verify_tree` read and digested; in any other process a
+:class:`.digest.HashedFiles`, which reads a file when it is first imported (or read through
+:meth:`SnapshotLoader.get_data` or ``importlib.resources``) and hashes those very bytes against the JobSpec's
+per-file hash before they are compiled or returned. Nothing can change between the check
+and the use, and no bytecode is written into the plugin tree. A name below one of those top-level
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
 
@@ -64,6 +67,14 @@ class SnapshotLoader:
             return compile("", f"<namespace {fullname}>", "exec", dont_inherit=True)
         return compile(self.contents[rel], self._path(rel), "exec", dont_inherit=True)
 
+    def get_resource_reader(self, fullname: str):
+        """Resources of a package (``importlib.resources.files(pkg)``), from the snapshot."""
+        rel, is_package = self.modules.get(fullname, (None, False))
+        if not is_package:
+            return None
+        prefix = rel.rpartition("/")[0] if rel else fullname.replace(".", "/")
+        return SnapshotResources(self.contents, prefix + "/" if prefix else "")
+
     def get_data(self, path: str) -> bytes:
         """Bytes of a file of the plugin, from the snapshot (``importlib.resources``, ``pkgutil``)."""
         rel = os.path.relpath(os.path.abspath(path), self.root)
@@ -71,6 +82,37 @@ class SnapshotLoader:
         if rel in self.contents:
             return self.contents[rel]
         raise FileNotFoundError(f"{path}: not part of the verified plugin tree")
+
+
+class SnapshotResources:
+    """``importlib.resources`` for a package of the snapshot: the files below its directory,
+    read through the snapshot (hashed there in a worker), never through a disk path."""
+
+    def __init__(self, contents: Mapping[str, bytes], prefix: str) -> None:
+        self._snapshot = contents  # not "files": importlib.resources takes a reader with files() as traversable
+        self.prefix = prefix  # the package directory's relative path and "/", or ""
+
+    def open_resource(self, resource: str):
+        import io
+
+        rel = self.prefix + resource
+        if rel not in self._snapshot:
+            raise FileNotFoundError(f"{resource}: not part of the verified plugin tree")
+        return io.BytesIO(self._snapshot[rel])
+
+    def resource_path(self, resource: str) -> str:
+        # No path: a reader of the path would read the disk, not the checked bytes.
+        raise FileNotFoundError(f"{resource}: plugin resources are read through the snapshot only")
+
+    def is_resource(self, name: str) -> bool:
+        return (self.prefix + name) in self._snapshot
+
+    def contents(self):
+        names = set()
+        for rel in self._snapshot:
+            if rel.startswith(self.prefix):
+                names.add(rel[len(self.prefix):].partition("/")[0])
+        return iter(sorted(names))
 
 
 class SnapshotFinder:

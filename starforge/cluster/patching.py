@@ -161,6 +161,8 @@ class Patch:
 
     ``status`` is ``pending`` (waiting for the target module's import), ``applied``,
     ``undone`` or ``failed``. ``aliases`` lists the ``module.name`` bindings rebound.
+    ``hides`` (a replace only): the other plugins' patches of the same target it hides,
+    each ``{"plugin", "mode", "function"}`` (see :func:`_hidden_by`).
     """
 
     def __init__(self, target: Target, fn: Any, mode: str, plugin: str | None, *,
@@ -180,6 +182,7 @@ class Patch:
         self.registered_at = time.time()
         self.applied_at: float | None = None
         self.undone_at: float | None = None
+        self.hides: list[dict] = []
         self._target = target
         self._key = (self.target, plugin, mode, _same_definition(fn))
         self._slot: _Slot | None = None
@@ -209,6 +212,7 @@ class Patch:
             "applied_at": utc_millis(self.applied_at),
             "undone_at": utc_millis(self.undone_at),
             "error": self.error,
+            "hides": [dict(h) for h in self.hides],
         }
 
     def __repr__(self) -> str:
@@ -367,6 +371,7 @@ def patch(target: str | Target, fn: Any, *, wrap: bool = True, rebind_aliases: b
         existing = _take_over(p._key, fn)
         if existing is not None:
             return existing
+        p.hides = _hidden_by(p)
         if when_imported and not _imported(t.module):
             p.status = "pending"
             _history.append(p)
@@ -380,6 +385,7 @@ def patch(target: str | Target, fn: Any, *, wrap: bool = True, rebind_aliases: b
         existing = _take_over(p._key, fn)  # another thread may have applied it meanwhile
         if existing is not None:
             return existing
+        p.hides = _hidden_by(p)
         _history.append(p)
         _apply(p, module)
         _live[p._key] = p
@@ -404,6 +410,46 @@ def replace(target: str | Target, value: Any, **options: Any) -> Patch:
     return patch(target, value, wrap=False, **options)
 
 
+def _hidden_by(p: Patch) -> list[dict]:
+    """The other plugins' live patches of *p*'s target that *p* hides, oldest first.
+
+    Only a replace hides: it puts its value above every earlier layer, so the wrappers and
+    values below it never run again (and whatever settings they read have no effect). A
+    layer already hidden by an earlier replace is not counted again, and a plugin's own
+    earlier patches are its own business. Patches waiting for their module's import count
+    in the order they were made, the order they will be applied in. Each entry is
+    ``{"plugin", "mode", "function"}``.
+    """
+    if p.mode != "replace":
+        return []
+    with _lock:
+        below = [q for q in _history if q is not p and q.target == p.target and q.status in ("pending", "applied")]
+    for i in range(len(below) - 1, -1, -1):
+        if below[i].mode == "replace":
+            below = below[i:]
+            break
+    return [
+        {"plugin": q.plugin, "mode": q.mode, "function": _identity(q.fn)}
+        for q in below
+        if q.plugin != p.plugin
+    ]
+
+
+def hiding_message(record: dict) -> str | None:
+    """What a patch record's ``hides`` means, in one line; None when it hides nothing.
+
+    >>> hiding_message({"plugin": "b/dr-grpo@2.0.0", "target": "m:f", "hides": [{"plugin": "a/opsd@1.2.0", "mode": "wrap"}]})
+    "b/dr-grpo@2.0.0 replaces m:f, hiding a/opsd@1.2.0's wrap of it (it never runs, so its settings have no effect there)"
+    """
+    hides = [h for h in record.get("hides") or () if isinstance(h, dict)]
+    if not hides:
+        return None
+    hidden = " and ".join(f"{h.get('plugin') or 'an unattributed patch'}'s {h.get('mode')}" for h in hides)
+    them = "it never runs, so its" if len(hides) == 1 else "they never run, so their"
+    who = record.get("plugin") or "an unattributed patch"
+    return f"{who} replaces {record.get('target')}, hiding {hidden} of it ({them} settings have no effect there)"
+
+
 def patches() -> tuple:
     """Every :class:`Patch` made in this process, in the order they were made."""
     with _lock:
@@ -414,7 +460,7 @@ def records() -> list:
     """Every patch made in this process as JSON-able dicts, in order (for provenance).
 
     Keys: target, plugin, mode, function, status (pending|applied|undone|failed), layer,
-    when_imported, aliases, reinstalled, registered_at, applied_at, undone_at, error.
+    when_imported, aliases, reinstalled, registered_at, applied_at, undone_at, error, hides.
     """
     with _lock:
         return [p.record() for p in _history]

@@ -16,7 +16,8 @@ from .jobspec import JobSpec, PluginEntry
 class Item:
     """One plugin of the job as this process sees it (a plain class: cheap to define)."""
 
-    __slots__ = ("entry", "builtin", "root", "status", "shadowed_by", "verified", "trigger", "seconds", "contents")
+    __slots__ = ("entry", "builtin", "root", "status", "shadowed_by", "verified", "trigger", "seconds", "contents",
+                 "check", "hashed")
 
     def __init__(self, entry: PluginEntry, builtin: bool, root: str) -> None:
         self.entry = entry
@@ -28,6 +29,8 @@ class Item:
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
         self.seconds: float | None = None
         self.contents: dict | None = None  # the verified snapshot, until it is imported
+        self.check: str | None = None  # "tree": every file read and digested; "files": listing + per-file hashes
+        self.hashed: list[str] | None = None  # with check "files": the files read and hashed so far
 
     @property
     def ref(self) -> str:
@@ -52,6 +55,10 @@ class Item:
             rec["shadowed_by"] = self.shadowed_by
         if self.seconds is not None:
             rec["seconds"] = round(self.seconds, 6)
+        if self.check is not None:
+            rec["check"] = self.check
+        if self.hashed is not None:
+            rec["hashed_files"] = list(self.hashed)
         return rec
 
 

@@ -151,7 +151,8 @@ def summarize(job_dir: str) -> dict:
     "plugins": {ref: {...}}, "patches": [...]}``; per plugin: its digest, source, load,
     and how many processes verified, loaded, registered, installed it later, skipped or
     shadowed it, left it pending (no target imported), left it alone (another interpreter
-    than the job's Python) or failed on it.
+    than the job's Python) or failed on it; per patch, the other plugins' patches of its
+    target it hides (a replace: ``hides``).
     """
     records = read_records(job_dir)
     plugins: dict[str, dict] = {}
@@ -193,8 +194,9 @@ def summarize(job_dir: str) -> dict:
             if not isinstance(patch, dict):
                 continue
             key = tuple(str(patch.get(k)) for k in _PATCH_KEY)
-            entry = patches.setdefault(key, {**{k: patch.get(k) for k in _PATCH_KEY}, "processes": 0})
+            entry = patches.setdefault(key, {**{k: patch.get(k) for k in _PATCH_KEY}, "hides": [], "processes": 0})
             entry["processes"] += 1
+            entry["hides"] = entry["hides"] or list(patch.get("hides") or [])
     return {
         "processes": len(records),
         "attempts": sorted({r.get("attempt", 0) for r in records}),

@@ -166,8 +166,10 @@ def set_plugins_text(text: str, new_items: list, *, replace_index: int | None = 
                 lines[insert_at - 1] += eol
             lines.insert(insert_at, new_line)
             return "".join(lines)
+        assert found.key_line is not None and found.end_line is not None  # a list that is there has both
         key = bare[found.key_line]
         m = _KEY_RE.match(key)
+        assert m is not None  # _find matched this line with _KEY_RE
         head = key[: m.start("rest")]
         if found.style == "flow":
             last = bare[found.end_line]
@@ -184,6 +186,7 @@ def set_plugins_text(text: str, new_items: list, *, replace_index: int | None = 
     if len(new_items) == len(old) + 1 and new_items[:-1] == old:
         last = found.item_lines[-1]
         im = _ITEM_RE.match(bare[last])
+        assert im is not None  # _find matched this line with _ITEM_RE
         new_line = f"{im.group('indent')}-{im.group('sp')}{_quote(new_items[-1], False)}"
         ending = eol
         if not lines[last].endswith(("\n", "\r")):
@@ -194,6 +197,7 @@ def set_plugins_text(text: str, new_items: list, *, replace_index: int | None = 
     if len(new_items) == len(old) and replace_index is not None:
         k = found.item_lines[replace_index]
         im = _ITEM_RE.match(bare[k])
+        assert im is not None  # _find matched this line with _ITEM_RE
         ending = lines[k][len(bare[k]) :]
         lines[k] = f"{im.group('indent')}-{im.group('sp')}{_quote(new_items[replace_index], False)}{im.group('comment') or ''}{ending}"
         return "".join(lines)

@@ -26,10 +26,10 @@ from ..manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
     ENVIRONMENT_NOTE,
+    SCHEMA,
     LoadedPlugin,
     LockEntry,
     LockFile,
-    SCHEMA,
     check_conflicts,
     read_lock,
     stale_reasons,
@@ -84,15 +84,17 @@ def load_builtins(exp: Experiment) -> list:
                 + "; or remove it from recipe.plugins",
             )
         report = require_valid(root)
-        if report.manifest.name != name:
+        manifest = report.manifest
+        assert manifest is not None and report.digest is not None  # require_valid raised otherwise
+        if manifest.name != name:
             raise LockError(
-                f"{root}/plugin.yaml: name '{report.manifest.name}' does not match its directory common/algorithms/{name}/"
+                f"{root}/plugin.yaml: name '{manifest.name}' does not match its directory common/algorithms/{name}/"
             )
         out.append(
             Builtin(
                 name=name,
                 root=root,
-                manifest=report.manifest,
+                manifest=manifest,
                 files=tuple(report.files),
                 top_level=tuple(report.top_level),
                 digest=report.digest,
@@ -202,6 +204,7 @@ def resolve_lock(
         # as cargo, npm and uv do; one that still admits it keeps it
         request_changed = before is not None and before.owner == req.owner and not _admits(req, before.version)
         if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
+            assert previous is not None  # before came from it
             info = _get_locked(registry, before, previous.registry)
             if info.tree_digest != before.digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
@@ -219,12 +222,12 @@ def resolve_lock(
         verdicts[req.name] = verify_published(registry, info, trust, require=require_signatures)
         facts = signature_facts(registry, info)
         same_version = before is not None and before.owner == req.owner and before.version == info.version
-        if same_version and before.signed and before.signature.get("envelope_digest"):
+        if before is not None and same_version and before.signed and (before.signature or {}).get("envelope_digest"):
             # the same version keeps what the lock recorded: a mirror may carry no envelope or
             # re-serialize it (an owner with trusted keys was verified above either way)
             facts = before.signature
         entry = entry_from_published(info, req.request, facts)
-        if same_version:
+        if before is not None and same_version:
             # a mirror may serve another archive of the same files: the tree digest is the identity
             entry = replace(entry, artifact_digest=before.artifact_digest)
         if entry.name != req.name:

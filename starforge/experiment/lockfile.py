@@ -38,8 +38,8 @@ from typing import Any, Iterable, Mapping
 
 from ..cluster import atomic
 from ..cluster.digest import is_digest
-from ..errors import LockError
 from ..cluster.jobspec import PluginEntry
+from ..errors import LockError
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
 SCHEMA = "forge/lock/v2"

@@ -29,19 +29,23 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..cluster.digest import file_map, tree_digest
 from ..cluster.environment import prepare_runtime
-from ..directories import PRIVATE, dir_mode, make_dirs
-from ..errors import BackendError, VerificationError
 from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
 from ..cluster.readonly import make_read_only
 from ..cluster.utctime import TIMESTAMP
+from ..directories import PRIVATE, dir_mode, make_dirs
+from ..errors import BackendError, VerificationError
 from .config import Experiment
 from .lock import Builtin, fresh_lock, load_builtins, published_version
 from .lockfile import LockFile, check_conflicts
 from .overrides import build_hyperparams, declared_params
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Never copied into recipe/: tool debris, VCS data, virtualenvs, and the experiment's own
 # .forge/ (where local jobs are staged).
@@ -184,9 +188,9 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     the cache (:func:`starforge.registry.cache.cached_signature`) is verified against the
     trust file instead. The others need no registry, so they still stage offline.
     """
+    from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..errors import RegistryError
     from ..registry.cache import cached_signature
-    from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
 
     trust = trust if trust is not None else load_trust()
@@ -249,7 +253,8 @@ def with_signatures(spec: JobSpec, envelopes: dict) -> JobSpec:
         return PluginEntry(*(envelopes[p.name] if f == "signature" else getattr(p, f) for f in p._fields))
 
     plugins = tuple(signed(p) for p in spec.plugins)
-    return JobSpec(*(plugins if f == "plugins" else getattr(spec, f) for f in spec._fields))
+    values: list[Any] = [plugins if f == "plugins" else getattr(spec, f) for f in spec._fields]
+    return JobSpec(*values)
 
 
 SIGNATURE_UNCHECKED = (
@@ -349,4 +354,4 @@ def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None)
     """Read forge.yaml in *directory* and plan its job (what ``forge submit`` starts with)."""
     from .config import load_experiment
 
-    return plan_job(load_experiment(directory), sets, backend=backend)
+    return plan_job(load_experiment(Path(directory)), sets, backend=backend)

@@ -12,16 +12,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .stage import JobPlan, load_plan, remove_tree, stage_job
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..backends.jobrecord import JobRecord
 
 
 @dataclass(frozen=True)
 class Submission:
     plan: JobPlan
     job_dir: Path | None  # None for a dry run
-    record: object | None  # JobRecord; None for a dry run
-    backend: object | None
+    record: JobRecord | None  # None for a dry run
+    backend: Backend | None
 
     @property
     def spec(self):

@@ -156,7 +156,7 @@ def plugin_parts(data: dict, where: str) -> tuple[str, dict, dict]:
     tree = annotations.get(ANN_TREE_DIGEST)
     layers = [d for d in data.get("layers") or [] if isinstance(d, dict) and d.get("mediaType") == LAYER_TYPE]
     config_desc = data.get("config") or {}
-    if not is_digest(tree) or len(layers) != 1 or config_desc.get("mediaType") != CONFIG_TYPE:
+    if not isinstance(tree, str) or not is_digest(tree) or len(layers) != 1 or config_desc.get("mediaType") != CONFIG_TYPE:
         raise RegistryError(f"{where}: malformed plugin artifact (tree digest, config or layer missing)")
     return tree, config_desc, layers[0]
 
@@ -189,7 +189,7 @@ def plugin_version(asked: tuple[str, str, str], data: dict, config_raw: bytes, w
     return PublishedVersion(
         owner=owner,
         name=name,
-        version=config.get("version") or annotations.get(ANN_VERSION),
+        version=config.get("version") or annotations.get(ANN_VERSION) or version,
         tree_digest=tree,
         artifact_digest=layer["digest"],
         manifest=manifest,

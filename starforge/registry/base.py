@@ -18,7 +18,6 @@ from typing import Callable
 from ..errors import UsageError
 from ..manifest import NAME_MAX, NAME_RE
 
-
 Progress = Callable[[int, int], None]  # (bytes done, bytes total); total 0 when unknown
 
 
@@ -39,14 +38,14 @@ def parse_ref(text: str) -> Ref:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    base, _, spec = text.strip().partition("@")
+    base, _, written = text.strip().partition("@")
     owner, slash, name = base.partition("/")
     if not slash:
         raise UsageError(f"'{text}' is not a plugin reference", hint="write owner/name, owner/name@1.2.0 or owner/name@~=1.2")
     for part, what in ((owner, "owner"), (name, "name")):
         if not NAME_RE.match(part) or len(part) > NAME_MAX:
             raise UsageError(f"'{text}': '{part}' is not a valid {what}", hint="lowercase letters, digits and single dashes")
-    spec = spec.strip() or None
+    spec = written.strip() or None
     if spec is not None:
         try:
             Version(spec)

@@ -34,8 +34,8 @@ import tempfile
 from pathlib import Path
 
 from ..cluster import atomic
-from ..directories import make_dirs
 from ..cluster.digest import diff_maps, digest_of_map, hash_file
+from ..directories import make_dirs
 from ..errors import ArchiveError, RegistryError, UsageError
 from .base import PublishedVersion, Registry
 from .progress import transfer_progress

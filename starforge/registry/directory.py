@@ -27,12 +27,12 @@ from pathlib import Path
 
 from ..cluster import atomic
 from ..cluster.digest import hash_file
+from ..cluster.utctime import utc_now
 from ..directories import SHARED, make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from ..cluster.utctime import utc_now
-from .base import check_identity, Progress, PublishedVersion, PublishResult, Registry
+from .base import Progress, PublishedVersion, PublishResult, Registry, check_identity
 
 MARKER = "forge-registry.json"
 SCHEMA = "forge/registry/v1"
@@ -187,7 +187,7 @@ class DirectoryRegistry(Registry):
                         hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
                     )
                 attached = signature is not None and not existing.signed
-                if attached:
+                if signature is not None and attached:
                     atomic.write_file(plugin_dir / f"{stored}{SIG_SUFFIX}", signature, fsync=True)
                     existing = self._read_entry(info.owner, info.name, stored)
                 return PublishResult(version=existing, created=False, signature_attached=attached)

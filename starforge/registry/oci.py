@@ -39,7 +39,6 @@ from ..cluster.digest import digest_of_map, is_digest
 from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..manifest import NAME_MAX, NAME_RE, canonical_version
-from .base import Progress, PublishedVersion, PublishResult, Registry
 from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     ANN_TREE_DIGEST,
     ARTIFACT_TYPE,
@@ -55,6 +54,7 @@ from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     referrers_tag,
     signature_artifact,
 )
+from .base import Progress, PublishedVersion, PublishResult, Registry
 from .oci_client import (
     EMPTY_JSON,
     OCI_INDEX,
@@ -243,7 +243,7 @@ class OciRegistry(Registry):
             raise ImmutableVersionError(
                 f"{info.ref} now holds tree digest {tree}, not {info.tree_digest}",
                 hint="the tag was moved in the registry; enable tag immutability there and republish as a new version")
-        layer = next((d for d in data.get("layers") or [] if d.get("mediaType") == LAYER_TYPE), {})
+        layer: dict = next((d for d in data.get("layers") or [] if d.get("mediaType") == LAYER_TYPE), {})
         return got, int(layer.get("size", 0))
 
     # -- signatures ---------------------------------------------------------------------------
@@ -286,6 +286,7 @@ class OciRegistry(Registry):
         rounds = self.client.retries + 2
         for round_ in range(rounds):
             current = self.client.get_manifest(repo, tag, accept=(OCI_INDEX,))
+            index: dict
             if current is None:
                 index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}
             else:
@@ -390,7 +391,7 @@ class OciRegistry(Registry):
                 hint="published versions are immutable: bump the version in plugin.yaml")
         repo = self.repository(info.owner, info.name)
         attached = signature is not None and not self._signatures(repo, got.digest)
-        if attached:
+        if signature is not None and attached:
             # Same content, first signature: adding a referrer does not change the version.
             subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
             self._attach_signature(repo, subject, signature, ref)

@@ -24,7 +24,8 @@ def transfer_progress(description: str, total: int, stream: IO | None = None) ->
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TextColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, TextColumn, TransferSpeedColumn
+    from rich.progress import Progress as Bar
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Bar(*columns, console=Console(file=stream), transient=True) as bar:

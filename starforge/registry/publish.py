@@ -16,7 +16,6 @@ from ..errors import UsageError
 from ..manifest import NAME_MAX, NAME_RE
 from .base import Progress, PublishedVersion, PublishResult, Registry
 
-
 PUBLISH_PREFIX = "forge-publish-"
 
 
@@ -31,7 +30,7 @@ def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0
     from ..cluster.atomic import process_alive
 
     root = tmp_root or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:
@@ -104,6 +103,7 @@ def publish_plugin(
     root = Path(root)
     report = require_valid(root)
     manifest = report.manifest
+    assert manifest is not None  # require_valid raised otherwise
     from ..authoring.pack import refuse_own_archives
 
     refuse_own_archives(root, manifest.name, report.files)

@@ -294,6 +294,27 @@ def test_refuses_too_many_bytes(tmp_path):
     assert plugin_files(tmp_path, max_bytes=1100) == ["a.bin", "b.bin"]
 
 
+def test_default_limits_are_16_mib_and_1000_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("FORGE_MAX_PLUGIN_FILES", raising=False)
+    monkeypatch.delenv("FORGE_MAX_PLUGIN_BYTES", raising=False)
+    many = tmp_path / "many"
+    tree(many, *[f"m{i}.py" for i in range(1000)])
+    assert len(plugin_files(many)) == 1000
+    write(many, "one_more.py", b"")
+    with pytest.raises(CheckError, match="more than 1000 files to pack") as err:
+        plugin_files(many)
+    assert "FORGE_MAX_PLUGIN_FILES" in err.value.hint
+    big = tmp_path / "big"
+    big.mkdir()
+    with open(big / "weights.bin", "wb") as f:
+        f.truncate(16 * 2**20)
+    assert plugin_files(big) == ["weights.bin"]
+    write(big, "x.py", b"x")
+    with pytest.raises(CheckError, match="exceed 16 MiB, the limit per plugin") as err:
+        plugin_files(big)
+    assert "FORGE_MAX_PLUGIN_BYTES" in err.value.hint
+
+
 def test_limits_come_from_the_environment(tmp_path, monkeypatch):
     tree(tmp_path, "a.py", "b.py", "c.py")
     monkeypatch.setenv("FORGE_MAX_PLUGIN_FILES", "2")

@@ -99,7 +99,7 @@ def test_rm_deletes_records_and_job_directories_but_refuses_a_live_job(jobs, tmp
 def test_prune_deletes_ended_jobs_older_than_the_age(jobs):
     add(jobs, "old-1", created="2020-01-01T00:00:00Z")
     add(jobs, "old-running", created="2020-01-01T00:00:00Z", status="running")
-    from starforge.utctime import utc_now
+    from starforge.cluster.utctime import utc_now
 
     add(jobs, "new-1", created=utc_now())
     dry = forge("jobs", "prune", "--older-than", "7d", "--dry-run")

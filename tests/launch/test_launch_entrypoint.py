@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from launch_jobs import deferred_plugin, demo_plugin
 

@@ -43,6 +43,46 @@ def test_setup_bootstraps_from_the_working_directory_and_chains(builder):
     assert rec["role"] == "worker" and rec["plugins"][0]["trigger"] == "ray-setup-hook"
 
 
+def ray_worker(job, code: str) -> subprocess.CompletedProcess:
+    """A process started as Ray starts a worker: cwd the job directory, the hook alone."""
+    env = bootstrap_env(job.dir, relative=True)
+    del env["PYTHONPATH"]
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+    full.update(env)
+    full["PYTHONPATH"] = "recipe"
+    code = "from starforge.cluster import ray_hook; ray_hook.setup(); " + code
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, cwd=str(job.dir))
+
+
+def test_setup_hook_checks_listing_and_hashes_what_the_worker_runs(builder):
+    plugin = demo_plugin()
+    plugin["files"] = dict(plugin["files"], **{"demo_extra.py": "X = 1\n", "weights.bin": "w" * (1 << 20)})
+    job = builder.job(plugins=[plugin])
+    out = ray_worker(job, "from app import algo; print(algo.compute(1))")
+    assert out.returncode == 0, out.stderr
+    (rec,) = job.records()
+    assert rec["plugins"][0]["check"] == "files"
+    assert rec["plugins"][0]["hashed_files"] == ["demo_patch.py"]  # not weights.bin, not demo_extra.py
+
+
+@pytest.mark.parametrize(
+    "rel, text, needle",
+    [
+        ("forge_plugins/demo-patch/demo_patch.py", "def install(params):\n    print('evil')\n", "changed: demo_patch.py"),
+        ("forge_plugins/demo-patch/__pycache__/demo_patch.cpython-311.pyc", "planted", "added: __pycache__/demo_patch.cpython-311.pyc"),
+    ],
+)
+def test_setup_hook_stops_a_ray_worker_on_a_changed_tree(builder, rel, text, needle):
+    job = builder.job(plugins=[demo_plugin()])
+    job.tamper(rel, text)
+    out = ray_worker(job, "print('worker ran')")
+    assert out.returncode == 10
+    assert "worker ran" not in out.stdout and "evil" not in out.stdout
+    assert needle in out.stderr
+    (rec,) = job.records()
+    assert rec["failure"]["phase"] == "verify" and rec["failure"]["plugin"] == "alice/demo-patch@1.0.0"
+
+
 def test_chain_runtime_env_moves_the_entrypoint_hook_behind_ours():
     environ = {"FORGE_JOBSPEC": "/j/jobspec.json", "PYTHONPATH": "/j/.forge-runtime/bootstrap", "HOME": "/root"}
     chained = chain_runtime_env({"worker_process_setup_hook": "mylib.setup", "env_vars": {"A": "1"}}, environ)

@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from launch_jobs import deferred_plugin, demo_plugin
 
@@ -28,6 +26,11 @@ print("child exit", child.returncode)
 print("child out", repr(child.stdout))
 sys.stderr.write(child.stderr)
 """
+
+# A file planted in the tree after the launcher verified it: the worker's listing check.
+PLANT_THEN_START_WORKER = TAMPER_THEN_START_WORKER.replace(
+    'with open(path, "a") as f:', 'with open(os.path.join(os.path.dirname(path), "extra.py"), "w") as f:'
+)
 
 
 def workers(job) -> list:
@@ -266,8 +269,9 @@ def test_worker_verifies_every_plugin_before_installing_any(builder, tmp_path):
         "name": "first",
         "files": {"first.py": f"def install(params):\n    open({str(marker)!r}, 'a').write('installed\\n')\n"},
     }
-    # demo-patch waits for its target: the worker still verifies it before installing 'first'.
-    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=TAMPER_THEN_START_WORKER)
+    # demo-patch waits for its target: the worker still checks its listing before
+    # installing 'first' (a file's bytes are hashed when the file is imported or read).
+    job = builder.job(plugins=[first, demo_plugin(targets=["app.algo"])], trainer=PLANT_THEN_START_WORKER)
     result = job.launch()
     assert result.returncode == 0, result.stderr
     assert "child exit 10" in result.stdout
@@ -275,3 +279,21 @@ def test_worker_verifies_every_plugin_before_installing_any(builder, tmp_path):
     assert marker.read_text() == "installed\n"
     (rec,) = workers(job)
     assert rec["failure"]["code"] == 10 and rec["failure"]["plugin"] == "alice/demo-patch@1.0.0"
+
+
+def test_launcher_started_inside_the_job_environment_still_verifies_whole_trees(builder):
+    """Booted as a worker first (listing only), the launcher still reads every byte."""
+    plugin = demo_plugin()
+    plugin["files"] = dict(plugin["files"], **{"table.txt": "rows\n"})
+    job = builder.job(plugins=[plugin])
+    from starforge.launch import bootstrap_env
+
+    env = bootstrap_env(job.dir)
+    job.tamper("forge_plugins/demo-patch/table.txt", "other rows\n")  # never imported or read
+    result = job.launch(env=env)
+    assert result.returncode == 10, result.stderr
+    assert job.plugin_lines(result) == ["plugin  : alice/demo-patch@1.0.0 failed (verification failed, exit 10)"]
+    assert "changed: table.txt" in result.stderr
+    assert job.status()["phase"] == "verify"
+    (rec,) = job.records()
+    assert rec["role"] == "launcher" and rec["plugins"][0]["check"] == "tree"

@@ -18,6 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+# The plugin builders' fixtures, for every test in this folder (a conftest is where pytest looks).
+from plugin_builders import forge_home, make_version  # noqa: F401
+
 REGISTRY_BIN = "docker-registry"
 
 

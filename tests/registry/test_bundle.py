@@ -429,7 +429,7 @@ def test_push_refuses_a_tampered_bundle_and_data_prep_plugins_writing_nothing(fa
     far.forge("plugin", "publish", write_plugin(tmp_path / "prep", "shard-data", kind="data-prep"), "--registry", prep_reg.root)
     info = prep_reg.get(OWNER, "shard-data", "1.0.0")
     archive = prep_reg.root / "blobs" / "sha256" / info.artifact_digest.partition(":")[2]
-    lock = LockFile(plugins=(entry_from_published(info, "alice/shard-data@1.0.0", "unsigned"),), registry=str(prep_reg.root))
+    lock = LockFile(plugins=(entry_from_published(info, "alice/shard-data@1.0.0", None),), registry=str(prep_reg.root))
     write_bundle(tmp_path / "prep.tar", lock.to_json().encode(), [(info, archive, None)])
     far.forge("bundle", "verify", tmp_path / "prep.tar")
     refused = far.forge("bundle", "push", tmp_path / "prep.tar", "--registry", far_reg, ok=False)
@@ -457,7 +457,7 @@ def test_a_version_signed_after_locking_shows_in_the_lock_and_the_bundle(near, l
     near.forge("key", "generate")
     near.forge("plugin", "publish", tmp_path / "src" / "opsd-patch", "--registry", registry, "--sign")
     relocked = near.forge("lock", exp)
-    assert "alice/opsd-patch@1.0.0: signature is now sha256:" in relocked.stdout
+    assert "alice/opsd-patch@1.0.0: signature recorded (sha256:" in relocked.stdout
     entry = json.loads((exp / "plugins.lock.json").read_text())["plugins"][0]
     near.forge("bundle", "create", exp, "-o", tmp_path / "after.tar")
     assert (tmp_path / "after.tar").read_bytes() != (tmp_path / "before.tar").read_bytes()

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from plugin_builders import forge_home, make_version  # noqa: F401  (fixtures)
 
 from starforge.errors import ArchiveError, RegistryError, UsageError
 from starforge.registry.cache import cached_path, fetch, materialize

@@ -12,8 +12,6 @@ import time
 
 import pytest
 
-from plugin_builders import forge_home, make_version  # noqa: F401  (fixtures)
-
 from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError
 from starforge.registry import open_registry
 from starforge.registry.directory import DirectoryRegistry

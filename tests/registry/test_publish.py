@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import forge_home, write_plugin  # noqa: F401  (fixtures)
+from plugin_builders import write_plugin
 
 from starforge.cluster.digest import tree_digest
 from starforge.errors import CheckError, ImmutableVersionError, UsageError

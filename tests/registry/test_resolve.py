@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import forge_home, make_version  # noqa: F401  (fixtures)
 
 from starforge.errors import NotFoundError, UsageError
 from starforge.registry.directory import DirectoryRegistry
