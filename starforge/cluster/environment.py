@@ -55,7 +55,8 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     runs from the job's zip already (then it is what runs, and stays).
     """
     paths = runtime_paths(job_dir)
-    os.makedirs(paths["bootstrap"], exist_ok=True)
+    for folder in (paths["dir"], paths["bootstrap"]):  # never writable by others, whatever the umask
+        os.makedirs(folder, mode=0o755, exist_ok=True)
     _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
     if not running_from(paths["zip"]):
         write_runtime_zip(paths["zip"])

@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from . import deferred, patching
@@ -33,6 +34,10 @@ from .plan import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
 from .requires import check_requires
 from .utctime import utc_millis
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 
 class Job:
@@ -82,6 +87,7 @@ class Job:
                 for item in relisted + todo:
                     t0 = time.perf_counter()
                     entry = item.entry
+                    contents: Mapping[str, bytes]
                     try:
                         if self.role != "launcher" and entry.files:
                             contents = self._check_files(item)
@@ -170,7 +176,7 @@ class Job:
             finally:
                 item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
 
-    def _import(self, item: Item, contents: dict):
+    def _import(self, item: Item, contents: Mapping[str, bytes]):
         from .loader import SnapshotFinder
 
         entry = item.entry

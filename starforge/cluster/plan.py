@@ -8,9 +8,13 @@ loaded / registered / pending / failed ...). Standard library only.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .errors import LaunchFailure, SpecError
 from .jobspec import JobSpec, PluginEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 class Item:
@@ -28,7 +32,7 @@ class Item:
         self.verified = False
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
         self.seconds: float | None = None
-        self.contents: dict | None = None  # the verified snapshot, until it is imported
+        self.contents: Mapping[str, bytes] | None = None  # the verified snapshot, until it is imported
         self.check: str | None = None  # "tree": every file read and digested; "files": listing + per-file hashes
         self.hashed: list[str] | None = None  # with check "files": the files read and hashed so far
 
