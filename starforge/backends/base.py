@@ -196,6 +196,25 @@ def _read_from(path: Path, offset: int) -> bytes:
         return b""
 
 
+# How every backend starts a job on its node (SPEC §14): any ``python3`` runs the job's
+# runtime zip, whose entry resolves the job's Python there and re-executes the launcher
+# under it. The paths are relative to the job directory.
+NODE_ENTRY = (".forge-runtime/starforge-runtime.zip", "--spec", "jobspec.json")
+
+
+def node_entry(python: str, job_dir: str | os.PathLike = "") -> list[str]:
+    """``[python, <job>/.forge-runtime/starforge-runtime.zip, --spec, <job>/jobspec.json]``.
+
+    *python* is the backend's default interpreter (the entry only starts under it);
+    with an empty *job_dir* the paths stay relative, for a backend that runs in the job
+    directory (Ray's working_dir).
+    """
+    zip_path, flag, spec = NODE_ENTRY
+    if job_dir:
+        zip_path, spec = os.path.join(job_dir, zip_path), os.path.join(job_dir, spec)
+    return [python, zip_path, flag, spec]
+
+
 def exit_status(returncode: int) -> int:
     """A subprocess return code as a shell reports it (killed by signal N -> 128 + N)."""
     return 128 - returncode if returncode < 0 else returncode

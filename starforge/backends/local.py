@@ -4,7 +4,8 @@ The job directory is staged under the experiment (``<experiment>/.forge/jobs/<id
 ``submit`` starts a small supervising process in its own session
 (``python -m starforge.backends.local --supervise STORE ID``), which
 
-1. starts ``python -m starforge.launch --spec <job dir>/jobspec.json`` in a new process
+1. starts ``python .forge-runtime/starforge-runtime.zip --spec <job dir>/jobspec.json``
+   (the interpreter running forge is the job's default Python: SPEC §14) in a new process
    group (and session) with the job directory as working directory, its stdout and
    stderr going to ``<job dir>/log.txt``;
 2. records status ``running`` and the launcher's pid (= its process group id);
@@ -34,7 +35,7 @@ from typing import Iterator
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError
-from .base import Backend, JobRecord, exit_status, follow_file, pid_alive
+from .base import Backend, JobRecord, exit_status, follow_file, node_entry, pid_alive
 from .store import JobStore
 
 LOG_NAME = "log.txt"
@@ -197,7 +198,7 @@ def supervise(store_root: str, job_id: str) -> int:
         with _open_log(job_dir, buffering=0) as log:
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "starforge.launch", "--spec", str(job_dir / "jobspec.json")],
+                    node_entry(sys.executable, str(job_dir)),
                     cwd=job_dir,
                     stdin=subprocess.DEVNULL,
                     stdout=log,

@@ -39,21 +39,26 @@ from typing import Any, Iterator, Mapping
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
-from .base import LIVE, Backend, JobRecord, refuse_unknown_settings
+from .base import LIVE, Backend, JobRecord, node_entry, refuse_unknown_settings
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
-SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources")
+SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "python")
 
 
 def launcher_command() -> str:
-    """The Ray entrypoint: ``forge-launch --spec jobspec.json`` in the unpacked package.
+    """The Ray entrypoint: the job's runtime zip under ``python3``, in the unpacked package.
 
+    ``python3`` is what a plain Ray job entrypoint gets on the node (the PATH ``ray start``
+    had); the zip's entry resolves the job's Python there (SPEC §14) and starts the
+    launcher under it, so nothing of StarForge needs installing on the cluster.
     ``runtime_env.env_vars`` reach the entrypoint too; the launcher must not bootstrap
     itself as a worker from them (it sets up its own environment), so ``FORGE_JOBSPEC`` is
     dropped for it. The launcher's ``ray.init`` wrapper finds the job's setup hook in the
     job config Ray gives the driver, and does not repeat it.
     """
-    return "env -u FORGE_JOBSPEC forge-launch --spec jobspec.json"
+    import shlex
+
+    return "env -u FORGE_JOBSPEC " + " ".join(shlex.quote(a) for a in node_entry("python3"))
 
 # Ray job status -> record status
 STATUS: Mapping[Any, str] = {  # Ray's status (from JSON) -> ours

@@ -9,7 +9,7 @@ batch script, written to ``<job dir>/slurm/job.sbatch``, runs three kinds of ste
    job (``jobspec.json``, ``forge_plugins/``, ``recipe/``, ``.forge-runtime/``) to a
    node-local directory that has the same path on every node
    (``<slurm.node_dir>/starforge-<job id>``, default ``/tmp``), make the verified inputs
-   read-only, and check that copy with ``forge-launch --spec … --verify-only``: every
+   read-only, and check that copy with the launcher's ``--verify-only``: every
    plugin and built-in is verified and requirement-checked on every node before any
    training starts (nothing is imported or installed there; the run step does that, and
    verifies again);
@@ -27,12 +27,20 @@ The script records the exit code in ``slurm/exit_code``; output goes to
 accounting exists, then that exit-code file. Every Slurm client command runs under
 ``timeout`` (they hang while slurmctld is down).
 
+Every step starts the launcher the same way: the node's ``python3`` runs the job's
+runtime zip (``.forge-runtime/starforge-runtime.zip --spec jobspec.json``), whose entry
+resolves the job's Python on the node and starts ``<job python> -m starforge.launch``
+under it (SPEC §14); nothing of StarForge is installed on the nodes.
+
 Other settings: ``nodes`` (default 1), ``partition``, ``account``, ``time``,
 ``cpus_per_task``, ``gpus_per_node``, ``sbatch_args`` (a list of extra ``sbatch``
-arguments).
+arguments), ``python`` (the job's Python on the nodes, over ``forge.yaml``'s ``python``),
+``srun_args`` (a list of ``srun`` options for every step), ``container`` (a pyxis/enroot
+image every step runs in, with the shared job directory and ``node_dir`` mounted at the
+same paths, plus ``container_mounts``).
 
-Laptop side (the batch script runs on the cluster and calls only the shell and
-``forge-launch``).
+Laptop side (the batch script runs on the cluster and calls only the shell, ``srun`` and
+the node's ``python3``).
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ SETTINGS = (
     "gpus_per_node",
     "node_dir",
     "sbatch_args",
+    "python",
+    "container",
+    "container_mounts",
+    "srun_args",
 )
 LAUNCH_MODES = ("once", "per-node")
 CLIENT_TIMEOUT = 30  # seconds for each sbatch/scontrol/sacct/scancel call
@@ -86,14 +98,31 @@ def check_settings(settings: Mapping[str, Any]) -> dict:
         value = out.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ManifestError(f"forge.yaml: slurm.{key}: expected a positive integer, got {value!r}")
-    for key in ("staging", "partition", "account", "time", "node_dir"):
+    for key in ("staging", "partition", "account", "time", "node_dir", "python", "container"):
         value = out.get(key)
         if value is not None and not isinstance(value, str):
             raise ManifestError(f"forge.yaml: slurm.{key}: expected a string, got {value!r}")
-    args = out.get("sbatch_args", [])
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise ManifestError("forge.yaml: slurm.sbatch_args: expected a list of strings")
+    for key in ("sbatch_args", "srun_args", "container_mounts"):
+        args = out.get(key, [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ManifestError(f"forge.yaml: slurm.{key}: expected a list of strings")
     return out
+
+
+def step_options(settings: Mapping[str, Any], job_dir: str) -> list[str]:
+    """``srun`` options applied to every step of the job (SPEC §14).
+
+    ``srun_args`` as given; with ``container`` (a pyxis/enroot image), the image, and the
+    job's shared directory, the node-local directory and any ``container_mounts`` bound in
+    at the same paths, so the steps find the job where the batch script put it.
+    """
+    options = list(settings.get("srun_args") or [])
+    image = settings.get("container")
+    if image:
+        node_dir = settings.get("node_dir") or "/tmp"
+        mounts = [f"{job_dir}:{job_dir}", f"{node_dir}:{node_dir}", *(settings.get("container_mounts") or [])]
+        options += [f"--container-image={image}", "--container-mounts=" + ",".join(mounts)]
+    return options
 
 
 def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -142,7 +171,14 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
                       ("cpus_per_task", "--cpus-per-task"), ("gpus_per_node", "--gpus-per-node")):  # fmt: skip
         if settings.get(key) is not None:
             lines.append(f"#SBATCH {flag}={q(str(settings[key]))}")
-    run = 'forge-launch --spec "$LOCAL/jobspec.json"'
+    # The job's runtime zip under the node's python3: its entry resolves the job's Python
+    # there and starts the launcher under it (SPEC §14); nothing of ours is installed.
+    run = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
+    opts = " ".join(q(o) for o in step_options(settings, shared))
+    per_node = settings.get("launch", "once") == "per-node"
+    # With step options (a container image) even a single run is an srun step, so it runs
+    # where the other steps do; without, it runs in the batch script itself.
+    runner = "on_each_node " if per_node else ("one_step " if opts else "")
     lines += [
         "# Written by forge submit (starforge slurm backend).",
         "set -u",
@@ -155,15 +191,17 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
         f"SHARED={q(shared)}",
         f"LOCAL={q(local)}",
         'NODES="${SLURM_JOB_NUM_NODES:-1}"',
-        'on_each_node() { srun --nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 "$@"; }',
+        'on_each_node() { srun --nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 '
+        + (opts + " " if opts else "") + '"$@"; }',
+        *(['one_step() { srun --nodes=1 --ntasks=1 ' + opts + ' "$@"; }'] if opts and not per_node else []),
         "",
-        "# 1. every node: a node-local read-only copy, verified (forge-launch --verify-only)",
+        "# 1. every node: a node-local read-only copy, verified (the launcher's --verify-only)",
         "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" ' + " ".join(q(i) for i in JOB_ITEMS),
         "code=$?",
         'if [ "$code" -eq 0 ]; then',
         "    # 2. the training entrypoint on the local copy; the launcher exports the bootstrap",
         "    #    environment, whose paths are the same on every node",
-        f"    {'on_each_node ' if settings.get('launch', 'once') == 'per-node' else ''}{run}",
+        f"    {runner}{run}",
         "    code=$?",
         "fi",
         "# 3. every node: provenance and launcher status back to the shared directory",
@@ -189,7 +227,7 @@ for item in jobspec.json forge_plugins recipe; do
     if [ -e "$local.tmp/$item" ]; then chmod -R a-w "$local.tmp/$item"; fi
 done
 mv "$local.tmp" "$local"
-exec forge-launch --spec "$local/jobspec.json" --verify-only
+exec python3 "$local/.forge-runtime/starforge-runtime.zip" --spec "$local/jobspec.json" --verify-only
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL

@@ -136,7 +136,7 @@ def render_details(d: dict) -> list:
     for ref, p in sorted((prov.get("plugins") or {}).items()):
         counts = ", ".join(
             f"{k.replace('_', ' ')} {p[k]}"
-            for k in ("verified", "loaded", "registered", "installed_later", "skipped", "shadowed", "pending", "disabled", "failed")
+            for k in ("verified", "loaded", "registered", "installed_later", "skipped", "shadowed", "pending", "left-alone", "disabled", "failed")
             if p.get(k)
         )
         lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {p.get('load') or '-'}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())

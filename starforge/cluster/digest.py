@@ -17,13 +17,14 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import VerificationError
 from .record import Record
 
 if TYPE_CHECKING:
-    from typing import Iterable, Mapping
+    from typing import Iterable
 
 PREFIX = "sf1:"
 _CHUNK = 1 << 20
@@ -435,7 +436,7 @@ def check_bound(expected: str, expected_files: Mapping[str, str]) -> None:
         )
 
 
-class HashedFiles:
+class HashedFiles(Mapping[str, bytes]):
     """The files of a plugin tree whose listing was checked, each hashed when first read.
 
     A read-only mapping ``{relpath: bytes}`` over the expected per-file map: the first
@@ -459,14 +460,8 @@ class HashedFiles:
     def __len__(self) -> int:
         return len(self.files)
 
-    def __contains__(self, rel: object) -> bool:
+    def __contains__(self, rel: object) -> bool:  # without reading (Mapping's would hash the file)
         return rel in self.files
-
-    def keys(self):
-        return self.files.keys()
-
-    def get(self, rel: str, default=None):
-        return self[rel] if rel in self.files else default
 
     def __getitem__(self, rel: str) -> bytes:
         data = self._bytes.get(rel)

@@ -8,7 +8,8 @@ the job directory::
     .forge-runtime/hyperparams.json             # spec.hyperparams, for FORGE_HYPERPARAMS
 
 and exports ``FORGE_JOBSPEC``, ``FORGE_JOB_DIR``, ``FORGE_JOB_ID``, ``FORGE_HYPERPARAMS``,
-``FORGE_RUNTIME`` and ``PYTHONPATH`` (bootstrap directory first). The bootstrap puts the
+``FORGE_RUNTIME``, ``FORGE_PYTHON`` (the job's Python) and ``PYTHONPATH`` (bootstrap
+directory first). The bootstrap puts the
 zip first on ``sys.path``: the job's starforge (the version that staged it) wins over a
 starforge-core installed in the job's environment, and a worker whose environment has
 none still gets the runtime. The zip carries ``packaging`` under StarForge's own
@@ -20,6 +21,7 @@ Standard library only.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Mapping
 
 from .atomic import write_file
@@ -53,7 +55,8 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     runs from the job's zip already (then it is what runs, and stays).
     """
     paths = runtime_paths(job_dir)
-    os.makedirs(paths["bootstrap"], exist_ok=True)
+    for folder in (paths["dir"], paths["bootstrap"]):  # never writable by others, whatever the umask
+        os.makedirs(folder, mode=0o755, exist_ok=True)
     _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
     if not running_from(paths["zip"]):
         write_runtime_zip(paths["zip"])
@@ -82,6 +85,7 @@ def job_environment(job_dir: str, spec_path: str, job_id: str, base: Mapping[str
         "FORGE_JOB_ID": job_id,
         "FORGE_HYPERPARAMS": paths["hyperparams"],
         "FORGE_RUNTIME": paths["zip"],
+        "FORGE_PYTHON": sys.executable,  # the job's Python: the bootstrap acts in its processes
         "PYTHONPATH": pythonpath,
     }
 

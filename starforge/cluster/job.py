@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from . import deferred, patching
@@ -33,6 +34,10 @@ from .plan import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
 from .requires import check_requires
 from .utctime import utc_millis
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 
 class Job:
@@ -52,7 +57,7 @@ class Job:
         self.lock = threading.RLock()
         self.watcher: TargetWatcher | None = None
         self.attempt = attempt_number(os.environ)
-        self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only
+        self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
 
     # -- the four phases for one plugin ----------------------------------------------------
@@ -82,6 +87,7 @@ class Job:
                 for item in relisted + todo:
                     t0 = time.perf_counter()
                     entry = item.entry
+                    contents: Mapping[str, bytes]
                     try:
                         if self.role != "launcher" and entry.files:
                             contents = self._check_files(item)
@@ -170,7 +176,7 @@ class Job:
             finally:
                 item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
 
-    def _import(self, item: Item, contents: dict):
+    def _import(self, item: Item, contents: Mapping[str, bytes]):
         from .loader import SnapshotFinder
 
         entry = item.entry
@@ -221,14 +227,25 @@ class Job:
             if on_item:
                 on_item(item)
 
-    def boot(self, trigger: str) -> None:
-        """A worker: plugins without targets now, the others at the first target import."""
+    def boot(self, trigger: str, other_interpreter: bool = False) -> None:
+        """A worker: plugins without targets now, the others at the first target import.
+
+        *other_interpreter*: this process is not the job's Python (a system ``python3``
+        tool inheriting the job's environment): it is left alone — plugins without
+        targets are not loaded here, and the others only if it imports one of their
+        targets.
+        """
         waiting: list[Item] = []
         due: list[Item] = []
+        if other_interpreter:
+            self.mode = "other-interpreter"
         for item in self.items:
             if item.status != "planned":
                 continue
             targets = item.entry.targets
+            if other_interpreter and not targets:
+                item.status = "left-alone"
+                continue
             if targets and not any(t in sys.modules for t in targets):
                 item.status = "pending"
                 waiting.append(item)
@@ -292,6 +309,7 @@ class Job:
             "attempt": self.attempt,
             "argv": self.argv,
             "python": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
             "core_version": __version__,
             "started": utc_millis(self.started),
             "written": utc_millis(time.time()),

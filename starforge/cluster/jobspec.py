@@ -146,8 +146,10 @@ class PluginEntry(Record):
 class JobSpec(Record):
     """The whole job: entrypoint (argv of the training entrypoint, e.g. ``["python", "-m",
     "toy_grpo.train"]``), hyperparams, plugins (PluginEntry, in load order), recipe_plugins
-    (built-ins, loaded after the packages), core_version, strict_deferred, backend and extra
-    (backend settings, ``ray.*``/``slurm.*``, opaque here)."""
+    (built-ins, loaded after the packages), core_version, strict_deferred, backend, extra
+    (backend settings, ``ray.*``/``slurm.*``, opaque here) and python (the job's Python as
+    ``forge.yaml`` names it, resolved on the node: SPEC §14; None for the entrypoint's or the
+    backend's default)."""
 
     id: str
     name: str
@@ -160,19 +162,21 @@ class JobSpec(Record):
     strict_deferred: bool
     backend: str
     extra: dict[str, Any]
+    python: str | None
     __slots__ = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
-                 "core_version", "strict_deferred", "backend", "extra")
+                 "core_version", "strict_deferred", "backend", "extra", "python")
 
     def __init__(self, id: str, name: str, created: str, entrypoint: list, hyperparams: dict | None = None,
                  plugins: tuple = (), recipe_plugins: tuple = (), core_version: str = "",
-                 strict_deferred: bool = False, backend: str = "local", extra: dict | None = None) -> None:
+                 strict_deferred: bool = False, backend: str = "local", extra: dict | None = None,
+                 python: str | None = None) -> None:
         self._set(
             id, name, created, entrypoint, {} if hyperparams is None else hyperparams, plugins, recipe_plugins,
-            core_version, strict_deferred, backend, {} if extra is None else extra,
+            core_version, strict_deferred, backend, {} if extra is None else extra, python,
         )
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "schema": SCHEMA,
             "id": self.id,
             "name": self.name,
@@ -186,6 +190,9 @@ class JobSpec(Record):
             "backend": self.backend,
             "extra": dict(self.extra),
         }
+        if self.python is not None:
+            out["python"] = self.python
+        return out
 
     def to_json(self) -> str:
         return format_json(self.to_dict()) + "\n"
@@ -230,6 +237,9 @@ class JobSpec(Record):
         extra = data.get("extra", {})
         if not _is_mapping(extra):
             raise SpecError("jobspec.extra: expected an object")
+        python = data.get("python")
+        if python is not None and (not isinstance(python, str) or not python.strip() or "\0" in python):
+            raise SpecError("jobspec.python: expected an interpreter path or command name")
         return cls(
             id=job_id,
             name=_str(data.get("name"), "jobspec.name"),
@@ -242,6 +252,7 @@ class JobSpec(Record):
             strict_deferred=strict,
             backend=_str(data.get("backend", "local"), "jobspec.backend"),
             extra=dict(extra),
+            python=python,
         )
 
 

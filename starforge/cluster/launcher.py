@@ -20,9 +20,10 @@ from . import deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
 from .child import run_child
-from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, SpecError
+from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError
 from .flags import apply_flags, in_process_form
-from .jobspec import format_json
+from .interpreter import runs_in_job_python
+from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
 
@@ -202,6 +203,9 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
 
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
+    moved = _into_job_python(spec_path, job_dir, cmd, argv)  # returns only when this is the job's Python
+    if moved is not None:
+        return _fail(job_dir, moved)
     os.environ["FORGE_ATTEMPT"] = str(next_attempt(job_dir))
     try:
         job = load_job(job_dir, spec_path, "launcher")
@@ -282,6 +286,50 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
     return code
 
 
+def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: list[str] | None) -> LaunchFailure | None:
+    """Run the launcher under the job's Python (SPEC §14), or say why it cannot.
+
+    The job's Python is the JobSpec's ``python``, else the interpreter the entrypoint
+    names, else this one. When it is another interpreter, the launcher starts again under
+    it with the job's runtime zip first on ``PYTHONPATH`` (never returns), so that
+    ``requires`` is checked, and eager plugins install, where the job trains. A missing or
+    pre-3.10 interpreter is an unmet requirement (exit 11). Returns None when this process
+    is the job's Python (the ``python  :`` line says which it is and why).
+    """
+    from .environment import runtime_paths
+    from .interpreter import JobPythonError, check_job_python, resolve_job_python, same_interpreter
+
+    try:
+        spec = read_spec(spec_path)
+    except SpecError:
+        return None  # load_job reports it, with the launch's usual status
+    entrypoint = list(cmd) if cmd else list(spec.entrypoint)
+    recipe = os.path.join(job_dir, "recipe")
+    python, how = resolve_job_python(spec.python, entrypoint, recipe, sys.executable)
+    if how == "default" and os.environ.get("FORGE_PYTHON_FROM") in ("spec", "entrypoint"):
+        how = os.environ["FORGE_PYTHON_FROM"]
+    if same_interpreter(python, sys.executable):
+        say(f"python  : {sys.executable} ({'.'.join(map(str, sys.version_info[:3]))}, {_PYTHON_FROM[how]})")
+        return None
+    try:
+        check_job_python(python)
+    except JobPythonError as exc:
+        return LaunchFailure(RequirementError, None, str(exc))
+    if argv is None or os.environ.get("FORGE_PYTHON") == python:
+        return LaunchFailure(RequirementError, None, f"the launcher cannot start under the job's Python {python}")
+    job_zip = runtime_paths(job_dir)["zip"]
+    env = dict(os.environ, FORGE_PYTHON=python, FORGE_PYTHON_FROM=how)
+    if os.path.isfile(job_zip):
+        env["PYTHONPATH"] = os.pathsep.join([job_zip] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != job_zip])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(python, [python, "-m", "starforge.launch", *argv], env)
+    return None  # not reached
+
+
+_PYTHON_FROM = {"spec": "forge.yaml python", "entrypoint": "named by the entrypoint", "default": "the backend's default"}
+
+
 def _same_runtime(staged: str, job_dir: str, argv: list[str] | None) -> LaunchFailure | None:
     """Make sure the starforge running is the one that staged the job; log which runs.
 
@@ -358,7 +406,7 @@ def run_entrypoint(argv: list[str], recipe: str):
     ``python [flags] -m mod ...`` and ``python [flags] script ...`` run in this process when
     every flag can be honoured here; anything else runs as a child process.
     """
-    python = _is_python_name(os.path.basename(argv[0])) or os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+    python = runs_in_job_python(argv, recipe, sys.executable)
     form = in_process_form(argv) if python else None
     try:
         os.chdir(recipe)
@@ -424,11 +472,6 @@ def _trainer_sys_path(first: str) -> list:
         env_entries.insert(1 if env_entries else 0, os.path.abspath(runtime_zip))
     rest = [p for p in sys.path if p not in env_entries]
     return [first] + env_entries + rest
-
-
-def _is_python_name(name: str) -> bool:
-    """``python``, ``python3``, ``python3.11`` ...: ``python[0-9.]*`` in full."""
-    return name.startswith("python") and all(c in "0123456789." for c in name[6:])
 
 
 def _exit_code(code) -> int:

@@ -8,9 +8,13 @@ loaded / registered / pending / failed ...). Standard library only.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .errors import LaunchFailure, SpecError
 from .jobspec import JobSpec, PluginEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 class Item:
@@ -23,12 +27,12 @@ class Item:
         self.entry = entry
         self.builtin = builtin
         self.root = root
-        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|failed|verified
+        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|left-alone|failed|verified
         self.shadowed_by: str | None = None
         self.verified = False
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
         self.seconds: float | None = None
-        self.contents: dict | None = None  # the verified snapshot, until it is imported
+        self.contents: Mapping[str, bytes] | None = None  # the verified snapshot, until it is imported
         self.check: str | None = None  # "tree": every file read and digested; "files": listing + per-file hashes
         self.hashed: list[str] | None = None  # with check "files": the files read and hashed so far
 

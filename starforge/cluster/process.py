@@ -7,11 +7,13 @@ in every process of the job; :func:`load_job` is the launcher's. Standard librar
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from . import deferred
 from .errors import LaunchFailure, SpecError
 from .exits import die, run_or_exit
+from .interpreter import same_interpreter
 from .job import Job
 from .jobspec import read_spec
 from .ray_init import watch_ray_init
@@ -37,6 +39,9 @@ def load_job(job_dir: str, spec_path: str, role: str) -> Job:
 
 def boot_process(reason: str = "start-up") -> Job | None:
     """Bootstrap this process from the job environment (``FORGE_JOBSPEC``); idempotent.
+
+    A process of another interpreter than the job's Python (``FORGE_PYTHON``, when
+    known) is left alone unless it imports a declared target (:meth:`Job.boot`).
 
     Returns the Job, or None when the process is not part of a job. Never returns after a
     failure: the process ends with the exit code of the failed phase.
@@ -66,7 +71,9 @@ def boot_process(reason: str = "start-up") -> Job | None:
                 if item.status == "planned":
                     item.status = "disabled"
         else:
-            run_or_exit(job, lambda: job.boot(reason))
+            job_python = os.environ.get("FORGE_PYTHON")
+            other = bool(job_python) and not same_interpreter(sys.executable, job_python)
+            run_or_exit(job, lambda: job.boot(reason, other))
             watch_ray_init()
         # Written now (a worker may be killed, skipping atexit) and again at exit.
         job.write_provenance()

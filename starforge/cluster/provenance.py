@@ -146,11 +146,13 @@ def read_records(job_dir: str) -> list[dict]:
 def summarize(job_dir: str) -> dict:
     """One view of all records of a job.
 
-    ``{"processes", "attempts", "hosts", "launcher", "disabled_processes", "failures",
+    ``{"processes", "attempts", "hosts", "launcher", "disabled_processes",
+    "other_interpreters", "failures",
     "plugins": {ref: {...}}, "patches": [...]}``; per plugin: its digest, source, load,
     and how many processes verified, loaded, registered, installed it later, skipped or
-    shadowed it, left it pending (no target imported) or failed on it; per patch, the
-    other plugins' patches of its target it hides (a replace: ``hides``).
+    shadowed it, left it pending (no target imported), left it alone (another interpreter
+    than the job's Python) or failed on it; per patch, the other plugins' patches of its
+    target it hides (a replace: ``hides``).
     """
     records = read_records(job_dir)
     plugins: dict[str, dict] = {}
@@ -178,6 +180,7 @@ def summarize(job_dir: str) -> dict:
                     "skipped": 0,
                     "shadowed": 0,
                     "pending": 0,
+                    "left-alone": 0,
                     "disabled": 0,
                     "failed": 0,
                 },
@@ -200,6 +203,7 @@ def summarize(job_dir: str) -> dict:
         "hosts": sorted({str(r.get("host")) for r in records}),
         "launcher": launcher,
         "disabled_processes": sum(1 for r in records if r.get("disabled")),
+        "other_interpreters": sorted({str(r.get("executable")) for r in records if r.get("mode") == "other-interpreter"}),
         "failures": failures,
         "plugins": plugins,
         "patches": list(patches.values()),

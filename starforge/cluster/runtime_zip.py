@@ -3,6 +3,7 @@
 The zip is what a node needs of StarForge and nothing else, so nothing of StarForge has to
 be installed where the job runs (SPEC §11, §14)::
 
+    __main__.py                                   # the node entry (interpreter.py): `python3 ZIP --spec …`
     starforge/__init__.py                         # the version
     starforge/plugins.py, starforge/patching.py   # the public names of SPEC §1 ...
     starforge/launch/__init__.py, __main__.py     # ... and ``python -m starforge.launch``
@@ -14,7 +15,10 @@ It is built for each job from the running package's own files (never taken from 
 never carrying compiled code: SPEC §9 "trusted base"), deterministically (fixed times and
 modes, sorted names). ``packaging`` imports itself only relatively, so under
 ``starforge.cluster._vendor`` it needs no rewriting, and a trainer importing ``packaging``
-gets its own. Standard library only.
+gets its own. The zip's root ``__main__.py`` is :mod:`.interpreter`, so backends start a
+job with ``python3 .forge-runtime/starforge-runtime.zip --spec jobspec.json`` under any
+``python3`` of the node: it resolves the job's Python and re-executes ``<job python> -m
+starforge.launch`` with the zip first on ``PYTHONPATH``. Standard library only.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def running_from(zip_path: str) -> bool:
 def zip_sources() -> dict[str, str]:
     """``{name in the zip: path on disk}`` of everything the runtime zip carries."""
     package = os.path.dirname(_HERE)
-    out: dict[str, str] = {}
+    out: dict[str, str] = {"__main__.py": os.path.join(_HERE, "interpreter.py")}
     for rel in PUBLIC_MODULES:
         out["starforge/" + rel] = os.path.join(package, *rel.split("/"))
     _add_tree(out, _HERE, "starforge/cluster/")

@@ -24,6 +24,12 @@ Keys (decisions where the spec is silent are marked *decided*):
 - ``strict_deferred``: ``true`` fails the job when a deferred plugin was never installed.
 - ``ray``, ``slurm``: mappings handed to that backend as its settings; the backend
   validates their keys (*decided*: they belong to the backend, not to this schema).
+- ``python`` (optional): the job's Python (SPEC §14), an interpreter path (absolute, or
+  relative to the experiment directory as it is staged: the job's ``recipe/``), or a
+  command name looked up on the node's PATH; ``$VAR`` is expanded on the node. Worked out
+  on the node, where the path exists. ``ray.python`` / ``slurm.python`` override it for
+  that backend. Without it: the interpreter the entrypoint names, else the backend's
+  default.
 - ``registry`` (optional, *decided*): registry URL for this experiment, used by
   ``forge lock`` and ``forge submit`` when neither ``--registry`` nor ``FORGE_REGISTRY``
   is given (before the user config and the embedded default).
@@ -59,6 +65,7 @@ TOP_KEYS = (
     "ray",
     "slurm",
     "registry",
+    "python",
 )
 REQUIRED = ("schema", "name", "entrypoint")
 RECIPE_KEYS = ("plugins",)
@@ -107,6 +114,7 @@ class Experiment:
     ray: dict = field(default_factory=dict)
     slurm: dict = field(default_factory=dict)
     registry: str | None = None
+    python: str | None = None
     source: str = FILENAME
     lines: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -120,6 +128,10 @@ class Experiment:
 
     def builtin_dir(self, name: str) -> Path:
         return self.root / "common" / "algorithms" / name
+
+    def job_python(self, backend: str) -> str | None:
+        """The job's Python as declared for *backend*: ``<backend>.python``, else ``python``."""
+        return self.backend_settings(backend).get("python") or self.python
 
     def backend_settings(self, backend: str) -> dict:
         """The ``ray:``/``slurm:`` mapping for *backend* (``{}`` for local)."""
@@ -196,6 +208,12 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
     registry = data.get("registry")
     if registry is not None:
         registry = v.string(("registry",), registry)
+    python = data.get("python")
+    if python is not None:
+        python = v.string(("python",), python)
+        if not python.strip() or "\0" in python:
+            raise v.fail(("python",), "python: expected an interpreter path or command name",
+                         hint="for example: python: /opt/venv/bin/python")
     return Experiment(
         root=root,
         name=name,
@@ -208,6 +226,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         ray=settings["ray"],
         slurm=settings["slurm"],
         registry=registry,
+        python=python,
         source=doc.source,
         lines=dict(doc.lines),
     )

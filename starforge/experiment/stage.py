@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..cluster.digest import file_map, tree_digest
+from ..cluster.environment import prepare_runtime
 from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
 from ..cluster.readonly import make_read_only
 from ..cluster.utctime import TIMESTAMP
@@ -130,6 +131,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         strict_deferred=exp.strict_deferred,
         backend=backend,
         extra={backend: settings} if settings else {},
+        python=exp.job_python(backend),
     )
     return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed)
 
@@ -162,6 +164,8 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
         copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
         write_spec(with_signatures(plan.spec, carried_signatures(plan.lock, registry)), tmp / "jobspec.json")
+        # The runtime the node starts from (SPEC §14): built here, from this installation.
+        prepare_runtime(str(tmp), plan.spec.hyperparams)
         for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
             make_read_only(path)
         os.rename(tmp, job_dir)

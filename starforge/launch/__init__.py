@@ -40,6 +40,17 @@ def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict
     spec = read_spec(spec_path)
     prepare_runtime(job_dir, spec.hyperparams)
     env = job_environment(job_dir, spec_path, spec.id)
+    # Processes a backend starts itself (Ray workers) run whatever interpreter the node
+    # gives them. The job's Python is known here only when the job names it by an absolute
+    # path (forge.yaml python, or the entrypoint's interpreter); then the bootstrap leaves
+    # other interpreters alone, as the launcher's children do. Otherwise it acts in all.
+    from ..cluster.interpreter import resolve_job_python
+
+    declared, how = resolve_job_python(spec.python, spec.entrypoint, os.path.join(job_dir, "recipe"), "")
+    if how != "default" and os.path.isabs(declared) and "$" not in (spec.python or ""):
+        env["FORGE_PYTHON"] = declared
+    else:
+        env.pop("FORGE_PYTHON", None)
     if relative:
         for key in ("FORGE_JOBSPEC", "FORGE_HYPERPARAMS", "FORGE_RUNTIME"):
             env[key] = os.path.relpath(env[key], job_dir)

@@ -161,9 +161,19 @@ def test_batch_script_and_settings(tmp_path):
     text = batch_script(tmp_path / "job dir", spec, {"launch": "per-node", "nodes": 2, "partition": "gpu", "time": "01:00:00"})
     assert f"#SBATCH --output='{tmp_path}/job dir/slurm/output.log'" in text
     assert "#SBATCH --nodes=2" in text and "#SBATCH --partition=gpu" in text and "#SBATCH --time=01:00:00" in text
-    assert 'on_each_node forge-launch --spec "$LOCAL/jobspec.json"' in text
+    entry = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
+    assert f"on_each_node {entry}" in text
+    assert 'exec python3 "$local/.forge-runtime/starforge-runtime.zip" --spec "$local/jobspec.json" --verify-only' in text
     once = batch_script(tmp_path, spec, {"launch": "once"})
-    assert '\n    forge-launch --spec "$LOCAL/jobspec.json"' in once
+    assert f"\n    {entry}" in once and "one_step" not in once
+    # srun options and a container image apply to every step, the single run included
+    boxed = batch_script(tmp_path, spec, {"launch": "once", "container": "nvcr.io/rl:24.05",
+                                          "srun_args": ["--mpi=none"], "container_mounts": ["/data:/data"]})
+    opts = f"--mpi=none --container-image=nvcr.io/rl:24.05 --container-mounts={tmp_path}:{tmp_path},/tmp:/tmp,/data:/data"
+    assert f"--kill-on-bad-exit=1 {opts} \"$@\"; }}" in boxed
+    assert f'one_step() {{ srun --nodes=1 --ntasks=1 {opts} "$@"; }}' in boxed and f"\n    one_step {entry}" in boxed
+    with pytest.raises(ManifestError, match="slurm.srun_args: expected a list of strings"):
+        SlurmBackend({"srun_args": "--mpi=none"})
     with pytest.raises(ManifestError, match="did you mean 'slurm.launch'"):
         SlurmBackend({"lanch": "once"})
     with pytest.raises(ManifestError, match="once or per-node"):

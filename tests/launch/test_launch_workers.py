@@ -78,6 +78,8 @@ def test_worker_started_after_tampering_exits_10(builder):
 
 
 def test_worker_without_starforge_core_gets_the_plugins(builder, bare_python):
+    # Another interpreter than the job's Python (a per-actor venv without starforge-core)
+    # carries the plugins of the targets it imports, from the job's runtime zip.
     trainer = """
     import subprocess, sys
     code = ("import importlib.util, starforge, sys; from app import algo; "
@@ -85,13 +87,32 @@ def test_worker_without_starforge_core_gets_the_plugins(builder, bare_python):
             "'starforge.cluster._vendor.packaging.specifiers' in sys.modules, importlib.util.find_spec('packaging'))")
     subprocess.run([sys.argv[1], "-c", code], check=True)
     """
-    job = builder.job(plugins=[demo_plugin(requires={"core": ">=0.1"})], trainer=trainer)
+    job = builder.job(plugins=[demo_plugin(requires={"core": ">=0.1"}, targets=["app.algo"])], trainer=trainer)
     result = job.launch("python", "-m", "app.train", bare_python)
     assert result.returncode == 0, result.stderr
     # requires checked with the vendored packaging; the worker's own namespace has none
     assert "bare 20 /starforge-runtime.zip/starforge/__init__.py True None" in result.stdout
     (rec,) = workers(job)
-    assert rec["plugins"][0]["status"] == "loaded"
+    assert rec["plugins"][0]["status"] == "loaded" and rec["mode"] == "other-interpreter"
+    assert rec["executable"] == bare_python
+
+
+def test_another_interpreter_is_left_alone_and_recorded(builder, bare_python):
+    # A tool of another interpreter inheriting the job's environment (a system python3)
+    # is never killed and loads nothing it did not ask for; its record says so.
+    trainer = """
+    import subprocess, sys
+    subprocess.run([sys.argv[1], "-c", "from app import algo; print('tool', algo.compute(1))"], check=True)
+    from app import algo
+    print('trainer', algo.compute(1))
+    """
+    job = builder.job(plugins=[demo_plugin()], trainer=trainer)
+    result = job.launch("python", "-m", "app.train", bare_python)
+    assert result.returncode == 0, result.stderr
+    assert "tool 2" in result.stdout and "trainer 20" in result.stdout
+    (rec,) = workers(job)
+    assert rec["mode"] == "other-interpreter" and rec["executable"] == bare_python
+    assert rec["plugins"][0]["status"] == "left-alone"
 
 
 TARGETED = """

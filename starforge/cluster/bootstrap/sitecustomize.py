@@ -4,7 +4,9 @@ This file is put first on PYTHONPATH by forge-launch (or by a backend through
 starforge.launch.bootstrap_env). It first runs the sitecustomize it hides (the
 environment's own, if any), then, when FORGE_JOBSPEC is set, verifies the job's plugins,
 registers deferred ones and applies eager ones (at start-up, or at the first import of a
-declared target). On failure it writes the reason to stderr and ends the process with the
+declared target). That is in processes of the job's Python (FORGE_PYTHON); another
+interpreter that merely inherits the environment (a system python3 tool) is left alone
+unless it imports a declared target, and says so in its provenance record. On failure it writes the reason to stderr and ends the process with the
 launcher's exit code: a failure here must never pass silently.
 """
 
@@ -39,6 +41,8 @@ def _run_hidden_sitecustomize():
 def _forge_bootstrap():
     if not _os.environ.get("FORGE_JOBSPEC"):
         return
+    if _sys.version_info < (3, 10):
+        return  # the runtime does not run here: an older interpreter is left alone entirely
     runtime_zip = _os.environ.get("FORGE_RUNTIME")
     if runtime_zip:
         runtime_zip = _os.path.abspath(runtime_zip)

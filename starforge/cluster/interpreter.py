@@ -1,0 +1,292 @@
+# The job's Python (SPEC §14): which interpreter trains, worked out on the node.
+#
+# This module is also the runtime zip's entry (``python3 starforge-runtime.zip --spec
+# jobspec.json``): started under whatever ``python3`` the node has, it resolves the job's
+# Python and re-executes ``<job python> -m starforge.launch`` with the zip first on
+# PYTHONPATH. It therefore parses and runs on old interpreters (no f-strings, no
+# annotations, no walrus): a node whose python is older than 3.10 gets a clean exit 11
+# and a status.json, never a SyntaxError.
+#
+# Standard library only.
+"""Resolve the job's Python from the JobSpec, the entrypoint and the backend default.
+
+>>> resolve_job_python(None, ["/opt/venv/bin/python", "-m", "trainer"], "/job/recipe", "/usr/bin/python3")
+('/opt/venv/bin/python', 'entrypoint')
+>>> resolve_job_python(None, ["python", "-m", "trainer"], "/job/recipe", "/usr/bin/python3")
+('/usr/bin/python3', 'default')
+"""
+
+import json
+import os
+import re
+import sys
+
+MIN_VERSION = (3, 10)
+REQUIRES_EXIT = 11  # the launcher's "unmet requirement" exit code
+SPEC_EXIT = 2
+
+_PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+# The `#!/bin/sh` wrapper that pip (distlib) and conda write when the interpreter path is
+# too long for a kernel shebang, or relocatable:
+#   '''exec' /very/long/path/bin/python "$0" "$@"
+#   '''exec' "$(dirname -- "$(realpath -- "$0")")"/'python3' "$0" "$@"
+_EXEC_WRAPPER = re.compile(r"""^'''exec' (?P<cmd>.+?) "\$0" "\$@"\s*$""")
+_RELOCATABLE = re.compile(r"""^"\$\(dirname -- "\$\(realpath -- "\$0"\)"\)"/'?(?P<name>[^'"/]+)'?$""")
+
+
+class JobPythonError(Exception):
+    """The job's Python cannot be used (missing, not executable, too old)."""
+
+
+def is_python_name(name):
+    """``python``, ``python3``, ``python3.11``: ``python[0-9.]*`` in full."""
+    return bool(_PYTHON_NAME.match(name))
+
+
+def which(name, path=None):
+    """*name* looked up on PATH as ``execvp`` would (no resolution of symlinks)."""
+    if "/" in name:
+        return name if _executable(name) else None
+    for folder in (path if path is not None else os.environ.get("PATH", os.defpath)).split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if _executable(candidate):
+            return candidate
+    return None
+
+
+def _executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def shebang_python(script, path=None):
+    """The Python interpreter a console script runs under, or None if it is not one.
+
+    Reads the script's first lines as the kernel and installers write them:
+    ``#!/opt/venv/bin/python3``, ``#!/usr/bin/env python3`` (looked up on PATH), and the
+    ``#!/bin/sh`` + ``'''exec' … "$0" "$@"`` wrapper (absolute or relocatable, next to
+    the script's real location). A venv's ``python`` is never resolved through
+    ``realpath``: that would drop the venv.
+    """
+    try:
+        with open(script, "rb") as f:
+            head = f.read(2048)
+    except (IOError, OSError):
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    lines = head.decode("utf-8", "replace").splitlines()
+    words = lines[0][2:].strip().split()
+    if not words:
+        return None
+    interpreter, args = words[0], words[1:]
+    if os.path.basename(interpreter) == "env":
+        args = [a for a in args if not a.startswith("-")]  # env -S python3 -u
+        if args and is_python_name(args[0]):
+            return which(args[0], path)
+        return None
+    if is_python_name(os.path.basename(interpreter)):
+        if not os.path.isabs(interpreter):  # relocatable: relative to the script's folder
+            interpreter = os.path.join(os.path.dirname(os.path.abspath(script)), interpreter)
+        return interpreter
+    if os.path.basename(interpreter) == "sh" and len(lines) > 1:
+        match = _EXEC_WRAPPER.match(lines[1])
+        if match:
+            return _wrapper_python(match.group("cmd"), script)
+    return None
+
+
+def _wrapper_python(cmd, script):
+    relocatable = _RELOCATABLE.match(cmd)
+    if relocatable:
+        folder = os.path.dirname(os.path.realpath(script))  # the script's realpath, as the wrapper does
+        candidate = os.path.join(folder, relocatable.group("name"))
+    else:
+        candidate = cmd.strip("'\"")
+    if is_python_name(os.path.basename(candidate)):
+        return candidate
+    return None
+
+
+def entrypoint_python(argv, cwd, path=None):
+    """The interpreter the entrypoint names, or None when it names none.
+
+    A path (``/opt/venv/bin/python -m trainer``, ``../env/bin/python3 t.py``, also after
+    ``env VAR=1``) names one; so does a Python console script (``torchrun …``) through its
+    shebang. A bare ``python`` or ``python3`` names none in particular: it means the job's
+    Python (``python:``, else the backend's default), as ``python -m toy_grpo.train`` does
+    in the quickstart.
+    """
+    argv = list(argv)
+    while argv and os.path.basename(argv[0]) == "env":  # env [-u NAME] [NAME=value]... CMD
+        rest = argv[1:]
+        while rest and (rest[0].startswith("-") or "=" in rest[0]):
+            if rest[0] in ("-u", "--unset") and len(rest) > 1:
+                rest = rest[1:]
+            rest = rest[1:]
+        argv = rest
+    if not argv:
+        return None
+    command = argv[0]
+    if "/" in command and not os.path.isabs(command):
+        command = os.path.normpath(os.path.join(cwd, command))
+    if is_python_name(os.path.basename(command)):
+        return command if "/" in argv[0] else None
+    found = which(command, path)
+    if found is None:
+        return None
+    return shebang_python(found, path)
+
+
+def resolve_job_python(spec_python, argv, cwd, default, path=None):
+    """``(interpreter, how)``: the JobSpec's ``python``, else the entrypoint's, else *default*.
+
+    *how* is ``"spec"``, ``"entrypoint"`` or ``"default"`` (for the log and provenance).
+    A ``python`` of the JobSpec may be a path (relative to the recipe directory *cwd*) or a
+    command name looked up on PATH; ``$VAR`` is expanded from the node's environment.
+    """
+    if spec_python:
+        value = os.path.expandvars(spec_python)
+        if "/" in value:
+            return (value if os.path.isabs(value) else os.path.normpath(os.path.join(cwd, value))), "spec"
+        return (which(value, path) or value), "spec"
+    named = entrypoint_python(argv, cwd, path)
+    if named:
+        return named, "entrypoint"
+    return default, "default"
+
+
+def runs_in_job_python(argv, cwd, job_python, path=None):
+    """Whether a ``python …`` entrypoint runs in the job's Python (in the launcher's process).
+
+    A bare ``python``/``python3`` does; a path does when it is the job's Python itself.
+    """
+    if not argv or not is_python_name(os.path.basename(argv[0])):
+        return False
+    if "/" not in argv[0]:
+        return True
+    command = argv[0] if os.path.isabs(argv[0]) else os.path.normpath(os.path.join(cwd, argv[0]))
+    return same_interpreter(command, job_python)
+
+
+def same_interpreter(a, b):
+    """Whether two interpreter paths are one: equal absolute paths, or the same file with
+    the same parent folder (a venv's ``bin/python`` is not its base ``python3``)."""
+    a, b = os.path.abspath(a), os.path.abspath(b)
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b) and os.path.samefile(os.path.dirname(a), os.path.dirname(b))
+    except OSError:
+        return False
+
+
+def python_version(interpreter):
+    """``(major, minor)`` of *interpreter*; this one's without starting a process."""
+    if same_interpreter(interpreter, sys.executable):
+        return tuple(sys.version_info[:2])
+    import subprocess
+
+    probe = "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"
+    try:
+        out = subprocess.check_output([interpreter, "-S", "-E", "-c", probe], stderr=subprocess.STDOUT)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise JobPythonError("the job's Python %s cannot run: %s" % (interpreter, exc))
+    text = out.decode("ascii", "replace").strip()
+    try:
+        major, minor = text.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        raise JobPythonError("the job's Python %s did not report its version (got %r)" % (interpreter, text[:80]))
+
+
+def check_job_python(interpreter):
+    """Refuse a missing, non-executable or too old job's Python, naming it."""
+    if "$" in interpreter:
+        raise JobPythonError("the job's Python %s names an environment variable not set on this node" % interpreter)
+    if not os.path.exists(interpreter):
+        raise JobPythonError("the job's Python %s does not exist on this node" % interpreter)
+    if not _executable(interpreter):
+        raise JobPythonError("the job's Python %s is not executable" % interpreter)
+    version = python_version(interpreter)
+    if version < MIN_VERSION:
+        raise JobPythonError(
+            "the job's Python %s is %d.%d; the StarForge launcher needs Python %d.%d or newer"
+            % ((interpreter,) + tuple(version) + MIN_VERSION)
+        )
+    return version
+
+
+def _write_status(job_dir, code, message):
+    """status.json as the launcher writes it, for a job that could not start its launcher."""
+    path = os.path.join(job_dir, "status.json")
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    record = {"phase": "requires", "code": code, "plugin": None, "message": message}
+    try:
+        with open(tmp, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.rename(tmp, path)
+    except (IOError, OSError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _spec_path(argv):
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--spec" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--spec="):
+            return arg[len("--spec="):]
+    return None
+
+
+def main(argv=None):
+    """The node entry: resolve the job's Python and exec the launcher under it."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    spec_arg = _spec_path(argv)
+    if spec_arg is None:
+        sys.stderr.write("error: usage: python3 starforge-runtime.zip --spec JOBSPEC [-- CMD ...]\n")
+        return SPEC_EXIT
+    spec_path = os.path.abspath(spec_arg)
+    job_dir = os.path.dirname(spec_path)
+    try:
+        with open(spec_path, "rb") as f:
+            spec = json.loads(f.read().decode("utf-8"))
+        if not isinstance(spec, dict):
+            raise ValueError("not a JSON object")
+    except (IOError, OSError, ValueError) as exc:
+        sys.stderr.write("error: cannot read the JobSpec %s: %s\n" % (spec_path, exc))
+        return SPEC_EXIT
+    entrypoint = spec.get("entrypoint") or []
+    if "--" in argv:
+        entrypoint = argv[argv.index("--") + 1:] or entrypoint
+    spec_python = spec.get("python")
+    if not isinstance(entrypoint, list) or not isinstance(spec_python, (type(None), str)):
+        sys.stderr.write("error: the JobSpec %s has a malformed entrypoint or python\n" % spec_path)
+        return SPEC_EXIT
+    recipe = os.path.join(job_dir, "recipe")
+    interpreter, how = resolve_job_python(spec_python, entrypoint, recipe, sys.executable)
+    try:
+        check_job_python(interpreter)
+    except JobPythonError as exc:
+        message = str(exc)
+        sys.stderr.write("error: %s\n" % message)
+        _write_status(job_dir, REQUIRES_EXIT, message)
+        return REQUIRES_EXIT
+    here = os.path.dirname(os.path.abspath(__file__))  # the zip, when run as its __main__
+    env = dict(os.environ)
+    old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
+    env["PYTHONPATH"] = os.pathsep.join([here] + old)
+    env["FORGE_PYTHON"] = interpreter
+    env["FORGE_PYTHON_FROM"] = how
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(interpreter, [interpreter, "-m", "starforge.launch"] + argv, env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
