@@ -23,7 +23,7 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def slurm_job_env(slurm_env, monkeypatch):
-    """Jobs inherit the submitting environment (sbatch --export=ALL): forge-launch on PATH."""
+    """Jobs inherit the submitting environment (sbatch --export=ALL): the venv's python3 first on PATH."""
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
     return slurm_env
@@ -161,9 +161,11 @@ def test_batch_script_and_settings(tmp_path):
     text = batch_script(tmp_path / "job dir", spec, {"launch": "per-node", "nodes": 2, "partition": "gpu", "time": "01:00:00"})
     assert f"#SBATCH --output='{tmp_path}/job dir/slurm/output.log'" in text
     assert "#SBATCH --nodes=2" in text and "#SBATCH --partition=gpu" in text and "#SBATCH --time=01:00:00" in text
-    assert 'on_each_node forge-launch --spec "$LOCAL/jobspec.json"' in text
+    entry = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
+    assert "on_each_node " + entry in text  # the node entry under the node's python3, nothing installed
+    assert "forge-launch" not in text
     once = batch_script(tmp_path, spec, {"launch": "once"})
-    assert '\n    forge-launch --spec "$LOCAL/jobspec.json"' in once
+    assert "\n    " + entry + "\n" in once  # without step options, in the batch script itself
     with pytest.raises(ManifestError, match="did you mean 'slurm.launch'"):
         SlurmBackend({"lanch": "once"})
     with pytest.raises(ManifestError, match="once or per-node"):
