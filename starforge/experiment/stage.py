@@ -160,7 +160,9 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
         copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
         write_spec(with_signatures(plan.spec, carried_signatures(plan.lock, registry)), tmp / "jobspec.json")
-        # The runtime the node starts from (SPEC §14): built here, from this installation.
+        # The runtime the node starts from (SPEC §14): built here, from this installation,
+        # in directories never writable by others (whatever the umask).
+        make_dirs(tmp / ".forge-runtime" / "bootstrap")
         prepare_runtime(str(tmp), plan.spec.hyperparams)
         for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
             make_read_only(path)
