@@ -14,6 +14,15 @@ in one run:
   as a backend starts it where nothing of StarForge is installed: the launcher's own
   modules are compiled from the zip's sources too;
 - ``launch-norequires``: the same job without ``requires``;
+- ``entry``: the node entry every backend runs, ``python <job>/.forge-runtime/
+  starforge-runtime.zip --spec jobspec.json``, under forge's interpreter with no job's
+  Python named (the local backend's default): the entry resolves the job's Python (this
+  one) and re-executes ``python -m starforge.launch`` from the zip;
+- ``entry-other``: the same entry started by the base interpreter's ``python3`` (a node's
+  ``python3``, nothing of StarForge installed) for a JobSpec whose ``python`` is a bare
+  venv (no starforge-core, no ``packaging``): the entry probes that interpreter's version,
+  re-executes the launcher under it from the zip, which runs the job there — the job's
+  Python differing from forge's;
 - ``python``: ``python -c pass``, for scale;
 - ``worker``: ``python -c pass`` started with the job environment (``bootstrap_env``):
   what every other process of the job pays at start-up for this eager plugin.
@@ -136,10 +145,29 @@ def build(base: Path, plugin_mib: float = 0) -> tuple[Path, Path]:
     shutil.copytree(job, plain)
     del spec["plugins"][0]["requires"]
     write_spec(JobSpec.from_dict(spec), plain / "jobspec.json")
+    # The node entry's jobs: the zip staging writes; one names a bare venv as the job's Python.
+    from starforge.cluster.runtime_zip import write_runtime_zip
+
+    venv = base / "bare-venv"
+    subprocess.run([os.path.join(sys.base_prefix, "bin", "python3"), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    for name, python in (("job-entry", None), ("job-entry-other", str(venv / "bin" / "python"))):
+        entry_job = base / name
+        shutil.copytree(job, entry_job, ignore=shutil.ignore_patterns(".forge-runtime"))
+        if python:
+            with_requires = json.loads((job / "jobspec.json").read_text())
+            write_spec(JobSpec.from_dict(dict(with_requires, python=python)), entry_job / "jobspec.json")
+        (entry_job / ".forge-runtime").mkdir()
+        write_runtime_zip(str(entry_job / ".forge-runtime" / "starforge-runtime.zip"))
     bare_copy = base / "bare-plugin"
     shutil.copytree(plugin, bare_copy)
     (base / "bare.py").write_text(BARE)
     return job, bare_copy
+
+
+def entry_args(job: Path) -> list:
+    """``<job>/.forge-runtime/starforge-runtime.zip --spec <job>/jobspec.json``: how backends start a job."""
+    return [str(job / ".forge-runtime" / "starforge-runtime.zip"), "--spec", str(job / "jobspec.json")]
 
 
 def timed(argv, env, cwd) -> tuple[float, float]:
@@ -287,6 +315,8 @@ def main() -> int:
             "launch-zip": ([py, "-m", "starforge.launch", "--spec", str(job / "jobspec.json")], zip_env),
             "worker": ([py, "-c", "pass"], worker_env),
             "launch-norequires": ([py, "-m", "starforge.launch", "--spec", str(base / "job-no-requires" / "jobspec.json")], env),
+            "entry": ([py, *entry_args(base / "job-entry")], env),
+            "entry-other": ([os.path.join(sys.base_prefix, "bin", "python3"), *entry_args(base / "job-entry-other")], env),
         }
         for argv, e in variants.values():  # warm: __pycache__ of the interpreter and site-packages
             timed(argv, e, str(base))
@@ -305,7 +335,8 @@ def main() -> int:
     for label, m in (("wall", med), ("cpu", cmed)):
         print(f"  launcher overhead over bare ({label}): {m['launch'] - m['bare']:+.1f} ms installed, "
               f"{m['launch-zip'] - m['bare']:+.1f} ms from the job's runtime zip, "
-              f"{m['launch-norequires'] - m['bare']:+.1f} ms without requires")
+              f"{m['launch-norequires'] - m['bare']:+.1f} ms without requires; node entry "
+              f"{m['entry'] - m['bare']:+.1f} ms same Python, {m['entry-other'] - m['bare']:+.1f} ms another Python")
     print(json.dumps({"wall_ms": med, "cpu_ms": cmed}, sort_keys=True))
     return 0
 

@@ -188,7 +188,7 @@ def ray_head():
         # so the tests pin the mode and the token rather than depend on the home directory.
         RAY_AUTH_MODE="token",
         RAY_AUTH_TOKEN=secrets.token_hex(32),
-        # The job entrypoints resolve `forge-launch` and `python` through the head's PATH.
+        # The job entrypoints resolve `python3` (the node entry's default) and `python` through the head's PATH.
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     )
     for var in ("RAY_ADDRESS", "FORGE_RAY_ADDRESS", "PYTHONPATH", "RAY_AUTH_TOKEN_PATH"):

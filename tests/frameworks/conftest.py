@@ -1,3 +1,3 @@
 """Fixtures of the framework tests; they and the functions the tests share live in frameworks_env."""
 
-from frameworks_env import forge_overlay, ray_head_in, runtime_path  # noqa: F401
+from frameworks_env import ray_head_in, runtime_path  # noqa: F401

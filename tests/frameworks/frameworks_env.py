@@ -1,13 +1,10 @@
 """The trainer venvs (.venv-trl, .venv-verl, made by .ci/setup) and ways to run code in them.
 
 The venvs hold a training framework and no starforge-core, like a user's training
-environment. Code of ours reaches them only on ``PYTHONPATH``:
-
-- ``runtime_path``: a directory holding just the installed ``starforge`` package (what the
-  job's runtime zip carries), for the in-venv checks;
-- ``forge_overlay``: that plus the laptop-side libraries of ``forge`` the venv lacks, so
-  ``forge`` itself runs under the trainer's interpreter; the local backend then starts the
-  launcher under that interpreter, which makes it the job's Python.
+environment. ``forge`` itself runs from the project's venv and names a trainer venv as the
+job's Python; the in-venv checks reach the installed ``starforge`` package through
+``runtime_path`` (a directory holding just that package, what the job's runtime zip
+carries) on ``PYTHONPATH``.
 
 A missing venv fails the test when ``CI`` is set and skips it otherwise.
 """
@@ -27,10 +24,6 @@ import starforge
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 VENVS = {"trl": REPO / ".venv-trl", "verl": REPO / ".venv-verl"}
-# forge's own imports (laptop side) and what they import
-FORGE_LIBS = ("click", "yaml", "_yaml", "rich", "markdown_it", "mdurl", "pygments", "httpx", "httpcore", "h11", "anyio",
-              "sniffio", "certifi", "idna", "cryptography", "cffi", "_cffi_backend", "pycparser", "packaging",
-              "typing_extensions")
 
 
 def need(condition: bool, reason: str) -> None:
@@ -56,43 +49,11 @@ def clean_env(**extra) -> dict:
     return env
 
 
-def _link(dest: Path, name: str) -> None:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.origin and not spec.submodule_search_locations:
-        return
-    if spec.submodule_search_locations:
-        source = Path(list(spec.submodule_search_locations)[0])
-    else:
-        source = Path(spec.origin)
-    (dest / source.name).symlink_to(source)
-
-
 @pytest.fixture(scope="session")
 def runtime_path(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("runtime")
     (dest / "starforge").symlink_to(Path(starforge.__file__).parent)
     return dest
-
-
-@pytest.fixture(scope="session")
-def forge_overlay(tmp_path_factory):
-    """``overlay(venv name) -> directory``: starforge and the forge libraries that venv lacks."""
-    made: dict = {}
-
-    def overlay(name: str) -> Path:
-        if name not in made:
-            python = trainer_python(name)
-            probe = subprocess.run(
-                [str(python), "-c", "import importlib.util as u, sys; print(' '.join(m for m in sys.argv[1:] if u.find_spec(m) is None))",
-                 *FORGE_LIBS], capture_output=True, text=True, cwd="/", env=clean_env(), check=True)
-            dest = tmp_path_factory.mktemp(f"overlay-{name}")
-            (dest / "starforge").symlink_to(Path(starforge.__file__).parent)
-            for lib in probe.stdout.split():
-                _link(dest, lib)
-            made[name] = dest
-        return made[name]
-
-    return overlay
 
 
 def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int = 240) -> str:

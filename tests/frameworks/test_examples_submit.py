@@ -1,13 +1,16 @@
 """examples/trl and examples/verl through `forge plugin publish` -> `forge lock` -> `forge submit`
-on the local backend, with forge run by the trainer venv's interpreter (the job's Python),
-StarForge reaching that venv only on PYTHONPATH. verl's loss is also resolved by name in a
-Ray actor on a local Ray head started from the verl venv."""
+on the local backend, as a user runs them: forge from its own venv, the example's forge.yaml
+naming the trainer venv as the job's Python (`python: $TRL_PYTHON` / `$VERL_PYTHON`). The
+trainer venvs hold no starforge-core and nothing reaches them on PYTHONPATH: the launcher
+starts there from the job's runtime zip. verl's loss is also resolved by name in a Ray actor
+on a local Ray head started from the verl venv."""
 
 from __future__ import annotations
 
 import ast
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,18 +20,34 @@ pytestmark = pytest.mark.frameworks
 
 
 class Forge:
-    def __init__(self, venv: str, overlay: Path, tmp: Path, **env) -> None:
-        self.python = str(trainer_python(venv))
+    """``forge`` run by the project's own interpreter, with the job's Python in *variable*."""
+
+    def __init__(self, venv: str, variable: str, tmp: Path, **env) -> None:
+        self.job_python = str(trainer_python(venv))
         self.cwd = tmp
-        self.env = clean_env(PYTHONPATH=str(overlay), FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", **env)
+        self.env = clean_env(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", **{variable: self.job_python}, **env)
 
     def __call__(self, *args, ok=True):
-        proc = subprocess.run([self.python, "-m", "starforge", *args], cwd=self.cwd, env=self.env, capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=self.cwd, env=self.env, capture_output=True,
                               text=True, timeout=180)
         out = proc.stdout + proc.stderr
         if ok:
             assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{out[-6000:]}"
         return proc.returncode, out
+
+    def assert_ran_in_job_python(self, lines: list) -> None:
+        """The launcher's ``python  :`` line names the trainer venv's interpreter, from forge.yaml."""
+        line = next((ln for ln in lines if ln.startswith("python  : ")), None)
+        assert line is not None, "\n".join(lines[-40:])
+        assert line.startswith(f"python  : {self.job_python} (") and line.endswith(", forge.yaml python)"), line
+        assert sys.executable not in line
+
+
+def test_the_trainer_venvs_hold_no_starforge():
+    for venv in ("trl", "verl"):
+        proc = subprocess.run([str(trainer_python(venv)), "-c", "import starforge"], capture_output=True, text=True,
+                              cwd="/", env=clean_env(), timeout=120)
+        assert proc.returncode != 0 and "No module named 'starforge'" in proc.stderr, (venv, proc.stderr)
 
 
 def _values(out: str, prefix: str):
@@ -42,8 +61,8 @@ def _experiment(tmp: Path, name: str) -> Path:
     return exp
 
 
-def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path, forge_overlay):
-    forge = Forge("trl", forge_overlay("trl"), tmp_path)
+def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path):
+    forge = Forge("trl", "TRL_PYTHON", tmp_path)
     exp = _experiment(tmp_path, "trl")
     forge("plugin", "publish", str(REPO / "forge_plugins" / "trl-dr-grpo"))
     forge("lock", str(exp))
@@ -53,6 +72,7 @@ def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path, forge_overlay):
                           "dr_grpo, grpo, bnpo, dapo, got 'bogus'" in out
     _, out = forge("submit", str(exp))
     lines = out.splitlines()
+    forge.assert_ran_in_job_python(lines)
     assert "plugin  : starforge/trl-dr-grpo@1.0.0 loaded" in lines
     assert "trl-dr-grpo: GRPOTrainer scale_rewards 'group' -> 'none', loss_type 'dapo' -> 'dr_grpo'; " \
            "loss divisor batch x max_completion_length=8" in lines
@@ -68,16 +88,17 @@ def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path, forge_overlay):
     assert any(advantages)
 
 
-def test_verl_example_submits_and_a_ray_actor_resolves_the_plugin_loss(tmp_path, forge_overlay, ray_head_in):
+def test_verl_example_submits_and_a_ray_actor_resolves_the_plugin_loss(tmp_path, ray_head_in):
     address, ray_env = ray_head_in("verl")
     # the driver joins the head on 127.0.0.1 (Ray would swap a loopback address for the host's)
-    forge = Forge("verl", forge_overlay("verl"), tmp_path, RAY_AUTH_MODE="token",
+    forge = Forge("verl", "VERL_PYTHON", tmp_path, RAY_AUTH_MODE="token",
                   RAY_AUTH_TOKEN=ray_env["RAY_AUTH_TOKEN"], RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     exp = _experiment(tmp_path, "verl")
     forge("plugin", "publish", str(REPO / "forge_plugins" / "verl-dr-grpo"))
     forge("lock", str(exp))
     _, out = forge("submit", str(exp), "--set", f"verl.ray_address={address}")
     lines = out.splitlines()
+    forge.assert_ran_in_job_python(lines)
     assert "plugin  : starforge/verl-dr-grpo@1.0.0 loaded" in lines
     assert "verl: adv_estimator=dr_grpo loss_mode=dr_grpo loss_agg_mode=token-mean" in lines
     rewards = [1.0, 0.0, 0.5, 0.25, 0.0, 0.75, 1.0, 0.5]
