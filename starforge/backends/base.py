@@ -218,14 +218,3 @@ def node_entry(python: str, job_dir: str | os.PathLike = "") -> list[str]:
 def exit_status(returncode: int) -> int:
     """A subprocess return code as a shell reports it (killed by signal N -> 128 + N)."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-

@@ -32,10 +32,11 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from ..cluster.atomic import process_alive
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError
-from .base import Backend, JobRecord, exit_status, follow_file, node_entry, pid_alive
+from .base import Backend, JobRecord, exit_status, follow_file, node_entry
 from .store import JobStore
 
 LOG_NAME = "log.txt"
@@ -145,7 +146,7 @@ class LocalBackend(Backend):
 
 def _process_matches(pid: int, marker: str) -> bool:
     """Whether *pid* is alive and (where /proc tells) its command line mentions *marker*."""
-    if not pid_alive(pid):
+    if not process_alive(pid):
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -163,7 +164,7 @@ def _signal_group(pgid: int, sig: int, record: JobRecord) -> None:
     would not). Once the leader is gone, a group with that id can only be the job's own
     leftover processes: Linux does not hand out a pid still used as a process group id.
     """
-    if pid_alive(pgid) and not _process_matches(pgid, str(Path(record.dir) / "jobspec.json")):
+    if process_alive(pgid) and not _process_matches(pgid, str(Path(record.dir) / "jobspec.json")):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
