@@ -6,20 +6,21 @@
 #
 # Safe to re-run: publishing the same plugin again is a no-op and the lock stays as it is.
 # All StarForge state goes to .forge-home/ in this checkout (FORGE_HOME), never to your own
-# ~/.config, ~/.local/share or ~/.cache. Set FORGE_PYTHON to an interpreter that already has
+# ~/.config, ~/.local/share or ~/.cache. Set QUICKSTART_PYTHON to an interpreter that already has
 # starforge-core installed to skip creating .venv.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 
-if [ -n "${FORGE_PYTHON:-}" ]; then
-    py="$FORGE_PYTHON"
+if [ -n "${QUICKSTART_PYTHON:-}" ]; then
+    py="$QUICKSTART_PYTHON"
 else
     if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import starforge" 2>/dev/null; then
         echo "== creating .venv and installing starforge-core from this checkout (once)"
         "${PYTHON:-python3}" -m venv .venv
         .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-        .venv/bin/python -m pip install -q .
+        # (pip's notice about a configured local index folder that does not exist is dropped)
+        .venv/bin/python -m pip install -q . 2>&1 | { grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory\.$" || true; }
     fi
     py="$repo/.venv/bin/python"
 fi

@@ -189,6 +189,8 @@ def supervise(store_root: str, job_id: str) -> int:
     record = store.get(job_id)
     job_dir = Path(record.dir)
     env = without_credentials()
+    for stale in ("FORGE_PYTHON", "FORGE_PYTHON_FROM"):  # the node entry works these out for this job
+        env.pop(stale, None)
     env["PYTHONUNBUFFERED"] = "1"
     env["FORGE_JOB_ID"] = job_id
     with store.locked(job_id):

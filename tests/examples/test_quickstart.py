@@ -23,7 +23,7 @@ def test_quickstart_runs_and_reruns(tmp_path):
     shutil.copytree(REPO / "examples", repo / "examples", ignore=debris)
     shutil.copytree(REPO / "forge_plugins", repo / "forge_plugins", ignore=debris)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
-    env["FORGE_PYTHON"] = sys.executable
+    env["QUICKSTART_PYTHON"] = sys.executable
 
     first = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
