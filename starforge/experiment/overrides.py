@@ -70,7 +70,19 @@ class Override:
         bad = first_non_finite(value)
         if bad is not None:
             raise UsageError(f"--set {_shown(text)}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
+        if not _string_keys(value):
+            raise UsageError(f"--set {_shown(text)}: a mapping key that is not a string has no JSON form",
+                             hint="hyperparameters travel as JSON (the JobSpec): quote the key, or use a dotted --set key")
         return cls(key=key, value=value, new=new, text=text, raw=raw.strip())
+
+
+def _string_keys(value: Any) -> bool:
+    """Whether every mapping in *value* (lists and mappings searched) has string keys only."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) for k in value) and all(_string_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_string_keys(v) for v in value)
+    return True
 
 
 NON_FINITE_HINT = (

@@ -83,3 +83,13 @@ def test_a_trust_file_that_is_not_an_object_is_a_signature_error(opsd, content):
         line = _one_error(opsd.forge(*args, ok=False), 9)
         assert "trust file" in line and "is not" in line
     assert not opsd.lock.exists() and not (opsd.tmp / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["? ", "{1: a}", "[{null: 1}]"])
+def test_set_mapping_with_a_key_json_cannot_carry_is_refused(value):
+    from starforge.errors import UsageError
+    from starforge.experiment.overrides import Override
+
+    with pytest.raises(UsageError, match="a mapping key that is not a string has no JSON form"):
+        Override.parse(f"+new={value}")
+    assert Override.parse("+new={a: 1}").value == {"a": 1}
