@@ -547,13 +547,7 @@ def _slot_for(p: Patch, module: types.ModuleType) -> _Slot:
             obj_next = getattr(obj, part)
         except AttributeError:
             walked = f"{t.module}:{'.'.join(walk[:i])}" if i else t.module
-            raise PatchTargetError(
-                f"patch target '{t}' not found: {_describe(obj, walked)} has no attribute '{part}'"
-                + _suggest(part, dir(obj)),
-                target=str(t),
-                missing="attribute",
-                hint=_NOT_FOUND_HINT,
-            ) from None
+            raise _no_attribute(t, obj, walked, part) from None
         obj = obj_next
     walked = f"{t.module}:{'.'.join(walk)}" if walk else t.module
     if t.key is not None:
@@ -581,15 +575,19 @@ def _slot_for(p: Patch, module: types.ModuleType) -> _Slot:
         slot = _Slot(t, module, obj, name, is_item=False)
     slot.capture()
     if slot.base is _ABSENT and not slot.is_item and not p.create:
-        raise PatchTargetError(
-            f"patch target '{t}' not found: {_describe(obj, walked)} has no attribute '{name}'"
-            + _suggest(name, dir(obj)),
-            target=str(t),
-            missing="attribute",
-            hint=_NOT_FOUND_HINT,
-        )
+        raise _no_attribute(t, obj, walked, name)
     _slots[skey] = slot
     return slot
+
+
+def _no_attribute(t: Target, obj: Any, walked: str, name: str) -> PatchTargetError:
+    """The error for a target whose attribute *name* is missing on *obj* (reached as *walked*)."""
+    return PatchTargetError(
+        f"patch target '{t}' not found: {_describe(obj, walked)} has no attribute '{name}'" + _suggest(name, dir(obj)),
+        target=str(t),
+        missing="attribute",
+        hint=_NOT_FOUND_HINT,
+    )
 
 
 def _apply(p: Patch, module: types.ModuleType) -> None:

@@ -195,27 +195,34 @@ def test_publisher_that_loses_the_race_during_upload_reports_the_conflict(oci_re
     assert reg_a.get("race", "p", "1.0.0").tree_digest == info_b.tree_digest
 
 
+def race_publishers(url: str, plugins: list) -> list:
+    """Publish every ``(archive, info, ...)`` of *plugins* at once, one thread each, released
+    together; each publisher's PublishResult or ImmutableVersionError (None: it hung)."""
+    barrier = threading.Barrier(len(plugins))
+    outcomes: list = [None] * len(plugins)
+
+    def run(i):
+        reg = OciRegistry(url)
+        barrier.wait()
+        try:
+            outcomes[i] = reg.publish(*plugins[i][:2])
+        except ImmutableVersionError as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plugins))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return outcomes
+
+
 def test_concurrent_publishers_leave_the_tag_on_a_reported_winner(oci_registry, tmp_path):
     """Threads racing on one version: the tag ends on a winner; a loser reports or is detectable."""
     for round_ in range(4):
         version = f"3.0.{round_}"
         plugins = [make_plugin(tmp_path, "threads", "p", version, body=f"{round_}-{i}") for i in range(3)]
-        barrier = threading.Barrier(len(plugins))
-        outcomes: list = [None] * len(plugins)
-
-        def run(i):
-            reg = OciRegistry(oci_registry.url)
-            barrier.wait()
-            try:
-                outcomes[i] = reg.publish(*plugins[i][:2])
-            except ImmutableVersionError as exc:
-                outcomes[i] = exc
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plugins))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = race_publishers(oci_registry.url, plugins)
         final = OciRegistry(oci_registry.url).get("threads", "p", version).tree_digest
         winners = [i for i, o in enumerate(outcomes) if not isinstance(o, Exception)]
         assert any(plugins[i][1].tree_digest == final for i in winners), outcomes
@@ -701,22 +708,7 @@ def test_eight_racing_publishers_one_winner_the_rest_told_of_the_conflict(oci_re
         plugins = [make_plugin(tmp_path, "racers", "p", version, body=f"{round_}-{i}") for i in range(8)]
         same = make_plugin(tmp_path, "racers", "p", version, body=f"{round_}-0")  # the same files as publisher 0
         plugins.append(same)
-        barrier = threading.Barrier(len(plugins))
-        outcomes: list = [None] * len(plugins)
-
-        def run(i):
-            reg = OciRegistry(oci_registry.url)
-            barrier.wait()
-            try:
-                outcomes[i] = reg.publish(*plugins[i][:2])
-            except ImmutableVersionError as exc:
-                outcomes[i] = exc
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plugins))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+        outcomes = race_publishers(oci_registry.url, plugins)
         final = OciRegistry(oci_registry.url).get("racers", "p", version).tree_digest
         told_published = {plugins[i][1].tree_digest for i, o in enumerate(outcomes) if not isinstance(o, Exception)}
         assert told_published == {final}, outcomes  # whoever heard "published" holds the tag
