@@ -78,10 +78,8 @@ def facts_of_published(info) -> dict:
 
 
 def _version_direction(old: str, new: str) -> str:
-    try:
-        from packaging.version import Version
-    except ImportError:  # pragma: no cover - packaging is a dependency
-        from ..cluster._vendor.packaging.version import Version  # type: ignore[no-redef]
+    from packaging.version import Version
+
     try:
         return "upgrade" if Version(new) > Version(old) else "downgrade"
     except ValueError:
