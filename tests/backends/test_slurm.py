@@ -180,3 +180,15 @@ def test_batch_script_and_settings(tmp_path):
         SlurmBackend({"launch": "everywhere"})
     with pytest.raises(ManifestError, match="positive integer"):
         SlurmBackend({"nodes": 0})
+
+
+@pytest.mark.parametrize("said, hint", [
+    ("sbatch: error: Batch job submission failed: Invalid partition name specified", "sinfo -s"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "--account=NAME"),
+    ("sbatch: error: Batch job submission failed: Requested node configuration is not available", "cpus_per_task"),
+    ("sbatch: error: Batch job submission failed: something new", "slurm: settings in forge.yaml"),
+])
+def test_an_sbatch_refusal_comes_with_a_hint(said, hint):
+    from starforge.backends.slurm import sbatch_hint
+
+    assert hint in sbatch_hint(said)
