@@ -36,6 +36,7 @@ COMMANDS = {
         "add": "plugin_edit:add",
         "remove": "plugin_edit:remove",
         "copy": "plugin_copy:copy",
+        "diff": "plugin_diff:diff",
     },
     "bundle": {"create": "bundle:create", "verify": "bundle:verify", "push": "bundle:push"},
     "lock": "lock:lock",
