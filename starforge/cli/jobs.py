@@ -250,12 +250,14 @@ def rm(job_ids: tuple, as_json: bool) -> None:
     Example:
       forge jobs rm quickstart-20261129-120000-3fa2
     """
+    from ..backends.jobdir import removable_job_dir
     from ..errors import UsageError
 
     records = [_get(job_id) for job_id in job_ids]
     for record in records:
         if not record.final:
             raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
+        removable_job_dir(record)  # a job directory reached through a symlink: refused before anything goes
     removed = [_remove(record) for record in {r.id: r for r in records}.values()]
     _report_removed(removed, as_json)
 
@@ -290,6 +292,11 @@ def prune(age: str, dry_run: bool, as_json: bool) -> None:
             continue
         if created < cutoff and _refreshed(record).final:
             old.append(record)
+    if not dry_run:
+        from ..backends.jobdir import removable_job_dir
+
+        for record in old:
+            removable_job_dir(record)
     removed = [r.id for r in old] if dry_run else [_remove(r) for r in old]
     _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
 
@@ -310,15 +317,14 @@ def parse_age(text: str) -> int:
 
 
 def _remove(record) -> str:
-    """Delete *record* from the store and its job directory (when it is this job's own)."""
-    import shutil
-    from pathlib import Path
-
+    """Delete *record* from the store and its job directory (when it is this job's own;
+    never through a symlink: :mod:`starforge.backends.jobdir`)."""
+    from ..backends.jobdir import removable_job_dir, remove_job_dir
     from ..backends.store import JobStore
 
-    job_dir = Path(record.dir)
-    if job_dir.name == record.id and job_dir.is_dir() and not job_dir.is_symlink():
-        shutil.rmtree(job_dir, ignore_errors=True)
+    job_dir = removable_job_dir(record)
+    if job_dir is not None:
+        remove_job_dir(job_dir)
     JobStore().remove(record.id)
     return record.id
 

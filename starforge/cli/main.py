@@ -36,6 +36,7 @@ COMMANDS = {
         "add": "plugin_edit:add",
         "remove": "plugin_edit:remove",
         "copy": "plugin_copy:copy",
+        "diff": "plugin_diff:diff",
     },
     "bundle": {"create": "bundle:create", "verify": "bundle:verify", "push": "bundle:push"},
     "lock": "lock:lock",
@@ -221,6 +222,25 @@ def disk_error(exc: OSError) -> ForgeError:
     return ForgeError(f"{where}{exc.strerror or exc}", hint=hints.get(exc.errno or 0, "run with --debug for the details"))
 
 
+def scrubbed_traceback(exc: BaseException) -> str:
+    """The traceback Python would print for *exc* (chained ones included), URL credentials masked.
+
+    ``--debug`` shows tracebacks; a message inside one may hold a registry URL as the
+    user typed it, so the text goes through the same masking as every ``error:`` line.
+    """
+    import traceback
+
+    from ..urls import mask_url
+
+    return mask_url("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+def debug_exit(exc: BaseException, code: int) -> int:
+    sys.stderr.write(scrubbed_traceback(exc))
+    sys.stderr.flush()
+    return code
+
+
 def main(argv: list | None = None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
     debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in args
@@ -231,13 +251,13 @@ def main(argv: list | None = None) -> int:
             sys.exit(code)
     except ForgeError as exc:
         if debug:
-            raise
+            sys.exit(debug_exit(exc, exc.exit_code))
         sys.exit(report(exc))
     except OSError as exc:
         # A full disk, a read-only FORGE_HOME, a directory without permission: whatever was
         # being written went through a temp file, so nothing half-written is left.
         if debug:
-            raise
+            sys.exit(debug_exit(exc, 1))
         sys.exit(report(disk_error(exc)))
     except click.exceptions.Abort:
         report(ForgeError("aborted"))
@@ -256,6 +276,9 @@ def main(argv: list | None = None) -> int:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        # A bug: its traceback is the report, credentials masked like everything forge prints.
+        sys.exit(debug_exit(exc, 1))
     return 0
 
 

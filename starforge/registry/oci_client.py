@@ -123,6 +123,12 @@ class Credentials:
     password: str  # or an identity (refresh) token when identity_token is True
     source: str  # where they came from, for error messages
     identity_token: bool = False
+    shown: str | None = None  # how messages name them; None: the user name
+
+    @property
+    def label(self) -> str:
+        """``of 'alice'``, or what stands for credentials whose user name must not be printed."""
+        return self.shown if self.shown is not None else f"of '{self.username}'"
 
 
 def _docker_config_path(env) -> Path:
@@ -189,11 +195,19 @@ def find_credentials(host: str, env=None) -> Credentials | None:
         if entry.get("identitytoken"):
             return Credentials("<token>", entry["identitytoken"], source, identity_token=True)
         if entry.get("auth"):
+            # The 'auth' value is the secret itself (base64 of user:password): no message
+            # prints it or any part of it, the user name included (without a colon it is
+            # all password).
+            bad = RegistryError(f"{source}: the 'auth' entry for {key} is not base64 of user:password",
+                                hint=f"log in again (docker login {host}), or fix that entry")
             try:
-                user, _, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
-            except (ValueError, UnicodeDecodeError):
-                raise RegistryError(f"{source}: the 'auth' entry for {key} is not base64 user:password") from None
-            return Credentials(user, password, source)
+                decoded = base64.b64decode(entry["auth"]).decode("utf-8")
+            except (ValueError, TypeError, UnicodeDecodeError):
+                raise bad from None
+            user, colon, password = decoded.partition(":")
+            if not colon or not user:
+                raise bad from None
+            return Credentials(user, password, source, shown=f"of the 'auth' entry for {key}")
         if entry.get("username") and entry.get("password"):
             return Credentials(entry["username"], entry["password"], source)
     store = config.get("credsStore")
@@ -360,7 +374,7 @@ class OciClient:
                 hint="set FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or add the host to the Docker config.json",
             )
         return RegistryError(
-            f"{self.location.host} refused the credentials of '{creds.username}' (HTTP {response.status_code})",
+            f"{self.location.host} refused the credentials {creds.label} (HTTP {response.status_code})",
             hint=f"check the user name and password from {creds.source}",
         )
 

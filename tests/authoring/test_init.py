@@ -193,3 +193,7 @@ def test_wheel_ships_templates_and_schema(tmp_path):
     # every module of the source tree ships (the package list in pyproject.toml is explicit)
     modules = {p.relative_to(src).as_posix() for p in (src / "starforge").rglob("*.py")}
     assert modules <= names, sorted(modules - names)
+    # and the vendored packaging's pin and licence files, without which no runtime zip is built
+    vendor = {p.relative_to(src).as_posix() for p in (src / "starforge" / "cluster" / "_vendor").rglob("*")
+              if p.is_file() and not p.name.endswith(".py")}
+    assert vendor and vendor <= names, sorted(vendor - names)
