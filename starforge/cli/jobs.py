@@ -139,7 +139,8 @@ def render_details(d: dict) -> list:
             for k in ("verified", "loaded", "registered", "installed_later", "skipped", "shadowed", "pending", "left-alone", "disabled", "failed")
             if p.get(k)
         )
-        lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {p.get('load') or '-'}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
+        how = "environment" if p.get("kind") == "environment" else p.get("load") or "-"
+        lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {how}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
     patches = merged_patches(prov.get("patches") or [])
     if patches:
         rows = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]

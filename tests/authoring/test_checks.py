@@ -205,6 +205,19 @@ def test_signatures_that_fit(tmp_path, load, source):
     assert check_plugin(root).errors == []
 
 
+def test_environment_entrypoint_is_called_with_ctx_and_data_prep_without(tmp_path):
+    # load_environment(name, **ctx) calls entrypoint(params, **ctx); forge prep calls entrypoint(params)
+    env = MANIFEST.replace("kind: algorithm", "kind: environment")
+    root = make_plugin(tmp_path / "env", env, {"opsd_patch.py": "def install(params):\n    pass\n"})
+    (error,) = check_plugin(root).errors
+    assert "does not accept **ctx; an environment plugin is called as install(params, **ctx)" in error.message
+    root = make_plugin(tmp_path / "env-ok", env, {"opsd_patch.py": "def install(params, **ctx):\n    pass\n"})
+    assert check_plugin(root).errors == []
+    prep = MANIFEST.replace("kind: algorithm", "kind: data-prep") + "load: deferred\n"
+    root = make_plugin(tmp_path / "prep", prep, {"opsd_patch.py": "def install(params):\n    return dict\n"})
+    assert check_plugin(root).errors == []
+
+
 def test_entrypoint_module_missing_or_in_a_package(tmp_path):
     root = make_plugin(tmp_path / "a", files={"other.py": EAGER})
     report = check_plugin(root)
