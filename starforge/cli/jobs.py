@@ -7,7 +7,7 @@ import json
 
 import click
 
-from .output import JobOutput, note
+from .output import JobOutput, note, plural
 
 
 def _backend_for(record):
@@ -32,6 +32,23 @@ def _get(job_id: str):
     from ..backends.store import JobStore
 
     return _refreshed(JobStore().get(job_id))
+
+
+def _get_with_dir(job_id: str):
+    """The record of *job_id*, refusing one whose job directory was deleted outside forge
+    (its log, status and provenance lived there: printing nothing would look like a job
+    that said nothing)."""
+    from pathlib import Path
+
+    from ..errors import NotFoundError
+
+    record = _get(job_id)
+    if not Path(record.dir).is_dir():
+        raise NotFoundError(
+            f"job {record.id}: its directory {record.dir} is gone (deleted outside forge)",
+            hint=f"drop the record with: forge jobs rm {record.id} (or forge jobs prune --gone for every such job)",
+        )
+    return record
 
 
 DEFAULT_LIMIT = 20
@@ -61,7 +78,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
     elif not records:
-        click.echo("no jobs yet (submit one with: forge submit)")
+        note("no jobs yet (submit one with: forge submit)")
     else:
         rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
         for r in records:
@@ -69,7 +86,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
         for line in table(rows):
             click.echo(line)
     if omitted:
-        note(f"{len(records)} of {len(everything)} jobs shown, the most recent; {omitted} older omitted (--all shows every job)")
+        note(f"{len(records)} of {plural(len(everything), 'job')} shown, the most recent; {omitted} older omitted (--all shows every job)")
 
 
 def table(rows: list) -> list:
@@ -96,7 +113,7 @@ def show(job_id: str, as_json: bool) -> None:
     """
     from ..experiment.jobinfo import job_details
 
-    record = _get(job_id)
+    record = _get_with_dir(job_id)
     details = job_details(record)
     if as_json:
         click.echo(json.dumps(details, indent=2, sort_keys=True, default=str))
@@ -203,7 +220,7 @@ def logs(job_id: str, follow: bool) -> None:
     Example:
       forge jobs logs quickstart-20261129-120000-3fa2 -f
     """
-    record = _get(job_id)
+    record = _get_with_dir(job_id)
     out = JobOutput()
     try:
         for chunk in _backend_for(record).logs(record, follow=follow):
@@ -263,42 +280,58 @@ def rm(job_ids: tuple, as_json: bool) -> None:
 
 
 @click.command("prune")
-@click.option("--older-than", "age", required=True, metavar="AGE", help="Delete ended jobs created longer ago than AGE (30m, 12h, 7d, 2w).")
+@click.option("--older-than", "age", metavar="AGE", help="Delete ended jobs created longer ago than AGE (30m, 12h, 7d, 2w).")
+@click.option("--gone", is_flag=True, help="Drop the records of jobs whose directory was deleted outside forge.")
 @click.option("--dry-run", is_flag=True, help="Only print which jobs would be deleted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
-def prune(age: str, dry_run: bool, as_json: bool) -> None:
-    """Delete ended jobs created longer ago than AGE.
+def prune(age: str | None, gone: bool, dry_run: bool, as_json: bool) -> None:
+    """Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.
 
-    Their records and job directories go.
-
-    Pending and running jobs are kept whatever their age.
+    Their records and job directories go. Pending and running jobs are kept whatever their
+    age; a record whose directory was deleted by hand is dropped with --gone (it has
+    nothing left to show).
 
     \b
     Example:
       forge jobs prune --older-than 7d
+      forge jobs prune --gone --dry-run
     """
     import calendar
     import time
+    from pathlib import Path
 
     from ..backends.store import JobStore
     from ..cluster.utctime import TIMESTAMP
+    from ..errors import UsageError
 
-    cutoff = time.time() - parse_age(age)
-    old = []
+    if age is None and not gone:
+        raise UsageError("say what to prune: --older-than AGE, --gone, or both", hint="e.g. forge jobs prune --older-than 7d")
+    cutoff = time.time() - parse_age(age) if age is not None else None
+    chosen, dirless = [], []
     for record in JobStore().list():
+        missing = not Path(record.dir).is_dir()
+        if gone and missing:
+            chosen.append(record)
+            continue
+        if missing:
+            dirless.append(record)
+        if cutoff is None:
+            continue
         try:
             created = calendar.timegm(time.strptime(record.created, TIMESTAMP))
         except ValueError:
             continue
         if created < cutoff and _refreshed(record).final:
-            old.append(record)
+            chosen.append(record)
     if not dry_run:
         from ..backends.jobdir import removable_job_dir
 
-        for record in old:
-            removable_job_dir(record)
-    removed = [r.id for r in old] if dry_run else [_remove(r) for r in old]
+        for record in chosen:
+            removable_job_dir(record)  # every path checked before anything is deleted
+    removed = [r.id for r in chosen] if dry_run else [_remove(r) for r in chosen]
     _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
+    if dirless:
+        note(f"{plural(len(dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
 
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
