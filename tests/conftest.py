@@ -56,7 +56,26 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`).
+# The tests of a real service (registry, Ray, Slurm, trainer venvs) and these end-to-end
+# modules, each a minute or more of CLI subprocesses; CI runs everything.
+SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks")
+SLOW_MODULES = (
+    "tests/examples/",
+    "tests/test_docs_commands.py",
+    "tests/registry/test_bundle.py",
+    "tests/experiment/test_experiment_cli.py",
+    "tests/before_after/test_plan.py",
+    "tests/cli/test_registry_cli.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        where = item.nodeid.split("::", 1)[0]
+        if (any(item.get_closest_marker(m) for m in SLOW_MARKERS) or service_group(item) is not None
+                or where.startswith(SLOW_MODULES)):
+            item.add_marker(pytest.mark.slow)
     worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_ENV)
     if not (worker and folder):
         return
