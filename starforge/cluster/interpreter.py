@@ -216,11 +216,11 @@ def check_job_python(interpreter):
     return version
 
 
-def _write_status(job_dir, code, message):
+def _write_status(job_dir, code, message, phase="requires"):
     """status.json as the launcher writes it, for a job that could not start its launcher."""
     path = os.path.join(job_dir, "status.json")
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    record = {"phase": "requires", "code": code, "plugin": None, "message": message}
+    record = {"phase": phase, "code": code, "plugin": None, "message": message}
     try:
         with open(tmp, "w") as f:
             json.dump(record, f, indent=2, sort_keys=True)
@@ -253,11 +253,20 @@ def main(argv=None):
         return SPEC_EXIT
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
+    from starforge.cluster import binding  # beside this file in the zip, as old-syntax as this one
+
     try:
         with open(spec_path, "rb") as f:
-            spec = json.loads(f.read().decode("utf-8"))
+            data = f.read()
+        # The JobSpec names the interpreter to start: bound to what was staged first.
+        binding.check_bytes("the JobSpec", spec_path, data, binding.spec_arg(argv))
+        spec = json.loads(data.decode("utf-8"))
         if not isinstance(spec, dict):
             raise ValueError("not a JSON object")
+    except binding.BindingMismatch as exc:
+        sys.stderr.write("error: %s\n" % exc)
+        _write_status(job_dir, binding.VERIFY_EXIT, str(exc), "verify")
+        return binding.VERIFY_EXIT
     except (IOError, OSError, ValueError) as exc:
         sys.stderr.write("error: cannot read the JobSpec %s: %s\n" % (spec_path, exc))
         return SPEC_EXIT

@@ -19,19 +19,23 @@ import sys
 from . import deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
+from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .child import run_child
-from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError
+from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .flags import apply_flags, in_process_form
 from .interpreter import runs_in_job_python
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
 
-USAGE = """usage: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]
+USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only] [-- CMD ...]
 
 Verify and install a job's plugins, then run its training entrypoint.
 
   --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
+  --spec-sha256 HEX
+                   the sha256 the JobSpec had at staging (backends pass it): the
+                   launcher and every process of the job refuse another (exit 10)
   --verify-only    verify every plugin and check its requirements, then stop:
                    nothing is imported or installed and no entrypoint runs
   -- CMD ...       run CMD instead of the spec's entrypoint
@@ -118,6 +122,7 @@ def _parse(argv: list[str]):
             raise _Usage("nothing after '--'")
     spec = None
     verify_only = False
+    bound = None
     rest = list(argv)
     while rest:
         arg = rest.pop(0)
@@ -126,6 +131,10 @@ def _parse(argv: list[str]):
             raise SystemExit(0)
         if arg == "--verify-only":
             verify_only = True
+        elif arg == SPEC_ARG or arg.startswith(SPEC_ARG + "="):
+            bound = arg.split("=", 1)[1] if "=" in arg else (rest.pop(0) if rest else "")
+            if not is_sha256(bound):
+                raise _Usage(f"{SPEC_ARG} needs a sha256 (64 lowercase hex digits), got {bound!r}")
         elif arg == "--spec":
             if not rest:
                 raise _Usage("--spec needs a path")
@@ -138,7 +147,7 @@ def _parse(argv: list[str]):
         raise _Usage("--spec JOBSPEC is required")
     if verify_only and cmd:
         raise _Usage("--verify-only runs no command; drop '-- CMD ...'")
-    return spec, cmd, verify_only
+    return spec, cmd, verify_only, bound
 
 
 class _Usage(Exception):
@@ -148,11 +157,17 @@ class _Usage(Exception):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        spec_arg, cmd, verify_only = _parse(argv)
+        spec_arg, cmd, verify_only, bound = _parse(argv)
     except _Usage as exc:
         say(f"error: {exc}")
-        say("hint: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]")
+        say("hint: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only] [-- CMD ...]")
         return 2
+    # The binding reaches every process of the job through the environment; one inherited
+    # from elsewhere (another job's) never binds this launch.
+    if bound:
+        os.environ[SPEC_ENV] = bound
+    else:
+        os.environ.pop(SPEC_ENV, None)
     _drop_launcher_path_entry()
     code = launch(spec_arg, cmd, verify_only=verify_only, argv=argv)
     return code
@@ -300,9 +315,11 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
     from .interpreter import JobPythonError, check_job_python, resolve_job_python, same_interpreter
 
     try:
-        spec = read_spec(spec_path)
+        spec = read_spec(spec_path, os.environ.get(SPEC_ENV))
     except SpecError:
         return None  # load_job reports it, with the launch's usual status
+    except VerificationError as exc:
+        return LaunchFailure(VerificationError, None, str(exc))
     entrypoint = list(cmd) if cmd else list(spec.entrypoint)
     recipe = os.path.join(job_dir, "recipe")
     python, how = resolve_job_python(spec.python, entrypoint, recipe, sys.executable)
