@@ -246,7 +246,11 @@ def _check_runtime(job_dir: Path, expected: str) -> str:
     """Why the job's runtime zip must not run ("" when it is the one staged)."""
     from ..cluster.binding import mismatch_message, sha256_file
     from ..cluster.environment import runtime_paths
+    from ..cluster.interpreter import linked_job_path
 
+    linked = linked_job_path(str(job_dir))
+    if linked:
+        return f"{linked} is a symbolic link; a job directory and its runtime are never followed through one"
     path = runtime_paths(str(job_dir))["zip"]
     try:
         got = sha256_file(path)

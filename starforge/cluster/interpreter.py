@@ -199,14 +199,16 @@ def python_version(interpreter):
         raise JobPythonError("the job's Python %s did not report its version (got %r)" % (interpreter, text[:80]))
 
 
-def check_job_python(interpreter):
-    """Refuse a missing, non-executable or too old job's Python, naming it."""
+def check_job_python(interpreter, probe=True):
+    """Refuse a missing, non-executable or (with *probe*, asking it) too old job's Python."""
     if "$" in interpreter:
         raise JobPythonError("the job's Python %s names an environment variable not set on this node" % interpreter)
     if not os.path.exists(interpreter):
         raise JobPythonError("the job's Python %s does not exist on this node" % interpreter)
     if not _executable(interpreter):
         raise JobPythonError("the job's Python %s is not executable" % interpreter)
+    if not probe:
+        return None
     version = python_version(interpreter)
     if version < MIN_VERSION:
         raise JobPythonError(
@@ -214,6 +216,133 @@ def check_job_python(interpreter):
             % ((interpreter,) + tuple(version) + MIN_VERSION)
         )
     return version
+
+
+# -- proving the job's Python (SPEC §9) --------------------------------------------------
+#
+# A version probe proves nothing: anything executable can print "3.11". What must be true
+# is that the process the job runs is CPython >= 3.10 running our launcher. Where the
+# job's Python is the entry's own interpreter, the entry asks itself (no process started).
+# Otherwise the entry starts the launcher under it as a child, handing it a per-run nonce
+# and a pipe (FORGE_PYTHON_PROOF=<fd>:<nonce>); the launcher, first thing, checks its own
+# interpreter and writes the nonce back. No nonce by the time the pipe closes: exit 11.
+
+PROOF_ENV = "FORGE_PYTHON_PROOF"
+
+
+def supported_here():
+    """Whether this interpreter is CPython >= 3.10, by its own word (no process started)."""
+    implementation = getattr(sys, "implementation", None)
+    return getattr(implementation, "name", "") == "cpython" and tuple(sys.version_info[:2]) >= MIN_VERSION
+
+
+def describe_here():
+    implementation = getattr(sys, "implementation", None)
+    return "%s %d.%d" % (getattr(implementation, "name", "unknown"), sys.version_info[0], sys.version_info[1])
+
+
+def unsupported_message(interpreter):
+    return "the job's Python %s is %s; the StarForge launcher needs CPython %d.%d or newer" % (
+        (interpreter, describe_here()) + MIN_VERSION)
+
+
+def confirm_python():
+    """In the launcher: answer the entry's proof request; a message when this interpreter is
+    not CPython >= 3.10 (then nothing is confirmed), else None. The pipe never leaks to the
+    job's processes."""
+    value = os.environ.pop(PROOF_ENV, None)
+    if not value:
+        return None
+    fd_text, _, nonce = value.partition(":")
+    try:
+        fd = int(fd_text)
+    except ValueError:
+        return None
+    try:
+        if not supported_here():
+            return unsupported_message(sys.executable)
+        os.write(fd, nonce.encode("ascii"))
+        return None
+    except OSError:
+        return None
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def run_proven(interpreter, args, env):
+    """Run ``[interpreter] + args`` (the launcher) as a child that must prove it is CPython
+    >= 3.10 running the launcher; return its exit code (128+N for signal N).
+
+    Raises :class:`JobPythonError` when it never confirmed (whatever it exited with). Only
+    then is the interpreter probed, to say why. SIGTERM, SIGINT and SIGHUP are passed on.
+    """
+    import binascii
+    import signal
+    import subprocess
+
+    nonce = binascii.hexlify(os.urandom(16)).decode("ascii")
+    read_end, write_end = os.pipe()
+    env = dict(env)
+    env[PROOF_ENV] = "%d:%s" % (write_end, nonce)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        child = subprocess.Popen([interpreter] + list(args), env=env, pass_fds=(write_end,))
+    except OSError as exc:
+        os.close(read_end)
+        os.close(write_end)
+        raise JobPythonError("the job's Python %s cannot run: %s" % (interpreter, exc))
+    os.close(write_end)
+
+    def forward(signum, frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, forward)
+    try:
+        got = b""
+        while len(got) < 256:
+            chunk = os.read(read_end, 256)
+            if not chunk:
+                break
+            got += chunk
+        os.close(read_end)
+        code = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if got != nonce.encode("ascii"):
+        raise JobPythonError(_unproven_message(interpreter))
+    return 128 - code if code < 0 else code
+
+
+def _unproven_message(interpreter):
+    """Why *interpreter* did not confirm: too old when a probe says so, else not CPython."""
+    try:
+        version = python_version(interpreter)
+    except JobPythonError:
+        version = None
+    if version is not None and tuple(version) < MIN_VERSION:
+        return "the job's Python %s is %d.%d; the StarForge launcher needs Python %d.%d or newer" % (
+            (interpreter,) + tuple(version) + MIN_VERSION)
+    return ("the job's Python %s did not prove to be CPython %d.%d or newer running the StarForge launcher "
+            "(it never confirmed the entry's nonce)" % ((interpreter,) + MIN_VERSION))
+
+
+def linked_job_path(job_dir):
+    """The job directory or its ``.forge-runtime`` (or ``bootstrap`` in it) when one is a symlink, else None."""
+    for path in (job_dir, os.path.join(job_dir, ".forge-runtime"), os.path.join(job_dir, ".forge-runtime", "bootstrap")):
+        if os.path.islink(path):
+            return path
+    return None
 
 
 def _write_status(job_dir, code, message, phase="requires"):
@@ -255,6 +384,12 @@ def main(argv=None):
     job_dir = os.path.dirname(spec_path)
     from starforge.cluster import binding  # beside this file in the zip, as old-syntax as this one
 
+    linked = linked_job_path(job_dir)
+    if linked:
+        message = "%s is a symbolic link; a job directory and its runtime are never followed through one" % linked
+        sys.stderr.write("error: %s\n" % message)
+        return binding.VERIFY_EXIT
+
     try:
         with open(spec_path, "rb") as f:
             data = f.read()
@@ -279,19 +414,26 @@ def main(argv=None):
         return SPEC_EXIT
     recipe = os.path.join(job_dir, "recipe")
     interpreter, how = resolve_job_python(spec_python, entrypoint, recipe, sys.executable)
-    try:
-        check_job_python(interpreter)
-    except JobPythonError as exc:
-        message = str(exc)
-        sys.stderr.write("error: %s\n" % message)
-        _write_status(job_dir, REQUIRES_EXIT, message)
-        return REQUIRES_EXIT
+    own = same_interpreter(interpreter, sys.executable)
     here = os.path.dirname(os.path.abspath(__file__))  # the zip, when run as its __main__
     env = dict(os.environ)
     old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
     env["PYTHONPATH"] = os.pathsep.join([here] + old)
     env["FORGE_PYTHON"] = interpreter
     env["FORGE_PYTHON_FROM"] = how
+    env.pop(PROOF_ENV, None)
+    try:
+        if own:  # proven by asking this very interpreter: no process started
+            if not supported_here():
+                raise JobPythonError(unsupported_message(interpreter))
+        else:
+            check_job_python(interpreter, probe=False)
+            return run_proven(interpreter, ["-m", "starforge.launch"] + argv, env)
+    except JobPythonError as exc:
+        message = str(exc)
+        sys.stderr.write("error: %s\n" % message)
+        _write_status(job_dir, REQUIRES_EXIT, message)
+        return REQUIRES_EXIT
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(interpreter, [interpreter, "-m", "starforge.launch"] + argv, env)

@@ -23,7 +23,7 @@ from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .child import run_child
 from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .flags import apply_flags, in_process_form
-from .interpreter import runs_in_job_python
+from .interpreter import _spec_path, confirm_python, linked_job_path, runs_in_job_python
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
@@ -156,6 +156,14 @@ class _Usage(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    # First of all: confirm the node entry's nonce, proving this is CPython >= 3.10 (SPEC §9).
+    unsupported = confirm_python()
+    if unsupported:
+        say(f"error: {unsupported}")
+        spec_arg = _spec_path(argv)
+        if spec_arg and os.path.isdir(os.path.dirname(os.path.abspath(spec_arg))):
+            write_status(os.path.dirname(os.path.abspath(spec_arg)), "requires", RequirementError.exit_code, None, unsupported)
+        return RequirementError.exit_code
     try:
         spec_arg, cmd, verify_only, bound = _parse(argv)
     except _Usage as exc:
@@ -218,6 +226,10 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
 
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
+    linked = linked_job_path(job_dir)
+    if linked:  # nothing is written through it either: no status.json
+        say(f"error: {linked} is a symbolic link; a job directory and its runtime are never followed through one")
+        return VerificationError.exit_code
     moved = _into_job_python(spec_path, job_dir, cmd, argv)  # returns only when this is the job's Python
     if moved is not None:
         return _fail(job_dir, moved)
@@ -312,7 +324,7 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
     is the job's Python (the ``python  :`` line says which it is and why).
     """
     from .environment import runtime_paths
-    from .interpreter import JobPythonError, check_job_python, resolve_job_python, same_interpreter
+    from .interpreter import JobPythonError, check_job_python, resolve_job_python, run_proven, same_interpreter
 
     try:
         spec = read_spec(spec_path, os.environ.get(SPEC_ENV))
@@ -329,7 +341,7 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
         say(f"python  : {sys.executable} ({'.'.join(map(str, sys.version_info[:3]))}, {_PYTHON_FROM[how]})")
         return None
     try:
-        check_job_python(python)
+        check_job_python(python, probe=False)
     except JobPythonError as exc:
         return LaunchFailure(RequirementError, None, str(exc))
     if argv is None or os.environ.get("FORGE_PYTHON") == python:
@@ -338,10 +350,12 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
     env = dict(os.environ, FORGE_PYTHON=python, FORGE_PYTHON_FROM=how)
     if os.path.isfile(job_zip):
         env["PYTHONPATH"] = os.pathsep.join([job_zip] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != job_zip])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(python, [python, "-m", "starforge.launch", *argv], env)
-    return None  # not reached
+    # Started as a child that must prove itself CPython >= 3.10 running the launcher.
+    try:
+        code = run_proven(python, ["-m", "starforge.launch", *argv], env)
+    except JobPythonError as exc:
+        return LaunchFailure(RequirementError, None, str(exc))
+    raise SystemExit(code)
 
 
 _PYTHON_FROM = {"spec": "forge.yaml python", "entrypoint": "named by the entrypoint", "default": "the backend's default"}
