@@ -267,16 +267,9 @@ def rm(job_ids: tuple, as_json: bool) -> None:
     Example:
       forge jobs rm quickstart-20261129-120000-3fa2
     """
-    from ..backends.jobdir import removable_job_dir
-    from ..errors import UsageError
+    from ..backends.cleanup import remove_jobs
 
-    records = [_get(job_id) for job_id in job_ids]
-    for record in records:
-        if not record.final:
-            raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
-        removable_job_dir(record)  # a job directory reached through a symlink: refused before anything goes
-    removed = [_remove(record) for record in {r.id: r for r in records}.values()]
-    _report_removed(removed, as_json)
+    _report_removed(remove_jobs([_get(job_id) for job_id in job_ids]), as_json)
 
 
 @click.command("prune")
@@ -296,70 +289,19 @@ def prune(age: str | None, gone: bool, dry_run: bool, as_json: bool) -> None:
       forge jobs prune --older-than 7d
       forge jobs prune --gone --dry-run
     """
-    import calendar
-    import time
-    from pathlib import Path
-
+    from ..backends.cleanup import check_removable, parse_age, plan_prune, remove_jobs
     from ..backends.store import JobStore
-    from ..cluster.utctime import TIMESTAMP
-    from ..errors import UsageError
 
-    if age is None and not gone:
-        raise UsageError("say what to prune: --older-than AGE, --gone, or both", hint="e.g. forge jobs prune --older-than 7d")
-    cutoff = time.time() - parse_age(age) if age is not None else None
-    chosen, dirless = [], []
-    for record in JobStore().list():
-        missing = not Path(record.dir).is_dir()
-        if gone and missing:
-            chosen.append(record)
-            continue
-        if missing:
-            dirless.append(record)
-        if cutoff is None:
-            continue
-        try:
-            created = calendar.timegm(time.strptime(record.created, TIMESTAMP))
-        except ValueError:
-            continue
-        if created < cutoff and _refreshed(record).final:
-            chosen.append(record)
-    if not dry_run:
-        from ..backends.jobdir import removable_job_dir
-
-        for record in chosen:
-            removable_job_dir(record)  # every path checked before anything is deleted
-    removed = [r.id for r in chosen] if dry_run else [_remove(r) for r in chosen]
+    plan = plan_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
+                      refresh=_refreshed)
+    if dry_run:
+        check_removable(plan.chosen)
+        removed = [r.id for r in plan.chosen]
+    else:
+        removed = remove_jobs(plan.chosen)
     _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
-    if dirless:
-        note(f"{plural(len(dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
-
-
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_age(text: str) -> int:
-    """``30m``, ``12h``, ``7d``, ``2w`` (or seconds: ``90s``) as a number of seconds."""
-    import re
-
-    from ..errors import UsageError
-
-    match = re.fullmatch(r"(\d{1,6})([smhdw])", text.strip())
-    if not match:
-        raise UsageError(f"--older-than: '{text}' is not an age", hint="a number and a unit: 30m, 12h, 7d, 2w")
-    return int(match.group(1)) * _AGE_UNITS[match.group(2)]
-
-
-def _remove(record) -> str:
-    """Delete *record* from the store and its job directory (when it is this job's own;
-    never through a symlink: :mod:`starforge.backends.jobdir`)."""
-    from ..backends.jobdir import removable_job_dir, remove_job_dir
-    from ..backends.store import JobStore
-
-    job_dir = removable_job_dir(record)
-    if job_dir is not None:
-        remove_job_dir(job_dir)
-    JobStore().remove(record.id)
-    return record.id
+    if plan.dirless:
+        note(f"{plural(len(plan.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
 
 
 def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
