@@ -59,6 +59,7 @@ class Job:
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
+        self.environment: dict | None = None  # the launcher's fingerprint (cluster/fingerprint.py)
         self.environments: dict[str, tuple] = {}  # name -> (ctx keys, time) of each environment loaded here
 
     # -- the four phases for one plugin ----------------------------------------------------
@@ -390,6 +391,8 @@ class Job:
             "patches": patch_records(),
             "failure": self.failure.to_dict() if self.failure else None,
             "scheduler": scheduler_ids(),
+            "environment": self.environment,
+            "replay_of": (self.spec.replay or {}).get("of"),
         }
 
     def write_provenance(self) -> str | None:
