@@ -157,6 +157,14 @@ def defaults_equal_plain():
     for ours, theirs in (("dr_grpo", "vanilla"),):
         (l1, g1), (l2, g2) = loss_and_grad(ours, "token-mean"), loss_and_grad(theirs, "token-mean")
         assert torch.equal(l1, l2) and torch.equal(g1, g2), (l1, l2)
+    # and through verl's actor loss path (ppo_loss, unpadded micro-batches, entropy and KL terms)
+    runs = []
+    for name in ("dr_grpo", "vanilla"):
+        leaf = hand_leaf()
+        config = ppo_config(name, use_kl_loss=True, kl_loss_coef=0.5, entropy_coeff=0.25)
+        runs.append((run_ppo_loss(v1_mini_batch(use_dynamic_bsz=True, max_token_len_per_gpu=10, ref_shift=0.5), config,
+                                  leaf, entropy=0.25), leaf.grad))
+    assert runs[0][0] == runs[1][0] and torch.equal(runs[0][1], runs[1][1]), runs
     plain_run = run_losses.run({**run_losses.DEFAULTS}, out=lambda line: None)
     hp = {**run_losses.DEFAULTS, "verl.adv_estimator": "dr_grpo", "verl.loss_mode": "dr_grpo"}
     run = run_losses.run(hp, out=lambda line: None)
@@ -182,7 +190,7 @@ def refusals():
     for agg, config, message in (
         ("seq-mean-token-mean", run_losses.actor_config("dr_grpo", "seq-mean-token-mean"),
          "actor loss_agg_mode='seq-mean-token-mean' conflicts with the plugin's 'seq-mean-token-sum-norm'"),
-        ("token-mean", _with_scale_factor(10), "loss_scale_factor=10 differs from the rollout's response length 6"),
+        ("token-mean", _with_scale_factor(4), "loss_scale_factor=4 is shorter than a response of 6 tokens"),
     ):
         try:
             fn(old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask, loss_agg_mode=agg, config=config)
@@ -190,6 +198,15 @@ def refusals():
             assert message in str(exc), exc
         else:
             raise AssertionError(f"not refused: {message}")
+    # a factor at least as long as every response is the bound the caller declares: used
+    deltas = [[0.1 * ((i + 2 * t) % 7 - 3) for t in range(T)] for i in range(8)]
+    old, new, delta = log_probs(deltas)
+    with redirect_stderr(io.StringIO()):
+        loss, _ = fn(old_log_prob=old, log_prob=new, advantages=adv.double(), response_mask=mask,
+                     loss_agg_mode="token-mean", config=_with_scale_factor(10))
+    total = sum(max(-float(adv[i, 0]) * math.exp(delta[i][t]), -float(adv[i, 0]) * min(max(math.exp(delta[i][t]), 0.8), 1.2))
+                for i in range(8) for t in range(LENGTHS[i]))
+    assert close(float(loss), total / 8 / 10), (float(loss), total / 8 / 10)
     patching.undo_all()
 
     verl_gspo.install({"verl_gspo.clip_ratio_low": 0.2, "verl_gspo.clip_ratio_high": 0.2})
@@ -209,7 +226,8 @@ def refusals():
     else:
         raise AssertionError("per-token advantages were not refused")
     patching.undo_all()
-    print("refused: conflicting loss_agg_mode, a second divisor, per-token advantages; warned: token-scale clip")
+    print("refused: conflicting loss_agg_mode, a divisor shorter than a response, per-token advantages; "
+          "used: a divisor the caller declares; warned: token-scale clip")
 
 
 def _with_scale_factor(factor):
@@ -219,8 +237,275 @@ def _with_scale_factor(factor):
                        loss_scale_factor=factor)
 
 
+
+# ---- verl's actor loss path (``verl.workers.utils.losses.ppo_loss``), the one both trainers use ----
+#
+# The hand case of Dr-GRPO's fixed divisor: four responses of one mini-batch, on-policy
+# (ratio 1, so each token's loss is -A_i), generation bound 8:
+#   token-loss sums  -0.5*6 = -3,  +0.5*2 = 1,  -0.25*3 = -0.75,  +0.25*2 = 0.5   -> total -2.25
+#   / 4 responses (the DP-global sequence count) / 8 (the bound)                   -> -0.0703125
+# With the micro-batch width as divisor (what verl does on unpadded responses), two
+# micro-batches of two give (-3 + 1)/4/6 + (-0.75 + 0.5)/4/3 = -0.0833333 - 0.0208333 = -0.1041667.
+HAND_LENGTHS = [6, 2, 3, 2]
+HAND_ADVANTAGES = [0.5, -0.5, 0.25, -0.25]
+HAND_BOUND = 8
+HAND_LOSS = -0.0703125
+PROMPT = 2
+
+
+def _nested(rows):
+    return torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+
+
+def _hand_logps():
+    """Per-response log-probs (non-degenerate values, all exact in binary)."""
+    return [[-1.0 - 0.125 * ((i + t) % 5) for t in range(n)] for i, n in enumerate(HAND_LENGTHS)]
+
+
+def v1_mini_batch(rows=None, dp_size=1, global_batch_size=4, ref_shift=None, **split):
+    """The default trainer's actor input: responses stored unpadded (nested), as TransferQueue hands them.
+
+    *rows* picks the responses this (simulated) DP rank holds; *split* is the micro-batching
+    (``micro_batch_size_per_gpu=N`` or ``use_dynamic_bsz=True, max_token_len_per_gpu=N``).
+    """
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+
+    rows = list(range(len(HAND_LENGTHS))) if rows is None else rows
+    lengths = [HAND_LENGTHS[i] for i in rows]
+    logps = _hand_logps()
+    fields = {
+        "input_ids": _nested([torch.ones(PROMPT + n, dtype=torch.long) for n in lengths]),
+        "prompts": _nested([torch.ones(PROMPT, dtype=torch.long) for _ in lengths]),
+        "responses": _nested([torch.full((n,), 2, dtype=torch.long) for n in lengths]),
+        "response_mask": _nested([torch.ones(n, dtype=torch.long) for n in lengths]),
+        "loss_mask": _nested([torch.ones(n, dtype=torch.long) for n in lengths]),
+        "old_log_probs": _nested([torch.tensor(logps[i], dtype=torch.float64) for i in rows]),
+        "advantages": _nested([torch.full((HAND_LENGTHS[i],), HAND_ADVANTAGES[i], dtype=torch.float64) for i in rows]),
+        "row": torch.tensor(rows),
+    }
+    if ref_shift is not None:
+        fields["ref_log_prob"] = _nested([torch.tensor(logps[i], dtype=torch.float64) - ref_shift for i in rows])
+    td = TensorDict(fields, batch_size=len(rows))
+    dynamic = split.pop("use_dynamic_bsz", False)
+    tu.assign_non_tensor(td, dp_size=dp_size, batch_num_tokens=sum(HAND_LENGTHS), global_batch_size=global_batch_size,
+                         use_dynamic_bsz=dynamic, **split)
+    return td
+
+
+def legacy_mini_batch(micro_batch_size_per_gpu=2):
+    """The legacy trainer's actor input (``trainer.use_v1: false``): responses padded to the bound, then
+    converted with verl's own ``left_right_2_no_padding`` as ``ray_trainer._update_actor`` does."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    b, logps = len(HAND_LENGTHS), _hand_logps()
+    response_mask = torch.zeros(b, HAND_BOUND, dtype=torch.long)
+    old = torch.zeros(b, HAND_BOUND, dtype=torch.float64)
+    adv = torch.zeros(b, HAND_BOUND, dtype=torch.float64)
+    for i, n in enumerate(HAND_LENGTHS):
+        response_mask[i, :n] = 1
+        old[i, :n] = torch.tensor(logps[i], dtype=torch.float64)
+        adv[i, :n] = HAND_ADVANTAGES[i]
+    attention = torch.cat([torch.ones(b, PROMPT, dtype=torch.long), response_mask], dim=1)
+    td = TensorDict({"input_ids": torch.ones(b, PROMPT + HAND_BOUND, dtype=torch.long), "attention_mask": attention,
+                     "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+                     "prompts": torch.ones(b, PROMPT, dtype=torch.long),
+                     "responses": torch.full((b, HAND_BOUND), 2, dtype=torch.long), "response_mask": response_mask,
+                     "old_log_probs": old, "advantages": adv, "row": torch.arange(b)}, batch_size=b)
+    td = left_right_2_no_padding(td)
+    tu.assign_non_tensor(td, dp_size=1, batch_num_tokens=sum(HAND_LENGTHS), global_batch_size=b,
+                         use_dynamic_bsz=False, micro_batch_size_per_gpu=micro_batch_size_per_gpu)
+    return td
+
+
+def run_ppo_loss(td, config, leaf, entropy=None):
+    """verl's micro-batch loop on one rank: verl's own ``prepare_micro_batches``, then ``ppo_loss``
+    per micro-batch with the model's log-probs taken from *leaf* (responses x bound), each
+    micro-batch's loss backpropagated as the engine does. Returns (sum of losses, micro-batches)."""
+    from verl.workers.engine.utils import prepare_micro_batches
+    from verl.workers.utils import losses
+
+    micro_batches, _ = prepare_micro_batches(td)
+    total, shapes = 0.0, []
+    for mb in micro_batches:
+        lengths = mb["responses"].offsets().diff().tolist() if mb["responses"].is_nested else \
+            mb["response_mask"].sum(-1).tolist()
+        rows = mb["row"].tolist()
+        # model output over prompt + response, shifted left by one as verl's no_padding_2_padding reads it
+        full = [torch.cat([torch.zeros(PROMPT - 1, dtype=torch.float64), leaf[r, :n], torch.zeros(1, dtype=torch.float64)])
+                for r, n in zip(rows, lengths)]
+        output = {"log_probs": _nested(full)}
+        if entropy is not None:
+            output["entropy"] = _nested([torch.full((PROMPT + n,), entropy, dtype=torch.float64) for n in lengths])
+        loss, _ = losses.ppo_loss(config, output, mb)
+        loss.backward()
+        total += float(loss)
+        width = mb["response_mask"].to_padded_tensor(0).shape[-1] if mb["response_mask"].is_nested \
+            else mb["response_mask"].shape[-1]
+        shapes.append((len(rows), int(width)))
+    return total, shapes
+
+
+def hand_leaf():
+    leaf = torch.zeros(len(HAND_LENGTHS), HAND_BOUND, dtype=torch.float64)
+    for i, row in enumerate(_hand_logps()):
+        leaf[i, :len(row)] = torch.tensor(row, dtype=torch.float64)
+    return leaf.requires_grad_(True)
+
+
+def ppo_config(loss_mode, loss_agg_mode="token-mean", **extra):
+    from verl.workers.config import ActorConfig
+
+    return ActorConfig(strategy="fsdp", rollout_n=4, ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2,
+                       loss_agg_mode=loss_agg_mode, policy_loss={"loss_mode": loss_mode}, **extra)
+
+
+def check_hand_gradients(leaf):
+    """On-policy, unclipped: d loss / d logp of each token of response i = -A_i / (4 x 8)."""
+    for i, n in enumerate(HAND_LENGTHS):
+        for t in range(HAND_BOUND):
+            want = -HAND_ADVANTAGES[i] / (4 * HAND_BOUND) if t < n else 0.0
+            assert float(leaf.grad[i, t]) == want, (i, t, float(leaf.grad[i, t]), want)
+
+
+def expect_refusal(message, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except ValueError as exc:
+        assert message in str(exc), exc
+        return str(exc)
+    raise AssertionError(f"not refused: {message}")
+
+
+def v1_loss_path():
+    # verl as it is: the micro-batch width is the divisor, so the hand case comes out wrong
+    plain, _ = run_ppo_loss(v1_mini_batch(micro_batch_size_per_gpu=2), ppo_config("vanilla", FIXED_MODE), hand_leaf())
+    assert math.isclose(plain, -0.1041666666666667, rel_tol=1e-12), plain
+
+    verl_dr_grpo.install({})
+    # the bound in verl's own knob (what verl's config validation puts there): accepted and used
+    bound = {"loss_scale_factor": HAND_BOUND}
+    for name, td, config in (
+        ("two micro-batches of two", v1_mini_batch(micro_batch_size_per_gpu=2), ppo_config("dr_grpo", **bound)),
+        ("dynamic micro-batches", v1_mini_batch(use_dynamic_bsz=True, max_token_len_per_gpu=10),
+         ppo_config("dr_grpo", **bound)),
+        ("one micro-batch", v1_mini_batch(micro_batch_size_per_gpu=4), ppo_config("dr_grpo", FIXED_MODE, **bound)),
+    ):
+        leaf = hand_leaf()
+        err = io.StringIO()
+        with redirect_stderr(err):
+            loss, shapes = run_ppo_loss(td, config, leaf)
+        assert loss == HAND_LOSS, (name, loss, shapes)
+        check_hand_gradients(leaf)
+        if name == "dynamic micro-batches":
+            assert len({s for s, _ in shapes}) > 1 and len({w for _, w in shapes}) > 1, shapes  # sizes and widths differ
+        print(f"v1 {name} {shapes} (size, width): loss {loss!r} = {HAND_LOSS!r} (hand)")
+
+    # a simulated data-parallel size of 2: each rank holds two responses (micro-batches of one), the
+    # weight stays the DP-global sequence count (4), DDP averages the ranks' gradients
+    leaf = hand_leaf()
+    ranks = [run_ppo_loss(v1_mini_batch(rows, dp_size=2, micro_batch_size_per_gpu=1), ppo_config("dr_grpo", **bound),
+                          leaf) for rows in ([0, 1], [2, 3])]
+    loss = sum(value for value, _ in ranks) / 2
+    assert loss == HAND_LOSS, (loss, ranks)
+    leaf.grad /= 2  # DDP's all-reduce mean
+    check_hand_gradients(leaf)
+    print(f"v1 data-parallel 2 {[s for _, s in ranks]}: loss {loss!r} = {HAND_LOSS!r} (hand)")
+
+    # entropy and KL in the objective's unit: token sums / 4 responses / the bound
+    # KL (k1) = logp - ref = 0.5 per token, entropy 0.25 per token, 13 tokens:
+    #   0.5 x (0.5 x 13 / 32) - 0.25 x (0.25 x 13 / 32) = 0.1015625 - 0.025390625, plus the pg loss
+    leaf = hand_leaf()
+    config = ppo_config("dr_grpo", use_kl_loss=True, kl_loss_type="k1", kl_loss_coef=0.5, entropy_coeff=0.25, **bound)
+    loss, _ = run_ppo_loss(v1_mini_batch(micro_batch_size_per_gpu=2, ref_shift=0.5), config, leaf, entropy=0.25)
+    want = HAND_LOSS + 0.5 * (0.5 * 13 / 32) - 0.25 * (0.25 * 13 / 32)
+    assert loss == want, (loss, want)
+    for i, n in enumerate(HAND_LENGTHS):  # k1's gradient is 1 per token: 0.5 x 1 / 32 more on each
+        got = leaf.grad[i].tolist()
+        assert got == [(-HAND_ADVANTAGES[i] + 0.5) / 32 if t < n else 0.0 for t in range(HAND_BOUND)], (i, got)
+    print(f"v1 entropy and KL in the objective's unit: loss {loss!r} = {want!r} (hand)")
+
+    # refused: no bound on unpadded responses; a factor shorter than a response
+    td = v1_mini_batch(micro_batch_size_per_gpu=2)
+    expect_refusal("the responses are unpadded", run_ppo_loss, td, ppo_config("dr_grpo"), hand_leaf())
+    expect_refusal("loss_scale_factor=5 is shorter than a response of 6 tokens", run_ppo_loss, td,
+                   ppo_config("dr_grpo", loss_scale_factor=5), hand_leaf())
+    expect_refusal("loss_scale_factor=True is not a positive whole number", run_ppo_loss, td,
+                   ppo_config("dr_grpo", loss_scale_factor=True), hand_leaf())
+    print("v1 refused: no bound on unpadded responses, a factor shorter than a response, a bool factor")
+
+
+def legacy_loss_path():
+    """``trainer.use_v1: false``: responses padded to the bound, so the width is the divisor."""
+    verl_dr_grpo.install({})
+    for factor in (None, HAND_BOUND):
+        leaf = hand_leaf()
+        with redirect_stderr(io.StringIO()):
+            loss, shapes = run_ppo_loss(legacy_mini_batch(), ppo_config("dr_grpo", loss_scale_factor=factor), leaf)
+        assert loss == HAND_LOSS and all(w == HAND_BOUND for _, w in shapes), (loss, shapes)
+        check_hand_gradients(leaf)
+    expect_refusal("loss_scale_factor=10 differs from the rollout's response length 8", run_ppo_loss,
+                   legacy_mini_batch(), ppo_config("dr_grpo", loss_scale_factor=10), hand_leaf())
+    print(f"legacy (use_v1: false) micro-batches {shapes}: loss {loss!r} = {HAND_LOSS!r} (hand); "
+          "refused: a factor that differs from the padded width")
+
+
+def config_bound():
+    """verl's config validation (driver side) puts rollout.response_length into actor.loss_scale_factor."""
+    import os
+
+    import verl
+    from omegaconf import OmegaConf
+
+    def config(**actor):
+        cfg = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
+        cfg.trainer.n_gpus_per_node = 1
+        cfg.data.train_batch_size, cfg.data.max_response_length = 4, 24
+        cfg.actor_rollout_ref.rollout.n = 4
+        cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 2
+        cfg.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 2
+        cfg.actor_rollout_ref.actor.ppo_mini_batch_size = 2
+        cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 2
+        cfg.actor_rollout_ref.actor.policy_loss.loss_mode = "dr_grpo"
+        for key, value in actor.items():
+            cfg.actor_rollout_ref.actor[key] = value
+        return cfg
+
+    verl_dr_grpo.install({})
+    from verl.trainer import main_ppo  # the driver's copy of validate_config is the one patched
+
+    err = io.StringIO()
+    cfg = config()
+    assert cfg.trainer.use_v1 is True and cfg.actor_rollout_ref.rollout.response_length == 24
+    with redirect_stderr(err):
+        main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
+    assert cfg.actor_rollout_ref.actor.loss_scale_factor == 24, cfg.actor_rollout_ref.actor.loss_scale_factor
+    assert "verl-dr-grpo: actor loss_scale_factor set to rollout.response_length=24" in err.getvalue(), err.getvalue()
+    cfg = config(loss_scale_factor=24)
+    with redirect_stderr(io.StringIO()):
+        main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
+    assert cfg.actor_rollout_ref.actor.loss_scale_factor == 24
+    with redirect_stderr(io.StringIO()):
+        expect_refusal("loss_scale_factor=32 differs from rollout.response_length=24", main_ppo.validate_config,
+                       config(loss_scale_factor=32), use_reference_policy=False, use_critic=False)
+        expect_refusal("actor loss_agg_mode='seq-mean-token-mean' conflicts", main_ppo.validate_config,
+                       config(loss_agg_mode="seq-mean-token-mean"), use_reference_policy=False, use_critic=False)
+    cfg = config()
+    cfg.actor_rollout_ref.actor.policy_loss.loss_mode = "vanilla"
+    with redirect_stderr(io.StringIO()):
+        main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
+    assert cfg.actor_rollout_ref.actor.loss_scale_factor is None  # another loss: left alone
+    print("config: loss_scale_factor filled from rollout.response_length=24, accepted when equal, "
+          "refused when it differs; other losses untouched")
+
+
+FIXED_MODE = "seq-mean-token-sum-norm"
+
 CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers,
-         "defaults-equal-plain": defaults_equal_plain, "refusals": refusals}
+         "defaults-equal-plain": defaults_equal_plain, "refusals": refusals,
+         "v1-loss-path": v1_loss_path, "legacy-loss-path": legacy_loss_path, "config-bound": config_bound}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
