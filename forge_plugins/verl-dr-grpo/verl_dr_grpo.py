@@ -261,6 +261,17 @@ def bound_from_rollout(loss_name, agg_mode):
     return dr_grpo_validate_config
 
 
+def _not_initializing(module):
+    """Refuse to install while *module* is half-imported (its body imported ``core_algos``, which
+    activated this plugin): the function to wrap is not defined yet. verl's trainers import
+    ``core_algos`` first (through ``verl.trainer.distillation.losses``), so this happens only
+    to a program that imports *module* before anything else of verl's trainer."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        raise ImportError(f"verl-dr-grpo: {module} is still being imported; import verl.trainer.ppo.core_algos "
+                          f"before it so the plugin can wrap its loss")
+
+
 def install(params):
     from starforge import patching
 
@@ -271,6 +282,7 @@ def install(params):
             raise ValueError(f"verl_dr_grpo.{key}={name!r} is one of verl's own names; register under a new one")
     norm = bool(params.get("verl_dr_grpo.norm_adv_by_std", False))
     agg = params.get("verl_dr_grpo.loss_agg_mode", FIXED)
+    _not_initializing(LOSSES)
     patching.replace(f"{MODULE}:ADV_ESTIMATOR_REGISTRY[{estimator}]", mean_centred_advantage(norm),
                      when_imported=True, create=True)
     patching.replace(f"{MODULE}:POLICY_LOSS_REGISTRY[{loss}]", fixed_length_loss(agg), when_imported=True, create=True)

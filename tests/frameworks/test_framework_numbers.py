@@ -13,7 +13,7 @@ pytestmark = pytest.mark.frameworks
 CASES = ["dr-grpo-numbers", "gspo-numbers", "defaults-equal-plain", "refusals"]
 #: verl's actor loss path (ppo_loss) on its default trainer (unpadded micro-batches of different widths and
 #: sizes, a simulated DP size of 2) and its legacy one, and verl's config validation filling the bound
-VERL_CASES = CASES + ["v1-loss-path", "legacy-loss-path", "config-bound"]
+VERL_CASES = CASES + ["v1-loss-path", "legacy-loss-path", "config-bound", "degenerate-groups", "multi-trajectories", "worker-imports"]
 
 
 def test_trl_plugins_against_grpo_trainer(runtime_path):

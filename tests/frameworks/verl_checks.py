@@ -503,9 +503,180 @@ def config_bound():
 
 FIXED_MODE = "seq-mean-token-sum-norm"
 
+
+WORKER_IMPORTS = r"""
+import sys, types
+from types import SimpleNamespace
+sys.path[:0] = {paths!r}
+for name in {stand_ins!r}:  # server modules a plain pip install of verl lacks (see import_trainer_module)
+    stub = types.ModuleType(name)
+    stub.__path__ = []
+    stub.__getattr__ = lambda attr: (_ for _ in ()).throw(AttributeError(attr)) if attr.startswith("__") else type(attr, (), {{}})
+    sys.modules[name] = stub
+from starforge.cluster.import_hooks import TargetWatcher
+import verl_dr_grpo
+item = SimpleNamespace(entry=SimpleNamespace(targets=["verl.trainer.ppo.core_algos"]))
+activated = []
+def activate(due, module):
+    activated.append(module)
+    verl_dr_grpo.install({{}})
+sys.meta_path.insert(0, TargetWatcher([item], activate))
+import importlib
+module = importlib.import_module({module!r})
+from verl.workers.utils import losses
+from verl.utils import config
+from starforge import patching
+status = {{r["target"].split(":")[1]: r["status"] for r in patching.records()}}
+owners = {{"ppo_loss": losses, "validate_config": config,
+           "compute_advantage_for_multi_trajectories": sys.modules.get("verl.trainer.ppo.v1.utils")}}
+copies = [name for name in owners if hasattr(module, name)]
+same = all(getattr(module, name) is getattr(owners[name], name) for name in copies)
+print("activated by", activated, "patches", sorted(status.items()), "copies", copies, same)
+"""
+
+
+def worker_imports():
+    """The plugin activated as the launcher does (right after ``core_algos`` is first imported), in
+    fresh interpreters importing verl's worker and driver modules: every hook finds its target,
+    and the modules that copied ``ppo_loss`` / ``validate_config`` hold the wrapped ones."""
+    import subprocess
+
+    paths = [p for p in sys.path if "forge_plugins" in p or "seedrt" in p or p.endswith("runtime")]
+    paths += [p for p in __import__("os").environ.get("PYTHONPATH", "").split(":") if p]
+    for module in ("verl.workers.engine_workers", "verl.trainer.main_ppo", "verl.trainer.main_ppo_v0",
+                   "verl.trainer.ppo.v1.trainer_base"):
+        code = WORKER_IMPORTS.format(paths=paths, stand_ins=["uvicorn", "fastapi", "transfer_queue"], module=module)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("activated by"))
+        assert line.startswith("activated by ['verl.trainer.ppo.core_algos']") and line.endswith(" True"), line
+        # applied, or waiting for a module this process has not imported (v1's advantage module)
+        assert "'failed'" not in line and "('ppo_loss', 'applied')" in line, line
+        assert "('validate_config', 'applied')" in line, line
+        if module.endswith("trainer_base"):
+            assert "('compute_advantage_for_multi_trajectories', 'applied')" in line, line
+        print(f"{module}: {line}")
+
+
+
+def _outcome_batch(rewards, lengths):
+    mask = torch.zeros(len(rewards), T, dtype=torch.float32)
+    token_rewards = torch.zeros(len(rewards), T, dtype=torch.float32)
+    for i, (r, n) in enumerate(zip(rewards, lengths)):
+        mask[i, :n] = 1
+        token_rewards[i, n - 1] = r
+    return token_rewards, mask
+
+
+def degenerate_groups():
+    """All-equal rewards, a group of one, no uid: what Dr-GRPO's estimator does with them."""
+    from verl.protocol import DataProto
+
+    verl_dr_grpo.install({})
+    ray_trainer = import_trainer_module("verl.trainer.ppo.ray_trainer")
+    estimator = core().get_adv_estimator_fn("dr_grpo")
+    rewards, mask = _outcome_batch([0.5, 0.5, 0.5, 0.5, 1.0, 0.0, 0.5, 0.25], LENGTHS)
+    index = np.array(["a"] * 4 + ["b"] * 4, dtype=object)
+    adv, _ = estimator(token_level_rewards=rewards, response_mask=mask, index=index)
+    want = [0.0] * 4 + [r - 0.4375 for r in (1.0, 0.0, 0.5, 0.25)]  # an all-equal group: 0 everywhere
+    assert [float(adv[i, 0]) for i in range(8)] == want, adv[:, 0]
+    assert all(float(adv[i, t]) == (want[i] if t < LENGTHS[i] else 0.0) for i in range(8) for t in range(T))
+
+    # a group of one: r - mean(group) = 0 (verl's own estimator passes the raw reward through)
+    rewards, mask = _outcome_batch([0.75, 1.0, 0.0, 0.5], [3, 2, 4, 1])
+    index = np.array(["alone", "b", "b", "b"], dtype=object)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        adv, _ = estimator(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert [float(adv[i, 0]) for i in range(4)] == [0.0, 0.5, -0.5, 0.0], adv[:, 0]
+    assert "1 response(s) alone in their group get advantage 0" in err.getvalue(), err.getvalue()
+    verl_adv, _ = core().compute_grpo_outcome_advantage(token_level_rewards=rewards, response_mask=mask, index=index,
+                                                        norm_adv_by_std_in_grpo=False)
+    assert float(verl_adv[0, 0]) == 0.75  # what the plugin corrects
+
+    # no uid: verl's trainer passes no index to a registered estimator; refused, not grouped as one
+    data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask})
+    expect_refusal("the batch carries no 'uid' (index) to group responses by prompt", ray_trainer.compute_advantage,
+                   data, adv_estimator="dr_grpo")
+    print("all-equal group -> 0, a group of one -> 0 (verl's estimator: the raw reward), no uid refused")
+
+
+STAND_INS = []
+
+
+def _stand_in_attribute(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return type(name, (), {})
+
+
+def import_trainer_module(name):
+    """Import one of verl's trainer modules for the pure tensor functions it holds.
+
+    A plain ``pip install verl`` lacks modules the trainers' server code imports (TransferQueue,
+    verl's ``verl-core`` extra; uvicorn, ...): each missing one is replaced, in this process
+    only, by an empty stand-in module and listed in STAND_INS. The functions checked here
+    (``compute_advantage``, ``compute_advantage_for_multi_trajectories``) use none of them.
+    """
+    import importlib
+    import types
+
+    for _ in range(20):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            missing = exc.name
+            if not missing or missing in sys.modules or missing.split(".")[0] == "verl":
+                raise
+            stub = types.ModuleType(missing)
+            stub.__path__ = []
+            stub.__getattr__ = _stand_in_attribute
+            sys.modules[missing] = stub
+            STAND_INS.append(missing)
+            for loaded in [m for m in sys.modules if m.startswith("verl.trainer.ppo.ray_trainer")
+                           or m.startswith("verl.trainer.ppo.v1")]:
+                del sys.modules[loaded]
+    raise AssertionError(f"{name}: too many missing modules ({STAND_INS})")
+
+
+def multi_trajectories():
+    """Agent loops returning several outputs per session: ``dr_grpo`` groups session-final outputs as ``grpo`` does."""
+    from verl.protocol import DataProto
+
+    verl_dr_grpo.install({})
+    v1 = import_trainer_module("verl.trainer.ppo.v1.utils")
+    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0"]
+    # non-final outputs carry rewards that must not count: only each session's last output does
+    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75]
+    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4]
+
+    def run(estimator, norm):
+        token_rewards, mask = _outcome_batch(rewards, lengths)
+        data = DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask},
+                                   non_tensors={"uid": np.array([k.split("_")[0] for k in keys], dtype=object)})
+        err = io.StringIO()
+        with redirect_stderr(err):
+            out = v1.compute_advantage_for_multi_trajectories(data, keys, estimator, norm_adv_by_std_in_grpo=norm)
+        return out.batch["advantages"], out.batch["returns"], err.getvalue()
+
+    adv, returns, err = run("dr_grpo", True)  # the trainer's norm flag is verl's; the plugin's (no std) wins
+    # session finals: a -> rows 1, 2, 5 (1.0, 0.0, 0.5; mean 0.5), b -> rows 6, 8 (0.25, 1.0; mean 0.625), c alone
+    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0]
+    assert [float(adv[i, 0]) for i in range(10)] == want, adv[:, 0]
+    assert torch.equal(adv, returns) and torch.equal(adv != 0, (adv != 0) & (_outcome_batch(rewards, lengths)[1] > 0))
+    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err
+    grpo, _, _ = run("grpo", False)  # verl's grpo without the std: the same numbers but for the group of one
+    assert torch.equal(adv[:9], grpo[:9]) and float(grpo[9, 0]) == 0.75
+    print(f"session-final grouping for dr_grpo: {want} (stand-ins for missing server modules: {STAND_INS})")
+
+
+
 CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers,
          "defaults-equal-plain": defaults_equal_plain, "refusals": refusals,
-         "v1-loss-path": v1_loss_path, "legacy-loss-path": legacy_loss_path, "config-bound": config_bound}
+         "v1-loss-path": v1_loss_path, "legacy-loss-path": legacy_loss_path, "config-bound": config_bound,
+         "degenerate-groups": degenerate_groups, "multi-trajectories": multi_trajectories,
+         "worker-imports": worker_imports}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
