@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import deferred, patching
+from . import deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
@@ -32,7 +32,6 @@ from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .plan import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
-from .requires import check_requires
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -105,6 +104,8 @@ class Job:
                     from .signatures import check_items  # brings cryptography
 
                     check_items(todo)
+                from .requires import check_requires  # packaging only where a plugin declares requires
+
                 for item in todo:
                     t0 = time.perf_counter()
                     try:
@@ -156,6 +157,8 @@ class Job:
                 assert contents is not None  # verify_all kept the verified bytes
                 func = self._import(item, contents)
                 if entry.load == "eager":
+                    from . import patching  # not before a plugin installs: a waiting worker needs none of it
+
                     try:
                         with patching.acting_for(item.ref):
                             func(self.params)
