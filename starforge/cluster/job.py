@@ -250,6 +250,8 @@ class Job:
                     item.verified = True
                 except VerificationError as exc:
                     raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+                from .requires import check_requires
+
                 check_requires(item.entry)
                 item.contents = None
                 func = self._import(item, contents)
@@ -259,6 +261,8 @@ class Job:
                 raise
             finally:
                 item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+            from . import patching
+
             try:
                 with patching.acting_for(item.ref):
                     value = func(self.params, **ctx)
