@@ -22,7 +22,7 @@ from .attempts import attempt_number, next_attempt
 from .child import run_child
 from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError
 from .flags import apply_flags, in_process_form
-from .interpreter import runs_in_job_python
+from .interpreter import remove_own_code_dir, runs_in_job_python
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
@@ -165,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         say("hint: forge-launch --spec JOBSPEC [--verify-only | --plan LEDGER] [-- CMD ...]")
         return 2
     _drop_launcher_path_entry()
-    code = launch(spec_arg, cmd, verify_only=verify_only, argv=argv, plan_out=plan_out)
-    return code
+    try:
+        return launch(spec_arg, cmd, verify_only=verify_only, argv=argv, plan_out=plan_out)
+    finally:
+        remove_own_code_dir()  # the job's code directory on this node, made for this launch
 
 
 def _drop_launcher_path_entry() -> None:
