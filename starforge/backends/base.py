@@ -187,11 +187,14 @@ def _cancel_uninterrupted(backend: Backend, record: JobRecord) -> JobRecord:
         signal.signal(signal.SIGINT, previous)
 
 
-def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5) -> Iterator[str]:
+def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5,
+                pause: Callable[[float], Any] = time.sleep) -> Iterator[str]:
     """A job's output file as text chunks; with *follow*, until *backend* reports the job ended.
 
     Bytes are decoded incrementally, so a character split across two reads is not mangled;
-    once the job is final, whatever was written before that is still read.
+    once the job is final, whatever was written before that is still read. Between reads
+    it waits with *pause(poll)*: a backend that can tell when its job ends sooner (the local
+    one waits on its supervising process) returns from it at once then.
     """
     import codecs
 
@@ -211,7 +214,7 @@ def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, p
             if tail:
                 yield tail
             break
-        time.sleep(poll)
+        pause(poll)
 
 
 def _read_from(path: Path, offset: int) -> bytes:
