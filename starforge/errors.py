@@ -25,6 +25,7 @@ class ManifestError(ForgeError):
     """A plugin.yaml, forge.yaml or user config.yaml that is not valid (file, line, key in the message)."""
 
     exit_code = 3
+    also: tuple = ()  # further errors found in the same file (plugin.yaml reports them all)
 
 
 class CheckError(ForgeError):

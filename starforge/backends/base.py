@@ -37,6 +37,7 @@ from __future__ import annotations
 import abc
 import importlib
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -71,6 +72,28 @@ class Backend(abc.ABC):
         )
         self.store.save(record)
         return record
+
+    # Whether the job's Python is resolved on this machine (local) or on a node of the cluster.
+    resolves_python_here = False
+
+    def check_job_python(self, python: str | None) -> str | None:
+        """Check the declared job's Python (``python:``) before anything is staged; return a
+        note for the user, or None. Where it is resolved on a node, ``$VAR`` and paths are
+        the node's: say so rather than guess from this machine."""
+        if not python:
+            return None
+        if not self.resolves_python_here:
+            if "$" in python:
+                return f"python: {python} is resolved on the node, from the job's environment there"
+            return None
+        expanded = os.path.expandvars(python)
+        if "$" in expanded:
+            unset = sorted(set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)))
+            raise UsageError(
+                f"python: {python}: {', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set",
+                hint=f"export {unset[0]}=/path/to/bin/python (the trainer's interpreter), or write the path in forge.yaml",
+            )
+        return None  # a path that does not exist is the launcher's to report (exit 11), as on a node
 
     def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
         """Where the job directory for *job_id* is built; default ``<experiment>/.forge/jobs/<id>``."""

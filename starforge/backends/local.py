@@ -45,6 +45,7 @@ _POLL = 0.1
 
 class LocalBackend(Backend):
     name = "local"
+    resolves_python_here = True  # the job runs on this machine: its python: is checked at submit
 
     def __init__(self, settings=None, store: JobStore | None = None) -> None:
         super().__init__(settings, store)

@@ -84,6 +84,9 @@ def resolve_address(settings: Mapping[str, Any], env: Mapping[str, str] | None =
     if not isinstance(address, str):
         raise ManifestError(f"forge.yaml: ray.address: expected a URL string, got {address!r}")
     address = address.strip().rstrip("/")
+    from ..urls import check_userinfo
+
+    check_userinfo(address if "://" in address else "http://" + address, "Ray address")
     if address.startswith("ray://"):
         raise BackendError(
             f"{address} is a Ray Client address; the ray backend talks to the Jobs API (the dashboard port)",

@@ -3,12 +3,15 @@
 The job directory is staged on a filesystem every node sees (``slurm.staging`` in
 ``forge.yaml``, or ``FORGE_SLURM_STAGING``; by default the experiment's
 ``.forge/jobs/<id>``, which is shared when the experiment lives in a shared home). The
-batch script, written to ``<job dir>/slurm/job.sbatch``, runs three kinds of step:
+batch script, written to ``<job dir>/slurm/job.sbatch``, holds no value of the job: the
+paths and names go to ``sbatch`` as arguments (:func:`sbatch_command`; a newline or other
+control character in them is refused). It runs three kinds of step:
 
 1. **prepare**, on every node of the allocation (``srun --ntasks-per-node=1``): copy the
    job (``jobspec.json``, ``forge_plugins/``, ``recipe/``, ``.forge-runtime/``) to a
-   node-local directory that has the same path on every node
-   (``<slurm.node_dir>/starforge-<job id>``, default ``/tmp``), make the verified inputs
+   node-local directory that has the same unpredictable path on every node (the batch
+   host's ``mktemp -d`` under ``slurm.node_dir``, else the job's ``TMPDIR``, else
+   ``/tmp``; mode 0700, refused unless this user's own), make the verified inputs
    read-only, and check that copy with the launcher's ``--verify-only``: every
    plugin and built-in is verified and requirement-checked on every node before any
    training starts (nothing is imported or installed there; the run step does that, and
@@ -90,6 +93,7 @@ FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "BOOT_FAIL", "DEADL
 def check_settings(settings: Mapping[str, Any]) -> dict:
     """The ``slurm:`` mapping with unknown keys and bad values refused."""
     refuse_unknown_settings("slurm", settings, SETTINGS)
+    refuse_control_characters("", None, settings)
     out = dict(settings)
     launch = out.setdefault("launch", "once")
     if launch not in LAUNCH_MODES:
@@ -109,23 +113,23 @@ def check_settings(settings: Mapping[str, Any]) -> dict:
     return out
 
 
-def step_options(settings: Mapping[str, Any], job_dir: str) -> list[str]:
+def step_options(settings: Mapping[str, Any]) -> list[str]:
     """``srun`` options applied to every step of the job (SPEC §14).
 
-    ``srun_args`` as given; with ``container`` (a pyxis/enroot image), the image, and the
-    job's shared directory, the node-local directory and any ``container_mounts`` bound in
-    at the same paths, so the steps find the job where the batch script put it.
+    ``srun_args`` as given; with ``container`` (a pyxis/enroot image), the image. The batch
+    script adds ``--container-mounts``: the job's shared directory, the node-local base
+    directory and any ``container_mounts``, bound at the same paths, so the steps find the
+    job where the batch script put it.
     """
     options = list(settings.get("srun_args") or [])
     image = settings.get("container")
     if image:
-        node_dir = settings.get("node_dir") or "/tmp"
-        mounts = [f"{job_dir}:{job_dir}", f"{node_dir}:{node_dir}", *(settings.get("container_mounts") or [])]
-        options += [f"--container-image={image}", "--container-mounts=" + ",".join(mounts)]
+        options.append(f"--container-image={image}")
     return options
 
 
-def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None,
+               hint: str | None = None) -> subprocess.CompletedProcess:
     """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError."""
     try:
         result = subprocess.run(
@@ -142,45 +146,121 @@ def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None 
         )
     if check and result.returncode != 0:
         err = " ".join((result.stderr or result.stdout).split())[-300:]
-        raise BackendError(f"{argv[0]} failed ({result.returncode}): {err}")
+        raise BackendError(f"{argv[0]} failed ({result.returncode}): {err}", hint=hint or sbatch_hint(err) if argv[0] == "sbatch" else hint)
     return result
 
 
-def node_job_dir(settings: Mapping[str, Any], job_id: str) -> str:
-    """The node-local copy's path, the same on every node of the allocation."""
-    return os.path.join(settings.get("node_dir") or "/tmp", f"starforge-{job_id}")
+# what sbatch says -> what to do about it
+_SBATCH_HINTS = (
+    ("invalid partition", "name a partition the cluster has ('sinfo -s' lists them) in slurm.sbatch_args (--partition=NAME)"),
+    ("invalid account", "name an account you may charge in slurm.sbatch_args (--account=NAME); 'sacctmgr show assoc user=$USER'"),
+    ("node configuration is not available", "the job asks for more than a node has: lower nodes, cpus_per_task or gpus_per_node under slurm:"),
+    ("unable to contact slurm controller", "is slurmctld running and reachable ('scontrol ping')?"),
+    ("time limit", "the time limit exceeds the partition's: set --time=... in slurm.sbatch_args"),
+)
 
 
-def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
-    """The sbatch script of one job (see the module docstring for its steps)."""
-    q = shlex.quote
+def sbatch_hint(error: str) -> str:
+    """A hint for an sbatch refusal: a known cause, else where the settings live."""
+    low = error.lower()
+    for needle, hint in _SBATCH_HINTS:
+        if needle in low:
+            return hint
+    return "sbatch refused the job's batch script: check the slurm: settings in forge.yaml (sbatch_args, nodes, cpus_per_task)"
+
+
+def node_base(settings: Mapping[str, Any]) -> str:
+    """Where the node-local copies go, as a shell word: ``slurm.node_dir``, else the job's ``TMPDIR``."""
+    node_dir = settings.get("node_dir")
+    return shlex.quote(node_dir) if node_dir else '"${TMPDIR:-/tmp}"'
+
+
+def sbatch_escape(path: str) -> str:
+    """*path* for an sbatch filename option: ``%`` is a pattern there (``%j``, ``%u``), ``%%`` a ``%``."""
+    return path.replace("%", "%%")
+
+
+def control_character(text: str) -> str | None:
+    """The first control character of *text* named (``newline``, ``U+001B``), or None."""
+    for ch in text:
+        if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
+            return {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(ch, f"control character U+{ord(ch):04X}")
+    return None
+
+
+def refuse_control_characters(job_dir: str | Path, spec=None, settings: Mapping[str, Any] | None = None) -> None:
+    """Refuse a job path, name or ``slurm:`` setting holding a control character (SPEC §11).
+
+    The values reach sbatch as arguments and the batch script as quoted words, but a
+    newline has no safe place in a Slurm job (a path in an ``#SBATCH`` line, in the
+    output file, in ``scontrol`` listings): it is refused before anything is submitted.
+    """
+    found = control_character(str(job_dir))
+    if found:
+        raise BackendError(
+            f"the job directory {str(job_dir)!r} holds {found}; Slurm jobs need paths without control characters",
+            hint="move the experiment (or slurm.staging / FORGE_SLURM_STAGING) to a path without one",
+        )
+    if spec is not None:
+        found = control_character(spec.name)
+        if found:
+            raise BackendError(f"the job name {spec.name!r} holds {found}", hint="rename the experiment in forge.yaml")
+    for key, value in (settings or {}).items():
+        for item in value if isinstance(value, list) else [value]:
+            found = control_character(item) if isinstance(item, str) else None
+            if found:
+                raise ManifestError(
+                    f"forge.yaml: slurm.{key}: {item!r} holds {found}", hint="write the value on one line, without control characters"
+                )
+
+
+def sbatch_command(job_dir: Path, spec, settings: Mapping[str, Any], script: Path) -> list[str]:
+    """``sbatch`` with every job value as an argument (SPEC §11), the script and its argument.
+
+    Nothing of the job is written into ``#SBATCH`` lines: sbatch reads those itself, line
+    by line, so no quoting protects them. ``%`` in the output path is escaped (sbatch
+    expands ``%j``, ``%u``, … there). The shared job directory reaches the script as its
+    first argument. The user's ``sbatch_args`` come last, so they win.
+    """
     shared = str(job_dir)
-    local = node_job_dir(settings, spec.id)
-    out = Path(job_dir) / SLURM_DIR
-    nodes = int(settings.get("nodes") or 1)
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --job-name={q(spec.name)}",
-        f"#SBATCH --output={q(str(out / 'output.log'))}",
-        f"#SBATCH --chdir={q(shared)}",
-        f"#SBATCH --nodes={nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --export=ALL",
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={spec.name}",
+        f"--output={sbatch_escape(str(Path(job_dir) / SLURM_DIR / 'output.log'))}",
+        f"--chdir={shared}",
+        f"--nodes={int(settings.get('nodes') or 1)}",
+        "--ntasks-per-node=1",
+        "--export=ALL",
     ]
     for key, flag in (("partition", "--partition"), ("account", "--account"), ("time", "--time"),
                       ("cpus_per_task", "--cpus-per-task"), ("gpus_per_node", "--gpus-per-node")):  # fmt: skip
         if settings.get(key) is not None:
-            lines.append(f"#SBATCH {flag}={q(str(settings[key]))}")
+            argv.append(f"{flag}={settings[key]}")
+    return [*argv, *settings.get("sbatch_args", []), str(script), shared]
+
+
+def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
+    """The sbatch script of one job (see the module docstring for its steps).
+
+    It holds no ``#SBATCH`` line and no path of the job: the shared job directory is its
+    first argument (:func:`sbatch_command`), the node-local directory a fresh ``mktemp -d``.
+    """
+    q = shlex.quote
     # The job's runtime zip under the node's python3: its entry resolves the job's Python
     # there and starts the launcher under it (SPEC §14); nothing of ours is installed.
     run = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
-    opts = " ".join(q(o) for o in step_options(settings, shared))
+    opts = " ".join(q(o) for o in step_options(settings))
+    if settings.get("container"):
+        opts += (" " if opts else "") + '"--container-mounts=$CONTAINER_MOUNTS"'
     per_node = settings.get("launch", "once") == "per-node"
     # With step options (a container image) even a single run is an srun step, so it runs
     # where the other steps do; without, it runs in the batch script itself.
     runner = "on_each_node " if per_node else ("one_step " if opts else "")
-    lines += [
-        "# Written by forge submit (starforge slurm backend).",
+    mounts = ",".join(q(m) for m in settings.get("container_mounts") or [])
+    lines = [
+        "#!/bin/bash",
+        "# Written by forge submit (starforge slurm backend); job values come as sbatch arguments.",
         "set -u",
         "# Nothing the job writes in its directories (bootstrap, provenance) is writable by others.",
         'umask "$(printf %04o $(( 0$(umask) | 2 )))"',
@@ -188,9 +268,13 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
         "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME",
         "# The prepare step and the run share one attempt number (provenance file names).",
         'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
-        f"SHARED={q(shared)}",
-        f"LOCAL={q(local)}",
+        'SHARED="$1"',
+        f"BASE={node_base(settings)}",
+        "# The node-local copy: an unpredictable name (mktemp -d, mode 0700) under the job's",
+        "# TMPDIR, the same path on every node of the allocation (each node makes its own).",
+        'LOCAL=$(mktemp -d "$BASE/starforge-${SLURM_JOB_ID:-job}.XXXXXXXXXX") || { echo "error: cannot create a node-local directory under $BASE" >&2; exit 1; }',
         'NODES="${SLURM_JOB_NUM_NODES:-1}"',
+        *(['CONTAINER_MOUNTS="$SHARED:$SHARED,$BASE:$BASE' + ("," + mounts if mounts else "") + '"'] if settings.get("container") else []),
         'on_each_node() { srun --nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 '
         + (opts + " " if opts else "") + '"$@"; }',
         *(['one_step() { srun --nodes=1 --ntasks=1 ' + opts + ' "$@"; }'] if opts and not per_node else []),
@@ -206,6 +290,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
         "fi",
         "# 3. every node: provenance and launcher status back to the shared directory",
         "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
+        'rmdir "$LOCAL" 2>/dev/null',
         f'echo "$code" > "$SHARED/{SLURM_DIR}/exit_code.tmp" && mv -f "$SHARED/{SLURM_DIR}/exit_code.tmp" "$SHARED/{SLURM_DIR}/exit_code"',
         'exit "$code"',
         "",
@@ -214,19 +299,25 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
 
 
 # bash -c '<this>' forge-prepare SHARED LOCAL ITEM...
+# LOCAL is the batch host's fresh `mktemp -d` name: this node makes it (mkdir fails on
+# anything already there) unless it is the batch host's own; either way it must be a real
+# directory, not a link, owned by this user, mode 0700 and empty — another user who
+# guessed or raced the name stops the job, and never gets the job's files or its exec.
 _PREPARE = r"""set -eu
 shared=$1; local=$2; shift 2
-rm -rf "$local.tmp"
-if [ -e "$local" ]; then chmod -R u+w "$local"; rm -rf "$local"; fi
-mkdir -p "$local.tmp"
+mkdir -m 0700 "$local" 2>/dev/null || true
+if [ -L "$local" ] || [ ! -d "$local" ] || [ ! -O "$local" ] || [ "$(stat -c %a "$local")" != 700 ] \
+   || [ -n "$(ls -A "$local")" ]; then
+    echo "error: $(hostname -s): the node-local directory $local is not a fresh private directory of $(id -un) (another user's, a link, not mode 0700, or not empty); the job stops" >&2
+    exit 10
+fi
 for item in "$@"; do
-    if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local.tmp/"; fi
+    if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi
 done
 # the verified inputs are read-only; .forge-runtime/, status.json and provenance/ are the launcher's
 for item in jobspec.json forge_plugins recipe; do
-    if [ -e "$local.tmp/$item" ]; then chmod -R a-w "$local.tmp/$item"; fi
+    if [ -e "$local/$item" ]; then chmod -R a-w "$local/$item"; fi
 done
-mv "$local.tmp" "$local"
 exec python3 "$local/.forge-runtime/starforge-runtime.zip" --spec "$local/jobspec.json" --verify-only
 """
 
@@ -239,8 +330,7 @@ if [ -d "$local/provenance" ]; then
 fi
 if [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/slurm/status-$host.json"; fi
 if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/status.json"; fi
-chmod -R u+w "$local" 2>/dev/null
-rm -rf "$local"
+if [ -d "$local" ] && [ ! -L "$local" ] && [ -O "$local" ]; then chmod -R u+w "$local" 2>/dev/null; rm -rf "$local"; fi
 true
 """
 
@@ -256,21 +346,20 @@ class SlurmBackend(Backend):
     def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
         """``$FORGE_SLURM_STAGING/<id>``, else ``slurm.staging/<id>``, else the experiment's ``.forge/jobs/<id>``."""
         root = os.environ.get("FORGE_SLURM_STAGING") or self.settings.get("staging")
-        if root:
-            return Path(root).expanduser() / job_id
-        return super().staging_dir(experiment_dir, job_id)
+        path = Path(root).expanduser() / job_id if root else super().staging_dir(experiment_dir, job_id)
+        refuse_control_characters(path)  # before anything is staged there
+        return path
 
     def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
         job_dir = Path(job_dir).resolve()
+        refuse_control_characters(job_dir, spec, self.settings)
         out = job_dir / SLURM_DIR
         make_dirs(out)
         script = out / "job.sbatch"
         atomic.write_file(script, batch_script(job_dir, spec, self.settings))
         # slurmctld stores the submit environment and --export=ALL hands it to every step:
         # sbatch runs without the credential variables.
-        result = run_client(
-            ["sbatch", "--parsable", *self.settings.get("sbatch_args", []), str(script)], env=without_credentials()
-        )
+        result = run_client(sbatch_command(job_dir, spec, self.settings, script), env=without_credentials())
         slurm_id = result.stdout.strip().split(";")[0]
         if not slurm_id.isdigit():
             raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")

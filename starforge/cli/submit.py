@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..backends import BACKEND_NAMES
-from .output import JobOutput
+from .output import JobOutput, note
 
 
 @click.command("submit")
@@ -56,6 +56,8 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
         return
     record = sub.record
     assert record is not None and sub.backend is not None  # not a dry run
+    for text in sub.notes:
+        note(text)
     if as_json:
         click.echo(f"job {record.id} in {record.dir}", err=True)
     else:

@@ -3,8 +3,9 @@
 Every verdict comes from ``packaging``, evaluated in the process that runs the plugin;
 nothing is remembered between processes (a remembered verdict would be a security
 decision anyone who can write the cache could make). The ``packaging`` used is the copy
-vendored under StarForge's namespace in the job's runtime zip when running from it, else
-the installed one: the trainer's own ``packaging`` is never shadowed.
+vendored under StarForge's namespace (``_vendor/``, pinned in ``vendor.txt``), the same in
+the runtime zip and in an installed starforge-core: the trainer's own ``packaging`` is
+never shadowed, nor used.
 """
 
 from __future__ import annotations
@@ -16,18 +17,15 @@ from .jobspec import PluginEntry
 
 
 def _packaging():
-    """``(SpecifierSet, Version, InvalidSpecifier, InvalidVersion)`` from the vendored or installed packaging."""
-    try:
-        from ._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
-        from ._vendor.packaging.version import InvalidVersion, Version
-    except ImportError:  # an installed starforge-core: packaging is a dependency
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # type: ignore[no-redef]
-        from packaging.version import InvalidVersion, Version  # type: ignore[no-redef]
+    """``(SpecifierSet, Version, InvalidSpecifier, InvalidVersion)`` from the vendored packaging."""
+    from ._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from ._vendor.packaging.version import InvalidVersion, Version
+
     return SpecifierSet, Version, InvalidSpecifier, InvalidVersion
 
 
 def packaging_version():
-    """``(Version, InvalidVersion)`` from the vendored or installed packaging."""
+    """``(Version, InvalidVersion)`` from the vendored packaging."""
     SpecifierSet, Version, InvalidSpecifier, InvalidVersion = _packaging()
     return Version, InvalidVersion
 

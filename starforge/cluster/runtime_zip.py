@@ -8,12 +8,15 @@ be installed where the job runs (SPEC §11, §14)::
     starforge/plugins.py, starforge/patching.py   # the public names of SPEC §1 ...
     starforge/launch/__init__.py, __main__.py     # ... and ``python -m starforge.launch``
     starforge/cluster/**.py                       # this folder, walked
-    starforge/cluster/_vendor/packaging/**.py     # packaging, under StarForge's namespace
-    starforge/cluster/_vendor/packaging.LICENSE*  # its licence files
+    starforge/cluster/_vendor/vendor.txt          # the pinned version (as pip's)
+    starforge/cluster/_vendor/packaging/*.py      # packaging, committed under StarForge's namespace
+    starforge/cluster/_vendor/packaging/LICENSE*  # and its licence files
 
 It is built for each job from the running package's own files (never taken from a cache,
 never carrying compiled code: SPEC §9 "trusted base"), deterministically (fixed times and
-modes, sorted names). ``packaging`` imports itself only relatively, so under
+modes, sorted names). ``packaging`` is committed in this folder (``_vendor/``, pinned in
+``vendor.txt``), so every installation builds the same zip, and a zip without it cannot be
+built (:func:`zip_sources` refuses). ``packaging`` imports itself only relatively, so under
 ``starforge.cluster._vendor`` it needs no rewriting, and a trainer importing ``packaging``
 gets its own. The zip's root ``__main__.py`` is :mod:`.interpreter`, so backends start a
 job with ``python3 .forge-runtime/starforge-runtime.zip --spec jobspec.json`` under any
@@ -27,6 +30,10 @@ import os
 
 ZIP_NAME = "starforge-runtime.zip"
 VENDOR = "starforge/cluster/_vendor/"
+# What the requirement checks need of the vendored packaging (requires.py imports the first
+# two): a zip lacking any of these is refused at build time, never shipped half-vendored.
+VENDORED = ("vendor.txt", "packaging/__init__.py", "packaging/specifiers.py", "packaging/version.py",
+            "packaging/LICENSE", "packaging/LICENSE.APACHE", "packaging/LICENSE.BSD")
 # The public modules SPEC §1 names, outside this folder: each only imports from it.
 PUBLIC_MODULES = ("__init__.py", "plugins.py", "patching.py", "launch/__init__.py", "launch/__main__.py")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -50,53 +57,33 @@ def running_from(zip_path: str) -> bool:
 
 
 def zip_sources() -> dict[str, str]:
-    """``{name in the zip: path on disk}`` of everything the runtime zip carries."""
+    """``{name in the zip: path on disk}`` of everything the runtime zip carries.
+
+    Raises :class:`OSError` when the vendored ``packaging`` is incomplete: a node would fail
+    every ``requires`` check with it.
+    """
     package = os.path.dirname(_HERE)
     out: dict[str, str] = {"__main__.py": os.path.join(_HERE, "interpreter.py")}
     for rel in PUBLIC_MODULES:
         out["starforge/" + rel] = os.path.join(package, *rel.split("/"))
     _add_tree(out, _HERE, "starforge/cluster/")
-    packaging_dir = _installed_packaging()
-    if packaging_dir is not None:
-        _add_tree(out, packaging_dir, VENDOR + "packaging/")
-        out.update(_packaging_licences(os.path.dirname(packaging_dir)))
+    missing = [rel for rel in VENDORED if VENDOR + rel not in out]
+    if missing:
+        raise OSError(f"cannot build a runtime zip: the vendored packaging in {os.path.join(_HERE, '_vendor')} "
+                      f"lacks {', '.join(missing)}")
     return out
 
 
 def _add_tree(out: dict[str, str], folder: str, prefix: str) -> None:
-    """Add the ``.py`` and ``.typed`` files below *folder* (no ``__pycache__``) to *out*."""
+    """Add the ``.py`` and ``.typed`` files below *folder* (no ``__pycache__``) to *out*;
+    below ``_vendor/`` every regular file (the pin and the licences too)."""
+    vendored = prefix.startswith(VENDOR)
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.is_dir(follow_symlinks=False):
-            if entry.name != "__pycache__" and not (entry.name == "packaging" and prefix == VENDOR):
+            if entry.name != "__pycache__":
                 _add_tree(out, entry.path, prefix + entry.name + "/")
-        elif entry.is_file(follow_symlinks=False) and entry.name.endswith((".py", ".typed")):
+        elif entry.is_file(follow_symlinks=False) and (vendored or entry.name.endswith((".py", ".typed"))):
             out[prefix + entry.name] = entry.path
-
-
-def _installed_packaging() -> str | None:
-    """The directory of the ``packaging`` installed beside this starforge (None when there is none)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("packaging")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = list(spec.submodule_search_locations)[0]
-    return folder if os.path.isdir(folder) else None
-
-
-def _packaging_licences(parent: str) -> dict[str, str]:
-    """Packaging's licence files (from its .dist-info, if any), carried with the vendored copy."""
-    out: dict[str, str] = {}
-    try:
-        infos = sorted(d for d in os.listdir(parent) if d.startswith("packaging-") and d.endswith(".dist-info"))
-    except OSError:
-        infos = []
-    for info in infos[:1]:
-        for dirpath, _dirnames, filenames in os.walk(os.path.join(parent, info)):
-            for name in filenames:
-                if name.upper().startswith("LICENSE"):
-                    out[f"{VENDOR}packaging.{name}"] = os.path.join(dirpath, name)
-    return out
 
 
 def build_runtime_zip(sources: dict[str, str] | None = None) -> bytes:

@@ -285,7 +285,7 @@ def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
     """The lock, checked against forge.yaml alone (what submit needs); never re-resolved."""
     lock = read_lock(exp.lock_path)
     if lock is None:
-        raise LockError(f"{exp.lock_path}: no lock file next to forge.yaml", hint=f"run: forge lock {_dir_arg(exp)}")
+        raise LockError(f"{exp.lock_path}: no lock file next to forge.yaml", hint=f"run: forge lock {_dir_arg(exp)}".rstrip())
     reasons = stale_reasons(exp.plugins, lock)
     if reasons:
         raise LockError(f"{exp.lock_path.name} is stale: {'; '.join(reasons)}", hint=_stale_hint(exp, lock))

@@ -31,7 +31,10 @@ def default_registry_url() -> str:
 
 def open_registry(url: str | None = None, *, insecure: bool = False) -> Registry:
     """The registry at *url* (default: :func:`default_registry_url`)."""
+    from ..urls import check_userinfo
+
     url = url or default_registry_url()
+    check_userinfo(url, "registry URL")
     if url.startswith("oci://"):
         from .oci import OciRegistry
 

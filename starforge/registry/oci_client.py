@@ -123,6 +123,12 @@ class Credentials:
     password: str  # or an identity (refresh) token when identity_token is True
     source: str  # where they came from, for error messages
     identity_token: bool = False
+    shown: str | None = None  # how messages name them; None: the user name
+
+    @property
+    def label(self) -> str:
+        """``of 'alice'``, or what stands for credentials whose user name must not be printed."""
+        return self.shown if self.shown is not None else f"of '{self.username}'"
 
 
 def _docker_config_path(env) -> Path:
@@ -189,11 +195,19 @@ def find_credentials(host: str, env=None) -> Credentials | None:
         if entry.get("identitytoken"):
             return Credentials("<token>", entry["identitytoken"], source, identity_token=True)
         if entry.get("auth"):
+            # The 'auth' value is the secret itself (base64 of user:password): no message
+            # prints it or any part of it, the user name included (without a colon it is
+            # all password).
+            bad = RegistryError(f"{source}: the 'auth' entry for {key} is not base64 of user:password",
+                                hint=f"log in again (docker login {host}), or fix that entry")
             try:
-                user, _, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
-            except (ValueError, UnicodeDecodeError):
-                raise RegistryError(f"{source}: the 'auth' entry for {key} is not base64 user:password") from None
-            return Credentials(user, password, source)
+                decoded = base64.b64decode(entry["auth"]).decode("utf-8")
+            except (ValueError, TypeError, UnicodeDecodeError):
+                raise bad from None
+            user, colon, password = decoded.partition(":")
+            if not colon or not user:
+                raise bad from None
+            return Credentials(user, password, source, shown=f"of the 'auth' entry for {key}")
         if entry.get("username") and entry.get("password"):
             return Credentials(entry["username"], entry["password"], source)
     store = config.get("credsStore")
@@ -243,6 +257,23 @@ class _Retry(Exception):
 
 class TransientRegistryError(RegistryError):
     """Unreachable registry, 429 or 5xx: the same request may succeed later."""
+
+
+class ManifestBlobUnknownError(RegistryError):
+    """A manifest PUT refused with ``MANIFEST_BLOB_UNKNOWN``: the registry did not find, or
+    could not read, a blob the manifest names. ``digests`` are the blobs it named (may be empty).
+
+    Besides a blob that was never pushed, this is what a registry answers while another
+    client commits the same blob: Debian's docker-registry (distribution 2.8, filesystem
+    storage) rewrites the repository's link file of a blob in place on every commit
+    (truncate, then write), and a manifest PUT that reads the link in between finds it
+    empty (``DIGEST_INVALID`` + ``MANIFEST_BLOB_UNKNOWN``). Pushing the blob again rewrites
+    the link; the caller decides whether to (a bounded number of times).
+    """
+
+    def __init__(self, message: str, *, digests: tuple = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.digests = digests
 
 
 class OciClient:
@@ -360,7 +391,7 @@ class OciClient:
                 hint="set FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or add the host to the Docker config.json",
             )
         return RegistryError(
-            f"{self.location.host} refused the credentials of '{creds.username}' (HTTP {response.status_code})",
+            f"{self.location.host} refused the credentials {creds.label} (HTTP {response.status_code})",
             hint=f"check the user name and password from {creds.source}",
         )
 
@@ -463,13 +494,21 @@ class OciClient:
         if r.status_code in (401, 403):
             return self._denied(r)
         detail = ""
+        errors: list = []
         try:
-            errors = r.json().get("errors") or []
-            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
+            errors = [e for e in r.json().get("errors") or [] if isinstance(e, dict)]
+            detail = "; ".join(f"{e.get('code')}: {e.get('message')}"
+                               + (f" {e['detail']}" if isinstance(e.get("detail"), str) and e["detail"] else "")
+                               for e in errors)
         except (ValueError, AttributeError):
             pass
+        message = f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else "")
+        if r.status_code == 400 and what.startswith("PUT ") and "/manifests/" in what and any(e.get("code") == "MANIFEST_BLOB_UNKNOWN" for e in errors):
+            named = tuple(e["detail"] for e in errors if e.get("code") == "MANIFEST_BLOB_UNKNOWN"
+                          and isinstance(e.get("detail"), str) and e["detail"].startswith("sha256:"))
+            return ManifestBlobUnknownError(message, digests=named)
         cls = TransientRegistryError if r.status_code >= 500 or r.status_code == 429 else RegistryError
-        return cls(f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else ""))
+        return cls(message)
 
     @staticmethod
     def scope(repository: str, actions: str = "pull") -> str:
@@ -490,14 +529,16 @@ class OciClient:
         return int(r.headers.get("content-length", "-1"))
 
     def push_blob(self, repo: str, source: bytes | Path, digest: str, size: int,
-                  progress: Update | None = None) -> bool:
+                  progress: Update | None = None, *, again: bool = False) -> bool:
         """Upload a blob unless the registry has it; return True when bytes were sent.
 
         Up to ``chunk_size`` bytes go in one POST + PUT; larger blobs as PATCH chunks and a
         closing PUT with the digest. An upload interrupted by a connection error or a 5xx
-        starts again from byte 0 in a new session, at most ``retries`` times.
+        starts again from byte 0 in a new session, at most ``retries`` times. ``again``
+        uploads without asking first (the registry said it could not see the blob; its
+        commit of our upload checks the digest and rewrites its own records of the blob).
         """
-        if self.blob_size(repo, digest) == size:
+        if not again and self.blob_size(repo, digest) == size:
             if progress:
                 progress(size)
             return False

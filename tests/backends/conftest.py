@@ -388,6 +388,27 @@ def slurm_cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def other_user():
+    """A second Unix user (``sfother``, made with ``useradd`` when missing) and a runner:
+    ``other_user.run("mkdir", path)`` runs a command as that user (``runuser``)."""
+    import pwd
+    from types import SimpleNamespace
+
+    need(os.geteuid() == 0 and shutil.which("runuser") is not None, "acting as a second user needs root and runuser")
+    name = "sfother"
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    entry = pwd.getpwnam(name)
+
+    def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", name, "--", *argv], capture_output=True, text=True, check=check, timeout=60)
+
+    return SimpleNamespace(name=name, uid=entry.pw_uid, run=run)
+
+
 @pytest.fixture
 def slurm_env(slurm_cluster, monkeypatch):
     """The Slurm client commands of this test talk to the test cluster."""
@@ -534,6 +555,8 @@ def main():
         "slurm": slurm,
         "cwd": os.getcwd(),
         "cwd_mode": oct(os.stat(os.getcwd()).st_mode & 0o777),
+        "job_dir_mode": oct(os.stat(os.path.dirname(os.getcwd())).st_mode & 0o777),
+        "job_dir_uid": os.stat(os.path.dirname(os.getcwd())).st_uid,
     }
     print("RESULTS " + json.dumps(out), flush=True)
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))

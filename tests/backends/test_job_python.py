@@ -175,6 +175,29 @@ def test_a_missing_job_python_is_an_unmet_requirement(experiment, tmp_path):
     assert status["phase"] == "requires" and status["code"] == 11
 
 
+def test_an_unset_variable_in_python_is_refused_at_submit_on_local(experiment, monkeypatch):
+    from starforge.errors import UsageError
+
+    exp = experiment("local")
+    (exp / "forge.yaml").write_text((exp / "forge.yaml").read_text() + "python: $FORGE_TEST_TRAINER_PYTHON\n")
+    monkeypatch.delenv("FORGE_TEST_TRAINER_PYTHON", raising=False)
+    with pytest.raises(UsageError) as err:
+        submit_experiment(exp, (), backend="local")
+    assert err.value.message == "python: $FORGE_TEST_TRAINER_PYTHON: FORGE_TEST_TRAINER_PYTHON is not set"
+    assert "export FORGE_TEST_TRAINER_PYTHON=" in err.value.hint
+    staged = exp / ".forge" / "jobs"
+    assert not staged.exists() or not any(staged.iterdir())  # refused before anything was staged
+
+
+def test_a_remote_backend_says_the_variable_is_resolved_on_the_node():
+    from starforge.backends.base import get_backend
+
+    ray = get_backend("ray", {"address": "http://127.0.0.1:1"})
+    assert ray.check_job_python("$TRL_PYTHON") == "python: $TRL_PYTHON is resolved on the node, from the job's environment there"
+    assert ray.check_job_python("/opt/venv/bin/python") is None
+    assert get_backend("local", {}).check_job_python("${HOME}/bin/python") is None  # set here: fine
+
+
 @pytest.mark.ray
 def test_ray_runs_the_trainer_venv(ray_client, experiment, trainer_venv):
     sub, record, log = _run(experiment("ray"), "ray")

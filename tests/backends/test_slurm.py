@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from starforge.backends.base import wait
-from starforge.backends.slurm import SlurmBackend, batch_script, node_job_dir, query_state
-from starforge.errors import ManifestError
+from starforge.backends.slurm import _PREPARE, JOB_ITEMS, SlurmBackend, batch_script, query_state, sbatch_command
+from starforge.errors import BackendError, ManifestError
 from starforge.experiment.submit import submit_experiment
 
 pytestmark = pytest.mark.slurm
@@ -54,9 +55,13 @@ def test_job_runs_once_with_plugins_in_every_process(slurm_job_env, make_experim
     assert record.dir == str(job_dir)
     [res] = _results(log)  # launch: once
     assert res["driver"].startswith("patched:plain:") and res["child"].startswith("patched:plain:"), res
-    local = node_job_dir({}, sub.spec.id)
-    assert res["cwd"] == f"{local}/recipe"  # the training ran on the node-local copy, read-only
+    # The training ran on the node-local copy, read-only, in a fresh private directory
+    # with an unpredictable name (mktemp -d under the job's TMPDIR, here /tmp).
+    found = re.fullmatch(r"(/tmp/starforge-(\d+)\.[A-Za-z0-9]{10})/recipe", res["cwd"])
+    assert found and found.group(2) == record.backend_ref["job_id"], res["cwd"]
+    local = found.group(1)
     assert res["cwd_mode"] == "0o555"
+    assert (res["job_dir_mode"], res["job_dir_uid"]) == ("0o700", os.geteuid())
     assert not os.path.exists(local)  # ...which the collect step removed
     assert res["slurm"]["SLURM_JOB_ID"] == record.backend_ref["job_id"]
     assert "plugin  : tester/mark-worker@1.0.0 loaded" in log
@@ -158,18 +163,28 @@ def test_batch_script_and_settings(tmp_path):
     from starforge.cluster.jobspec import JobSpec, example
 
     spec = JobSpec.from_dict(example())
-    text = batch_script(tmp_path / "job dir", spec, {"launch": "per-node", "nodes": 2, "partition": "gpu", "time": "01:00:00"})
-    assert f"#SBATCH --output='{tmp_path}/job dir/slurm/output.log'" in text
-    assert "#SBATCH --nodes=2" in text and "#SBATCH --partition=gpu" in text and "#SBATCH --time=01:00:00" in text
+    settings = {"launch": "per-node", "nodes": 2, "partition": "gpu", "time": "01:00:00", "sbatch_args": ["--qos=high"]}
+    text = batch_script(tmp_path / "job dir", spec, settings)
+    # No value of the job in the script: sbatch reads #SBATCH lines itself, so the job's
+    # paths and names are sbatch arguments, the shared directory the script's argument.
+    assert "#SBATCH" not in text and str(tmp_path) not in text and spec.name not in text
+    argv = sbatch_command(tmp_path / "job dir", spec, settings, tmp_path / "job dir" / "slurm" / "job.sbatch")
+    assert argv[:2] == ["sbatch", "--parsable"] and argv[-3:] == ["--qos=high", f"{tmp_path}/job dir/slurm/job.sbatch", f"{tmp_path}/job dir"]
+    assert f"--output={tmp_path}/job dir/slurm/output.log" in argv and f"--chdir={tmp_path}/job dir" in argv
+    assert {"--nodes=2", "--partition=gpu", "--time=01:00:00", f"--job-name={spec.name}", "--export=ALL"} <= set(argv)
+    assert "--output=/j/%%j%%u/slurm/output.log" in sbatch_command(Path("/j/%j%u"), spec, {}, Path("/s"))
     entry = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
     assert f"on_each_node {entry}" in text
     assert 'exec python3 "$local/.forge-runtime/starforge-runtime.zip" --spec "$local/jobspec.json" --verify-only' in text
+    assert 'BASE="${TMPDIR:-/tmp}"' in text and 'LOCAL=$(mktemp -d "$BASE/starforge-${SLURM_JOB_ID:-job}.XXXXXXXXXX")' in text
+    assert "BASE=/local/scratch\n" in batch_script(tmp_path, spec, {"node_dir": "/local/scratch"})
     once = batch_script(tmp_path, spec, {"launch": "once"})
     assert f"\n    {entry}" in once and "one_step" not in once
     # srun options and a container image apply to every step, the single run included
     boxed = batch_script(tmp_path, spec, {"launch": "once", "container": "nvcr.io/rl:24.05",
                                           "srun_args": ["--mpi=none"], "container_mounts": ["/data:/data"]})
-    opts = f"--mpi=none --container-image=nvcr.io/rl:24.05 --container-mounts={tmp_path}:{tmp_path},/tmp:/tmp,/data:/data"
+    opts = '--mpi=none --container-image=nvcr.io/rl:24.05 "--container-mounts=$CONTAINER_MOUNTS"'
+    assert 'CONTAINER_MOUNTS="$SHARED:$SHARED,$BASE:$BASE,/data:/data"' in boxed
     assert f"--kill-on-bad-exit=1 {opts} \"$@\"; }}" in boxed
     assert f'one_step() {{ srun --nodes=1 --ntasks=1 {opts} "$@"; }}' in boxed and f"\n    one_step {entry}" in boxed
     with pytest.raises(ManifestError, match="slurm.srun_args: expected a list of strings"):
@@ -180,3 +195,129 @@ def test_batch_script_and_settings(tmp_path):
         SlurmBackend({"launch": "everywhere"})
     with pytest.raises(ManifestError, match="positive integer"):
         SlurmBackend({"nodes": 0})
+
+
+# -- values of the job and the node-local copy (SPEC §9 threat model, §11) ----------------------
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"partition": "debug\ntouch /tmp/pwned"}, re.escape("slurm.partition: 'debug\\ntouch /tmp/pwned' holds a newline")),
+        ({"sbatch_args": ["--qos=a\x1b[2J"]}, "slurm.sbatch_args: .* holds control character U\\+001B"),
+        ({"node_dir": "/scratch\r"}, "slurm.node_dir: .* holds a carriage return"),
+    ],
+)
+def test_a_setting_with_a_control_character_is_refused(settings, message):
+    with pytest.raises(ManifestError, match=message):
+        SlurmBackend(settings)
+
+
+def test_a_newline_in_the_experiment_path_injects_nothing(slurm_job_env, make_experiment, tmp_path, forge_home):
+    # Before: `#SBATCH --chdir='<path>` with the rest of the path on the next line, a shell
+    # command of the batch script. Now: refused at submit, one line, nothing submitted.
+    exp = make_experiment("python -m workload.train", "slurm", name="exp")
+    evil = tmp_path / "x\ntouch INJECTED\n"
+    evil.mkdir()
+    exp = exp.rename(evil / "exp")
+    proc = subprocess.run([str(BIN / "forge"), "submit", "--backend", "slurm", str(exp)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: the job directory ") and "holds a newline" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.rglob("INJECTED"))
+    assert not (exp / ".forge" / "jobs").exists() or not any((exp / ".forge" / "jobs").iterdir())
+    with pytest.raises(BackendError, match="holds a newline"):
+        submit_experiment(exp, (), backend="slurm")
+
+
+def test_a_percent_in_the_staging_path_is_not_a_slurm_pattern(slurm_job_env, make_experiment, tmp_path):
+    shared = tmp_path / "jobs-%j-%u-100%"
+    exp = make_experiment("python -m workload.train", "slurm", {"staging": str(shared)})
+    sub, record, log = _run(exp)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    assert (shared / sub.spec.id / "slurm" / "output.log").is_file()  # the literal path, not job id / user
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("jobs-")] == [shared.name]
+    assert _results(log)[0]["driver"].startswith("patched:")
+
+
+@pytest.fixture
+def scratch():
+    """A node scratch directory like /tmp (world-writable, sticky) that another user can reach."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="sfscratch", dir="/tmp"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _plant_job_tree(other_user, root: Path, marker: Path) -> None:
+    """What another user plants: a job-shaped tree of theirs whose runtime 'zip' records that it ran."""
+    script = f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')"
+    other_user.run("sh", "-c", f"mkdir -p {root}/.forge-runtime && echo '{{}}' > {root}/jobspec.json"
+                   f" && printf '%s\\n' \"{script}\" > {root}/.forge-runtime/starforge-runtime.zip && chmod -R a+rwX {root}")
+
+
+def test_another_users_planted_paths_are_never_used(slurm_job_env, make_experiment, tmp_path, other_user, scratch):
+    # The old node-local path was /tmp/starforge-<job id> (rm -rf, mkdir -p, mv, exec):
+    # another user pre-creating it stopped the job, or got their zip executed as the job's
+    # user. Plant every predictable name; the job runs from a fresh private directory.
+    marker = tmp_path / "ran-as-job-user"
+    exp = make_experiment("python -m workload.train", "slurm", {"staging": str(tmp_path / "shared"), "node_dir": str(scratch)})
+    from starforge.experiment.stage import load_plan
+
+    job_id = load_plan(exp, backend="slurm").spec.id
+    _plant_job_tree(other_user, scratch / "evil", marker)
+    names = [f"starforge-{job_id}", f"starforge-{job_id}.tmp", "starforge-1", "starforge-job"]
+    for name in names:
+        other_user.run("ln", "-s", str(scratch / "evil"), str(scratch / name))
+    sub, record, log = _run(exp)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    assert not marker.exists()
+    [res] = _results(log)
+    local = Path(res["cwd"]).parent
+    assert local.parent == scratch and re.fullmatch(r"starforge-\d+\.[A-Za-z0-9]{10}", local.name), res
+    assert (res["job_dir_mode"], res["job_dir_uid"]) == ("0o700", os.geteuid())
+    assert not local.exists()  # removed by the collect step; what the other user planted is untouched
+    assert sorted(p.name for p in scratch.iterdir()) == sorted(names + ["evil"])
+
+
+@pytest.mark.parametrize("plant", ["directory", "symlink", "group-writable"])
+def test_the_prepare_step_refuses_a_node_dir_it_does_not_own(slurm_job_env, tmp_path, other_user, scratch, plant):
+    # The name is the batch host's `mktemp -d`; another node makes the same path itself.
+    # Had another user taken that path first (guessed, raced), the step stops with exit 10
+    # before copying anything there or executing anything from it.
+    marker = tmp_path / "ran-as-job-user"
+    shared = scratch / "shared"
+    _plant_job_tree(other_user, shared, marker)  # stands in for the job: its 'zip' must not run either
+    local = scratch / "starforge-42.AbCdEfGhIj"
+    if plant == "directory":
+        other_user.run("mkdir", "-m", "0777", str(local))
+    elif plant == "symlink":
+        _plant_job_tree(other_user, scratch / "evil", marker)
+        other_user.run("ln", "-s", str(scratch / "evil"), str(local))
+    else:  # ours, but not private: refused too, never loosened into use
+        local.mkdir()
+        local.chmod(0o770)
+    proc = subprocess.run(
+        ["srun", "--nodes=1", "--ntasks=1", "bash", "-c", _PREPARE, "forge-prepare", str(shared), str(local), *JOB_ITEMS],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert proc.returncode == 10, proc.stdout + proc.stderr
+    assert "is not a fresh private directory" in proc.stderr
+    assert not marker.exists()
+    if plant != "symlink":
+        assert not (local / "jobspec.json").exists()  # nothing of the job was copied there
+
+
+@pytest.mark.parametrize("said, hint", [
+    ("sbatch: error: Batch job submission failed: Invalid partition name specified", "sinfo -s"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "--account=NAME"),
+    ("sbatch: error: Batch job submission failed: Requested node configuration is not available", "cpus_per_task"),
+    ("sbatch: error: Batch job submission failed: something new", "slurm: settings in forge.yaml"),
+])
+def test_an_sbatch_refusal_comes_with_a_hint(said, hint):
+    from starforge.backends.slurm import sbatch_hint
+
+    assert hint in sbatch_hint(said)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
+import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -16,6 +19,8 @@ from starforge.cluster import runtime_zip
 
 CLUSTER = Path(starforge.__file__).parent / "cluster"
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
+VENDOR_DIR = CLUSTER / "_vendor"
+VENDOR_PREFIX = "starforge/cluster/_vendor/"
 
 
 def names_in(path: Path) -> list:
@@ -30,17 +35,77 @@ def test_the_zip_is_the_cluster_folder_as_sources_with_packaging_vendored(builde
     names = names_in(job.dir / ZIP)
     walked = sorted(
         "starforge/cluster/" + str(p.relative_to(CLUSTER)).replace(os.sep, "/")
-        for p in CLUSTER.rglob("*.py") if "__pycache__" not in p.parts
+        for p in CLUSTER.rglob("*.py") if "__pycache__" not in p.parts and VENDOR_DIR not in p.parents
     )
-    assert sorted(n for n in names if n.startswith("starforge/cluster/") and "/_vendor/packaging" not in n) == walked
+    assert sorted(n for n in names if n.startswith("starforge/cluster/") and not n.startswith(VENDOR_PREFIX)) == walked
     assert {"starforge/__init__.py", "starforge/plugins.py", "starforge/patching.py",
             "starforge/launch/__init__.py", "starforge/launch/__main__.py"} <= set(names)
-    assert "starforge/cluster/_vendor/packaging/version.py" in names
-    assert "starforge/cluster/_vendor/packaging/specifiers.py" in names
+    # The committed vendor folder, every file of it (pin and licences too), and nothing else.
+    committed = sorted(
+        VENDOR_PREFIX + str(p.relative_to(VENDOR_DIR)).replace(os.sep, "/")
+        for p in VENDOR_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
+    assert sorted(n for n in names if n.startswith(VENDOR_PREFIX)) == committed
+    for rel in ("packaging/version.py", "packaging/specifiers.py", "packaging/requirements.py",
+                "packaging/markers.py", "packaging/LICENSE", "vendor.txt"):
+        assert VENDOR_PREFIX + rel in names
     assert not [n for n in names if n.endswith((".pyc", ".pyo")) or "__pycache__" in n]
     assert not [n for n in names if n.startswith("packaging")]  # never the top-level name
     laptop = [n for n in names if n.startswith("starforge/") and not n.startswith("starforge/cluster/")]
     assert sorted(laptop) == sorted("starforge/" + m for m in runtime_zip.PUBLIC_MODULES)
+
+
+def test_the_vendored_packaging_is_pinned_and_complete():
+    pin = (VENDOR_DIR / "vendor.txt").read_text().split()
+    assert len(pin) == 1 and pin[0].startswith("packaging==")
+    version = pin[0].partition("==")[2]
+    init = (VENDOR_DIR / "packaging" / "__init__.py").read_text()
+    assert f'__version__ = "{version}"' in init
+    # Every relative import of a vendored module names a vendored module: the copy is whole.
+    vendored = {p.stem for p in (VENDOR_DIR / "packaging").glob("*.py")}
+    for path in (VENDOR_DIR / "packaging").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        lazy_ok = {"ranges"}  # SpecifierSet.to_range only (not vendored: no requirement check uses it)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                for name in names:
+                    assert name in vendored or name in lazy_ok, f"{path.name} imports .{name}, not vendored"
+
+
+def test_a_runtime_zip_without_the_vendored_packaging_cannot_be_built(tmp_path):
+    copy = tmp_path / "src"
+    shutil.copytree(Path(starforge.__file__).parent, copy / "starforge",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    build = "from starforge.cluster.runtime_zip import build_runtime_zip; print(len(build_runtime_zip()))"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy)}
+    whole = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(copy)!r}); {build}"],
+                           capture_output=True, text=True, env=env)
+    assert whole.returncode == 0, whole.stderr
+    (copy / "starforge" / "cluster" / "_vendor" / "packaging" / "specifiers.py").unlink()
+    (copy / "starforge" / "cluster" / "_vendor" / "packaging" / "LICENSE").unlink()
+    broken = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(copy)!r}); {build}"],
+                            capture_output=True, text=True, env=env)
+    assert broken.returncode != 0
+    assert "cannot build a runtime zip: the vendored packaging" in broken.stderr
+    assert "packaging/specifiers.py, packaging/LICENSE" in broken.stderr
+
+
+def test_the_vendored_requirements_and_markers_work_from_the_zip_in_a_bare_interpreter(tmp_path, bare_python):
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    probe = (
+        "import importlib.util\n"
+        "from starforge.cluster._vendor.packaging.requirements import Requirement\n"
+        "from starforge.cluster._vendor.packaging.markers import Marker\n"
+        "r = Requirement('torch>=2.1,<3; python_version >= \"3.8\"')\n"
+        "print(r.name, r.specifier.contains('2.4.0'), r.marker.evaluate(), Marker('os_name == \"nt\"').evaluate())\n"
+        "print('own packaging:', importlib.util.find_spec('packaging') is not None)\n"
+    )
+    result = subprocess.run([bare_python, "-c", probe], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(zip_path)}, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["torch True True False", "own packaging: False"]
 
 
 def test_the_zip_is_the_same_for_every_job_and_names_none(builder):

@@ -306,6 +306,9 @@ def test_push_keeps_published_versions_immutable(near, far, bundle, tmp_path):
     far_reg = str(tmp_path / "far-registry")
     first = far.forge("bundle", "push", bundle, "--registry", far_reg)
     assert first.stdout.count("pushed alice/") == 2
+    assert f"imported 2 plugins into {far_reg}" in first.stdout
+    repeated = far.forge("bundle", "push", bundle, "--registry", far_reg)
+    assert f"nothing to import: all 2 plugins are already in {far_reg}" in repeated.stdout and "imported" not in repeated.stdout
     again = json.loads(far.forge("bundle", "push", bundle, "--registry", far_reg, "--json").stdout)
     assert [(p["ref"], p["created"]) for p in again["plugins"]] == [
         ("alice/opsd-patch@1.0.0", False), ("alice/reward-scale@1.0.0", False)]
