@@ -66,10 +66,10 @@ class Builtin:
 
 def load_builtins(exp: Experiment) -> list:
     """Check every built-in forge.yaml names under ``common/algorithms/<name>/``."""
-    from ..authoring.checks import require_valid
-
     out = []
     for name in exp.recipe_plugins:
+        from ..authoring.checks import require_valid  # (ast, tokenize: only where there are built-ins)
+
         root = exp.builtin_dir(name)
         if not (root / "plugin.yaml").is_file():
             from ..manifest import closest
