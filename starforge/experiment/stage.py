@@ -36,15 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..cluster.digest import file_map, tree_digest
+from ..cluster.digest import digest_of_map, file_map, tree_digest
 from ..cluster.environment import prepare_runtime
 from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
 from ..cluster.readonly import make_read_only
 from ..cluster.utctime import TIMESTAMP
 from ..directories import PRIVATE, dir_mode, make_dirs
 from ..errors import BackendError, VerificationError
+from ..registry.verified import read_tree
 from .config import Experiment
-from .lock import Builtin, fresh_lock, load_builtins, published_version
+from .lock import Builtin, check_entry, fresh_lock, load_builtins, published_version
 from .lockfile import LockFile, check_conflicts
 from .overrides import build_hyperparams, declared_params
 
@@ -163,9 +164,12 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
         for entry in plan.lock.plugins:
             target = plugins_dir / entry.name
             materialize_locked(entry, target, registry, plan.lock.registry)
-            got = tree_digest(target)
+            files = file_map(target)
+            got = digest_of_map(files)
             if got != entry.digest:
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
+            # what the JobSpec says of the plugin is the lock entry: it must be what the staged tree says
+            check_entry(entry, read_tree(target, files, entry.digest, entry.ref), plan.experiment.lock_path.name)
         copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
         # The recipe as staged, by tree digest: what `forge jobs replay` proves it runs again.
         spec = with_recipe_digest(plan.spec, tree_digest(tmp / "recipe"))
