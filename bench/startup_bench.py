@@ -165,12 +165,12 @@ def breakdown():
     boot = os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime")
     bare["PYTHONPATH"] = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                          if p and not p.startswith(boot) and "forge-code-" not in p)
-    out = {}
-    for name, env, expected in (("worker, code directory", code_dir, 4), ("worker, runtime zip only", zip_only, 4),
-                                ("bare worker", bare, 2)):
-        argv = [sys.executable, "-X", "importtime", "-c", f"from app import work; work.run({expected})"]
-        runs = [subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stderr for _ in range(5)]
-        out[name] = runs
+    variants = (("worker, code directory", code_dir, 4), ("worker, runtime zip only", zip_only, 4), ("bare worker", bare, 2))
+    out = {name: [] for name, _, _ in variants}
+    for _ in range(5):  # interleaved, as the timed pairs
+        for name, env, expected in variants:
+            argv = [sys.executable, "-X", "importtime", "-c", f"from app import work; work.run({expected})"]
+            out[name].append(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stderr)
     print("BREAKDOWN " + json.dumps(out), flush=True)
 
 
