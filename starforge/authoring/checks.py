@@ -144,8 +144,11 @@ def _installed_top_levels() -> Mapping[str, list[str]]:
 def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[list[Finding], list[Finding]]:
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    own = (plugin_name or "opsd-patch").replace("-", "_")
-    hint = f"name modules after the plugin ('{own}'), or move this one inside the plugin's own package"
+    own = plugin_name.replace("-", "_") if plugin_name else None
+    if own is not None and (own in RESERVED_NAMES or own in STDLIB_NAMES or own in TRAINING_STACK):
+        own = f"{own}_patch"  # the plugin's own name is taken: suggest one that is not
+    after = f"name modules after the plugin ('{own}')" if own else "name modules after the plugin (its name, '-' written '_')"
+    hint = f"{after}, or move this one inside the plugin's own package"
     installed = None
     for name in sorted(origins):
         origin = origins[name]
@@ -229,21 +232,38 @@ def _bindings(body: list, name: str):
                 yield from _bindings(case.body, name)
 
 
+def _call_mode(manifest: PluginManifest) -> str:
+    """How the entrypoint is called: ``eager`` (params), ``deferred`` or ``environment`` (params, **ctx).
+
+    An environment plugin's entrypoint is called by ``load_environment(name, **ctx)``; a
+    data-prep plugin's by ``forge prep`` with the params alone, whatever ``load`` says.
+    """
+    if manifest.kind == "environment":
+        return "environment"
+    if manifest.kind == "data-prep":
+        return "eager"
+    return manifest.load
+
+
 def _signature_problem(fn: ast.FunctionDef, load: str) -> str | None:
     a = fn.args
     positional = a.posonlyargs + a.args
     required = len(positional) - len(a.defaults)
-    call = "install(params, **ctx)" if load == "deferred" else "install(params)"
+    call = "install(params)" if load == "eager" else "install(params, **ctx)"
+    what = "an environment plugin" if load == "environment" else f"a {load} plugin"
     if not positional and a.vararg is None:
-        return f"'{fn.name}' takes no positional parameter; a {load} plugin is called as {call}"
+        return f"'{fn.name}' takes no positional parameter; {what} is called as {call}"
     if required > 1:
         names = ", ".join(p.arg for p in positional[:required])
-        return f"'{fn.name}({names})' needs {required} positional arguments; a {load} plugin is called as {call}"
+        return f"'{fn.name}({names})' needs {required} positional arguments; {what} is called as {call}"
     missing_kw = [arg.arg for arg, default in zip(a.kwonlyargs, a.kw_defaults) if default is None]
     if load == "eager" and missing_kw:
         return f"'{fn.name}' has keyword-only parameter(s) without default ({', '.join(missing_kw)}); an eager plugin is called as {call}"
     if load == "deferred" and a.kwarg is None:
         return f"'{fn.name}' does not accept **ctx; a deferred plugin is called as {call} with the objects the training entrypoint passes"
+    if load == "environment" and a.kwarg is None:
+        return (f"'{fn.name}' does not accept **ctx; an environment plugin is called as {call} "
+                "with the objects passed to load_environment")
     return None
 
 
@@ -251,6 +271,8 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
     errors: list[Finding] = []
     warnings: list[Finding] = []
     module, function = manifest.module, manifest.function
+    mode = _call_mode(manifest)
+    with_ctx = mode != "eager"
     rel = _module_file(module, files)
     if rel is None:
         base = module.replace(".", "/")
@@ -274,7 +296,7 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
         errors.append(Finding(
             "entrypoint", rel, None,
             f"'{function}' is not defined at module level in {rel} (entrypoint '{manifest.entrypoint}')",
-            f"define 'def {function}(params{', **ctx' if manifest.load == 'deferred' else ''}):' at the top level of {rel}",
+            f"define 'def {function}(params{', **ctx' if with_ctx else ''}):' at the top level of {rel}",
         ))
         return errors, warnings
     for where, fn in found:
@@ -283,9 +305,9 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
                                   f"'{fn.name}' is 'async def'; the launcher calls it and would get a coroutine that never runs",
                                   "make it a plain 'def'"))
             continue
-        problem = _signature_problem(fn, manifest.load)
+        problem = _signature_problem(fn, mode)
         if problem:
-            shape = f"def {fn.name}(params, **ctx):" if manifest.load == "deferred" else f"def {fn.name}(params):"
+            shape = f"def {fn.name}(params, **ctx):" if with_ctx else f"def {fn.name}(params):"
             errors.append(Finding("entrypoint", where, fn.lineno, problem, f"use a signature like '{shape}'"))
     return errors, warnings
 
@@ -390,7 +412,7 @@ def check_plugin(
     try:
         manifest = load_manifest(root)
     except ManifestError as exc:
-        errors.append(_manifest_finding(exc, source))
+        errors.extend(_manifest_finding(each, source) for each in (exc, *exc.also))
 
     try:
         files = plugin_files(root, max_bytes=max_bytes, max_files=max_files)

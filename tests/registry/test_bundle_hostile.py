@@ -10,7 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from test_bundle import bundle, far, index_of, locked, near, read_member, rewrite  # noqa: F401  (fixtures)
+import test_bundle
+from test_bundle import index_of, read_member, rewrite
+
+# The fixtures of the bundle tests (a near and a far side, a locked experiment, its bundle).
+near, far, locked, bundle = test_bundle.near, test_bundle.far, test_bundle.locked, test_bundle.bundle
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
