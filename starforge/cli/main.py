@@ -41,6 +41,7 @@ COMMANDS = {
     "bundle": {"create": "bundle:create", "verify": "bundle:verify", "push": "bundle:push"},
     "lock": "lock:lock",
     "submit": "submit:submit",
+    "prep": "prep:prep",
     "jobs": {
         "list": "jobs:list_jobs",
         "show": "jobs:show",

@@ -339,8 +339,8 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
     for p in packages + builtins:
         if p.kind == "data-prep":
             raise LockError(
-                f"{p.label} is a data-prep plugin; data-prep plugins run on the laptop and are never shipped with a job",
-                hint="remove it from forge.yaml and run it where the data is prepared",
+                f"{p.label} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                hint="remove it from forge.yaml; run it with: forge prep REF --input IN.jsonl --output OUT.jsonl",
             )
     seen: dict = {}
     for p in packages:
