@@ -25,6 +25,7 @@ class ManifestError(ForgeError):
     """A plugin.yaml, forge.yaml or user config.yaml that is not valid (file, line, key in the message)."""
 
     exit_code = 3
+    also: tuple = ()  # further errors found in the same file (plugin.yaml reports them all)
 
 
 class CheckError(ForgeError):
@@ -47,6 +48,13 @@ class BundleError(ArchiveError):
 
 class RegistryError(ForgeError):
     """The registry cannot be reached or answered with an error."""
+
+    exit_code = 6
+
+
+class TamperedError(RegistryError):
+    """A registry record, OCI config or annotation, bundle or lock entry that disagrees with
+    what the digest-verified tree says, or answers for another plugin: someone edited it."""
 
     exit_code = 6
 

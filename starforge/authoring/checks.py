@@ -190,8 +190,11 @@ def _installed_top_levels() -> Mapping[str, list[str]]:
 def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[list[Finding], list[Finding]]:
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    own = (plugin_name or "opsd-patch").replace("-", "_")
-    hint = f"name modules after the plugin ('{own}'), or move this one inside the plugin's own package"
+    own = plugin_name.replace("-", "_") if plugin_name else None
+    if own is not None and (own in RESERVED_NAMES or own in STDLIB_NAMES or own in TRAINING_STACK):
+        own = f"{own}_patch"  # the plugin's own name is taken: suggest one that is not
+    after = f"name modules after the plugin ('{own}')" if own else "name modules after the plugin (its name, '-' written '_')"
+    hint = f"{after}, or move this one inside the plugin's own package"
     installed = None
     for name in sorted(origins):
         origin = origins[name]
@@ -455,7 +458,7 @@ def check_plugin(
     try:
         manifest = load_manifest(root)
     except ManifestError as exc:
-        errors.append(_manifest_finding(exc, source))
+        errors.extend(_manifest_finding(each, source) for each in (exc, *exc.also))
 
     try:
         files = plugin_files(root, max_bytes=max_bytes, max_files=max_files)

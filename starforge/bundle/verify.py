@@ -218,6 +218,8 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
 
     # Tree digests and signatures.
     from ..archive import unpack
+    from ..experiment.lock import check_entry
+    from ..registry.verified import check_record, read_tree
     from ..signing import verify_published
 
     registry = _Envelopes({info.ref: env for _, _, info, env in found if env is not None})
@@ -226,10 +228,16 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         archive = kept[info.artifact_digest]
         tree = Path(tempfile.mkdtemp(dir=work, prefix=".tree-"))
         try:
-            unpack(archive, tree / "t", info.tree_digest)
-        except ForgeError as exc:
-            raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
-                              f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
+            try:
+                files = unpack(archive, tree / "t", info.tree_digest)
+                verified = read_tree(tree / "t", files, info.tree_digest, entry.ref)
+            except ForgeError as exc:
+                raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
+                                  f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
+            # the metadata the far side would use: the config and the lock entry, each against the tree
+            check_record(f"bundle {name}", "the config", entry.ref, verified, info.manifest, info.top_level, info.files or None,
+                         hint="do not push or use this bundle; create it again from a registry you trust")
+            check_entry(entry, verified, f"bundle {name}: plugins.lock.json")
         finally:
             shutil.rmtree(tree, ignore_errors=True)
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
@@ -312,10 +320,12 @@ def _with_owner(reader: LayoutReader, member: str, what: str):
 
 
 def _as_bundle_error(build):
-    from ..errors import RegistryError
+    from ..errors import RegistryError, TamperedError
 
     try:
         return build()
+    except TamperedError:
+        raise
     except RegistryError as exc:
         raise BundleError(exc.message, hint=exc.hint) from None
 

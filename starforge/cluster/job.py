@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import deferred, patching
+from . import deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
@@ -32,7 +32,6 @@ from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .plan import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
-from .requires import check_requires
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -59,6 +58,7 @@ class Job:
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
+        self.environment: dict | None = None  # the launcher's fingerprint (cluster/fingerprint.py)
         self.environments: dict[str, tuple] = {}  # name -> (ctx keys, time) of each environment loaded here
 
     # -- the four phases for one plugin ----------------------------------------------------
@@ -110,6 +110,8 @@ class Job:
                     from .signatures import check_items  # brings cryptography
 
                     check_items(todo + shipped)
+                from .requires import check_requires  # packaging only where a plugin declares requires
+
                 for item in todo:
                     t0 = time.perf_counter()
                     try:
@@ -165,6 +167,8 @@ class Job:
                 assert contents is not None  # verify_all kept the verified bytes
                 func = self._import(item, contents)
                 if entry.load == "eager":
+                    from . import patching  # not before a plugin installs: a waiting worker needs none of it
+
                     try:
                         with patching.acting_for(item.ref):
                             func(self.params)
@@ -247,6 +251,8 @@ class Job:
                     item.verified = True
                 except VerificationError as exc:
                     raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+                from .requires import check_requires
+
                 check_requires(item.entry)
                 item.contents = None
                 func = self._import(item, contents)
@@ -256,6 +262,8 @@ class Job:
                 raise
             finally:
                 item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+            from . import patching
+
             try:
                 with patching.acting_for(item.ref):
                     value = func(self.params, **ctx)
@@ -390,6 +398,8 @@ class Job:
             "patches": patch_records(),
             "failure": self.failure.to_dict() if self.failure else None,
             "scheduler": scheduler_ids(),
+            "environment": self.environment,
+            "replay_of": (self.spec.replay or {}).get("of"),
         }
 
     def write_provenance(self) -> str | None:

@@ -22,18 +22,22 @@ from .attempts import attempt_number, next_attempt
 from .child import run_child
 from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError
 from .flags import apply_flags, in_process_form
-from .interpreter import runs_in_job_python
+from .interpreter import remove_own_code_dir, runs_in_job_python
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
 
-USAGE = """usage: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]
+USAGE = """usage: forge-launch --spec JOBSPEC [--verify-only | --plan LEDGER] [-- CMD ...]
 
 Verify and install a job's plugins, then run its training entrypoint.
 
   --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
   --verify-only    verify every plugin and check its requirements, then stop:
                    nothing is imported or installed and no entrypoint runs
+  --plan LEDGER    the load phase only (what 'forge plan' runs): verify, requires,
+                   import, install; then import the patch targets, write the
+                   ledger as JSON to LEDGER ('-': stdout) and stop before the
+                   entrypoint
   -- CMD ...       run CMD instead of the spec's entrypoint
   -h, --help       show this help
 
@@ -118,6 +122,7 @@ def _parse(argv: list[str]):
             raise _Usage("nothing after '--'")
     spec = None
     verify_only = False
+    plan_out = None
     rest = list(argv)
     while rest:
         arg = rest.pop(0)
@@ -126,6 +131,10 @@ def _parse(argv: list[str]):
             raise SystemExit(0)
         if arg == "--verify-only":
             verify_only = True
+        elif arg == "--plan":
+            if not rest:
+                raise _Usage("--plan needs a path (or '-' for stdout)")
+            plan_out = rest.pop(0)
         elif arg == "--spec":
             if not rest:
                 raise _Usage("--spec needs a path")
@@ -138,7 +147,9 @@ def _parse(argv: list[str]):
         raise _Usage("--spec JOBSPEC is required")
     if verify_only and cmd:
         raise _Usage("--verify-only runs no command; drop '-- CMD ...'")
-    return spec, cmd, verify_only
+    if plan_out is not None and verify_only:
+        raise _Usage("--plan and --verify-only are two different stops; give one")
+    return spec, cmd, verify_only, plan_out
 
 
 class _Usage(Exception):
@@ -148,14 +159,16 @@ class _Usage(Exception):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        spec_arg, cmd, verify_only = _parse(argv)
+        spec_arg, cmd, verify_only, plan_out = _parse(argv)
     except _Usage as exc:
         say(f"error: {exc}")
-        say("hint: forge-launch --spec JOBSPEC [--verify-only] [-- CMD ...]")
+        say("hint: forge-launch --spec JOBSPEC [--verify-only | --plan LEDGER] [-- CMD ...]")
         return 2
     _drop_launcher_path_entry()
-    code = launch(spec_arg, cmd, verify_only=verify_only, argv=argv)
-    return code
+    try:
+        return launch(spec_arg, cmd, verify_only=verify_only, argv=argv, plan_out=plan_out)
+    finally:
+        remove_own_code_dir()  # the job's code directory on this node, made for this launch
 
 
 def _drop_launcher_path_entry() -> None:
@@ -189,11 +202,16 @@ def _fail(job_dir: str | None, failure, job=None) -> int:
     return failure.code
 
 
-def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = False, argv: list[str] | None = None) -> int:
+def launch(
+    spec_arg: str, cmd: list[str] | None = None, verify_only: bool = False, argv: list[str] | None = None,
+    plan_out: str | None = None,
+) -> int:
     """The whole launch; returns the exit code.
 
     *verify_only*: verify every plugin and check its requirements, write ``status.json``
     and a provenance record saying so, and stop (nothing imported, installed or run).
+    *plan_out*: the load phase only (:mod:`.ledger`), the ledger written there; the
+    entrypoint never runs.
     *argv*: the launcher's own arguments, to start it again from the job's runtime zip
     when the spec was staged by another version (:func:`_same_runtime`).
     """
@@ -249,6 +267,15 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
 
     if verify_only:
         return _verify_only(job, on_item)
+    if plan_out is None:
+        refused = _record_environment(job)
+        if refused is not None:
+            return _fail(job_dir, refused, job)
+    if plan_out is not None:
+        from .ledger import run_plan
+
+        stopped = run_plan(job, on_item, plan_out)
+        return _fail(job_dir, stopped, job) if stopped is not None else 0
     try:
         job.load_all(on_item)
     except LaunchFailure as failure:
@@ -361,6 +388,35 @@ def _same_runtime(staged: str, job_dir: str, argv: list[str] | None) -> LaunchFa
         + (" and the job's runtime zip did not start" if os.path.isfile(job_zip) else " and the job carries no runtime zip")
         + f"; run it with the job's runtime: PYTHONPATH={job_zip} python3 -m starforge.launch --spec ...",
     )
+
+
+def _record_environment(job) -> LaunchFailure | None:
+    """Record the job's environment fingerprint (provenance ``environment``); for a replay,
+    compare it with the one the replayed job recorded: a ``warning :`` line per difference,
+    or, when the replay is strict, a refusal (exit 11) before any plugin code runs."""
+    from .fingerprint import compare, fingerprint
+
+    spec = job.spec
+    targets = sorted({t for p in tuple(spec.plugins) + tuple(spec.recipe_plugins) for t in p.targets})
+    job.environment = fingerprint(targets)
+    replay = spec.replay or {}
+    if not replay:
+        return None
+    say(f"replay  : of job {replay.get('of')}")
+    recorded = replay.get("environment")
+    if not recorded:
+        say(f"{WARNING}replay of {replay.get('of')}: that job recorded no environment fingerprint; not compared")
+        return None
+    differences = compare(recorded, job.environment)
+    for line in differences:
+        say(f"{WARNING}replay of {replay.get('of')}: environment differs: {line}")
+    if differences and replay.get("strict"):
+        return LaunchFailure(
+            RequirementError, None,
+            f"replay of {replay.get('of')} with --strict: the environment differs from the one that job ran in "
+            f"({'; '.join(differences)})",
+        )
+    return None
 
 
 def _verify_only(job, on_item) -> int:

@@ -104,6 +104,31 @@ class LockEntry:
             d["note"] = self.note
         return d
 
+    @classmethod
+    def from_tree(cls, tree, *, owner: str, version: str, request: str, artifact_digest: str,
+                  signature: dict | None) -> "LockEntry":
+        """The entry of ``owner/<tree's name>@version``, every manifest field and the top-level
+        names and file map read from its verified tree (a :class:`~starforge.registry.verified.VerifiedTree`)."""
+        m = tree.manifest
+        return cls(
+            owner=owner,
+            name=m.name,
+            version=version,
+            request=request,
+            digest=tree.tree_digest,
+            artifact_digest=artifact_digest,
+            kind=m.kind,
+            load=m.load,
+            entrypoint=m.entrypoint,
+            requires=m.requires.to_dict(),
+            targets=tuple(m.targets),
+            params={k: p.to_dict() for k, p in m.params.items()},
+            top_level=tuple(tree.top_level),
+            files=dict(tree.files),
+            signature=signature,
+            note=ENVIRONMENT_NOTE if m.kind == "environment" else "",
+        )
+
     def to_plugin_entry(self) -> PluginEntry:
         """The JobSpec entry for this plugin."""
         return PluginEntry(

@@ -183,6 +183,14 @@ def plugin_version(asked: tuple[str, str, str], data: dict, config_raw: bytes, w
     check_identity(registry_url, f"{where} (annotation {ANN_REF})", asked,
                    {"owner": ref_owner, "name": ref_name, "version": ref_version})
     check_identity(registry_url, f"{where} (config)", asked, config)
+    annotated = str(annotations.get(ANN_TOP_LEVEL) or "")
+    if sorted(set(filter(None, annotated.split(",")))) != sorted(set(top_level)):
+        from ..errors import TamperedError
+        from ..urls import mask_url
+
+        raise TamperedError(f"registry {mask_url(registry_url)} is tampered: {where}: annotation {ANN_TOP_LEVEL} "
+                            f"({annotated or 'empty'}) and the config's top_level ({', '.join(top_level) or 'none'}) disagree",
+                            hint="the artifact was altered after publishing; do not use it")
     if config.get("tree_digest") != tree or (files and digest_of_map(files) != tree):
         raise RegistryError(f"{where}: the tree digest annotation, config and file map disagree",
                             hint="the artifact was altered after publishing; republish it")

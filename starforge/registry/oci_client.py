@@ -259,6 +259,23 @@ class TransientRegistryError(RegistryError):
     """Unreachable registry, 429 or 5xx: the same request may succeed later."""
 
 
+class ManifestBlobUnknownError(RegistryError):
+    """A manifest PUT refused with ``MANIFEST_BLOB_UNKNOWN``: the registry did not find, or
+    could not read, a blob the manifest names. ``digests`` are the blobs it named (may be empty).
+
+    Besides a blob that was never pushed, this is what a registry answers while another
+    client commits the same blob: Debian's docker-registry (distribution 2.8, filesystem
+    storage) rewrites the repository's link file of a blob in place on every commit
+    (truncate, then write), and a manifest PUT that reads the link in between finds it
+    empty (``DIGEST_INVALID`` + ``MANIFEST_BLOB_UNKNOWN``). Pushing the blob again rewrites
+    the link; the caller decides whether to (a bounded number of times).
+    """
+
+    def __init__(self, message: str, *, digests: tuple = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.digests = digests
+
+
 class OciClient:
     """Talks to one registry host. ``retries`` bounds every retry loop; ``backoff`` is the first delay."""
 
@@ -477,13 +494,21 @@ class OciClient:
         if r.status_code in (401, 403):
             return self._denied(r)
         detail = ""
+        errors: list = []
         try:
-            errors = r.json().get("errors") or []
-            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
+            errors = [e for e in r.json().get("errors") or [] if isinstance(e, dict)]
+            detail = "; ".join(f"{e.get('code')}: {e.get('message')}"
+                               + (f" {e['detail']}" if isinstance(e.get("detail"), str) and e["detail"] else "")
+                               for e in errors)
         except (ValueError, AttributeError):
             pass
+        message = f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else "")
+        if r.status_code == 400 and what.startswith("PUT ") and "/manifests/" in what and any(e.get("code") == "MANIFEST_BLOB_UNKNOWN" for e in errors):
+            named = tuple(e["detail"] for e in errors if e.get("code") == "MANIFEST_BLOB_UNKNOWN"
+                          and isinstance(e.get("detail"), str) and e["detail"].startswith("sha256:"))
+            return ManifestBlobUnknownError(message, digests=named)
         cls = TransientRegistryError if r.status_code >= 500 or r.status_code == 429 else RegistryError
-        return cls(f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else ""))
+        return cls(message)
 
     @staticmethod
     def scope(repository: str, actions: str = "pull") -> str:
@@ -504,14 +529,16 @@ class OciClient:
         return int(r.headers.get("content-length", "-1"))
 
     def push_blob(self, repo: str, source: bytes | Path, digest: str, size: int,
-                  progress: Update | None = None) -> bool:
+                  progress: Update | None = None, *, again: bool = False) -> bool:
         """Upload a blob unless the registry has it; return True when bytes were sent.
 
         Up to ``chunk_size`` bytes go in one POST + PUT; larger blobs as PATCH chunks and a
         closing PUT with the digest. An upload interrupted by a connection error or a 5xx
-        starts again from byte 0 in a new session, at most ``retries`` times.
+        starts again from byte 0 in a new session, at most ``retries`` times. ``again``
+        uploads without asking first (the registry said it could not see the blob; its
+        commit of our upload checks the digest and rewrites its own records of the blob).
         """
-        if self.blob_size(repo, digest) == size:
+        if not again and self.blob_size(repo, digest) == size:
             if progress:
                 progress(size)
             return False

@@ -53,23 +53,33 @@ def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0
 
 def default_owner(explicit: str | None = None) -> str:
     """The publishing owner: *explicit* (``--owner``), ``FORGE_OWNER``, config ``owner:``, the login name."""
+    return owner_and_source(explicit)[0]
+
+
+LOGIN_NAME = "the login name"
+
+
+def owner_and_source(explicit: str | None = None) -> tuple[str, str]:
+    """The publishing owner and where it came from (``--owner``, ``FORGE_OWNER``, the config
+    file, or :data:`LOGIN_NAME`)."""
     if explicit:
-        return check_owner(explicit, "--owner")
+        return check_owner(explicit, "--owner"), "--owner"
     env = os.environ.get("FORGE_OWNER")
     if env:
-        return check_owner(env, "FORGE_OWNER")
+        return check_owner(env, "FORGE_OWNER"), "FORGE_OWNER"
     from ..userconfig import load_user_config
 
     config = load_user_config()
     if config.owner is not None:
-        return check_owner(config.owner, f"'owner' in {config.path}")
+        source = f"'owner' in {config.path}"
+        return check_owner(config.owner, source), source
     import getpass
 
     try:
         login = getpass.getuser()
     except (KeyError, OSError):
         raise UsageError("cannot tell who is publishing", hint="pass --owner NAME or set FORGE_OWNER") from None
-    return check_owner(login, "the login name")
+    return check_owner(login, LOGIN_NAME), LOGIN_NAME
 
 
 def check_owner(owner: str, source: str) -> str:

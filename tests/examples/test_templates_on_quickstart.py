@@ -68,6 +68,8 @@ def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, l
         assert _value(tweaked, "advantages[step 0] = ") == [a * 0.5 for a in _value(plain, "advantages[step 0] = ")]
     else:
         assert "deferred: my-tweak installed" in tweaked.splitlines()
+        patched = [ln for ln in tweaked.splitlines() if ln.startswith("patched : ") and "my-tweak" in ln]
+        assert patched == ["patched : __main__:TabularPolicy.step (wrap) by starforge/my-tweak@0.1.0"]  # shown like eager ones
         assert _value(tweaked, "advantages[step 0] = ") == _value(plain, "advantages[step 0] = ")
     # the learning changed: a different policy after step 0
     assert _value(tweaked, "mean_reward = ") != _value(plain, "mean_reward = ")

@@ -151,8 +151,10 @@ def run(params: Mapping[str, Any], out: Callable[[str], None] = print) -> dict:
         out(f"deferred: {name} installed")
     from starforge import patching
 
+    # every patch a plugin of the job applied, deferred ones included (a deferred plugin that
+    # patches this trainer's own classes names them under __main__ when run with python -m)
     for rec in patching.records():
-        if rec["status"] == "applied" and rec["target"].startswith("toy_grpo."):
+        if rec["status"] == "applied" and rec["plugin"]:
             out(f"patched : {rec['target']} ({rec['mode']}) by {rec['plugin'] or 'unattributed'}")
 
     make_env = load_environment(str(cfg["task.environment"]), int(cfg["task.vocab"]), max_tokens, out)
