@@ -17,10 +17,10 @@ Laptop side.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..cluster.jsonload import loads as load_json
 from ..errors import LockError, ManifestError, NotFoundError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
@@ -111,7 +111,7 @@ def signature_facts(registry, info) -> dict | None:
         return None
     key_id = None
     try:
-        sigs = json.loads(envelope).get("signatures") or []
+        sigs = load_json(envelope).get("signatures") or []
         key_id = next((s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]), None)
     except (ValueError, AttributeError):
         pass

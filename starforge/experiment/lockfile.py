@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 from ..cluster import atomic
 from ..cluster.digest import is_digest
 from ..cluster.jobspec import PluginEntry
+from ..cluster.jsonload import loads as load_json
 from ..errors import LockError
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
@@ -283,7 +284,7 @@ def read_lock(path: str | os.PathLike) -> LockFile | None:
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except ValueError as exc:
         raise LockError(f"{path}: not valid JSON: {exc}", hint="regenerate it with: forge lock") from None
     return LockFile.from_dict(data, str(path))
