@@ -356,7 +356,7 @@ class LoadedPlugin:
 def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedPlugin] = ()) -> list:
     """Refuse what cannot run together; return the built-ins shadowed by a package.
 
-    Refused (:class:`LockError`): data-prep plugins (they never leave the laptop), two
+    Refused (:class:`LockError`): data-prep plugins (they never enter a job), two
     packages with one manifest name, and two plugins the job would put on ``sys.path``
     (packages and the built-ins not shadowed by a package of the same name) that share a
     top-level module name: the first on the path would hide the other.
