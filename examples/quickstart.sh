@@ -50,5 +50,10 @@ forge submit "$experiment" > "$FORGE_HOME/quickstart-default.log" 2>&1
 grep -h '^advantages\[step 0\]' "$FORGE_HOME/quickstart-default.log" | sed 's/^/opsd.scale=1.0  /'
 grep -h '^advantages\[step 0\]' "$FORGE_HOME/quickstart-scaled.log" | sed 's/^/opsd.scale=0.5  /'
 
+# The commands below work as written in a new shell: forge by its path, with this FORGE_HOME.
+if [ -x "$(dirname "$py")/forge" ]; then forge_cmd="$(dirname "$py")/forge"; else forge_cmd="$py -m starforge"; fi
 echo
-echo "== done. Next: forge jobs list, forge jobs show ID (use FORGE_HOME=$FORGE_HOME), docs/quickstart.md"
+echo "== done. Next (from any shell; docs/quickstart.md walks through each step):"
+echo "   export FORGE_HOME=$FORGE_HOME"
+echo "   $forge_cmd jobs list"
+echo "   $forge_cmd jobs show $(sed -n 's/^job *: //p' "$FORGE_HOME/quickstart-scaled.log" | head -n 1)"

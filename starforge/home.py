@@ -25,6 +25,11 @@ class Home:
         env = os.environ if env is None else env
         if env.get("FORGE_HOME"):
             root = Path(env["FORGE_HOME"]).expanduser()
+            if root.exists() and not root.is_dir():
+                from .errors import UsageError
+
+                raise UsageError(f"FORGE_HOME={root} is not a directory",
+                                 hint="point FORGE_HOME at a directory (it is created when missing), or unset it")
             return cls(config_dir=root, data_dir=root, cache_dir=root / "cache")
         user = Path.home()
         return cls(

@@ -196,6 +196,7 @@ class _Validator:
         return ManifestError(f"{where}: {key + ': ' if key else ''}{message}", hint=hint)
 
     def keys(self, path: tuple, data: Mapping, allowed: tuple, required: tuple = ()) -> None:
+        unknown: list[ManifestError] = []
         for key in data:
             if not isinstance(key, str):
                 raise self.fail(path, f"keys must be strings, got {key!r}")
@@ -203,7 +204,10 @@ class _Validator:
                 guess = closest(key, allowed)
                 # the guess is in the message; the hint lists the valid keys (not the guess twice)
                 guessed = f" (did you mean '{guess}'?)" if guess else ""
-                raise self.fail(path + (key,), f"unknown key '{key}'{guessed}", hint=f"valid keys: {', '.join(allowed)}")
+                unknown.append(self.fail(path + (key,), f"unknown key '{key}'{guessed}", hint=f"valid keys: {', '.join(allowed)}"))
+        if unknown:
+            unknown[0].also = tuple(unknown[1:])
+            raise unknown[0]
         for key in required:
             if key not in data:
                 raise self.fail(path, f"missing required key '{key}'")
@@ -224,43 +228,43 @@ class _Validator:
         return text
 
     def manifest(self, data: Any) -> PluginManifest:
+        """Check every key, collecting the errors: the first is raised, carrying the others
+        in ``also`` so ``forge plugin check`` reports them all in one run."""
         if not isinstance(data, Mapping):
             raise self.fail((), f"expected a mapping at the top level, got {_type_name(data)}")
-        self.keys((), data, TOP_KEYS, REQUIRED_KEYS)
-        if data["schema"] != SCHEMA:
-            raise self.fail(("schema",), f"expected '{SCHEMA}', got {data['schema']!r}")
-        name = self.string(("name",), data["name"])
-        if not NAME_RE.match(name) or len(name) > NAME_MAX:
-            raise self.fail(
-                ("name",),
-                f"'{name}' is not a valid name: lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters",
-            )
-        raw_version = data["version"]
-        if isinstance(raw_version, bool) or not isinstance(raw_version, (str, int, float)):
-            raise self.fail(("version",), f"expected a version string, got {_type_name(raw_version)}")
-        if isinstance(raw_version, float):
-            # The written digits are gone (1.10 reads as 1.1), so nothing is guessed.
-            raise self.fail(
-                ("version",),
-                f"was read as the number {raw_version!r}; quote it exactly as intended (YAML reads 1.10 as 1.1)",
-                hint='write the version as a string, e.g. version: "1.10"',
-            )
-        try:
-            version = canonical_version(str(raw_version))
-        except ValueError as exc:
-            raise self.fail(("version",), str(exc)) from None
-        kind = self.choice(("kind",), data["kind"], KINDS)
-        entrypoint = self.string(("entrypoint",), data["entrypoint"])
-        if not ENTRYPOINT_RE.match(entrypoint):
-            raise self.fail(("entrypoint",), f"'{entrypoint}' is not 'dotted.module:function'")
-        load = self.choice(("load",), data.get("load", "eager"), LOADS)
-        targets = self.targets(data.get("targets", []))
-        requires = self.requires(data.get("requires", {}))
-        params = self.params(data.get("params", {}))
+        errors: list[ManifestError] = []
+
+        def checked(check, *args, default=None):
+            try:
+                return check(*args)
+            except ManifestError as exc:
+                errors.extend((exc, *exc.also))
+                return default
+
+        checked(self.keys, (), data, TOP_KEYS)
+        misspelt = {closest(str(k), TOP_KEYS) for k in data if k not in TOP_KEYS}
+        for key in REQUIRED_KEYS:
+            if key not in data and key not in misspelt:  # 'entry_point' already said 'did you mean'
+                errors.append(self.fail((), f"missing required key '{key}'"))
+        if "schema" in data and data["schema"] != SCHEMA:
+            errors.append(self.fail(("schema",), f"expected '{SCHEMA}', got {data['schema']!r}"))
+        name = checked(self.name, data["name"]) if "name" in data else None
+        version = checked(self.version, data["version"]) if "version" in data else None
+        kind = checked(self.choice, ("kind",), data["kind"], KINDS) if "kind" in data else None
+        entrypoint = checked(self.entrypoint, data["entrypoint"]) if "entrypoint" in data else None
+        load = checked(self.choice, ("load",), data.get("load", "eager"), LOADS)
+        targets = checked(self.targets, data.get("targets", []), default=())
+        requires = checked(self.requires, data.get("requires", {}), default=Requires())
+        params = checked(self.params, data.get("params", {}), default={})
         description = data.get("description", "")
         if description is None:
             description = ""
-        self.string(("description",), description)
+        checked(self.string, ("description",), description)
+        if errors:
+            first = errors[0]
+            first.also = tuple(errors[1:])
+            raise first
+        assert name is not None and version is not None and kind is not None and entrypoint is not None  # no errors
         return PluginManifest(
             name=name,
             version=version,
@@ -272,6 +276,36 @@ class _Validator:
             params=params,
             description=description,
         )
+
+    def name(self, value: Any) -> str:
+        name = self.string(("name",), value)
+        if not NAME_RE.match(name) or len(name) > NAME_MAX:
+            raise self.fail(
+                ("name",),
+                f"'{name}' is not a valid name: lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters",
+            )
+        return name
+
+    def version(self, raw_version: Any) -> str:
+        if isinstance(raw_version, bool) or not isinstance(raw_version, (str, int, float)):
+            raise self.fail(("version",), f"expected a version string, got {_type_name(raw_version)}")
+        if isinstance(raw_version, float):
+            # The written digits are gone (1.10 reads as 1.1), so nothing is guessed.
+            raise self.fail(
+                ("version",),
+                f"was read as the number {raw_version!r}; quote it exactly as intended (YAML reads 1.10 as 1.1)",
+                hint='write the version as a string, e.g. version: "1.10"',
+            )
+        try:
+            return canonical_version(str(raw_version))
+        except ValueError as exc:
+            raise self.fail(("version",), str(exc)) from None
+
+    def entrypoint(self, value: Any) -> str:
+        entrypoint = self.string(("entrypoint",), value)
+        if not ENTRYPOINT_RE.match(entrypoint):
+            raise self.fail(("entrypoint",), f"'{entrypoint}' is not 'dotted.module:function'")
+        return entrypoint
 
     def choice(self, path: tuple, value: Any, choices: tuple) -> str:
         if value not in choices:

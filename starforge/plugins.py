@@ -1,6 +1,6 @@
-"""Runtime API for training code (SPEC §10): the job's hyperparams and deferred plugins.
+"""Runtime API for training code (SPEC §10, §17): hyperparams, deferred and environment plugins.
 
-    from starforge.plugins import hyperparams, install_deferred
+    from starforge.plugins import hyperparams, install_deferred, load_environment
 
 Implemented on the cluster side, in :mod:`starforge.cluster.plugins`.
 """
@@ -12,7 +12,8 @@ from .cluster.plugins import (
     UnknownPluginError,
     hyperparams,
     install_deferred,
+    load_environment,
     registered,
 )
 
-__all__ = ["hyperparams", "install_deferred", "registered", "UnknownPluginError", "ContextMismatchError"]
+__all__ = ["hyperparams", "install_deferred", "registered", "load_environment", "UnknownPluginError", "ContextMismatchError"]

@@ -90,6 +90,14 @@ class _Loader(Reader, Scanner, Parser, Composer, _Core12Resolver):
             self.depth -= 1
 
 
+class FloatRangeError(ManifestError):
+    """A number written in digits that no float can hold (``1e400``): said as written."""
+
+    def __init__(self, message: str, hint: str, written: str) -> None:
+        super().__init__(message, hint=hint)
+        self.written = written
+
+
 @dataclass
 class YamlDoc:
     """Loaded data plus the 1-based line of every key path (``("requires", "core")``, ``("targets", 0)``)."""
@@ -217,5 +225,9 @@ def _scalar(node: ScalarNode, doc: YamlDoc):
             return -math.inf if low.startswith("-") else math.inf
         if low == ".nan":
             return math.nan
-        return float(value)
+        real = float(value)
+        if math.isinf(real):  # 1e400: say what was written, not the '.inf' it would become
+            raise FloatRangeError(f"{doc.source}:{node.start_mark.line + 1}: {value} is beyond the float range (it would read as infinity)",
+                                  hint="write a finite number (at most about 1.8e308)", written=value)
+        return real
     raise ManifestError(f"{doc.source}:{node.start_mark.line + 1}: value {value!r} with tag {tag} is not allowed")

@@ -2,8 +2,11 @@
 
 No downloads: a 2-layer Llama with hidden size 32 and random weights, and a word-level
 tokenizer built with the ``tokenizers`` library from a fixed vocabulary. The reward is the
-fraction of completion words that are "yes". The GRPO options come from TRL's defaults
-unless an algorithm plugin of the job (``trl-dr-grpo``, ``trl-gspo``) changes them.
+fraction of completion words that are "yes" — or, when ``train.reward_environment`` names
+an environment plugin of the job, the reward function that plugin provides
+(``starforge.plugins.load_environment(name, tokenizer=...)``, e.g.
+examples/environments/yes-reward). The GRPO options come from TRL's defaults unless an
+algorithm plugin of the job (``trl-dr-grpo``, ``trl-gspo``) changes them.
 
 Prints, for the tests and for a human comparing runs::
 
@@ -81,8 +84,22 @@ def main(argv: list) -> int:
         for text in completions:
             words = text.split()
             scores.append(sum(w == "yes" for w in words) / max(len(words), 1))
+        return scores
+
+    reward_func = yes_reward
+    environment = str(hp.get("train.reward_environment") or "")
+    if environment:  # an environment plugin of the job provides the reward function
+        from starforge.plugins import load_environment
+
+        reward_func = load_environment(environment, tokenizer=tokenizer)
+        print(f"reward: {environment} (environment plugin) provides {reward_func.__name__}", flush=True)
+
+    def recorded(completions, **kwargs):
+        scores = reward_func(completions, **kwargs)
         rewards_seen.extend(scores)
         return scores
+
+    recorded.__name__ = reward_func.__name__  # TRL logs each reward function by its name
 
     args = GRPOConfig(
         output_dir=out_dir, max_steps=steps, per_device_train_batch_size=4, num_generations=4,
@@ -91,7 +108,7 @@ def main(argv: list) -> int:
         temperature=1.0, disable_tqdm=True, dataloader_num_workers=0,
     )
     dataset = Dataset.from_dict({"prompt": PROMPTS * 2})
-    trainer = GRPOTrainer(model=model, reward_funcs=yes_reward, args=args, train_dataset=dataset,
+    trainer = GRPOTrainer(model=model, reward_funcs=[recorded], args=args, train_dataset=dataset,
                           processing_class=tokenizer)
     print(f"trainer options: scale_rewards={trainer.scale_rewards} loss_type={trainer.loss_type} "
           f"importance_sampling_level={trainer.importance_sampling_level} "

@@ -22,10 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this module's API)
+    _EXTENSION_RE,
+    RESERVED_NAMES,
+    STDLIB_NAMES,
+    TRAINING_STACK,
+    top_level_names,
+    top_level_origins,
+)
 from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
 from .files import local_tree_digest, plugin_files
-from .stdlib_names import STDLIB_NAMES
 from .syntax import python_floor, source_problems
 
 if TYPE_CHECKING:
@@ -33,29 +40,6 @@ if TYPE_CHECKING:
 
 MANIFEST_FILE = "plugin.yaml"
 
-# Import names of the training stack a job already has: a plugin module with one of these
-# names would replace the framework it means to patch.
-TRAINING_STACK = frozenset({
-    "accelerate", "apex", "bitsandbytes", "datasets", "deepspeed", "einops", "flash_attn",
-    "flax", "huggingface_hub", "hydra", "jax", "jaxlib", "keras", "liger_kernel",
-    "megatron", "nemo", "nemo_aligner", "nemo_rl", "numpy", "omegaconf", "openrlhf", "optax",
-    "pandas", "peft", "ray", "safetensors", "scipy", "sentencepiece", "sglang", "tensorboard",
-    "tensordict", "tensorflow", "tiktoken", "tokenizers", "torch", "torchaudio", "torchdata",
-    "torchvision", "transformer_engine", "transformers", "triton", "trl", "verl", "vllm",
-    "wandb", "xformers",
-})
-
-# Names StarForge itself needs on the cluster: the runtime, the plugin tree, its one
-# dependency, and the start-up hooks the job's bootstrap relies on.
-RESERVED_NAMES = {
-    "starforge": "the StarForge runtime itself",
-    "forge_plugins": "the directory the job stages plugins in",
-    "packaging": "the one dependency of StarForge's cluster-side runtime",
-    "sitecustomize": "the start-up hook that carries plugins into every process of the job",
-    "usercustomize": "a start-up hook Python runs in every process",
-}
-
-_EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 
 
 @dataclass(frozen=True)
@@ -148,36 +132,6 @@ def _manifest_finding(exc: ManifestError, source: str) -> Finding:
 
 # -- top-level names ----------------------------------------------------------------------
 
-def top_level_names(files: list[str]) -> tuple[str, ...]:
-    """Every name importable from the package root, sorted.
-
-    ``x.py``, an extension module ``x.*.so`` / ``x.pyd``, and any directory ``x/`` (a
-    package, or a namespace package when it has no ``__init__.py``).
-
-    >>> top_level_names(["plugin.yaml", "opsd_patch.py", "helpers/util.py", "docs-src/a.md"])
-    ('helpers', 'opsd_patch')
-    """
-    return tuple(sorted(_top_level_origins(files)))
-
-
-def _top_level_origins(files: list[str]) -> dict[str, str]:
-    """``{name: the file or directory providing it}`` (``types.py``, ``ray/``)."""
-    out: dict[str, str] = {}
-    for rel in files:
-        head, sep, _ = rel.partition("/")
-        if sep:
-            if head.isidentifier():
-                out.setdefault(head, head + "/")
-            continue
-        if head.endswith(".py") and head[:-3].isidentifier():
-            out.setdefault(head[:-3], head)
-            continue
-        m = _EXTENSION_RE.match(head)
-        if m:
-            out.setdefault(m.group(1), head)
-    return out
-
-
 def _installed_top_levels() -> Mapping[str, list[str]]:
     from importlib.metadata import packages_distributions
 
@@ -190,8 +144,11 @@ def _installed_top_levels() -> Mapping[str, list[str]]:
 def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[list[Finding], list[Finding]]:
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    own = (plugin_name or "opsd-patch").replace("-", "_")
-    hint = f"name modules after the plugin ('{own}'), or move this one inside the plugin's own package"
+    own = plugin_name.replace("-", "_") if plugin_name else None
+    if own is not None and (own in RESERVED_NAMES or own in STDLIB_NAMES or own in TRAINING_STACK):
+        own = f"{own}_patch"  # the plugin's own name is taken: suggest one that is not
+    after = f"name modules after the plugin ('{own}')" if own else "name modules after the plugin (its name, '-' written '_')"
+    hint = f"{after}, or move this one inside the plugin's own package"
     installed = None
     for name in sorted(origins):
         origin = origins[name]
@@ -275,21 +232,38 @@ def _bindings(body: list, name: str):
                 yield from _bindings(case.body, name)
 
 
+def _call_mode(manifest: PluginManifest) -> str:
+    """How the entrypoint is called: ``eager`` (params), ``deferred`` or ``environment`` (params, **ctx).
+
+    An environment plugin's entrypoint is called by ``load_environment(name, **ctx)``; a
+    data-prep plugin's by ``forge prep`` with the params alone, whatever ``load`` says.
+    """
+    if manifest.kind == "environment":
+        return "environment"
+    if manifest.kind == "data-prep":
+        return "eager"
+    return manifest.load
+
+
 def _signature_problem(fn: ast.FunctionDef, load: str) -> str | None:
     a = fn.args
     positional = a.posonlyargs + a.args
     required = len(positional) - len(a.defaults)
-    call = "install(params, **ctx)" if load == "deferred" else "install(params)"
+    call = "install(params)" if load == "eager" else "install(params, **ctx)"
+    what = "an environment plugin" if load == "environment" else f"a {load} plugin"
     if not positional and a.vararg is None:
-        return f"'{fn.name}' takes no positional parameter; a {load} plugin is called as {call}"
+        return f"'{fn.name}' takes no positional parameter; {what} is called as {call}"
     if required > 1:
         names = ", ".join(p.arg for p in positional[:required])
-        return f"'{fn.name}({names})' needs {required} positional arguments; a {load} plugin is called as {call}"
+        return f"'{fn.name}({names})' needs {required} positional arguments; {what} is called as {call}"
     missing_kw = [arg.arg for arg, default in zip(a.kwonlyargs, a.kw_defaults) if default is None]
     if load == "eager" and missing_kw:
         return f"'{fn.name}' has keyword-only parameter(s) without default ({', '.join(missing_kw)}); an eager plugin is called as {call}"
     if load == "deferred" and a.kwarg is None:
         return f"'{fn.name}' does not accept **ctx; a deferred plugin is called as {call} with the objects the training entrypoint passes"
+    if load == "environment" and a.kwarg is None:
+        return (f"'{fn.name}' does not accept **ctx; an environment plugin is called as {call} "
+                "with the objects passed to load_environment")
     return None
 
 
@@ -297,6 +271,8 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
     errors: list[Finding] = []
     warnings: list[Finding] = []
     module, function = manifest.module, manifest.function
+    mode = _call_mode(manifest)
+    with_ctx = mode != "eager"
     rel = _module_file(module, files)
     if rel is None:
         base = module.replace(".", "/")
@@ -320,7 +296,7 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
         errors.append(Finding(
             "entrypoint", rel, None,
             f"'{function}' is not defined at module level in {rel} (entrypoint '{manifest.entrypoint}')",
-            f"define 'def {function}(params{', **ctx' if manifest.load == 'deferred' else ''}):' at the top level of {rel}",
+            f"define 'def {function}(params{', **ctx' if with_ctx else ''}):' at the top level of {rel}",
         ))
         return errors, warnings
     for where, fn in found:
@@ -329,9 +305,9 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
                                   f"'{fn.name}' is 'async def'; the launcher calls it and would get a coroutine that never runs",
                                   "make it a plain 'def'"))
             continue
-        problem = _signature_problem(fn, manifest.load)
+        problem = _signature_problem(fn, mode)
         if problem:
-            shape = f"def {fn.name}(params, **ctx):" if manifest.load == "deferred" else f"def {fn.name}(params):"
+            shape = f"def {fn.name}(params, **ctx):" if with_ctx else f"def {fn.name}(params):"
             errors.append(Finding("entrypoint", where, fn.lineno, problem, f"use a signature like '{shape}'"))
     return errors, warnings
 
@@ -436,7 +412,7 @@ def check_plugin(
     try:
         manifest = load_manifest(root)
     except ManifestError as exc:
-        errors.append(_manifest_finding(exc, source))
+        errors.extend(_manifest_finding(each, source) for each in (exc, *exc.also))
 
     try:
         files = plugin_files(root, max_bytes=max_bytes, max_files=max_files)
@@ -448,7 +424,7 @@ def check_plugin(
         errors.append(Finding("files", MANIFEST_FILE, None, "plugin.yaml is excluded from the package",
                               "remove the pattern that matches it from .forgeignore"))
 
-    origins = _top_level_origins(files)
+    origins = top_level_origins(files)
     name_errors, name_warnings = _name_findings(origins, manifest.name if manifest else None)
     errors += name_errors
     warnings += name_warnings

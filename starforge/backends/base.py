@@ -37,6 +37,7 @@ from __future__ import annotations
 import abc
 import importlib
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -60,6 +61,10 @@ class Backend(abc.ABC):
     def _save_new_record(self, job_dir: Path, spec, created: str | None = None, **fields: Any) -> JobRecord:
         """Save and return the first record of the job staged in *job_dir*: ``pending``, created
         at *created* (default: now), with the other :class:`JobRecord` *fields* given."""
+        fields.setdefault("runtime_sha256", _runtime_sha256(job_dir))
+        replay = getattr(spec, "replay", None)
+        if replay and "replay_of" not in fields:
+            fields["replay_of"] = str(replay.get("of") or "")
         record = JobRecord(
             id=spec.id,
             name=spec.name,
@@ -71,6 +76,28 @@ class Backend(abc.ABC):
         )
         self.store.save(record)
         return record
+
+    # Whether the job's Python is resolved on this machine (local) or on a node of the cluster.
+    resolves_python_here = False
+
+    def check_job_python(self, python: str | None) -> str | None:
+        """Check the declared job's Python (``python:``) before anything is staged; return a
+        note for the user, or None. Where it is resolved on a node, ``$VAR`` and paths are
+        the node's: say so rather than guess from this machine."""
+        if not python:
+            return None
+        if not self.resolves_python_here:
+            if "$" in python:
+                return f"python: {python} is resolved on the node, from the job's environment there"
+            return None
+        expanded = os.path.expandvars(python)
+        if "$" in expanded:
+            unset = sorted(set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)))
+            raise UsageError(
+                f"python: {python}: {', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set",
+                hint=f"export {unset[0]}=/path/to/bin/python (the trainer's interpreter), or write the path in forge.yaml",
+            )
+        return None  # a path that does not exist is the launcher's to report (exit 11), as on a node
 
     def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
         """Where the job directory for *job_id* is built; default ``<experiment>/.forge/jobs/<id>``."""
@@ -160,11 +187,14 @@ def _cancel_uninterrupted(backend: Backend, record: JobRecord) -> JobRecord:
         signal.signal(signal.SIGINT, previous)
 
 
-def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5) -> Iterator[str]:
+def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5,
+                pause: Callable[[float], Any] = time.sleep) -> Iterator[str]:
     """A job's output file as text chunks; with *follow*, until *backend* reports the job ended.
 
     Bytes are decoded incrementally, so a character split across two reads is not mangled;
-    once the job is final, whatever was written before that is still read.
+    once the job is final, whatever was written before that is still read. Between reads
+    it waits with *pause(poll)*: a backend that can tell when its job ends sooner (the local
+    one waits on its supervising process) returns from it at once then.
     """
     import codecs
 
@@ -184,7 +214,7 @@ def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, p
             if tail:
                 yield tail
             break
-        time.sleep(poll)
+        pause(poll)
 
 
 def _read_from(path: Path, offset: int) -> bytes:
@@ -200,6 +230,17 @@ def _read_from(path: Path, offset: int) -> bytes:
 # runtime zip, whose entry resolves the job's Python there and re-executes the launcher
 # under it. The paths are relative to the job directory.
 NODE_ENTRY = (".forge-runtime/starforge-runtime.zip", "--spec", "jobspec.json")
+
+
+def _runtime_sha256(job_dir) -> str:
+    """The sha256 (hex) of the job's staged runtime zip, "" when there is none."""
+    from ..cluster.digest import hash_file
+    from ..cluster.environment import runtime_paths
+
+    try:
+        return hash_file(runtime_paths(str(job_dir))["zip"])
+    except OSError:
+        return ""
 
 
 def node_entry(python: str, job_dir: str | os.PathLike = "", spec_sha256: str = "") -> list[str]:

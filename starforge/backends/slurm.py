@@ -129,7 +129,8 @@ def step_options(settings: Mapping[str, Any]) -> list[str]:
     return options
 
 
-def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None,
+               hint: str | None = None) -> subprocess.CompletedProcess:
     """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError."""
     try:
         result = subprocess.run(
@@ -146,8 +147,27 @@ def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None 
         )
     if check and result.returncode != 0:
         err = " ".join((result.stderr or result.stdout).split())[-300:]
-        raise BackendError(f"{argv[0]} failed ({result.returncode}): {err}")
+        raise BackendError(f"{argv[0]} failed ({result.returncode}): {err}", hint=hint or sbatch_hint(err) if argv[0] == "sbatch" else hint)
     return result
+
+
+# what sbatch says -> what to do about it
+_SBATCH_HINTS = (
+    ("invalid partition", "name a partition the cluster has ('sinfo -s' lists them) in slurm.sbatch_args (--partition=NAME)"),
+    ("invalid account", "name an account you may charge in slurm.sbatch_args (--account=NAME); 'sacctmgr show assoc user=$USER'"),
+    ("node configuration is not available", "the job asks for more than a node has: lower nodes, cpus_per_task or gpus_per_node under slurm:"),
+    ("unable to contact slurm controller", "is slurmctld running and reachable ('scontrol ping')?"),
+    ("time limit", "the time limit exceeds the partition's: set --time=... in slurm.sbatch_args"),
+)
+
+
+def sbatch_hint(error: str) -> str:
+    """A hint for an sbatch refusal: a known cause, else where the settings live."""
+    low = error.lower()
+    for needle, hint in _SBATCH_HINTS:
+        if needle in low:
+            return hint
+    return "sbatch refused the job's batch script: check the slurm: settings in forge.yaml (sbatch_args, nodes, cpus_per_task)"
 
 
 def node_base(settings: Mapping[str, Any]) -> str:

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from .output import plural
+
 BUILTINS_NOTE = "built-in plugins (common/algorithms/) are not in the bundle: they travel with the recipe"
 
 
@@ -42,7 +44,7 @@ def create(directory, output, registry, insecure, as_json) -> None:
         return
     for p in made.plugins:
         click.echo(f"bundled {p.ref} {p.tree_digest}" + (" (signed)" if p.signed else ""))
-    click.echo(f"wrote {made.path} ({len(made.plugins)} plugins and the lock, {made.size} bytes)")
+    click.echo(f"wrote {made.path} ({plural(len(made.plugins), 'plugin')} and the lock, {made.size} bytes)")
     if made.builtins:
         click.echo(f"note: {BUILTINS_NOTE}: {', '.join(made.builtins)}")
 
@@ -71,7 +73,7 @@ def verify(bundle, require_signatures, as_json) -> None:
         return
     for p in checked.plugins:
         click.echo(f"ok {p.info.ref} {p.info.tree_digest} (signature: {p.signature})")
-    click.echo(f"verified {checked.path}: {len(checked.plugins)} plugins, {checked.blobs} blobs")
+    click.echo(f"verified {checked.path}: {plural(len(checked.plugins), 'plugin')}, {plural(checked.blobs, 'blob')}")
 
 
 @click.command("push")
@@ -105,7 +107,13 @@ def push(bundle, registry, insecure, require_signatures, as_json) -> None:
         what = "pushed" if r.created else "already there"
         extra = " (signature attached)" if r.signature_attached else ""
         click.echo(f"{what} {p.info.ref} {p.info.tree_digest}{extra}")
-    click.echo(f"imported {len(pushed.results)} plugins into {pushed.registry}")
+    created = sum(1 for r in pushed.results if r.created)
+    if created:
+        present = len(pushed.results) - created
+        also = f" ({present} already there)" if present else ""
+        click.echo(f"imported {plural(created, 'plugin')} into {pushed.registry}{also}")
+    else:
+        click.echo(f"nothing to import: {'the plugin is' if len(pushed.results) == 1 else f'all {len(pushed.results)} plugins are'} already in {pushed.registry}")
 
 
 def _plugin_json(p) -> dict:

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from .output import JobOutput, note
+from .output import JobOutput, note, plural
 
 
 def _backend_for(record):
@@ -32,6 +32,23 @@ def _get(job_id: str):
     from ..backends.store import JobStore
 
     return _refreshed(JobStore().get(job_id))
+
+
+def _get_with_dir(job_id: str):
+    """The record of *job_id*, refusing one whose job directory was deleted outside forge
+    (its log, status and provenance lived there: printing nothing would look like a job
+    that said nothing)."""
+    from pathlib import Path
+
+    from ..errors import NotFoundError
+
+    record = _get(job_id)
+    if not Path(record.dir).is_dir():
+        raise NotFoundError(
+            f"job {record.id}: its directory {record.dir} is gone (deleted outside forge)",
+            hint=f"drop the record with: forge jobs rm {record.id} (or forge jobs prune --gone for every such job)",
+        )
+    return record
 
 
 DEFAULT_LIMIT = 20
@@ -59,9 +76,9 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     records = [_refreshed(r) for r in shown]
     omitted = len(everything) - len(records)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
+        click.echo(json.dumps([r.shown() for r in records], indent=2, sort_keys=True))
     elif not records:
-        click.echo("no jobs yet (submit one with: forge submit)")
+        note("no jobs yet (submit one with: forge submit)")
     else:
         rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
         for r in records:
@@ -69,7 +86,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
         for line in table(rows):
             click.echo(line)
     if omitted:
-        note(f"{len(records)} of {len(everything)} jobs shown, the most recent; {omitted} older omitted (--all shows every job)")
+        note(f"{len(records)} of {plural(len(everything), 'job')} shown, the most recent; {omitted} older omitted (--all shows every job)")
 
 
 def table(rows: list) -> list:
@@ -96,7 +113,7 @@ def show(job_id: str, as_json: bool) -> None:
     """
     from ..experiment.jobinfo import job_details
 
-    record = _get(job_id)
+    record = _get_with_dir(job_id)
     details = job_details(record)
     if as_json:
         click.echo(json.dumps(details, indent=2, sort_keys=True, default=str))
@@ -117,6 +134,8 @@ def render_details(d: dict) -> list:
         f"dir      : {d['dir']}",
         f"created  : {d['created']}",
     ]
+    if d.get("replay_of"):
+        lines.append(f"replay of: {d['replay_of']}")
     if d.get("finished"):
         lines.append(f"finished : {d['finished']}")
     if d.get("message"):
@@ -139,7 +158,8 @@ def render_details(d: dict) -> list:
             for k in ("verified", "loaded", "registered", "installed_later", "skipped", "shadowed", "pending", "left-alone", "disabled", "failed")
             if p.get(k)
         )
-        lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {p.get('load') or '-'}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
+        how = "environment" if p.get("kind") == "environment" else p.get("load") or "-"
+        lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {how}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
     patches = merged_patches(prov.get("patches") or [])
     if patches:
         rows = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]
@@ -202,7 +222,7 @@ def logs(job_id: str, follow: bool) -> None:
     Example:
       forge jobs logs quickstart-20261129-120000-3fa2 -f
     """
-    record = _get(job_id)
+    record = _get_with_dir(job_id)
     out = JobOutput()
     try:
         for chunk in _backend_for(record).logs(record, follow=follow):
@@ -229,7 +249,7 @@ def cancel(job_id: str, as_json: bool) -> None:
     was_final = record.final
     record = _backend_for(record).cancel(record)
     if as_json:
-        click.echo(json.dumps(record.to_dict(), indent=2, sort_keys=True))
+        click.echo(json.dumps(record.shown(), indent=2, sort_keys=True))
     elif was_final:
         click.echo(f"job {record.id} already ended: {record.status}")
     else:
@@ -249,77 +269,41 @@ def rm(job_ids: tuple, as_json: bool) -> None:
     Example:
       forge jobs rm quickstart-20261129-120000-3fa2
     """
-    from ..errors import UsageError
+    from ..backends.cleanup import remove_jobs
 
-    records = [_get(job_id) for job_id in job_ids]
-    for record in records:
-        if not record.final:
-            raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
-    removed = [_remove(record) for record in {r.id: r for r in records}.values()]
-    _report_removed(removed, as_json)
+    _report_removed(remove_jobs([_get(job_id) for job_id in job_ids]), as_json)
 
 
 @click.command("prune")
-@click.option("--older-than", "age", required=True, metavar="AGE", help="Delete ended jobs created longer ago than AGE (30m, 12h, 7d, 2w).")
+@click.option("--older-than", "age", metavar="AGE", help="Delete ended jobs created longer ago than AGE (30m, 12h, 7d, 2w).")
+@click.option("--gone", is_flag=True, help="Drop the records of jobs whose directory was deleted outside forge.")
 @click.option("--dry-run", is_flag=True, help="Only print which jobs would be deleted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
-def prune(age: str, dry_run: bool, as_json: bool) -> None:
-    """Delete ended jobs created longer ago than AGE.
+def prune(age: str | None, gone: bool, dry_run: bool, as_json: bool) -> None:
+    """Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.
 
-    Their records and job directories go.
-
-    Pending and running jobs are kept whatever their age.
+    Their records and job directories go. Pending and running jobs are kept whatever their
+    age; a record whose directory was deleted by hand is dropped with --gone (it has
+    nothing left to show).
 
     \b
     Example:
       forge jobs prune --older-than 7d
+      forge jobs prune --gone --dry-run
     """
-    import calendar
-    import time
-
+    from ..backends.cleanup import check_removable, parse_age, plan_prune, remove_jobs
     from ..backends.store import JobStore
-    from ..cluster.utctime import TIMESTAMP
 
-    cutoff = time.time() - parse_age(age)
-    old = []
-    for record in JobStore().list():
-        try:
-            created = calendar.timegm(time.strptime(record.created, TIMESTAMP))
-        except ValueError:
-            continue
-        if created < cutoff and _refreshed(record).final:
-            old.append(record)
-    removed = [r.id for r in old] if dry_run else [_remove(r) for r in old]
+    plan = plan_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
+                      refresh=_refreshed)
+    if dry_run:
+        check_removable(plan.chosen)
+        removed = [r.id for r in plan.chosen]
+    else:
+        removed = remove_jobs(plan.chosen)
     _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
-
-
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_age(text: str) -> int:
-    """``30m``, ``12h``, ``7d``, ``2w`` (or seconds: ``90s``) as a number of seconds."""
-    import re
-
-    from ..errors import UsageError
-
-    match = re.fullmatch(r"(\d{1,6})([smhdw])", text.strip())
-    if not match:
-        raise UsageError(f"--older-than: '{text}' is not an age", hint="a number and a unit: 30m, 12h, 7d, 2w")
-    return int(match.group(1)) * _AGE_UNITS[match.group(2)]
-
-
-def _remove(record) -> str:
-    """Delete *record* from the store and its job directory (when it is this job's own)."""
-    import shutil
-    from pathlib import Path
-
-    from ..backends.store import JobStore
-
-    job_dir = Path(record.dir)
-    if job_dir.name == record.id and job_dir.is_dir() and not job_dir.is_symlink():
-        shutil.rmtree(job_dir, ignore_errors=True)
-    JobStore().remove(record.id)
-    return record.id
+    if plan.dirless:
+        note(f"{plural(len(plan.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
 
 
 def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
@@ -330,3 +314,44 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
         click.echo(f"{verb} {job_id}")
     if not ids:
         note("no jobs to remove")
+
+
+@click.command("replay")
+@click.argument("job_id", metavar="ID")
+@click.option("--backend", type=click.Choice(("local", "ray", "slurm")), help="Where to run the replay (default: where ID ran).")
+@click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
+@click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")
+@click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
+@click.option("--registry", metavar="URL", help="A registry serving the plugin versions ID ran (tried first).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new job's record as JSON on stdout (its output goes to stderr).")
+def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require_signatures, as_json) -> None:
+    """Run again exactly what job ID ran, as a new job.
+
+    The same plugin versions by tree digest (from the cache or any configured registry
+    serving that digest), hyperparams, entrypoint, Python and built-ins, the recipe as
+    it was staged for ID (not today's working tree: its tree digest is checked against
+    ID's JobSpec) and the same runtime zip (checked against the sha256 in ID's record).
+    Today's trust policy applies. Refuses, naming what differs, when a plugin, the
+    recipe or the runtime no longer matches (exit 10). The new job compares its
+    environment fingerprint with ID's and warns on a difference (--strict: refuses).
+    Its record, JobSpec and provenance say 'replay of ID'. Waits and exits with the new
+    job's exit code, as forge submit does.
+
+    \b
+    Example:
+      forge jobs replay quickstart-20261129-120000-3fa2
+      forge jobs replay quickstart-20261129-120000-3fa2 --strict --backend slurm
+    """
+    from ..experiment.replay import replay_job
+    from .submit import follow
+
+    done = replay_job(job_id, backend=backend, registry=registry, insecure=insecure, dry_run=dry_run, strict=strict,
+                      detach=detach, require_signatures=require_signatures)
+    for line in done.notes:
+        note(f"note: {line}")
+    if dry_run:
+        click.echo(done.spec.to_json(), nl=False)
+        return
+    follow(done.backend, done.record, detach=detach, as_json=as_json)

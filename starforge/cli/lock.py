@@ -9,7 +9,19 @@ import click
 from ..errors import UsageError
 
 
-@click.command("lock")
+class LockCommand(click.Command):
+    """``forge lock`` takes a directory, and ``forge lock diff …`` is a command of its own:
+    a first argument ``diff`` hands the rest to :func:`starforge.cli.lock_diff.diff`."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if args and args[0] == "diff":
+            from .lock_diff import diff
+
+            return diff.make_context(f"{info_name} diff", list(args[1:]), parent=parent, **extra)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+@click.command("lock", cls=LockCommand)
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("--check", is_flag=True, help="Write nothing; fail when the lock is stale or the registry serves other content.")
 @click.option("--offline", is_flag=True, help="With --check: compare the lock with forge.yaml alone, without the registry.")
@@ -50,6 +62,8 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
       forge lock --check              # in CI
       forge lock --upgrade opsd-patch
       forge lock experiments/exp7 --upgrade   # every plugin of exp7
+
+    'forge lock diff' shows what changed between two locks (see 'forge lock diff --help').
     """
     from ..experiment.config import load_experiment
     from ..experiment.lock import ALL, check_lock, lock_experiment, open_experiment_registry

@@ -36,10 +36,13 @@ COMMANDS = {
         "add": "plugin_edit:add",
         "remove": "plugin_edit:remove",
         "copy": "plugin_copy:copy",
+        "diff": "plugin_diff:diff",
     },
     "bundle": {"create": "bundle:create", "verify": "bundle:verify", "push": "bundle:push"},
     "lock": "lock:lock",
     "submit": "submit:submit",
+    "plan": "plan:plan",
+    "prep": "prep:prep",
     "jobs": {
         "list": "jobs:list_jobs",
         "show": "jobs:show",
@@ -48,10 +51,19 @@ COMMANDS = {
         "cancel": "jobs:cancel",
         "rm": "jobs:rm",
         "prune": "jobs:prune",
+        "replay": "jobs:replay",
     },
     "key": {"generate": "keys:generate", "list": "keys:list_keys"},
     "trust": {"add": "trust:add", "remove": "trust:remove", "list": "trust:list_trust"},
     "completion": "completion:completion",
+}
+
+# other names a user reaches for (as docker, kubectl and uv spell them): group path -> alias -> command
+ALIASES = {
+    "plugin": {"ls": "list", "rm": "remove"},
+    "jobs": {"ls": "list", "stop": "cancel", "kill": "cancel", "delete": "rm", "remove": "rm", "log": "logs"},
+    "key": {"ls": "list", "new": "generate"},
+    "trust": {"ls": "list", "rm": "remove"},
 }
 
 # group -> (summary, example); a command's summary is the first line of its docstring
@@ -103,6 +115,7 @@ class LazyGroup(click.Group):
         return sorted(self.table)
 
     def get_command(self, ctx, name):
+        name = ALIASES.get(self.path, {}).get(name, name)
         target = self.table.get(name)
         if target is None:
             return None
@@ -122,7 +135,7 @@ class LazyGroup(click.Group):
 
     def resolve_command(self, ctx, args):
         name = args[0] if args else ""
-        if name and not name.startswith("-") and name not in self.table:
+        if name and not name.startswith("-") and name not in self.table and name not in ALIASES.get(self.path, {}):
             import difflib
 
             guesses = difflib.get_close_matches(name, list(self.table), n=1, cutoff=0.6)
@@ -221,6 +234,84 @@ def disk_error(exc: OSError) -> ForgeError:
     return ForgeError(f"{where}{exc.strerror or exc}", hint=hints.get(exc.errno or 0, "run with --debug for the details"))
 
 
+GLOBAL_FLAGS = ("-q", "--quiet", "-v", "--verbose", "--debug")
+
+
+def leaf_command(argv: list) -> tuple[int, object]:
+    """Where the command's own arguments start in *argv*, and the command's table entry
+    (``None`` when *argv* names no command). Global options before the command are skipped."""
+    table: object = COMMANDS
+    path = ""
+    for index, token in enumerate(argv):
+        if token == "--":
+            return index, None
+        if token.startswith("-"):
+            continue
+        name = ALIASES.get(path, {}).get(token, token) if isinstance(table, dict) else token
+        target = table.get(name) if isinstance(table, dict) else None
+        if target is None:
+            return index, None
+        if not isinstance(target, dict):
+            return index + 1, target
+        table, path = target, f"{path} {name}".strip()
+    return len(argv), None
+
+
+def _options_taking_values(target: str) -> set:
+    """The option strings of *target*'s command that take a value (``--set KEY=VALUE``)."""
+    module_name, attr = target.split(":")
+    try:
+        command = getattr(importlib.import_module(f"starforge.cli.{module_name}"), attr)
+    except (ImportError, AttributeError):
+        return set()
+    names: set = set()
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.is_flag and not param.count:
+            names.update(param.opts)
+            names.update(param.secondary_opts)
+    return names
+
+
+def normalize_argv(argv: list) -> list:
+    """Spellings users bring from other tools, as the command line click parses:
+
+    - ``forge help [CMD…]`` is ``forge CMD… --help``; ``forge version`` is ``forge --version``;
+    - the global ``-q``, ``-v`` and ``--debug`` are accepted after the command too, as helm and
+      uv accept them: they move to the front. Nothing after ``--`` moves, and neither does
+      the value of an option that takes one (``--set -q`` keeps ``-q`` as the value).
+    """
+    args = list(argv)
+    leading = 0
+    while leading < len(args) and args[leading] in GLOBAL_FLAGS:
+        leading += 1
+    rest = args[leading:]
+    if rest[:1] == ["help"]:
+        return args[:leading] + rest[1:] + ["--help"]
+    if rest == ["version"]:
+        return args[:leading] + ["--version"]
+    start, target = leaf_command(args)
+    if not isinstance(target, str):
+        return args
+    takes_value = _options_taking_values(target)
+    hoisted = [token for token in args[:start] if token in GLOBAL_FLAGS]
+    kept = [token for token in args[:start] if token not in GLOBAL_FLAGS]
+    index = start
+    while index < len(args):
+        token = args[index]
+        if token == "--":
+            kept.extend(args[index:])
+            break
+        if token in GLOBAL_FLAGS:
+            hoisted.append(token)
+        elif token in takes_value:
+            kept.extend(args[index:index + 2])
+            index += 1
+        else:
+            kept.append(token)
+        index += 1
+    return hoisted + kept
+
+
 def scrubbed_traceback(exc: BaseException) -> str:
     """The traceback Python would print for *exc* (chained ones included), URL credentials masked.
 
@@ -241,8 +332,13 @@ def debug_exit(exc: BaseException, code: int) -> int:
 
 
 def main(argv: list | None = None) -> int:
-    args = list(argv if argv is not None else sys.argv[1:])
-    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in args
+    args = normalize_argv(argv if argv is not None else sys.argv[1:])
+    leading = []
+    for token in args:
+        if token not in GLOBAL_FLAGS:
+            break
+        leading.append(token)
+    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in leading
     try:
         code = forge.main(args=args, prog_name="forge", standalone_mode=False)
         # without standalone mode click returns the code of click.exceptions.Exit instead of exiting

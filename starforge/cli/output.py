@@ -54,6 +54,11 @@ def error_lines(message: str, hint: str | None) -> list:
     return lines
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 plugin``, ``2 plugins``: a count and its noun, agreeing."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
 def note(text: str) -> None:
     """An informational line on stderr (counts, empty listings); silenced by ``-q``."""
     if verbosity() >= 0:

@@ -7,6 +7,7 @@ import json
 import click
 
 from ..errors import CheckError
+from .output import plural
 
 
 @click.command("check")
@@ -50,5 +51,5 @@ def check(directory: str, strict: bool, as_json: bool) -> None:
     m = report.manifest
     assert m is not None  # the checks passed
     names = ", ".join(report.top_level) or "-"
-    click.echo(f"ok: {m.name} {m.version} ({m.kind}, {m.load}); {len(report.files)} files; top-level: {names}")
+    click.echo(f"ok: {m.name} {m.version} ({m.kind}, {m.load}); {plural(len(report.files), 'file')}; top-level: {names}")
     click.echo(f"digest: {report.digest}")

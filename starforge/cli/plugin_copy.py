@@ -7,6 +7,7 @@ import json
 import click
 
 from ..errors import UsageError
+from .output import plural
 
 
 @click.command("copy")
@@ -53,4 +54,4 @@ def copy(ref, source, target, lock_dir, insecure, as_json) -> None:
     for c in copied:
         what = "copied" if c.result.created else "already there"
         click.echo(f"{what} {c.version.ref} {c.version.tree_digest}" + (" (signed)" if c.version.signed else ""))
-    click.echo(f"{len(copied)} versions from {src.url} to {dst.url}")
+    click.echo(f"{plural(len(copied), 'version')} from {src.url} to {dst.url}")

@@ -44,11 +44,14 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     """
     from ..registry.factory import open_registry
     from ..registry.progress import transfer_progress
-    from ..registry.publish import default_owner, publish_plugin
+    from ..registry.publish import LOGIN_NAME, owner_and_source, publish_plugin
+    from .output import note
 
     if key_file and not sign:
         raise UsageError("--key goes with --sign", hint="forge plugin publish --sign --key FILE")
-    owner = default_owner(owner)
+    owner, owner_source = owner_and_source(owner)
+    if owner_source == LOGIN_NAME:
+        note(f"publishing as owner '{owner}' (your login name); choose the owner with --owner, FORGE_OWNER or 'owner:' in config.yaml")
     sign_key: Path | None = None
     passphrase = None
     if sign:

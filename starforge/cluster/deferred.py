@@ -42,6 +42,8 @@ class _Registry:
         # Set by the bootstrap of a worker: records an install in provenance right away, so
         # the launcher sees it even if this process is later killed without running atexit.
         self.installed: Callable[[], Any] | None = None
+        # What load_environment returned, by environment plugin name (once per process).
+        self.environments: dict[str, Any] = {}
 
 
 registry = _Registry()

@@ -23,16 +23,15 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import deferred, patching
+from . import deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
-from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
+from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .plan import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
-from .requires import check_requires
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -59,6 +58,9 @@ class Job:
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
+        self._recipe_names: dict[str, str] | None = None  # the recipe's own top-level names, listed once
+        self.environment: dict | None = None  # the launcher's fingerprint (cluster/fingerprint.py)
+        self.environments: dict[str, tuple] = {}  # name -> (ctx keys, time) of each environment loaded here
 
     # -- the four phases for one plugin ----------------------------------------------------
 
@@ -78,13 +80,17 @@ class Job:
         """
         with self.lock:
             todo = [i for i in self.items if i.status in ("planned", "pending") and i.contents is None]
+            # The launcher verifies the environment plugins it ships too (a tampered one
+            # stops the job before training starts); their requirements are checked where
+            # load_environment runs, which may be another interpreter (a reward actor).
+            shipped = [i for i in self.items if self.role == "launcher" and self._unverified_environment(i)]
             # A launcher that the bootstrap had already started as a worker checks the
             # whole trees it only listed then: the launcher verifies every byte once.
             relisted = [i for i in self.items if self.role == "launcher" and i.check == "files" and i not in todo]
-            if not todo and not relisted:
+            if not todo and not relisted and not shipped:
                 return
             try:
-                for item in relisted + todo:
+                for item in relisted + todo + shipped:
                     t0 = time.perf_counter()
                     entry = item.entry
                     contents: Mapping[str, bytes]
@@ -99,12 +105,16 @@ class Job:
                     finally:
                         item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
                     item.verified = True
-                    if item in todo:
+                    if item in todo or item in shipped:
                         item.contents = contents
+                    if item.check == "tree":
+                        self._check_names(item, contents)
                 if self.role == "launcher" and (os.environ.get("FORGE_TRUST") or os.environ.get("FORGE_REQUIRE_SIGNATURES")):
                     from .signatures import check_items  # brings cryptography
 
-                    check_items(todo)
+                    check_items(todo + shipped)
+                from .requires import check_requires  # packaging only where a plugin declares requires
+
                 for item in todo:
                     t0 = time.perf_counter()
                     try:
@@ -112,11 +122,32 @@ class Job:
                     finally:
                         item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
             except LaunchFailure as failure:
-                for item in relisted + todo:
+                for item in relisted + todo + shipped:
                     if item.ref == failure.plugin:
                         item.status = "failed"
                 self.failure = failure
                 raise
+
+    def _check_names(self, item: Item, contents: Mapping[str, bytes]) -> None:
+        """The launcher: refuse a plugin whose top-level names would shadow the standard
+        library, the training stack, StarForge's own names or the recipe's own packages.
+
+        ``forge plugin check`` and ``forge lock`` refuse these too, but a hand-made
+        registry record or bundle never went through them. The names are the declared
+        ones and those the verified files provide (:func:`.shadowing.top_level_names`).
+        """
+        from .shadowing import recipe_top_level, shadowing, top_level_names
+
+        if self._recipe_names is None:
+            self._recipe_names = recipe_top_level(os.path.join(self.job_dir, "recipe"))
+        names = set(item.entry.top_level) | set(top_level_names(list(contents)))
+        refusal = shadowing(item.ref, names, self._recipe_names)
+        if refusal is not None:
+            raise LaunchFailure(SpecError, item.ref, refusal)
+
+    @staticmethod
+    def _unverified_environment(item: Item) -> bool:
+        return item.entry.kind == "environment" and item.status == "skipped" and not item.verified
 
     def _check_files(self, item: Item) -> HashedFiles:
         """A process other than the launcher: listing and bound map now, each file's hash on use.
@@ -156,6 +187,8 @@ class Job:
                 assert contents is not None  # verify_all kept the verified bytes
                 func = self._import(item, contents)
                 if entry.load == "eager":
+                    from . import patching  # not before a plugin installs: a waiting worker needs none of it
+
                     try:
                         with patching.acting_for(item.ref):
                             func(self.params)
@@ -200,6 +233,69 @@ class Job:
         if not callable(func):
             raise LaunchFailure(PluginImportError, item.ref, f"{item.ref}: '{module_name}' has no callable '{func_name}'")
         return func
+
+    # -- environment plugins (SPEC §17) ------------------------------------------------------
+
+    def environment_names(self) -> list:
+        """Manifest names of the job's environment plugins, in load order."""
+        return [i.entry.name for i in self.items if i.entry.kind == "environment" and i.status != "shadowed"]
+
+    def environment_item(self, name: str) -> Item | None:
+        for item in self.items:
+            if item.entry.kind == "environment" and item.entry.name == name and item.status != "shadowed":
+                return item
+        return None
+
+    def load_environment(self, item: Item, ctx: Mapping) -> object:
+        """Verify, check, import *item* (an environment plugin) and call its entrypoint.
+
+        Verification as in any process of the job: the bytes the launcher read and
+        digested, or here the listing and each file's hash as it is read. Returns what
+        ``entrypoint(params, **ctx)`` returned. Failures before the call are
+        :class:`~.errors.LaunchFailure` (the caller ends the process with the phase's
+        code); an exception of the entrypoint is raised as
+        :class:`~.errors.InstallError` naming the plugin.
+        """
+        with self.lock:
+            t0 = time.perf_counter()
+            item.trigger = "load_environment"
+            try:
+                try:
+                    contents = item.contents
+                    if contents is None:
+                        if self.role != "launcher" and item.entry.files:
+                            contents = self._check_files(item)
+                        else:
+                            item.check = "tree"
+                            contents = verify_tree(item.root, item.entry.digest, item.entry.files or None)
+                    item.verified = True
+                except VerificationError as exc:
+                    raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+                from .requires import check_requires
+
+                check_requires(item.entry)
+                item.contents = None
+                func = self._import(item, contents)
+            except LaunchFailure as failure:
+                item.status = "failed"
+                self.failure = failure
+                raise
+            finally:
+                item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+            from . import patching
+
+            try:
+                with patching.acting_for(item.ref):
+                    value = func(self.params, **ctx)
+            except Exception as exc:
+                item.status = "failed"
+                err = InstallError(f"{item.ref}: environment entrypoint raised {type(exc).__name__}: {exc}")
+                err.plugin = item.ref  # type: ignore[attr-defined]
+                self.failure = LaunchFailure(InstallError, item.ref, err.message, _format_exc(exc))
+                raise err from exc
+            item.status = "loaded"
+            self.environments[item.entry.name] = (sorted(ctx), time.time())
+            return value
 
     # -- whole-job entry points ---------------------------------------------------------------
 
@@ -298,6 +394,10 @@ class Job:
                 if d["installed"]:
                     rec["installed_at"] = utc_millis(d["installed_at"])
                     rec["ctx_keys"] = d["ctx_keys"]
+            loaded = self.environments.get(item.entry.name) if item.entry.kind == "environment" else None
+            if loaded is not None and item.status == "loaded":
+                rec["ctx_keys"], at = loaded
+                rec["loaded_at"] = utc_millis(at)
             plugins.append(rec)
         return {
             "schema": "forge/provenance/v1",
@@ -318,6 +418,8 @@ class Job:
             "patches": patch_records(),
             "failure": self.failure.to_dict() if self.failure else None,
             "scheduler": scheduler_ids(),
+            "environment": self.environment,
+            "replay_of": (self.spec.replay or {}).get("of"),
         }
 
     def write_provenance(self) -> str | None:

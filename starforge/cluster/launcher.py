@@ -23,12 +23,12 @@ from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .child import run_child
 from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .flags import apply_flags, in_process_form
-from .interpreter import _spec_path, confirm_python, linked_job_path, runs_in_job_python
+from .interpreter import _spec_path, confirm_python, linked_job_path, remove_own_code_dir, runs_in_job_python
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
 
-USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only] [-- CMD ...]
+USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]
 
 Verify and install a job's plugins, then run its training entrypoint.
 
@@ -38,6 +38,10 @@ Verify and install a job's plugins, then run its training entrypoint.
                    launcher and every process of the job refuse another (exit 10)
   --verify-only    verify every plugin and check its requirements, then stop:
                    nothing is imported or installed and no entrypoint runs
+  --plan LEDGER    the load phase only (what 'forge plan' runs): verify, requires,
+                   import, install; then import the patch targets, write the
+                   ledger as JSON to LEDGER ('-': stdout) and stop before the
+                   entrypoint
   -- CMD ...       run CMD instead of the spec's entrypoint
   -h, --help       show this help
 
@@ -123,6 +127,7 @@ def _parse(argv: list[str]):
     spec = None
     verify_only = False
     bound = None
+    plan_out = None
     rest = list(argv)
     while rest:
         arg = rest.pop(0)
@@ -135,6 +140,10 @@ def _parse(argv: list[str]):
             bound = arg.split("=", 1)[1] if "=" in arg else (rest.pop(0) if rest else "")
             if not is_sha256(bound):
                 raise _Usage(f"{SPEC_ARG} needs a sha256 (64 lowercase hex digits), got {bound!r}")
+        elif arg == "--plan":
+            if not rest:
+                raise _Usage("--plan needs a path (or '-' for stdout)")
+            plan_out = rest.pop(0)
         elif arg == "--spec":
             if not rest:
                 raise _Usage("--spec needs a path")
@@ -147,7 +156,9 @@ def _parse(argv: list[str]):
         raise _Usage("--spec JOBSPEC is required")
     if verify_only and cmd:
         raise _Usage("--verify-only runs no command; drop '-- CMD ...'")
-    return spec, cmd, verify_only, bound
+    if plan_out is not None and verify_only:
+        raise _Usage("--plan and --verify-only are two different stops; give one")
+    return spec, cmd, verify_only, plan_out, bound
 
 
 class _Usage(Exception):
@@ -165,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             write_status(os.path.dirname(os.path.abspath(spec_arg)), "requires", RequirementError.exit_code, None, unsupported)
         return RequirementError.exit_code
     try:
-        spec_arg, cmd, verify_only, bound = _parse(argv)
+        spec_arg, cmd, verify_only, plan_out, bound = _parse(argv)
     except _Usage as exc:
         say(f"error: {exc}")
-        say("hint: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only] [-- CMD ...]")
+        say("hint: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]")
         return 2
     # The binding reaches every process of the job through the environment; one inherited
     # from elsewhere (another job's) never binds this launch.
@@ -177,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         os.environ.pop(SPEC_ENV, None)
     _drop_launcher_path_entry()
-    code = launch(spec_arg, cmd, verify_only=verify_only, argv=argv)
-    return code
+    try:
+        return launch(spec_arg, cmd, verify_only=verify_only, argv=argv, plan_out=plan_out)
+    finally:
+        remove_own_code_dir()  # the job's code directory on this node, made for this launch
 
 
 def _drop_launcher_path_entry() -> None:
@@ -212,11 +225,16 @@ def _fail(job_dir: str | None, failure, job=None) -> int:
     return failure.code
 
 
-def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = False, argv: list[str] | None = None) -> int:
+def launch(
+    spec_arg: str, cmd: list[str] | None = None, verify_only: bool = False, argv: list[str] | None = None,
+    plan_out: str | None = None,
+) -> int:
     """The whole launch; returns the exit code.
 
     *verify_only*: verify every plugin and check its requirements, write ``status.json``
     and a provenance record saying so, and stop (nothing imported, installed or run).
+    *plan_out*: the load phase only (:mod:`.ledger`), the ledger written there; the
+    entrypoint never runs.
     *argv*: the launcher's own arguments, to start it again from the job's runtime zip
     when the spec was staged by another version (:func:`_same_runtime`).
     """
@@ -276,6 +294,17 @@ def launch(spec_arg: str, cmd: list[str] | None = None, verify_only: bool = Fals
 
     if verify_only:
         return _verify_only(job, on_item)
+    if plan_out is None and spec.plan and not cmd:
+        plan_out = "-"  # forge plan --backend: the ledger comes back through the job's log
+    if plan_out is None:
+        refused = _record_environment(job)
+        if refused is not None:
+            return _fail(job_dir, refused, job)
+    if plan_out is not None:
+        from .ledger import run_plan
+
+        stopped = run_plan(job, on_item, plan_out)
+        return _fail(job_dir, stopped, job) if stopped is not None else 0
     try:
         job.load_all(on_item)
     except LaunchFailure as failure:
@@ -392,6 +421,35 @@ def _same_runtime(staged: str, job_dir: str, argv: list[str] | None) -> LaunchFa
         + (" and the job's runtime zip did not start" if os.path.isfile(job_zip) else " and the job carries no runtime zip")
         + f"; run it with the job's runtime: PYTHONPATH={job_zip} python3 -m starforge.launch --spec ...",
     )
+
+
+def _record_environment(job) -> LaunchFailure | None:
+    """Record the job's environment fingerprint (provenance ``environment``); for a replay,
+    compare it with the one the replayed job recorded: a ``warning :`` line per difference,
+    or, when the replay is strict, a refusal (exit 11) before any plugin code runs."""
+    from .fingerprint import compare, fingerprint
+
+    spec = job.spec
+    targets = sorted({t for p in tuple(spec.plugins) + tuple(spec.recipe_plugins) for t in p.targets})
+    job.environment = fingerprint(targets)
+    replay = spec.replay or {}
+    if not replay:
+        return None
+    say(f"replay  : of job {replay.get('of')}")
+    recorded = replay.get("environment")
+    if not recorded:
+        say(f"{WARNING}replay of {replay.get('of')}: that job recorded no environment fingerprint; not compared")
+        return None
+    differences = compare(recorded, job.environment)
+    for line in differences:
+        say(f"{WARNING}replay of {replay.get('of')}: environment differs: {line}")
+    if differences and replay.get("strict"):
+        return LaunchFailure(
+            RequirementError, None,
+            f"replay of {replay.get('of')} with --strict: the environment differs from the one that job ran in "
+            f"({'; '.join(differences)})",
+        )
+    return None
 
 
 def _verify_only(job, on_item) -> int:

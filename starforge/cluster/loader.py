@@ -10,19 +10,73 @@ and the use, and no bytecode is written into the plugin tree. A name below one o
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
 
-The code is compiled from those bytes in the process that runs it; no compiled code is
-read from or written to any disk (a cache of compiled code would run whatever its files
-hold under the record of the verified source). ``sys.pycache_prefix`` is never touched.
+The code is compiled from those bytes. Compiled code is kept in one place only: the job's
+code directory on this node (:func:`.interpreter.make_code_dir`: made by this job's node
+entry under the job's ``TMPDIR``, mode 0700, this user's, checked by every process before
+it imports from it), under the sha256 of the very bytes that were verified and compiled,
+so the first process of the job that imports a module compiles it and the others load
+that code instead of compiling it again. A process that did not import StarForge from such
+a directory compiles in memory and writes nothing; nothing is ever written into the plugin
+tree, no per-user cache is read, and ``sys.pycache_prefix`` is never touched.
 
 Cluster side: standard library only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
+import marshal
 import os
+import sys
 from typing import Iterable, Mapping
+
+from .interpreter import CODE_KEY
+
+PLUGIN_CODE_DIR = "plugin-code"
+
+
+def _job_code_dir() -> str | None:
+    """The job's code directory when this runtime was imported from one (else None)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return root if os.path.isfile(os.path.join(root, CODE_KEY)) else None
+
+
+_CODE_DIR = _job_code_dir()
+
+
+def compile_verified(source: bytes, filename: str):
+    """The code object of the verified *source* as *filename*, compiled once per job and node.
+
+    Kept in the job's code directory under the sha256 of *source* (and of *filename*, which
+    the code carries for tracebacks, and the interpreter's cache tag and optimization
+    level); read back only there and only when it starts with this interpreter's magic
+    number. Without a code directory: compiled here, nothing written.
+    """
+    cache = None
+    if _CODE_DIR is not None:
+        opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+        name = (f"{hashlib.sha256(source).hexdigest()}-{hashlib.sha256(filename.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
+                f".{sys.implementation.cache_tag}{opt}.pyc")
+        cache = os.path.join(_CODE_DIR, PLUGIN_CODE_DIR, name)
+        try:
+            with open(cache, "rb") as f:
+                data = f.read()
+            if data.startswith(importlib.util.MAGIC_NUMBER):
+                return marshal.loads(data[len(importlib.util.MAGIC_NUMBER):])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    code = compile(source, filename, "exec", dont_inherit=True)
+    if cache is not None:
+        from .atomic import write_file
+
+        try:
+            os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
+            write_file(cache, importlib.util.MAGIC_NUMBER + marshal.dumps(code), 0o600)
+        except OSError:
+            pass  # compiled here all the same
+    return code
 
 
 class SnapshotLoader:
@@ -65,7 +119,7 @@ class SnapshotLoader:
         rel = self.modules[fullname][0]
         if rel is None:
             return compile("", f"<namespace {fullname}>", "exec", dont_inherit=True)
-        return compile(self.contents[rel], self._path(rel), "exec", dont_inherit=True)
+        return compile_verified(self.contents[rel], self._path(rel))
 
     def get_resource_reader(self, fullname: str):
         """Resources of a package (``importlib.resources.files(pkg)``), from the snapshot."""

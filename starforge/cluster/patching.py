@@ -183,6 +183,7 @@ class Patch:
         self.applied_at: float | None = None
         self.undone_at: float | None = None
         self.hides: list[dict] = []
+        self.created = False  # applied where there was no attribute or key (create=True)
         self._target = target
         self._key = (self.target, plugin, mode, _same_definition(fn))
         self._slot: _Slot | None = None
@@ -213,6 +214,7 @@ class Patch:
             "undone_at": utc_millis(self.undone_at),
             "error": self.error,
             "hides": [dict(h) for h in self.hides],
+            "created": self.created,
         }
 
     def __repr__(self) -> str:
@@ -460,7 +462,7 @@ def records() -> list:
     """Every patch made in this process as JSON-able dicts, in order (for provenance).
 
     Keys: target, plugin, mode, function, status (pending|applied|undone|failed), layer,
-    when_imported, aliases, reinstalled, registered_at, applied_at, undone_at, error, hides.
+    when_imported, aliases, reinstalled, registered_at, applied_at, undone_at, error, hides, created.
     """
     with _lock:
         return [p.record() for p in _history]
@@ -596,6 +598,7 @@ def _apply(p: Patch, module: types.ModuleType) -> None:
         slot.check_untouched()
         if not slot.layers:
             slot.capture()
+        created = not slot.layers and slot.base is _ABSENT
         layers = slot.layers + [p]
         value = slot.compose(layers)
         old = slot.installed if slot.layers else slot.base
@@ -611,6 +614,7 @@ def _apply(p: Patch, module: types.ModuleType) -> None:
     slot.installed = value
     p._slot = slot
     p.layer = len(layers) - 1
+    p.created = created
     p.status = "applied"
     p.applied_at = time.time()
     p.error = None

@@ -27,7 +27,9 @@ class Item:
         self.entry = entry
         self.builtin = builtin
         self.root = root
-        self.status = "planned"  # planned|pending|loaded|registered|skipped|shadowed|disabled|left-alone|failed|verified
+        # planned|pending|loaded|registered|skipped|shadowed|disabled|left-alone|failed|verified;
+        # an environment plugin is "skipped" until load_environment makes it "loaded"
+        self.status = "planned"
         self.shadowed_by: str | None = None
         self.verified = False
         self.trigger: str | None = None  # launcher | start-up | target:<module> | install_deferred | ray-setup-hook
@@ -85,11 +87,12 @@ def plan(spec: JobSpec, job_dir: str) -> list[Item]:
     for item in items:
         if item.entry.kind == "data-prep":
             raise LaunchFailure(
-                SpecError, item.ref, f"{item.ref} is a data-prep plugin; data-prep plugins never leave the laptop"
+                SpecError, item.ref,
+                f"{item.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
             )
         if item.entry.kind == "environment" and item.status == "planned":
-            item.status = "skipped"
-        if item.status != "planned":
+            item.status = "skipped"  # left to load_environment, which imports it beside the others
+        if item.status not in ("planned", "skipped"):
             continue
         for top in item.entry.top_level:
             if top in owners:

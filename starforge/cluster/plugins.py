@@ -1,4 +1,4 @@
-"""Runtime API for training code: the job's hyperparams and deferred plugins.
+"""Runtime API for training code: the job's hyperparams, deferred and environment plugins.
 
 A training entrypoint reads its hyperparams and, once it has built what a deferred plugin
 needs, installs that plugin::
@@ -12,6 +12,9 @@ Each process of a job keeps its own registry. The launcher fills it in the launc
 process; in any other process of the job (a Ray actor, a torchrun rank, a spawn child) the
 bootstrap fills it at start-up, and ``install_deferred`` bootstraps from the job
 environment first when nothing is registered yet.
+
+The code that builds environments (in the trainer, or in a reward or environment actor)
+gets an environment plugin's factory with ``load_environment(name, **ctx)`` (SPEC §17).
 
 Cluster side: standard library only.
 """
@@ -27,7 +30,7 @@ from .errors import InstallError, UsageError
 if TYPE_CHECKING:
     from typing import Any, Mapping
 
-__all__ = ["hyperparams", "install_deferred", "registered", "UnknownPluginError", "ContextMismatchError"]
+__all__ = ["hyperparams", "install_deferred", "registered", "load_environment", "UnknownPluginError", "ContextMismatchError"]
 
 
 class UnknownPluginError(UsageError, LookupError):
@@ -98,6 +101,71 @@ def install_deferred(name: str, **ctx: Any) -> None:
         entry.installed_at = time.time()
         if registry.installed is not None:
             registry.installed()
+
+
+def load_environment(name: str, **ctx: Any) -> Any:
+    """The environment plugin *name*'s entrypoint result: ``entrypoint(params, **ctx)``.
+
+    Called in any process of the job (the trainer, a reward or environment actor, even
+    under another interpreter than the job's Python): where the process has no job yet,
+    it bootstraps from the job environment first. The plugin is imported from its
+    verified bytes (the launcher's, or here the listing and each file's hash as it is
+    read), its ``requires`` checked in this process, and its entrypoint called once per
+    process: later calls return the same object and do not compare *ctx* (tokenizers and
+    actor handles have no useful equality). What the entrypoint returns is the plugin's
+    business — typically a factory, since environments are built per episode.
+
+    *name* is the manifest name. An unknown name raises :class:`UnknownPluginError`
+    listing the job's environment plugins; an exception of the entrypoint is raised as
+    :class:`~starforge.errors.InstallError` naming the plugin (exit code 13). A plugin
+    that fails verification, its requirements or its import ends the process with that
+    phase's exit code, as in every process of the job.
+
+    >>> make_env = load_environment("counting-env", tokenizer=tokenizer)   # doctest: +SKIP
+    >>> env = make_env()                                                   # doctest: +SKIP
+    """
+    with registry.lock:
+        if name in registry.environments:
+            return registry.environments[name]
+        if not registry.booted:
+            _bootstrap_from_env()
+        from .process import current_job
+
+        job = current_job()
+        item = job.environment_item(name) if job is not None and not registry.disabled else None
+        if job is None or item is None:
+            raise _unknown_environment(name, job)
+        from .errors import LaunchFailure
+        from .exits import die
+
+        try:
+            value = job.load_environment(item, ctx)
+        except LaunchFailure as failure:
+            die(job, failure)
+        except InstallError:
+            job.write_provenance()
+            raise
+        registry.environments[name] = value
+        job.write_provenance()
+        return value
+
+
+def _unknown_environment(name: str, job: Any) -> UnknownPluginError:
+    hint = "pass the manifest name of an environment plugin of the job (e.g. 'counting-env', not 'alice/counting-env')"
+    if registry.disabled:
+        listing = "none: plugins are disabled in this process (FORGE_DISABLE=1)"
+    elif job is None:
+        listing = "none: this process is not part of a forge job"
+    else:
+        names = job.environment_names()
+        listing = ", ".join(names) if names else "none"
+        other = next((i for i in job.items if i.entry.name == name), None)
+        if other is not None:
+            article = "an" if other.entry.kind == "algorithm" else "a"
+            hint = f"'{name}' is {article} {other.entry.kind} plugin ({other.ref}); load_environment loads kind: environment only"
+    return UnknownPluginError(
+        f"no environment plugin named '{name}' in this job (environment plugins: {listing})", hint=hint
+    )
 
 
 def registered() -> tuple:

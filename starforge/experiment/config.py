@@ -30,6 +30,8 @@ Keys (decisions where the spec is silent are marked *decided*):
   on the node, where the path exists. ``ray.python`` / ``slurm.python`` override it for
   that backend. Without it: the interpreter the entrypoint names, else the backend's
   default.
+- ``plan`` (optional): ``{acknowledge: [{plugin, replaces, reason}]}``, the replaces the
+  experiment means, which ``forge plan`` lists without failing (docs/before-after.md).
 - ``registry`` (optional, *decided*): registry URL for this experiment, used by
   ``forge lock`` and ``forge submit`` when neither ``--registry`` nor ``FORGE_REGISTRY``
   is given (before the user config and the embedded default).
@@ -66,7 +68,10 @@ TOP_KEYS = (
     "slurm",
     "registry",
     "python",
+    "plan",
 )
+PLAN_KEYS = ("acknowledge",)
+ACK_KEYS = ("plugin", "replaces", "reason")
 REQUIRED = ("schema", "name", "entrypoint")
 RECIPE_KEYS = ("plugins",)
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -115,6 +120,7 @@ class Experiment:
     slurm: dict = field(default_factory=dict)
     registry: str | None = None
     python: str | None = None
+    plan_acknowledge: tuple = ()  # forge plan: the replaces this experiment means ({plugin, replaces, reason})
     source: str = FILENAME
     lines: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -214,6 +220,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         if not python.strip() or "\0" in python:
             raise v.fail(("python",), "python: expected an interpreter path or command name",
                          hint="for example: python: /opt/venv/bin/python")
+    plan_ack = _plan(v, data.get("plan"))
     return Experiment(
         root=root,
         name=name,
@@ -227,6 +234,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         slurm=settings["slurm"],
         registry=registry,
         python=python,
+        plan_acknowledge=plan_ack,
         source=doc.source,
         lines=dict(doc.lines),
     )
@@ -282,6 +290,36 @@ class _Validator:
         if not isinstance(value, str) or not value:
             raise self.fail(path, f"{'.'.join(map(str, path))}: expected a non-empty string, got {_kind(value)} {value!r}")
         return value
+
+
+def _plan(v: _Validator, value: Any) -> tuple:
+    """``plan: {acknowledge: [{plugin: NAME, replaces: TARGET, reason: TEXT}]}``: the replaces
+    ``forge plan`` is not to count as conflicts (TARGET may use ``*`` and ``?``)."""
+    if value is None:
+        return ()
+    example = 'plan: {acknowledge: [{plugin: dr-grpo, replaces: "toy_grpo.algorithms:compute_advantages"}]}'
+    if not isinstance(value, dict):
+        raise v.fail(("plan",), f"plan: expected a mapping with 'acknowledge', got {_kind(value)}", hint=example)
+    v.keys(("plan",), value, PLAN_KEYS)
+    entries = value.get("acknowledge") or []
+    if not isinstance(entries, list):
+        raise v.fail(("plan", "acknowledge"), f"plan.acknowledge: expected a list, got {_kind(entries)}", hint=example)
+    out = []
+    for i, entry in enumerate(entries):
+        path = ("plan", "acknowledge", i)
+        if not isinstance(entry, dict):
+            raise v.fail(path, f"plan.acknowledge[{i}]: expected a mapping with plugin and replaces, got {_kind(entry)}", hint=example)
+        v.keys(path, entry, ACK_KEYS, ("plugin", "replaces"))
+        plugin = v.string(path + ("plugin",), entry["plugin"])
+        if not NAME_RE.match(plugin):
+            raise v.fail(path + ("plugin",), f"plan.acknowledge[{i}].plugin: '{plugin}' is not a plugin name (the manifest name, no owner)",
+                         hint=example)
+        replaces = v.string(path + ("replaces",), entry["replaces"])
+        reason = entry.get("reason")
+        if reason is not None:
+            reason = v.string(path + ("reason",), reason)
+        out.append({"plugin": plugin, "replaces": replaces, "reason": reason})
+    return tuple(out)
 
 
 def _entrypoint(v: _Validator, value: Any) -> tuple:

@@ -53,7 +53,7 @@ class Override:
 
     @classmethod
     def parse(cls, text: str) -> "Override":
-        from ..yamlio import parse_scalar
+        from ..yamlio import FloatRangeError, parse_scalar
 
         key, eq, raw = text.partition("=")
         new = key.startswith("+")
@@ -65,6 +65,9 @@ class Override:
             raise UsageError(f"--set '{_shown(text)}': '{key}' is not a dotted key (letters, digits, '_', '-')")
         try:
             value = parse_scalar(raw)
+        except FloatRangeError as exc:
+            raise UsageError(f"--set {_shown(text)}: {exc.written} is beyond the float range (it would read as infinity)",
+                             hint=exc.hint) from None
         except ManifestError as exc:
             raise UsageError(f"--set '{_shown(text)}': value is not a YAML scalar or flow list: {exc.message}") from None
         bad = first_non_finite(value)

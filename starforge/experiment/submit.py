@@ -27,6 +27,7 @@ class Submission:
     job_dir: Path | None  # None for a dry run
     record: JobRecord | None  # None for a dry run
     backend: Backend | None
+    notes: tuple = ()  # things the user should know that are not errors
 
     @property
     def spec(self):
@@ -59,6 +60,7 @@ def submit_experiment(
     exp = plan.experiment
     # The backend and its forge.yaml settings are checked before anything is staged.
     runner = get_backend(plan.spec.backend, exp.backend_settings(plan.spec.backend), store)
+    python_note = runner.check_job_python(exp.job_python(plan.spec.backend))
     job_dir = runner.staging_dir(exp.root, plan.spec.id)
     stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure), require_signatures=require_signatures)
     try:
@@ -70,7 +72,7 @@ def submit_experiment(
         if not _recorded(runner, plan.spec.id):
             remove_tree(job_dir)
         raise
-    return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner)
+    return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner, notes=(python_note,) if python_note else ())
 
 
 def _recorded(runner, job_id: str) -> bool:

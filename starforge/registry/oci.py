@@ -61,6 +61,7 @@ from .oci_client import (
     OCI_INDEX,
     OCI_MANIFEST,
     Fetched,
+    ManifestBlobUnknownError,
     OciClient,
     file_digest,
     find_credentials,
@@ -74,6 +75,9 @@ CONFIG_MAX = 64 << 20
 SETTLE_DELAY = 0.5
 SETTLE_GAPS = 4  # ... or this many times our own look-then-write round trip, when longer
 SIGNATURE_MAX = 1 << 20
+# A manifest PUT refused with MANIFEST_BLOB_UNKNOWN for blobs we pushed is retried after
+# pushing those blobs again, at most this many PUTs in all (see _put_manifest).
+BLOB_RACE_ATTEMPTS = 3
 
 
 def _counter(progress: Progress | None, total: int):
@@ -271,18 +275,59 @@ class OciRegistry(Registry):
                 return self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX)
         return None
 
+    def _put_manifest(self, repo: str, reference: str, body: bytes, media_type: str, pushed: dict):
+        """PUT a manifest whose blobs (or, for an index, manifests) we pushed; *pushed* maps
+        each of their digests to a function that pushes it again.
+
+        Concurrent publishers of one content push the same blobs. A registry may refuse the
+        manifest (``MANIFEST_BLOB_UNKNOWN``) while another client commits one of them: Debian's
+        docker-registry rewrites the repository's link to a blob in place on every commit of
+        it, and a manifest PUT that reads the link mid-write finds it empty. Then what the
+        registry named (all of ours if it named nothing) is pushed again, which rewrites the
+        link, and the PUT is repeated, :data:`BLOB_RACE_ATTEMPTS` PUTs at most. Only that
+        refusal, and only for what we pushed, is retried: any other error, or a digest the
+        registry names that is not one of ours, is raised at once, and so is the refusal
+        after the last attempt (a registry that keeps losing blobs has a real problem).
+        """
+        for attempt in range(BLOB_RACE_ATTEMPTS):
+            try:
+                return self.client.put_manifest(repo, reference, body, media_type)
+            except ManifestBlobUnknownError as exc:
+                named = exc.digests or tuple(pushed)
+                if any(d not in pushed for d in named):
+                    raise
+                if attempt + 1 >= BLOB_RACE_ATTEMPTS:
+                    raise RegistryError(
+                        f"{exc.message}; still refused after pushing {', '.join(named)} again "
+                        f"({BLOB_RACE_ATTEMPTS} attempts)",
+                        hint="the registry does not keep the blobs it accepted; ask its operator to check its storage",
+                    ) from None
+                time.sleep(self.client.backoff * (2 ** attempt))  # let the other commit finish
+                for digest in named:
+                    pushed[digest]()
+        raise AssertionError("unreachable")
+
     def _attach_signature(self, repo: str, subject: dict, envelope: bytes, ref: str) -> str:
         """Push the envelope as a referrer of *subject*; return the signature manifest digest."""
         sig = signature_artifact(subject, envelope, ref)
-        self.client.push_blob(repo, EMPTY_JSON, sha256_digest(EMPTY_JSON), len(EMPTY_JSON))
+        empty = sha256_digest(EMPTY_JSON)
+        self.client.push_blob(repo, EMPTY_JSON, empty, len(EMPTY_JSON))
         self.client.push_blob(repo, envelope, sig.envelope_desc["digest"], len(envelope))
-        r = self.client.put_manifest(repo, sig.digest, sig.manifest, OCI_MANIFEST)
+        r = self._put_manifest(repo, sig.digest, sig.manifest, OCI_MANIFEST, {
+            empty: self._pusher(repo, EMPTY_JSON, empty, len(EMPTY_JSON)),
+            sig.envelope_desc["digest"]: self._pusher(repo, envelope, sig.envelope_desc["digest"], len(envelope)),
+        })
         if r.headers.get("oci-subject") == subject["digest"]:
             return sig.digest  # the registry maintains the referrers list itself
-        self._add_referrer(repo, subject["digest"], sig.referrer)
+        # The index names our signature manifest: pushing it again is PUTting it again.
+        again = {sig.digest: lambda: self.client.put_manifest(repo, sig.digest, sig.manifest, OCI_MANIFEST)}
+        self._add_referrer(repo, subject["digest"], sig.referrer, again)
         return sig.digest
 
-    def _add_referrer(self, repo: str, subject: str, descriptor: dict) -> None:
+    def _pusher(self, repo: str, source: bytes | Path, digest: str, size: int):
+        return lambda: self.client.push_blob(repo, source, digest, size, again=True)
+
+    def _add_referrer(self, repo: str, subject: str, descriptor: dict, again: dict) -> None:
         """Read-modify-write the referrers tag; re-read to catch a concurrent writer."""
         tag = referrers_tag(subject)
         rounds = self.client.retries + 2
@@ -301,7 +346,7 @@ class OciRegistry(Registry):
             if round_ + 1 == rounds:
                 break
             index["manifests"].append(descriptor)
-            self.client.put_manifest(repo, tag, canonical_json(index), OCI_INDEX)
+            self._put_manifest(repo, tag, canonical_json(index), OCI_INDEX, again)
         raise RegistryError(f"{repo}:{tag}: the referrers index keeps changing under us",
                             hint="another client is writing referrers; publish again")
 
@@ -339,7 +384,11 @@ class OciRegistry(Registry):
         if again is not None:
             return self._republish(again, info, tag, ref, signature, concurrent=True)
         try:
-            self.client.put_manifest(repo, tag, body, OCI_MANIFEST)
+            self._put_manifest(repo, tag, body, OCI_MANIFEST, {
+                artifact.config_desc["digest"]: self._pusher(repo, artifact.config, artifact.config_desc["digest"],
+                                                             len(artifact.config)),
+                layer_digest: self._pusher(repo, archive, layer_digest, size),
+            })
         except RegistryError:
             # A registry with immutable tags refuses the write when another publisher got
             # there first: report that as the conflict it is.

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
-import json
 import os
 import re
 import shutil
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..cluster.jsonload import loads as load_json
 from ..errors import RegistryError, UsageError
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -160,7 +160,7 @@ def _credential_helper(helper: str, host: str, source: str) -> Credentials | Non
     if out.returncode != 0:
         return None  # helpers exit non-zero for "no credentials for this server"
     try:
-        data = json.loads(out.stdout)
+        data = load_json(out.stdout)
         user, secret = data["Username"], data["Secret"]
     except (ValueError, KeyError, TypeError):
         raise RegistryError(f"credential helper docker-credential-{helper} printed no Username/Secret") from None
@@ -177,7 +177,7 @@ def find_credentials(host: str, env=None) -> Credentials | None:
         return Credentials(user, password, "FORGE_REGISTRY_USER/FORGE_REGISTRY_PASSWORD")
     path = _docker_config_path(env)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = load_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -243,7 +243,7 @@ class Fetched:
 
     def json(self) -> dict:
         try:
-            data = json.loads(self.body)
+            data = load_json(self.body)
         except ValueError:
             raise RegistryError(f"manifest {self.digest} is not JSON") from None
         if not isinstance(data, dict):
@@ -257,6 +257,23 @@ class _Retry(Exception):
 
 class TransientRegistryError(RegistryError):
     """Unreachable registry, 429 or 5xx: the same request may succeed later."""
+
+
+class ManifestBlobUnknownError(RegistryError):
+    """A manifest PUT refused with ``MANIFEST_BLOB_UNKNOWN``: the registry did not find, or
+    could not read, a blob the manifest names. ``digests`` are the blobs it named (may be empty).
+
+    Besides a blob that was never pushed, this is what a registry answers while another
+    client commits the same blob: Debian's docker-registry (distribution 2.8, filesystem
+    storage) rewrites the repository's link file of a blob in place on every commit
+    (truncate, then write), and a manifest PUT that reads the link in between finds it
+    empty (``DIGEST_INVALID`` + ``MANIFEST_BLOB_UNKNOWN``). Pushing the blob again rewrites
+    the link; the caller decides whether to (a bounded number of times).
+    """
+
+    def __init__(self, message: str, *, digests: tuple = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.digests = digests
 
 
 class OciClient:
@@ -477,13 +494,21 @@ class OciClient:
         if r.status_code in (401, 403):
             return self._denied(r)
         detail = ""
+        errors: list = []
         try:
-            errors = r.json().get("errors") or []
-            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict))
+            errors = [e for e in r.json().get("errors") or [] if isinstance(e, dict)]
+            detail = "; ".join(f"{e.get('code')}: {e.get('message')}"
+                               + (f" {e['detail']}" if isinstance(e.get("detail"), str) and e["detail"] else "")
+                               for e in errors)
         except (ValueError, AttributeError):
             pass
+        message = f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else "")
+        if r.status_code == 400 and what.startswith("PUT ") and "/manifests/" in what and any(e.get("code") == "MANIFEST_BLOB_UNKNOWN" for e in errors):
+            named = tuple(e["detail"] for e in errors if e.get("code") == "MANIFEST_BLOB_UNKNOWN"
+                          and isinstance(e.get("detail"), str) and e["detail"].startswith("sha256:"))
+            return ManifestBlobUnknownError(message, digests=named)
         cls = TransientRegistryError if r.status_code >= 500 or r.status_code == 429 else RegistryError
-        return cls(f"{self.location.host}: {what} failed with HTTP {r.status_code}" + (f" ({detail})" if detail else ""))
+        return cls(message)
 
     @staticmethod
     def scope(repository: str, actions: str = "pull") -> str:
@@ -504,14 +529,16 @@ class OciClient:
         return int(r.headers.get("content-length", "-1"))
 
     def push_blob(self, repo: str, source: bytes | Path, digest: str, size: int,
-                  progress: Update | None = None) -> bool:
+                  progress: Update | None = None, *, again: bool = False) -> bool:
         """Upload a blob unless the registry has it; return True when bytes were sent.
 
         Up to ``chunk_size`` bytes go in one POST + PUT; larger blobs as PATCH chunks and a
         closing PUT with the digest. An upload interrupted by a connection error or a 5xx
-        starts again from byte 0 in a new session, at most ``retries`` times.
+        starts again from byte 0 in a new session, at most ``retries`` times. ``again``
+        uploads without asking first (the registry said it could not see the blob; its
+        commit of our upload checks the digest and rewrites its own records of the blob).
         """
-        if self.blob_size(repo, digest) == size:
+        if not again and self.blob_size(repo, digest) == size:
             if progress:
                 progress(size)
             return False

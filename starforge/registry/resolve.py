@@ -43,12 +43,17 @@ def resolve(registry: Registry, ref: Ref | str) -> PublishedVersion:
     versions = registry.versions(ref.owner, ref.name)
     if not versions:
         try:
-            others = [f"{o}/{n}" for o, n in registry.plugins(ref.owner)]
-            hint = (
-                f"{ref.owner} has published: {', '.join(others)}"
-                if others
-                else f"nothing by {ref.owner} is published there; check the owner, --registry or FORGE_REGISTRY"
-            )
+            import difflib
+
+            names = [n for _, n in registry.plugins(ref.owner)]
+            close = difflib.get_close_matches(ref.name, names, n=3, cutoff=0.6)
+            if close:
+                hint = f"did you mean {' or '.join(f'{ref.owner}/{n}' for n in close)}?"
+            elif names:
+                shown = ", ".join(f"{ref.owner}/{n}" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                hint = f"{ref.owner} has published {shown} (forge plugin list {ref.owner} lists them)"
+            else:
+                hint = f"nothing by {ref.owner} is published there; check the owner, --registry or FORGE_REGISTRY"
         except RegistryError:  # a registry without a listing (some OCI registries) still resolves names
             hint = "check the owner and name, --registry or FORGE_REGISTRY"
         raise NotFoundError(f"no plugin {ref.owner}/{ref.name} in registry {registry.url}", hint=hint)

@@ -205,6 +205,19 @@ def test_signatures_that_fit(tmp_path, load, source):
     assert check_plugin(root).errors == []
 
 
+def test_environment_entrypoint_is_called_with_ctx_and_data_prep_without(tmp_path):
+    # load_environment(name, **ctx) calls entrypoint(params, **ctx); forge prep calls entrypoint(params)
+    env = MANIFEST.replace("kind: algorithm", "kind: environment")
+    root = make_plugin(tmp_path / "env", env, {"opsd_patch.py": "def install(params):\n    pass\n"})
+    (error,) = check_plugin(root).errors
+    assert "does not accept **ctx; an environment plugin is called as install(params, **ctx)" in error.message
+    root = make_plugin(tmp_path / "env-ok", env, {"opsd_patch.py": "def install(params, **ctx):\n    pass\n"})
+    assert check_plugin(root).errors == []
+    prep = MANIFEST.replace("kind: algorithm", "kind: data-prep") + "load: deferred\n"
+    root = make_plugin(tmp_path / "prep", prep, {"opsd_patch.py": "def install(params):\n    return dict\n"})
+    assert check_plugin(root).errors == []
+
+
 def test_entrypoint_module_missing_or_in_a_package(tmp_path):
     root = make_plugin(tmp_path / "a", files={"other.py": EAGER})
     report = check_plugin(root)
@@ -434,3 +447,27 @@ def test_require_valid_raises_the_first_error_and_counts_the_rest(tmp_path):
     assert f"run 'forge plugin check {root}' to see every problem" in err.value.hint
     ok = make_plugin(tmp_path / "ok")
     assert require_valid(ok).manifest.name == "opsd-patch"
+
+
+def test_every_manifest_error_is_reported_in_one_run(tmp_path, capsys):
+    bad = "schema: forge/plugin/v1\nname: Opsd_Patch\nversion: one\nkind: algo\nentry_point: opsd_patch:install\ncolour: red\n"
+    root = make_plugin(tmp_path / "p", bad)
+    code, out, err = run_cli(capsys, "plugin", "check", str(root))
+    assert code == CheckError.exit_code
+    located = [line.split(": ", 2)[1] for line in err.splitlines() if line.startswith("error: ") and "[manifest]" in line]
+    assert located == [f"{root / 'plugin.yaml'}:{n}" for n in (5, 6, 2, 3, 4)]  # unknown keys first, then each field
+    assert "did you mean 'entrypoint'" in err and "unknown key 'colour'" in err
+    assert "missing required key 'entrypoint'" not in err  # the typo already said where it went
+    assert f"error: {root}: 5 checks failed" in err
+
+
+def test_the_shadowing_hint_names_a_module_that_would_pass(tmp_path, capsys):
+    json_plugin = MANIFEST.replace("name: opsd-patch", "name: json").replace("opsd_patch:install", "json:install")
+    root = make_plugin(tmp_path / "p", json_plugin, files={"json.py": EAGER})
+    code, out, err = run_cli(capsys, "plugin", "check", str(root))
+    assert code == CheckError.exit_code
+    assert "shadows the standard-library module" in err
+    assert "name modules after the plugin ('json_patch')" in err and "'json')" not in err
+    nameless = make_plugin(tmp_path / "q", "schema: [", files={"types.py": EAGER})
+    code, out, err = run_cli(capsys, "plugin", "check", str(nameless))
+    assert "shadows the standard-library module" in err and "opsd_patch" not in err

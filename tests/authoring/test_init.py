@@ -45,7 +45,8 @@ def test_init_then_check_passes_for_every_template(tmp_path, capsys, monkeypatch
     assert err == ""
     report = check_plugin(root)
     m = report.manifest
-    assert (m.name, m.version, m.kind, m.load, m.entrypoint) == ("opsd-patch", "0.1.0", kind, load, "opsd_patch:install")
+    function = "make_environment" if kind == "environment" else "install"  # load_environment calls it for a factory
+    assert (m.name, m.version, m.kind, m.load, m.entrypoint) == ("opsd-patch", "0.1.0", kind, load, f"opsd_patch:{function}")
     assert m.requires.core == core_spec()
     # The tests stay on the laptop: .forgeignore keeps them out of the package and its names.
     assert report.files == [".forgeignore", "README.md", "opsd_patch.py", "plugin.yaml"]
@@ -53,7 +54,7 @@ def test_init_then_check_passes_for_every_template(tmp_path, capsys, monkeypatch
     assert "{{" not in "".join(p.read_text() for p in root.rglob("*") if p.is_file())
 
 
-GENERATED_TESTS = {("algorithm", "eager"): 3, ("algorithm", "deferred"): 2, ("environment", "eager"): 2,
+GENERATED_TESTS = {("algorithm", "eager"): 3, ("algorithm", "deferred"): 2, ("environment", "eager"): 3,
                    ("data-prep", "eager"): 2}
 
 

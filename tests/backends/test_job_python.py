@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,7 +129,8 @@ def _check_ran_in_the_venv(log: str, trainer_venv: Path) -> None:
     python = f"{trainer_venv}/bin/python"
     seen = _trainer(log)
     assert seen["executable"] == python  # not realpath'd: the venv, not its base interpreter
-    assert seen["starforge"].endswith("starforge-runtime.zip/starforge/__init__.py"), seen
+    # the job's runtime zip, as the node entry unpacked it into the job's code directory on the node
+    assert re.search(r"/forge-code-[a-z0-9_]+/starforge/__init__\.py$", seen["starforge"]), seen
     assert seen["packaging"] is False  # the zip's packaging is vendored: the trainer's namespace is its own
     assert seen["label"] == "from-config"
     assert f"PLUGIN installed in {python}" in log  # eager: in the process that trains
@@ -173,6 +175,29 @@ def test_a_missing_job_python_is_an_unmet_requirement(experiment, tmp_path):
     assert f"the job's Python {tmp_path}/nowhere/bin/python does not exist on this node" in log
     status = json.loads((Path(record.dir) / "status.json").read_text())
     assert status["phase"] == "requires" and status["code"] == 11
+
+
+def test_an_unset_variable_in_python_is_refused_at_submit_on_local(experiment, monkeypatch):
+    from starforge.errors import UsageError
+
+    exp = experiment("local")
+    (exp / "forge.yaml").write_text((exp / "forge.yaml").read_text() + "python: $FORGE_TEST_TRAINER_PYTHON\n")
+    monkeypatch.delenv("FORGE_TEST_TRAINER_PYTHON", raising=False)
+    with pytest.raises(UsageError) as err:
+        submit_experiment(exp, (), backend="local")
+    assert err.value.message == "python: $FORGE_TEST_TRAINER_PYTHON: FORGE_TEST_TRAINER_PYTHON is not set"
+    assert "export FORGE_TEST_TRAINER_PYTHON=" in err.value.hint
+    staged = exp / ".forge" / "jobs"
+    assert not staged.exists() or not any(staged.iterdir())  # refused before anything was staged
+
+
+def test_a_remote_backend_says_the_variable_is_resolved_on_the_node():
+    from starforge.backends.base import get_backend
+
+    ray = get_backend("ray", {"address": "http://127.0.0.1:1"})
+    assert ray.check_job_python("$TRL_PYTHON") == "python: $TRL_PYTHON is resolved on the node, from the job's environment there"
+    assert ray.check_job_python("/opt/venv/bin/python") is None
+    assert get_backend("local", {}).check_job_python("${HOME}/bin/python") is None  # set here: fine
 
 
 @pytest.mark.ray

@@ -313,3 +313,15 @@ def test_the_prepare_step_refuses_a_node_dir_it_does_not_own(slurm_job_env, tmp_
     assert not marker.exists()
     if plant != "symlink":
         assert not (local / "jobspec.json").exists()  # nothing of the job was copied there
+
+
+@pytest.mark.parametrize("said, hint", [
+    ("sbatch: error: Batch job submission failed: Invalid partition name specified", "sinfo -s"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "--account=NAME"),
+    ("sbatch: error: Batch job submission failed: Requested node configuration is not available", "cpus_per_task"),
+    ("sbatch: error: Batch job submission failed: something new", "slurm: settings in forge.yaml"),
+])
+def test_an_sbatch_refusal_comes_with_a_hint(said, hint):
+    from starforge.backends.slurm import sbatch_hint
+
+    assert hint in sbatch_hint(said)

@@ -102,7 +102,9 @@ def test_plugin_lines_of_a_job_log_are_coloured_on_a_terminal(env, tmp_path):
 
 
 def test_quiet_silences_notes_and_verbose_explains_the_exit_code(env):
-    assert forge(env, "jobs", "list").stdout.startswith("no jobs yet")
+    empty = forge(env, "jobs", "list")
+    assert empty.stdout == "" and empty.stderr.startswith("no jobs yet")  # a note: stderr, never the results' stream
+    assert forge(env, "-q", "jobs", "list").stderr == ""
     assert forge(env, "trust", "list").stderr.startswith("no trusted keys")
     assert forge(env, "-q", "trust", "list").stderr == ""
     loud = forge(env, "-v", "jobs", "show", "nope")
@@ -158,3 +160,78 @@ def test_plugin_show_and_pull_take_a_bare_name_as_the_default_owner(env, tmp_pat
     assert pulled.returncode == 0 and pulled.stdout.startswith("pulled alice/opsd-patch@1.2.0")
     other = forge({**env, "FORGE_OWNER": "bob"}, "plugin", "show", "opsd-patch")
     assert other.returncode == 7 and "bob/opsd-patch" in other.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("jobs", "list", "-q"), ("jobs", "-q", "list"), ("-q", "jobs", "list"), ("jobs", "list", "--quiet"),
+])
+def test_global_options_are_accepted_after_the_command_too(env, args):
+    result = forge(env, *args)
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == ""  # -q silenced the 'no jobs yet' note
+
+
+def test_debug_after_the_command_shows_the_traceback(env):
+    result = forge(env, "jobs", "show", "nope", "--debug")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_global_options_are_not_taken_from_option_values_or_after_the_separator(env, tmp_path):
+    from starforge.cli.main import normalize_argv
+
+    assert normalize_argv(["submit", "exp", "--set", "-q", "-v"]) == ["-v", "submit", "exp", "--set", "-q"]
+    assert normalize_argv(["submit", "--set=-q"]) == ["submit", "--set=-q"]
+    assert normalize_argv(["plugin", "check", "-q", "--", "-v"]) == ["-q", "plugin", "check", "--", "-v"]
+    # for real: '--set -q' is a --set value (refused as one), not the quiet flag
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: e\nentrypoint: python -c pass\n")
+    assert forge(env, "lock", str(exp)).returncode == 0
+    refused = forge(env, "submit", str(exp), "--set", "-q", "--dry-run")
+    assert refused.returncode == 2 and "--set '-q': expected KEY=VALUE" in refused.stderr
+
+
+def test_help_and_version_as_commands(env):
+    assert forge(env, "version").stdout == forge(env, "--version").stdout
+    assert forge(env, "version").stdout.startswith("forge ")
+    assert forge(env, "help").stdout == forge(env, "--help").stdout
+    by_help = forge(env, "help", "jobs", "prune")
+    assert by_help.returncode == 0 and by_help.stdout == forge(env, "jobs", "prune", "--help").stdout
+
+
+@pytest.mark.parametrize("alias, command", [
+    (("jobs", "ls"), ("jobs", "list")), (("plugin", "ls"), ("plugin", "list")), (("trust", "ls"), ("trust", "list")),
+])
+def test_aliases_run_the_command_they_name(env, alias, command):
+    a, c = forge(env, *alias), forge(env, *command)
+    assert a.returncode == c.returncode == 0 and (a.stdout, a.stderr) == (c.stdout, c.stderr)
+
+
+@pytest.mark.parametrize("alias", ["stop", "kill", "delete", "remove"])
+def test_job_aliases_reach_cancel_and_rm(env, alias):
+    result = forge(env, "jobs", alias, "nope")
+    assert result.returncode == 7 and result.stderr.startswith("error: no job 'nope'")  # the command ran, not 'no command'
+
+
+def test_a_forge_home_that_is_a_file_is_one_clear_error(env, tmp_path):
+    afile = tmp_path / "home-file"
+    afile.write_text("")
+    for args in (("plugin", "list"), ("key", "generate"), ("trust", "list")):
+        result = forge({**env, "FORGE_HOME": str(afile)}, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.splitlines()[0] == f"error: FORGE_HOME={afile} is not a directory"
+
+
+def test_publishing_as_the_login_name_says_so(env, tmp_path):
+    import getpass
+
+    plugin = tmp_path / "opsd-patch"
+    assert forge(env, "plugin", "init", "opsd-patch", "--dir", str(plugin)).returncode == 0
+    anonymous = {k: v for k, v in env.items() if k != "FORGE_OWNER"}
+    result = forge(anonymous, "plugin", "publish", str(plugin))
+    assert result.returncode == 0, result.stderr
+    login = getpass.getuser()
+    assert f"publishing as owner '{login}' (your login name)" in result.stderr and "FORGE_OWNER" in result.stderr
+    assert f"published {login}/opsd-patch@0.1.0" in result.stdout
+    named = forge(env, "plugin", "publish", str(plugin))  # FORGE_OWNER=alice
+    assert named.returncode == 0 and "login name" not in named.stderr
+    assert "login name" not in forge(anonymous, "-q", "plugin", "publish", str(plugin)).stderr

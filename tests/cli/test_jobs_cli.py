@@ -124,3 +124,32 @@ def test_show_lists_each_patch_once_with_its_status(jobs, tmp_path):
     assert len(patch_lines) == 1, out
     assert patch_lines[0].split()[:3] == ["applied", "wrap", "alice/opsd-patch"]
     assert "STATUS" in out
+
+
+def test_a_job_whose_directory_is_gone_says_so(jobs, tmp_path):
+    job_dir = tmp_path / "exp-gone"
+    add(jobs, "exp-gone", job_dir=job_dir)  # never created: deleted by hand
+    for command in ("show", "logs"):
+        result = forge("jobs", command, "exp-gone")
+        assert result.returncode == 7, result.stderr
+        assert result.stderr.splitlines()[0] == f"error: job exp-gone: its directory {job_dir} is gone (deleted outside forge)"
+        assert "forge jobs rm exp-gone" in result.stderr and "forge jobs prune --gone" in result.stderr
+    assert forge("jobs", "status", "exp-gone").returncode == 0  # the record itself still reads
+
+
+def test_prune_gone_drops_only_records_whose_directory_is_gone(jobs, tmp_path):
+    from starforge.cluster.utctime import utc_now
+
+    kept_dir = tmp_path / "exp-here"
+    kept_dir.mkdir()
+    add(jobs, "exp-here", job_dir=kept_dir, created=utc_now())
+    add(jobs, "exp-gone", job_dir=tmp_path / "nowhere", created=utc_now())
+    by_age = forge("jobs", "prune", "--older-than", "7d")
+    assert by_age.returncode == 0 and "1 job kept whose directory is gone: forge jobs prune --gone" in by_age.stderr
+    dry = forge("jobs", "prune", "--gone", "--dry-run")
+    assert dry.stdout.strip() == "would remove exp-gone" and len(jobs.list()) == 2
+    done = forge("jobs", "prune", "--gone", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == ["exp-gone"]
+    assert [r.id for r in jobs.list()] == ["exp-here"] and kept_dir.is_dir()
+    nothing = forge("jobs", "prune")
+    assert nothing.returncode == 2 and "--older-than AGE, --gone" in nothing.stderr

@@ -45,3 +45,30 @@ def test_quickstart_runs_and_reruns(tmp_path):
     assert f"unchanged: {lock}" in second.stdout
     assert lock.read_bytes() == lock_bytes
     assert _advantages(second.stdout, "0.5") == scaled
+
+
+def test_the_next_commands_it_prints_work_in_a_new_shell(tmp_path):
+    """Its closing 'Next' lines run as written in a shell that has neither forge on PATH nor
+    FORGE_HOME set, and show the job it ran."""
+    repo = tmp_path / "repo"
+    debris = shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__", "*.pyc")
+    shutil.copytree(REPO / "examples", repo / "examples", ignore=debris)
+    shutil.copytree(REPO / "forge_plugins", repo / "forge_plugins", ignore=debris)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+    env["QUICKSTART_PYTHON"] = sys.executable
+    run = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("== done. Next"))
+    commands = [ln.strip() for ln in lines[start + 1:] if ln.startswith("   ")]
+    assert commands[0] == f"export FORGE_HOME={repo / '.forge-home'}"
+    assert [c.split()[-2:] for c in commands[1:]][0] == ["jobs", "list"]
+    job_id = next(ln.split(": ", 1)[1] for ln in lines if ln.startswith("job     : "))
+    assert commands[2].endswith(f"jobs show {job_id}")
+
+    new_shell = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k not in ("VIRTUAL_ENV",)}
+    new_shell["PATH"] = "/usr/bin:/bin"  # no forge on PATH
+    shown = subprocess.run(["bash", "-c", "\n".join(commands)], cwd=tmp_path, env=new_shell, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert job_id in shown.stdout and "no jobs yet" not in shown.stdout + shown.stderr
+    assert f"id       : {job_id}" in shown.stdout

@@ -68,12 +68,14 @@ def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, l
         assert _value(tweaked, "advantages[step 0] = ") == [a * 0.5 for a in _value(plain, "advantages[step 0] = ")]
     else:
         assert "deferred: my-tweak installed" in tweaked.splitlines()
+        patched = [ln for ln in tweaked.splitlines() if ln.startswith("patched : ") and "my-tweak" in ln]
+        assert patched == ["patched : __main__:TabularPolicy.step (wrap) by starforge/my-tweak@0.1.0"]  # shown like eager ones
         assert _value(tweaked, "advantages[step 0] = ") == _value(plain, "advantages[step 0] = ")
     # the learning changed: a different policy after step 0
     assert _value(tweaked, "mean_reward = ") != _value(plain, "mean_reward = ")
 
 
-def test_generated_environment_plugin_ships_with_the_job_and_is_left_to_the_environment(quickstart):
+def test_generated_environment_plugin_changes_the_quickstart_numbers(quickstart):
     tmp, exp, env = quickstart
     _forge(env, "lock", str(exp), cwd=tmp)
     plain = _forge(env, "submit", str(exp), cwd=tmp)
@@ -83,8 +85,27 @@ def test_generated_environment_plugin_ships_with_the_job_and_is_left_to_the_envi
     (exp / "forge.yaml").write_text(yaml_text.replace("plugins: [starforge/opsd-patch@~=1.2]",
                                                       "plugins: [starforge/opsd-patch@~=1.2, starforge/my-env@0.1.0]"))
     _forge(env, "lock", str(exp), cwd=tmp)
-    out = _forge(env, "submit", str(exp), cwd=tmp)
-    assert ("plugin  : starforge/my-env@0.1.0 skipped (kind environment: left to the environment mechanism)"
-            in out.splitlines())
-    # the launcher does not call an environment plugin, so the trainer's numbers are the plain run's
-    assert _value(out, "mean_reward = ") == _value(plain, "mean_reward = ")
+    skipped = "plugin  : starforge/my-env@0.1.0 skipped (kind environment: left to the environment mechanism)"
+
+    # Shipped but not named by the config: the launcher leaves it alone, the numbers are the plain run's.
+    unused = _forge(env, "submit", str(exp), cwd=tmp)
+    assert skipped in unused.splitlines()
+    assert _value(unused, "mean_reward = ") == _value(plain, "mean_reward = ")
+
+    # Named by the config: the trainer loads it through load_environment and its episodes score the responses.
+    used = _forge(env, "submit", str(exp), "--set", "task.environment=my-env", cwd=tmp)
+    assert skipped in used.splitlines()
+    assert "environment: my-env (each response is one episode of a fresh environment)" in used.splitlines()
+    rewards = _value(used, "rewards[step 0] = ")
+    assert rewards != _value(plain, "rewards[step 0] = ")
+    assert set(rewards) <= {0.0, 1.0} and 1.0 in rewards  # CountingEnv: 1.0 when the running total hits 6
+    assert _value(used, "mean_reward = ") != _value(plain, "mean_reward = ")
+    # its declared param reaches it: another target, other rewards
+    other = _forge(env, "submit", str(exp), "--set", "task.environment=my-env", "--set", "my_env.target=3", cwd=tmp)
+    assert _value(other, "rewards[step 0] = ") != rewards
+
+    # recorded in provenance and shown by forge jobs show
+    job_id = next(ln.split()[2] for ln in used.splitlines() if ln.startswith("job     : "))
+    shown = _forge(env, "jobs", "show", job_id, cwd=tmp)
+    line = next(ln for ln in shown.splitlines() if "starforge/my-env@0.1.0" in ln)
+    assert "(package, environment) verified 1, loaded 1" in line, shown

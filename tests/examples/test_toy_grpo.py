@@ -168,3 +168,38 @@ def test_deferred_plugins_get_the_policy_and_max_tokens(tmp_path):
     out = proc.stdout.splitlines()
     assert out[0] == "deferred: policy-probe installed"
     assert out[-1] == "ctx ['max_tokens', 'policy'] TabularPolicy 5 5"
+
+
+class _CountingEnv:
+    """The environment template's CountingEnv: reward 1.0 when the running total hits the target."""
+
+    def __init__(self, target: int) -> None:
+        self.target, self.total = target, 0
+
+    def reset(self):
+        self.total = 0
+        return 0
+
+    def step(self, action):
+        self.total += int(action)
+        return self.total, 1.0 if self.total == self.target else 0.0, self.total >= self.target
+
+
+def test_the_environment_its_config_names_scores_the_responses(train, monkeypatch):
+    from starforge import plugins
+
+    calls = []
+
+    def load_environment(name, **ctx):
+        calls.append((name, ctx))
+        return lambda: _CountingEnv(6)
+
+    monkeypatch.setattr(plugins, "load_environment", load_environment)
+    plain, _ = run(train)
+    assert calls == []  # no task.environment: the pattern reward, nothing loaded
+    lines, result = run(train, {"task.environment": "counting-env"})
+    assert calls == [("counting-env", {"vocab": 4, "max_tokens": 6})]  # once, with the trainer's context
+    assert "environment: counting-env (each response is one episode of a fresh environment)" in lines
+    rewards = value(lines, "rewards[step 0]")
+    assert set(rewards) == {0.0, 1.0} and rewards != value(plain, "rewards[step 0]")
+    assert result["mean_reward"] >= LEARNED and result["mean_reward"] - result["first_mean_reward"] >= GAIN

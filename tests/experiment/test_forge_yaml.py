@@ -56,6 +56,7 @@ def test_defaults(tmp_path):
         (GOOD.replace("recipe:\n  plugins: [reward-clip]", "recipe: [reward-clip]"), r"forge.yaml:5: recipe: expected a mapping with 'plugins', got a list$"),
         (GOOD.replace("  grpo: {group_size: 8, lr: 1.0e-6}", "  grpo: {group_size: 8, lr: .nan}"), r"forge.yaml:9: config.grpo.lr: \.nan is not a finite number"),
         (GOOD.replace("  task.target: [1, 2]", "  task.target: [1, -.inf]"), r"forge.yaml:10: config.task.target: -\.inf is not a finite number"),
+        (GOOD.replace("lr: 1.0e-6", "lr: 1e400"), r"forge.yaml:9: 1e400 is beyond the float range \(it would read as infinity\)$"),
         (GOOD.replace("bob/gspo", "bob/opsd-patch"), r"forge.yaml:4: plugins\[1\]: plugin 'opsd-patch' is already requested"),
         (GOOD.replace("bob/gspo", "gspo"), r"forge.yaml:4: plugins\[1\]: 'gspo' is not a plugin reference"),
         (GOOD.replace("  task.target: [1, 2]", "  opsd.scale: 2.0"), r"config key 'opsd.scale' is written twice"),

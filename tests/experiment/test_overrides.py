@@ -47,6 +47,8 @@ def test_a_number_for_a_string_key_is_the_text_written():
         ("grpo.lr=.nan", r"--set grpo.lr=\.nan: \.nan is not a finite number"),
         ("opsd.scale=.inf", r"--set opsd.scale=\.inf: \.inf is not a finite number"),
         ("+new.key=[1, -.Inf]", r"--set \+new.key=\[1, -\.Inf\]: -\.inf is not a finite number"),
+        ("opsd.scale=1e400", r"--set opsd.scale=1e400: 1e400 is beyond the float range \(it would read as infinity\)$"),
+        ("+new.key=[1, -2E999]", r"--set \+new.key=\[1, -2E999\]: -2E999 is beyond the float range"),
     ],
 )
 def test_bad_overrides(setting, message):

@@ -191,7 +191,7 @@ def test_bad_spec_is_2(builder, tmp_path):
     job = builder.job(plugins=[prep])
     result = job.launch()
     assert result.returncode == 2
-    assert "alice/tokenize-data@1.0.0 is a data-prep plugin; data-prep plugins never leave the laptop" in result.stderr
+    assert "alice/tokenize-data@1.0.0 is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)" in result.stderr
 
     for where, value, message in ((("plugins", 0, "requires"), "x", "jobspec.plugins[0].requires: expected an object"),
                                   (("extra",), [], "jobspec.extra: expected an object"),

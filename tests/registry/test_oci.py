@@ -380,6 +380,149 @@ def test_concurrent_signed_publishes_of_one_content_keep_a_signature(oci_registr
     assert reg.signature(got) in envelopes
 
 
+class BlobBeingCommitted:
+    """Puts a real registry, at a chosen manifest PUT, in the state it is in while another
+    publisher commits a blob this one pushed too.
+
+    Debian's docker-registry (distribution 2.8, filesystem storage) rewrites a repository's
+    link file to a blob in place on every commit of that blob (truncate, then write). A
+    manifest PUT whose check of the blob reads the link in between finds it empty and is
+    refused with HTTP 400 ``DIGEST_INVALID`` + ``MANIFEST_BLOB_UNKNOWN``: the flake of three
+    concurrent publishers of one content. This hook (an httpx request hook of the publisher's
+    client) empties that link file just before the PUT, which makes the interleaving happen
+    every time instead of one run in eight. The other publisher's commit is left unfinished
+    (the link stays empty), so only pushing the blob again repairs it.
+
+    ``which`` picks the PUT and the link: ``layer`` / ``config`` (the plugin manifest's, PUT
+    by tag), ``signature-config`` (the signature manifest's empty config, shared by every
+    signer) or ``referrers-index`` (the referrers tag's index, which names our signature
+    manifest: its revision link).
+    """
+
+    def __init__(self, server, repo: str, which: str, times: int = 1):
+        self.repos = server.storage / "docker" / "registry" / "v2" / "repositories" / repo
+        self.which, self.times = which, times
+        self.emptied: list[str] = []  # digests whose link was emptied, one per forced PUT
+        self.refused: list[dict] = []  # the registry's error bodies for manifest PUTs
+        self.manifest_puts = 0
+        self.uploads_after_refusal: list[str] = []  # digests of blob uploads committed after a refusal
+
+    def _target(self, request: httpx.Request) -> tuple[str, Path] | None:
+        path = request.url.path
+        if request.method != "PUT" or "/manifests/" not in path:
+            return None
+        reference = path.rsplit("/", 1)[1]
+        body = json.loads(request.content)
+        if self.which in ("layer", "config") and body.get("artifactType") == ARTIFACT_TYPE and not reference.startswith("sha256"):
+            digest = body["layers"][0]["digest"] if self.which == "layer" else body["config"]["digest"]
+            return digest, self.repos / "_layers" / "sha256" / digest.split(":")[1] / "link"
+        if self.which == "signature-config" and body.get("artifactType") == SIGNATURE_TYPE:
+            digest = body["config"]["digest"]
+            return digest, self.repos / "_layers" / "sha256" / digest.split(":")[1] / "link"
+        if self.which == "referrers-index" and reference.startswith("sha256-"):
+            digest = body["manifests"][-1]["digest"]
+            return digest, self.repos / "_manifests" / "revisions" / "sha256" / digest.split(":")[1] / "link"
+        return None
+
+    def on_request(self, request: httpx.Request) -> None:
+        path = request.url.path
+        if request.method == "PUT" and "/blobs/uploads/" in path and self.refused:
+            self.uploads_after_refusal.append(request.url.params.get("digest", ""))
+        target = self._target(request)
+        if target is None:
+            return
+        self.manifest_puts += 1
+        if len(self.emptied) >= self.times:
+            return
+        digest, link = target
+        assert link.read_text() == digest  # the blob is there, its link whole: our push worked
+        link.write_text("")  # another commit of the same blob is between truncate and write
+        self.emptied.append(digest)
+
+    def on_response(self, response: httpx.Response) -> None:
+        request = response.request
+        if request.method == "PUT" and "/manifests/" in request.url.path and response.status_code == 400:
+            response.read()
+            self.refused.append(response.json())
+
+    def install(self, reg: OciRegistry) -> OciRegistry:
+        reg.client._http.event_hooks["request"].append(self.on_request)
+        reg.client._http.event_hooks["response"].append(self.on_response)
+        return reg
+
+
+def codes(body: dict) -> set:
+    return {e.get("code") for e in body.get("errors", [])}
+
+
+@pytest.mark.parametrize("which", ["layer", "config", "signature-config", "referrers-index"])
+def test_manifest_put_refused_while_a_blob_is_being_committed_pushes_it_again(oci_registry, tmp_path, which):
+    """The interleaving behind the concurrent-publish flake, forced: the registry refuses our
+    manifest because another publisher is committing one of its blobs; publish pushes that
+    blob again (the registry checks its digest and rewrites the link) and the PUT succeeds."""
+    archive, info, _ = make_plugin(tmp_path, "interleave", which, "1.0.0")
+    envelope = json.dumps({"payloadType": "t", "payload": "", "signatures": [{"keyid": which}]}).encode()
+    hook = BlobBeingCommitted(oci_registry, f"forge/interleave/{which}", which)
+    reg = hook.install(OciRegistry(oci_registry.url, backoff=0.01))
+    result = reg.publish(archive, info, signature=envelope)
+    assert result.created is True and result.signature_attached is True
+    assert len(hook.emptied) == 1 and len(hook.refused) == 1
+    assert {"MANIFEST_BLOB_UNKNOWN", "DIGEST_INVALID"} <= codes(hook.refused[0])  # what the flake saw
+    if which != "referrers-index":  # a blob: uploaded again first (the index names a manifest: PUT again)
+        assert hook.uploads_after_refusal[0] == hook.emptied[0]
+    got = OciRegistry(oci_registry.url).get("interleave", which, "1.0.0")
+    assert got.tree_digest == info.tree_digest and got.signed is True
+    assert OciRegistry(oci_registry.url).signature(got) == envelope
+    dest = tmp_path / "out.tar.gz"
+    reg.download(got, dest)
+    assert dest.read_bytes() == archive.read_bytes()
+
+
+def test_without_pushing_again_the_forced_interleaving_fails_as_the_flake_did(oci_registry, tmp_path, monkeypatch):
+    """The hook reproduces the failure, so the test above can fail: one attempt, no re-push."""
+    monkeypatch.setattr("starforge.registry.oci.BLOB_RACE_ATTEMPTS", 1)
+    archive, info, _ = make_plugin(tmp_path, "interleave", "once", "1.0.0")
+    hook = BlobBeingCommitted(oci_registry, "forge/interleave/once", "layer")
+    reg = hook.install(OciRegistry(oci_registry.url, backoff=0.01))
+    with pytest.raises(RegistryError, match="HTTP 400.*DIGEST_INVALID.*MANIFEST_BLOB_UNKNOWN"):
+        reg.publish(archive, info)
+    assert OciRegistry(oci_registry.url).versions("interleave", "once") == []
+
+
+def test_a_blob_the_registry_keeps_losing_is_an_error_after_a_bounded_number_of_pushes(oci_registry, tmp_path):
+    """Not a blanket retry: a registry that loses the blob after every push gets
+    BLOB_RACE_ATTEMPTS manifest PUTs, then the refusal is reported (exit 6)."""
+    from starforge.registry.oci import BLOB_RACE_ATTEMPTS
+
+    archive, info, _ = make_plugin(tmp_path, "interleave", "lossy", "1.0.0")
+    hook = BlobBeingCommitted(oci_registry, "forge/interleave/lossy", "layer", times=100)
+    reg = hook.install(OciRegistry(oci_registry.url, backoff=0.01))
+    with pytest.raises(RegistryError) as refused:
+        reg.publish(archive, info)
+    assert type(refused.value) is RegistryError and refused.value.exit_code == 6
+    assert "still refused after pushing" in str(refused.value) and info.artifact_digest in str(refused.value)
+    assert "storage" in (refused.value.hint or "")
+    assert hook.manifest_puts == BLOB_RACE_ATTEMPTS == len(hook.refused)
+    assert hook.uploads_after_refusal == [info.artifact_digest] * (BLOB_RACE_ATTEMPTS - 1)
+
+
+def test_a_refusal_naming_a_blob_we_did_not_push_is_not_retried(oci_registry, tmp_path):
+    """MANIFEST_BLOB_UNKNOWN for a digest that is not ours is a real error: raised at once."""
+    client = OciClient(parse_oci_url(oci_registry.url))
+    missing = "sha256:" + "ab" * 32
+    body = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": missing, "size": 2},
+                       "layers": []}).encode()
+    reg = OciRegistry(oci_registry.url)
+    puts = []
+    reg.client._http.event_hooks["request"].append(lambda r: puts.append(r) if r.method == "PUT" else None)
+    with pytest.raises(RegistryError, match="MANIFEST_BLOB_UNKNOWN") as refused:
+        reg._put_manifest("forge/interleave/foreign", "1.0.0", body, "application/vnd.oci.image.manifest.v1+json",
+                          {"sha256:" + "cd" * 32: lambda: pytest.fail("pushed a blob the registry did not name")})
+    assert missing in str(refused.value) and len(puts) == 1
+    client.close()
+
+
 # -- a Bearer-token front and fault injection, via a loopback proxy ----------------------------
 
 class TokenProxy:

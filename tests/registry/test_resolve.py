@@ -68,7 +68,10 @@ def test_a_missing_plugin_names_what_the_owner_has(registry):
     with pytest.raises(NotFoundError) as err:
         resolve(registry, "alice/opsd-ptach")
     assert err.value.message.startswith("no plugin alice/opsd-ptach in registry")
-    assert err.value.hint == "alice has published: alice/opsd-patch"
+    assert err.value.hint == "did you mean alice/opsd-patch?"  # the closest name, not the whole listing
+    with pytest.raises(NotFoundError) as err:
+        resolve(registry, "alice/reward-clip")
+    assert err.value.hint == "alice has published alice/opsd-patch (forge plugin list alice lists them)"
     with pytest.raises(NotFoundError, match="no plugin nobody/x"):
         resolve(registry, "nobody/x")
 

@@ -32,6 +32,22 @@ def compute_rewards(responses: list, target: list) -> list:
     return [pattern_reward(r, target) for r in responses]
 
 
+def episode_reward(env, response: list) -> float:
+    """The total reward of one episode of *env* that takes the response's tokens as actions.
+
+    *env* is what an environment plugin's factory built (``task.environment``): ``reset()``,
+    then ``step(action) -> (observation, reward, done)`` for each token until ``done``.
+    """
+    env.reset()
+    total = 0.0
+    for token in response:
+        _, reward, done = env.step(token)
+        total += float(reward)
+        if done:
+            break
+    return total
+
+
 # -- advantages ---------------------------------------------------------------------------
 
 

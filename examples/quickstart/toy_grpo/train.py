@@ -12,6 +12,12 @@ Hyperparams come from ``starforge.plugins.hyperparams()`` (flat dotted keys, see
 :data:`DEFAULTS`). Deferred plugins registered for the job are installed once the policy
 exists, with the context ``policy=`` (the :class:`TabularPolicy`) and ``max_tokens=``.
 
+The environment mechanism: when ``task.environment`` names an environment plugin of the
+job, the trainer gets its factory from ``starforge.plugins.load_environment(name,
+vocab=, max_tokens=)`` and scores each response by one episode of a fresh environment
+(``factory()``; ``reset()``, then ``step(token) -> (observation, reward, done)``), instead of
+the pattern reward. It prints ``environment: NAME (...)`` when it does.
+
 Lines printed for every run (tests compare them exactly)::
 
     rewards[step 0] = [...]
@@ -47,6 +53,7 @@ DEFAULTS: dict = {
     "grpo.report_steps": 5,
     "task.vocab": 4,
     "task.target": [1, 2, 3, 0],
+    "task.environment": "",
 }
 
 
@@ -117,6 +124,19 @@ def install_deferred_plugins(**ctx: Any) -> list:
     return names
 
 
+def load_environment(name: str, vocab: int, max_tokens: int, out: Callable[[str], None]) -> Callable[[], Any] | None:
+    """The factory of environment plugin *name* (None: no environment, the pattern reward)."""
+    if not name:
+        return None
+    from starforge import plugins
+
+    make_env = plugins.load_environment(name, vocab=vocab, max_tokens=max_tokens)
+    if not callable(make_env):
+        raise TypeError(f"environment plugin '{name}' returned {type(make_env).__name__}, not a factory")
+    out(f"environment: {name} (each response is one episode of a fresh environment)")
+    return make_env
+
+
 def run(params: Mapping[str, Any], out: Callable[[str], None] = print) -> dict:
     """Train with *params* (flat dotted keys; missing keys take :data:`DEFAULTS`)."""
     cfg = {**DEFAULTS, **{k: v for k, v in params.items() if k in DEFAULTS}}
@@ -131,15 +151,22 @@ def run(params: Mapping[str, Any], out: Callable[[str], None] = print) -> dict:
         out(f"deferred: {name} installed")
     from starforge import patching
 
+    # every patch a plugin of the job applied, deferred ones included (a deferred plugin that
+    # patches this trainer's own classes names them under __main__ when run with python -m)
     for rec in patching.records():
-        if rec["status"] == "applied" and rec["target"].startswith("toy_grpo."):
+        if rec["status"] == "applied" and rec["plugin"]:
             out(f"patched : {rec['target']} ({rec['mode']}) by {rec['plugin'] or 'unattributed'}")
+
+    make_env = load_environment(str(cfg["task.environment"]), int(cfg["task.vocab"]), max_tokens, out)
 
     history = []
     for step in range(steps):
         responses = [policy.sample(rng) for _ in range(group_size * groups)]
         logp_old = [policy.log_probs(r) for r in responses]
-        rewards = algorithms.compute_rewards(responses, target)
+        if make_env is None:
+            rewards = algorithms.compute_rewards(responses, target)
+        else:
+            rewards = [algorithms.episode_reward(make_env(), r) for r in responses]
         estimator = algorithms.ADVANTAGE_ESTIMATORS[cfg["grpo.estimator"]]
         advantages = estimator(rewards, group_size, float(cfg["grpo.eps"]))
         if step == 0:

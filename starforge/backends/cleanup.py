@@ -1,0 +1,106 @@
+"""Which jobs ``forge jobs rm`` and ``forge jobs prune`` delete, and deleting them.
+
+The policy lives here; the CLI (:mod:`starforge.cli.jobs`) parses arguments and prints.
+A job goes with its record and, when the directory is its own, its staged directory
+(never reached through a symlink: :mod:`starforge.backends.jobdir`). Every job is checked
+before anything is deleted, so a refusal deletes nothing.
+
+Laptop side, standard library only.
+
+>>> parse_age("7d")
+604800
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..cluster.utctime import TIMESTAMP
+from ..errors import UsageError
+from .jobdir import removable_job_dir, remove_job_dir
+from .jobrecord import JobRecord
+from .store import JobStore
+
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> int:
+    """``30m``, ``12h``, ``7d``, ``2w`` (or seconds: ``90s``) as a number of seconds."""
+    match = re.fullmatch(r"(\d{1,6})([smhdw])", text.strip())
+    if not match:
+        raise UsageError(f"--older-than: '{text}' is not an age", hint="a number and a unit: 30m, 12h, 7d, 2w")
+    return int(match.group(1)) * AGE_UNITS[match.group(2)]
+
+
+def created_at(record: JobRecord) -> int | None:
+    """When *record* was created, in seconds since the epoch (None when unreadable)."""
+    try:
+        return calendar.timegm(time.strptime(record.created, TIMESTAMP))
+    except ValueError:
+        return None
+
+
+def directory_gone(record: JobRecord) -> bool:
+    """Whether the job's directory was deleted outside forge."""
+    return not Path(record.dir).is_dir()
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What ``prune`` deletes (``chosen``) and the records it keeps whose directory is gone."""
+
+    chosen: tuple
+    dirless: tuple
+
+
+def plan_prune(records: Iterable[JobRecord], *, older_than: int | None, gone: bool,
+               refresh: Callable[[JobRecord], JobRecord] = lambda r: r, now: float | None = None) -> PrunePlan:
+    """The ended jobs to prune: with *gone*, those whose directory is gone; with
+    *older_than* (seconds), those created longer ago. *refresh* gives a job's record as its
+    backend sees it now (asked only of candidates: it may query a backend); a job still
+    running is never chosen."""
+    if older_than is None and not gone:
+        raise UsageError("say what to prune: --older-than AGE, --gone, or both", hint="e.g. forge jobs prune --older-than 7d")
+    cutoff = (time.time() if now is None else now) - older_than if older_than is not None else None
+    chosen, dirless = [], []
+    for record in records:
+        missing = directory_gone(record)
+        created = created_at(record)
+        old = cutoff is not None and created is not None and created < cutoff
+        if (gone and missing) or old:
+            record = record if record.final else refresh(record)
+            if record.final:
+                chosen.append(record)
+                continue
+        if missing:
+            dirless.append(record)
+    return PrunePlan(chosen=tuple(chosen), dirless=tuple(dirless))
+
+
+def check_removable(records: Iterable[JobRecord]) -> None:
+    """Refuse, before anything is deleted, a job still pending or running, or one whose
+    directory is reached through a symlink now."""
+    for record in records:
+        if not record.final:
+            raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
+        removable_job_dir(record)
+
+
+def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None) -> list:
+    """Delete each job (its own directory, then its record), after checking them all; return the ids."""
+    unique = list({r.id: r for r in records}.values())
+    check_removable(unique)
+    store = store if store is not None else JobStore()
+    removed = []
+    for record in unique:
+        job_dir = removable_job_dir(record)
+        if job_dir is not None:
+            remove_job_dir(job_dir)
+        store.remove(record.id)
+        removed.append(record.id)
+    return removed

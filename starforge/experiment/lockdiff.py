@@ -1,0 +1,397 @@
+"""What changed between two locks (``forge lock diff``) or two plugin versions (``forge plugin diff``).
+
+A lock diff lists, per plugin (keyed by manifest name, which is unique in a lock), one of:
+
+- ``added`` / ``removed``;
+- ``re-versioned``: another version (``upgrade`` or ``downgrade`` by PEP 440 order);
+- ``re-digested``: the same version with other content — a moved tag, or a lock edited by
+  hand; always loud;
+- ``changed``: same version and digest, other recorded facts (the request, the signature).
+
+and for each, what differs in the recorded facts: the manifest fields (``params`` and
+their defaults, ``targets``, ``requires``, ``load``, ``kind``, ``entrypoint``), the
+top-level module names, the signature (key and envelope), and the files (from the lock's
+per-file hashes: no download). ``load_order`` says when the common plugins were reordered.
+With *files*, each changed plugin's file-level unified diff is added, its trees fetched by
+tree digest from the cache first, else the registry (:func:`file_diff`).
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import LockError, UsageError
+from .lockfile import FILENAME, LockEntry, LockFile
+
+# Exit code of `forge lock diff` / `forge plugin diff` when the two sides differ (docs/errors.md):
+# not an error, and no error class uses it, so CI can tell "changed" from "failed".
+DIFFERENT = 20
+
+MANIFEST_FIELDS = ("kind", "load", "entrypoint", "targets", "requires", "params", "top_level")
+
+
+def facts_of_entry(entry: LockEntry) -> dict:
+    """What a lock records of one plugin, as the diff compares it."""
+    return {
+        "owner": entry.owner,
+        "name": entry.name,
+        "version": entry.version,
+        "digest": entry.digest,
+        "request": entry.request,
+        "kind": entry.kind,
+        "load": entry.load,
+        "entrypoint": entry.entrypoint,
+        "targets": list(entry.targets),
+        "requires": dict(entry.requires),
+        "params": dict(entry.params),
+        "top_level": list(entry.top_level),
+        "files": dict(entry.files),
+        "signature": dict(entry.signature) if entry.signature is not None else None,
+    }
+
+
+def facts_of_published(info) -> dict:
+    """What a registry records of one version (``PublishedVersion``), as the diff compares it."""
+    m = info.manifest or {}
+    return {
+        "owner": info.owner,
+        "name": info.name,
+        "version": info.version,
+        "digest": info.tree_digest,
+        "kind": m.get("kind", "algorithm"),
+        "load": m.get("load", "eager"),
+        "entrypoint": m.get("entrypoint", ""),
+        "targets": list(m.get("targets") or []),
+        "requires": dict(m.get("requires") or {}),
+        "params": dict(m.get("params") or {}),
+        "top_level": list(info.top_level),
+        "files": dict(info.files),
+    }
+
+
+def _version_direction(old: str, new: str) -> str:
+    from packaging.version import Version
+
+    try:
+        return "upgrade" if Version(new) > Version(old) else "downgrade"
+    except ValueError:
+        return "other version"
+
+
+def _short(digest: str | None) -> str:
+    if not digest:
+        return "-"
+    algo, _, hex_ = digest.partition(":")
+    return f"{algo}:{hex_[:12]}…" if hex_ else digest
+
+
+def _list_change(old: list, new: list) -> dict | None:
+    if list(old) == list(new):
+        return None
+    return {
+        "old": list(old),
+        "new": list(new),
+        "added": [x for x in new if x not in old],
+        "removed": [x for x in old if x not in new],
+    }
+
+
+def _mapping_change(old: dict, new: dict) -> dict | None:
+    if old == new:
+        return None
+    keys = sorted(set(old) | set(new))
+    return {
+        "added": {k: new[k] for k in keys if k not in old},
+        "removed": {k: old[k] for k in keys if k not in new},
+        "changed": {k: {"old": old[k], "new": new[k]} for k in keys if k in old and k in new and old[k] != new[k]},
+    }
+
+
+def _requires_change(old: dict, new: dict) -> dict | None:
+    """``requires`` flattened to ``core``, ``python`` and ``packages.NAME``."""
+    def flat(r: dict) -> dict:
+        out = {k: v for k, v in r.items() if k != "packages"}
+        for name, spec in (r.get("packages") or {}).items():
+            out[f"packages.{name}"] = spec
+        return out
+
+    return _mapping_change(flat(old or {}), flat(new or {}))
+
+
+def _files_change(old: dict, new: dict) -> dict | None:
+    if old == new:
+        return None
+    return {
+        "added": sorted(p for p in new if p not in old),
+        "removed": sorted(p for p in old if p not in new),
+        "changed": sorted(p for p in new if p in old and old[p] != new[p]),
+    }
+
+
+def _signature_change(old: dict | None, new: dict | None) -> dict | None:
+    if old == new:
+        return None
+    return {"old": old, "new": new}
+
+
+def compare_facts(old: dict, new: dict) -> dict:
+    """The fields of two plugins' facts that differ: ``{field: change}`` (empty when none)."""
+    out: dict = {}
+    for key in ("owner", "kind", "load", "entrypoint", "request"):
+        if key in old and key in new and old[key] != new[key]:
+            out[key] = {"old": old[key], "new": new[key]}
+    for key in ("targets", "top_level"):
+        change = _list_change(old.get(key) or [], new.get(key) or [])
+        if change:
+            out[key] = change
+    change = _mapping_change(old.get("params") or {}, new.get("params") or {})
+    if change:
+        out["params"] = change
+    change = _requires_change(old.get("requires") or {}, new.get("requires") or {})
+    if change:
+        out["requires"] = change
+    change = _files_change(old.get("files") or {}, new.get("files") or {})
+    if change:
+        out["files"] = change
+    if "signature" in old or "signature" in new:
+        change = _signature_change(old.get("signature"), new.get("signature"))
+        if change:
+            out["signature"] = change
+    return out
+
+
+def _brief(f: dict | None) -> dict | None:
+    if f is None:
+        return None
+    d = {"ref": f"{f['owner']}/{f['name']}@{f['version']}", "version": f["version"], "digest": f["digest"]}
+    if "signature" in f:
+        d["signature"] = f["signature"]
+    return d
+
+
+def diff_locks(old: LockFile, new: LockFile) -> dict:
+    """The document ``forge lock diff --json`` prints (without its ``old``/``new`` labels)."""
+    old_by = {e.name: e for e in old.plugins}
+    new_by = {e.name: e for e in new.plugins}
+    names = [e.name for e in new.plugins] + [e.name for e in old.plugins if e.name not in new_by]
+    plugins = []
+    counts: dict = {}
+    for name in names:
+        o, n = old_by.get(name), new_by.get(name)
+        of = facts_of_entry(o) if o else None
+        nf = facts_of_entry(n) if n else None
+        if of is None:
+            change = "added"
+            fields: dict = {}
+        elif nf is None:
+            change = "removed"
+            fields = {}
+        else:
+            fields = compare_facts(of, nf)
+            if of["version"] != nf["version"]:
+                change = "re-versioned"
+            elif of["digest"] != nf["digest"]:
+                change = "re-digested"
+            elif fields:
+                change = "changed"
+            else:
+                continue
+        item = {"name": name, "change": change, "old": _brief(of), "new": _brief(nf), "fields": fields}
+        if change == "re-versioned":
+            item["direction"] = _version_direction(of["version"], nf["version"])  # type: ignore[index]
+        plugins.append(item)
+        counts[change] = counts.get(change, 0) + 1
+    common_old = [e.name for e in old.plugins if e.name in new_by]
+    common_new = [e.name for e in new.plugins if e.name in old_by]
+    order = {"old": [e.name for e in old.plugins], "new": [e.name for e in new.plugins]} if common_old != common_new else None
+    return {"equal": not plugins and order is None, "plugins": plugins, "load_order": order, "counts": counts}
+
+
+# -- reading the two sides -------------------------------------------------------------------------
+
+
+def read_lock_file(path: str | os.PathLike) -> LockFile:
+    """The lock at *path*; a missing file is a clear error."""
+    from .lockfile import read_lock
+
+    lock = read_lock(path)
+    if lock is None:
+        raise LockError(f"{path}: no such lock file", hint="give the path of a plugins.lock.json, or run 'forge lock' to write one")
+    return lock
+
+
+def _git(args: list, cwd: Path) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise UsageError("--git needs git, which is not on PATH", hint="install git, or compare two files: forge lock diff OLD NEW") from None
+
+
+def lock_at_revision(lock_path: Path, rev: str) -> tuple[LockFile, bool]:
+    """The lock at *lock_path* as committed at git revision *rev*; ``(lock, existed)``.
+
+    A lock the revision does not hold reads as an empty lock (every plugin then shows as
+    added). A revision that does not exist is a one-line error; in a shallow clone, the
+    hint says how to fetch it.
+    """
+    lock_path = Path(lock_path).absolute()
+    where = lock_path.parent
+    if not where.is_dir():
+        raise UsageError(f"{where}: no such directory")
+    top = _git(["rev-parse", "--show-toplevel"], where)
+    if top.returncode != 0:
+        raise UsageError(
+            f"--git {rev}: {where} is not in a git repository",
+            hint="compare two files instead: forge lock diff OLD NEW",
+        )
+    if rev.startswith("-"):
+        raise UsageError(f"--git {rev!r}: a revision does not start with '-'")
+    found = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], where)
+    if found.returncode != 0 and rev == "HEAD" and _git(["rev-list", "-n", "1", "--all"], where).stdout.strip() == "":
+        return LockFile(), False  # a repository without commits yet: nothing was committed
+    if found.returncode != 0:
+        shallow = _git(["rev-parse", "--is-shallow-repository"], where).stdout.strip() == "true"
+        if shallow:
+            remote, _, branch = rev.partition("/")
+            fetch = f"git fetch {remote} {branch}" if branch and _git(["remote"], where).stdout.split().count(remote) else "git fetch --unshallow"
+            raise UsageError(
+                f"--git {rev}: revision not found in this shallow clone",
+                hint=f"fetch it first ({fetch}, or 'git fetch --unshallow'); in CI check out with full history (actions/checkout: fetch-depth: 0)",
+            )
+        raise UsageError(f"--git {rev}: no such revision in {top.stdout.strip()}", hint="name a commit, branch or tag: forge lock diff --git origin/main")
+    commit = found.stdout.strip()
+    real = Path(os.path.realpath(lock_path))
+    rel = os.path.relpath(real, os.path.realpath(top.stdout.strip())).replace(os.sep, "/")
+    shown = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=where, capture_output=True, timeout=60)
+    if shown.returncode != 0:
+        return LockFile(), False
+    try:
+        data = json.loads(shown.stdout.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LockError(f"{rel} at {rev}: not valid JSON: {exc}") from None
+    return LockFile.from_dict(data, f"{rel} at {rev}"), True
+
+
+def check_schema(lock: LockFile, label: str) -> None:
+    """Both sides in the current schema: a v1 lock recorded other facts, so a diff would mislead."""
+    if lock.read_as is not None:
+        raise LockError(
+            f"{label} is a {lock.read_as} lock; the diff compares {FILENAME} files of the current schema",
+            hint="rewrite it with 'forge lock' (which upgrades the schema), commit it, and diff again",
+        )
+
+
+# -- file-level diffs --------------------------------------------------------------------------------
+
+
+def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from: str | None, dest: Path) -> Path:
+    """The files of the plugin *facts* describe, by tree digest: the cache first, else
+    *registry* (the one in use), else the registry the lock names as its hint — whichever
+    serves that version with that tree digest (the digest is the identity)."""
+    from ..errors import ForgeError
+    from ..registry.base import PublishedVersion
+    from ..registry.cache import materialize, materialize_cached
+    from .stage import _served
+
+    info = PublishedVersion(
+        owner=facts["owner"], name=facts["name"], version=facts["version"], tree_digest=facts["digest"],
+        artifact_digest=artifact_digest or "sha256:" + "0" * 64, manifest={}, files=dict(facts.get("files") or {}),
+    )
+    if materialize_cached(info, dest) is not None:
+        return dest
+    candidates = [registry] if registry is not None else []
+    if locked_from and (registry is None or locked_from != registry.url):
+        try:
+            from ..registry.factory import open_registry
+
+            candidates.append(open_registry(locked_from))
+        except ForgeError:
+            pass
+    reasons = []
+    for reg in candidates:
+        try:
+            return materialize(reg, _served(_EntryView(facts), reg, locked_from), dest)
+        except ForgeError as exc:
+            reasons.append(exc.message)
+    raise LockError(
+        f"{info.ref} ({_short(info.tree_digest)}) is not in the cache and no registry serves it"
+        + (f": {reasons[-1]}" if reasons else ""),
+        hint="pass --registry URL of a registry that serves this version (or pull it once: forge plugin pull)",
+    )
+
+
+class _EntryView:
+    """The attributes of a lock entry that :func:`starforge.experiment.stage._served` reads."""
+
+    def __init__(self, facts: dict) -> None:
+        self.owner, self.name, self.version, self.digest = facts["owner"], facts["name"], facts["version"], facts["digest"]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}@{self.version}"
+
+
+def _read_text(path: Path) -> list | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None
+
+
+def tree_diff(old_root: Path | None, new_root: Path | None, old_label: str, new_label: str, files: dict) -> str:
+    """The unified diff of the files *files* (``_files_change`` shape) names between two trees."""
+    out = []
+    for rel in sorted(set(files.get("added", [])) | set(files.get("removed", [])) | set(files.get("changed", []))):
+        a = _read_text(old_root / rel) if old_root else []
+        b = _read_text(new_root / rel) if new_root else []
+        if a is None or b is None:
+            out.append(f"Binary files {old_label}/{rel} and {new_label}/{rel} differ\n")
+            continue
+        from_name = f"{old_label}/{rel}" if rel not in files.get("added", []) else "/dev/null"
+        to_name = f"{new_label}/{rel}" if rel not in files.get("removed", []) else "/dev/null"
+        for line in difflib.unified_diff(a, b, from_name, to_name):
+            out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def file_diffs(diff: dict, old: LockFile, new: LockFile, registry) -> None:
+    """Add ``diff`` (unified text) to every plugin of *diff* whose files differ."""
+    old_by = {e.name: e for e in old.plugins}
+    new_by = {e.name: e for e in new.plugins}
+    tmp = Path(tempfile.mkdtemp(prefix="forge-lock-diff-"))
+    try:
+        for i, item in enumerate(diff["plugins"]):
+            o, n = old_by.get(item["name"]), new_by.get(item["name"])
+            of = facts_of_entry(o) if o else None
+            nf = facts_of_entry(n) if n else None
+            files = item["fields"].get("files")
+            if files is None:
+                if of is None and nf is not None:
+                    files = {"added": sorted(nf["files"]), "removed": [], "changed": []}
+                elif nf is None and of is not None:
+                    files = {"added": [], "removed": sorted(of["files"]), "changed": []}
+                else:
+                    continue
+            a = _fetch_tree(of, o.artifact_digest, registry, old.registry, tmp / f"{i}-old") if of and o else None
+            b = _fetch_tree(nf, n.artifact_digest, registry, new.registry, tmp / f"{i}-new") if nf and n else None
+            label_a = f"{of['name']}@{of['version']}" if of else "/dev/null"
+            label_b = f"{nf['name']}@{nf['version']}" if nf else "/dev/null"
+            if label_a == label_b:
+                label_a, label_b = f"a/{label_a}", f"b/{label_b}"
+            item["diff"] = tree_diff(a, b, label_a, label_b, files)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

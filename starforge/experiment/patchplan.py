@@ -1,0 +1,355 @@
+"""``forge plan``: what a job will patch, known before it runs (SPEC §16).
+
+:func:`plan_experiment` stages the locked experiment exactly as ``forge submit`` does
+(:func:`~starforge.experiment.stage.load_plan`, :func:`~starforge.experiment.stage.stage_job`:
+the same checks, the same JobSpec), into a temporary directory that is removed
+afterwards, and runs the launcher's load phase there (``forge-launch --plan``, see
+:mod:`starforge.cluster.ledger`) through the job's node entry, so it runs under the job's
+Python (SPEC §14), in a fresh child process whose environment has no credential
+variables. Nothing else is written: no job record, no staged directory.
+
+:func:`analyze` reads the ledger the launcher wrote and flags the **conflicts**:
+
+- ``hidden``: a ``replace`` that hides an earlier plugin's wrap of the same target (that
+  wrap never runs there, so its settings have no effect);
+- ``double-replace``: two plugins replacing one target (the earlier replacement never runs);
+- ``install-raised``: an import or ``install`` that raised, or a patch that failed when its
+  target module was imported;
+- ``not-applied``: a patch still waiting for a target module that cannot be imported here;
+- ``untouched-target``: a target an installed plugin declares that none of its patches touched.
+
+A replace the experiment means is acknowledged in ``forge.yaml`` (``plan.acknowledge``:
+``[{plugin: dr-grpo, replaces: "toy_grpo.algorithms:*", reason: …}]``); an acknowledged
+conflict is still listed, and does not make ``forge plan`` fail.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ForgeError
+
+# Exit code of `forge plan` when the ledger has an unacknowledged conflict (docs/errors.md).
+CONFLICT = 21
+SCHEMA = "forge/plan/v1"
+KINDS = ("hidden", "double-replace", "install-raised", "not-applied", "untouched-target")
+
+
+@dataclass
+class PlanOutcome:
+    """One ``forge plan``: the JobSpec it staged, the launcher's ledger, what it means."""
+
+    spec: object
+    ledger: dict
+    conflicts: list = field(default_factory=list)
+    backend: str = "this machine"
+    seconds: float = 0.0
+    log: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not any(not c["acknowledged"] for c in self.conflicts)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "job": {"name": getattr(self.spec, "name", None), "backend": self.backend},
+            "python": self.ledger.get("python"),
+            "plugins": plugin_rows(self.ledger),
+            "imports": self.ledger.get("imports") or [],
+            "conflicts": self.conflicts,
+            "clean": self.clean,
+        }
+
+
+def _name_of(ref: str | None) -> str:
+    """``dr-grpo`` for ``starforge/dr-grpo@2.0.0`` and for ``recipe:dr-grpo@2.0.0``."""
+    if not ref:
+        return ""
+    base = ref.rsplit("@", 1)[0]
+    return base.split(":", 1)[-1].split("/")[-1]
+
+
+def how(record: dict) -> str:
+    """wrap, replace, registry entry or created: how a patch changed its target."""
+    if record.get("created"):
+        return "created"
+    if "[" in str(record.get("target", "")).partition(":")[2]:
+        return "registry entry"
+    return str(record.get("mode"))
+
+
+def plugin_rows(ledger: dict) -> list:
+    """Each plugin of the ledger, in load order, with the patches it made."""
+    patches = ledger.get("patches") or []
+    rows = []
+    for p in ledger.get("plugins") or []:
+        mine = [
+            {
+                "target": r.get("target"),
+                "how": how(r),
+                "mode": r.get("mode"),
+                "status": r.get("status"),
+                "function": r.get("function"),
+                "layer": r.get("layer"),
+                "hides": r.get("hides") or [],
+                "error": r.get("error"),
+            }
+            for r in patches
+            if r.get("plugin") == p.get("ref")
+        ]
+        rows.append({
+            "ref": p.get("ref"),
+            "name": p.get("name"),
+            "source": p.get("source"),
+            "kind": p.get("kind"),
+            "load": p.get("load"),
+            "status": p.get("status"),
+            "targets": p.get("targets") or [],
+            "shadowed_by": p.get("shadowed_by"),
+            "error": p.get("error"),
+            "patches": mine,
+        })
+    return rows
+
+
+def acknowledged_by(ack: tuple, plugin_ref: str | None, target: str | None):
+    """The ``plan.acknowledge`` entry of forge.yaml that covers *plugin_ref* replacing *target*, or None."""
+    name = _name_of(plugin_ref)
+    for entry in ack:
+        if entry.get("plugin") == name and fnmatch.fnmatchcase(str(target), entry.get("replaces", "")):
+            return entry
+    return None
+
+
+def analyze(ledger: dict, ack: tuple = ()) -> list:
+    """The conflicts the ledger shows, in load order; each ``{kind, plugin, target, message,
+    acknowledged, reason}``."""
+    from ..cluster.patching import hiding_message
+
+    conflicts: list = []
+
+    def add(kind, plugin, target, message, entry=None):
+        conflicts.append({
+            "kind": kind, "plugin": plugin, "target": target, "message": message,
+            "acknowledged": entry is not None, "reason": (entry or {}).get("reason"),
+        })
+
+    failed_imports = {i["module"]: i["error"] for i in ledger.get("imports") or [] if not i.get("ok")}
+    patches = ledger.get("patches") or []
+    for p in ledger.get("plugins") or []:
+        ref = p.get("ref")
+        err = p.get("error")
+        if err:
+            add("install-raised", ref, None, err.get("message") or f"{ref} failed in phase {err.get('phase')}")
+        for r in (r for r in patches if r.get("plugin") == ref):
+            target = r.get("target")
+            if r.get("status") == "failed" and not err:
+                add("install-raised", ref, target, f"{ref}'s {r.get('mode')} of {target} failed: {r.get('error')}")
+            elif r.get("status") == "pending":
+                module = str(target).split(":", 1)[0]
+                why = failed_imports.get(module, "the module was not imported")
+                add("not-applied", ref, target, f"{ref}'s {r.get('mode')} of {target} never applied: importing {module} failed: {why}")
+            hides = r.get("hides") or []
+            if hides and r.get("status") in ("applied", "pending"):
+                entry = acknowledged_by(ack, ref, target)
+                if any(h.get("mode") == "replace" for h in hides):
+                    others = " and ".join(f"{h.get('plugin') or 'an unattributed patch'}" for h in hides if h.get("mode") == "replace")
+                    add("double-replace", ref, target, f"{ref} and {others} both replace {target}; the earlier replacement never runs", entry)
+                if any(h.get("mode") != "replace" for h in hides):
+                    wraps = dict(r, hides=[h for h in hides if h.get("mode") != "replace"])
+                    add("hidden", ref, target, hiding_message(wraps) or "", entry)
+        if p.get("status") == "loaded" and p.get("load") == "eager":
+            touched = {str(r.get("target")).split(":", 1)[0] for r in patches if r.get("plugin") == ref and r.get("status") != "failed"}
+            for module in p.get("targets") or []:
+                if module not in touched and not any(t.startswith(module + ".") for t in touched):
+                    extra = f" (importing it failed: {failed_imports[module]})" if module in failed_imports else ""
+                    add("untouched-target", ref, module,
+                        f"{ref} declares target {module}, but none of its patches touched it{extra}")
+    return conflicts
+
+
+# -- running the load phase -------------------------------------------------------------------------
+
+
+_LAUNCH_ERRORS = {2: "SpecError", 10: "VerificationError", 11: "RequirementError", 12: "PluginImportError"}
+
+
+def launch_error(code: int, output: str, where: str) -> ForgeError:
+    """The launcher's failure (exit *code*, its log *output*) as the laptop's one-line error."""
+    from ..cluster import errors as cluster_errors
+
+    lines = [ln for ln in output.splitlines() if ln.startswith("error: ")]
+    message = lines[-1][len("error: "):] if lines else f"the load phase ended with exit code {code}"
+    cls = getattr(cluster_errors, _LAUNCH_ERRORS.get(code, "ForgeError"))
+    err = cls(f"forge plan: {message}", hint=f"the load phase {where} stopped there (exit {code}); run with -v for its whole log")
+    return err
+
+
+def child_environment() -> dict:
+    """This environment for the load phase: no credential variables (SPEC §9), and nothing
+    that would tell the node entry which Python to use (it works that out from the JobSpec)."""
+    from ..credentials import without_credentials
+
+    env = without_credentials()
+    for name in ("FORGE_PYTHON", "FORGE_PYTHON_FROM", "FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_LAUNCH_FROM_ZIP"):
+        env.pop(name, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def local_python(spec, job_dir: Path) -> str:
+    """The job's Python as this machine resolves it; a clear error when it cannot."""
+    from ..cluster.errors import RequirementError
+    from ..cluster.interpreter import JobPythonError, check_job_python, resolve_job_python
+
+    python, how_ = resolve_job_python(spec.python, list(spec.entrypoint), str(job_dir / "recipe"), sys.executable)
+    try:
+        check_job_python(python)
+    except JobPythonError as exc:
+        where = {"spec": "forge.yaml's python", "entrypoint": "the entrypoint's interpreter"}.get(how_, "the job's Python")
+        raise RequirementError(
+            f"forge plan: {where} cannot run on this machine: {exc}",
+            hint="run the load phase where that Python exists, as a short CPU-only job: forge plan --backend ray|slurm",
+        ) from None
+    return python
+
+
+def plan_experiment(
+    directory: str | os.PathLike = ".",
+    sets=(),
+    *,
+    registry: str | None = None,
+    insecure: bool = False,
+    require_signatures: bool = False,
+    backend: str | None = None,
+) -> PlanOutcome:
+    """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
+    from .lock import open_experiment_registry
+    from .stage import load_plan, remove_tree, stage_job
+
+    t0 = time.perf_counter()
+    plan = load_plan(directory, sets, backend=backend)
+    exp = plan.experiment
+    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
+    try:
+        job_dir = tmp / plan.spec.id
+        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        local_python(plan.spec, job_dir)
+        ledger_path = tmp / "ledger.json"
+        from ..backends.base import node_entry
+
+        env = child_environment()
+        # what the frameworks imported write to their temporary directory (torch's
+        # inductor cache) goes with the rest
+        os.mkdir(tmp / "tmp", 0o700)
+        env.update(TMPDIR=str(tmp / "tmp"), TEMP=str(tmp / "tmp"), TMP=str(tmp / "tmp"))
+
+        proc = subprocess.run(
+            node_entry(sys.executable, str(job_dir)) + ["--plan", str(ledger_path)],
+            cwd=job_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        output = proc.stdout.decode("utf-8", "replace")
+        if proc.returncode != 0 or not ledger_path.is_file():
+            raise launch_error(proc.returncode or 1, output, "on this machine")
+        ledger = json.loads(ledger_path.read_text(encoding="utf-8"))
+    finally:
+        remove_tree(tmp)
+    return PlanOutcome(
+        spec=plan.spec, ledger=ledger, conflicts=analyze(ledger, exp.plan_acknowledge),
+        seconds=time.perf_counter() - t0, log=output,
+    )
+
+
+GPU_SETTINGS = ("gpus_per_node", "entrypoint_num_gpus")
+
+
+def cpu_only(settings: dict) -> dict:
+    """*settings* for a short CPU-only job: no GPU request, one node, the entrypoint once."""
+    out = {k: v for k, v in settings.items() if k not in GPU_SETTINGS}
+    if "nodes" in out:
+        out["nodes"] = 1
+    if "launch" in out:
+        out["launch"] = "once"
+    if isinstance(out.get("sbatch_args"), list):
+        out["sbatch_args"] = [a for a in out["sbatch_args"] if not str(a).startswith(("--gres", "--gpus", "-G"))]
+    if isinstance(out.get("entrypoint_resources"), dict):
+        out["entrypoint_resources"] = {k: v for k, v in out["entrypoint_resources"].items() if "gpu" not in k.lower()}
+    return out
+
+
+def plan_on_backend(
+    directory: str | os.PathLike = ".",
+    sets=(),
+    *,
+    backend: str,
+    registry: str | None = None,
+    insecure: bool = False,
+    require_signatures: bool = False,
+) -> PlanOutcome:
+    """The load phase as a short CPU-only job on *backend*: the ledger comes back in its log.
+
+    The job is staged as ``forge submit --backend`` stages it, with ``plan: true`` in its
+    JobSpec (the launcher stops after the load phase and prints the ledger) and the
+    backend's settings without GPU requests. Its record goes to a temporary jobs store and
+    its staged directory is removed afterwards: the user's jobs list does not show it.
+    """
+    import dataclasses
+
+    from ..backends.base import get_backend, wait
+    from ..backends.store import JobStore
+    from ..cluster.ledger import extract
+    from .lock import open_experiment_registry
+    from .stage import load_plan, remove_tree, stage_job
+
+    t0 = time.perf_counter()
+    plan = load_plan(directory, sets, backend=backend)
+    exp = plan.experiment
+    settings = cpu_only(exp.backend_settings(backend))
+    spec = plan.spec
+    values = {f: getattr(spec, f) for f in spec._fields}
+    values.update(plan=True, extra={backend: settings} if settings else {})
+    spec = type(spec)(**values)
+    plan = dataclasses.replace(plan, spec=spec)
+    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    scratch = Path(tempfile.mkdtemp(prefix="forge-plan-"))
+    runner = get_backend(backend, settings, JobStore(scratch / "jobs"))
+    job_dir = runner.staging_dir(exp.root, spec.id)
+    made = [p for p in (job_dir.parent, job_dir.parent.parent) if not p.exists()]  # .forge/jobs, when new
+    chunks: list = []
+    try:
+        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        record = runner.submit(job_dir, spec, detach=True)
+        record = wait(runner, record, chunks.append)
+        output = "".join(chunks)
+        ledger = extract(output)
+        if ledger is None:
+            code = record.exit_code if record.exit_code not in (None, 0) else 1
+            raise launch_error(code, output, f"on the {backend} backend (job {record.id}, {record.status})")
+    finally:
+        remove_tree(job_dir)
+        remove_tree(scratch)
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+    return PlanOutcome(
+        spec=spec, ledger=ledger, conflicts=analyze(ledger, exp.plan_acknowledge), backend=f"the {backend} backend",
+        seconds=time.perf_counter() - t0, log=output,
+    )

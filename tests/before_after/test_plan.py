@@ -1,0 +1,205 @@
+"""``forge plan`` on the toy trainer: the patch ledger, each conflict kind, the
+acknowledgement in forge.yaml, and that nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CONFLICT = 21  # docs/errors.md
+
+
+def _forge(*args, cwd, env, ok=None):
+    proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+    if ok is not None:
+        assert proc.returncode == ok, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+class Toy:
+    """The quickstart experiment, its reference plugins published, plus plugins a test writes."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.exp = tmp / "exp"
+        shutil.copytree(REPO / "examples" / "quickstart", self.exp,
+                        ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+        self.scratch = tmp / "scratch"
+        self.scratch.mkdir()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+        self.env.update(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", TMPDIR=str(self.scratch))
+        for name in ("opsd-patch", "dr-grpo"):
+            self.forge("plugin", "publish", str(REPO / "forge_plugins" / name), ok=0)
+
+    def forge(self, *args, ok=None):
+        return _forge(*args, cwd=self.tmp, env=self.env, ok=ok)
+
+    def plugin(self, name: str, body: str, targets=("toy_grpo.algorithms",)) -> None:
+        root = self.tmp / "src" / name
+        root.mkdir(parents=True)
+        module = name.replace("-", "_")
+        (root / "plugin.yaml").write_text(
+            f"schema: forge/plugin/v1\nname: {name}\nversion: '1.0.0'\nkind: algorithm\nentrypoint: {module}:install\n"
+            f"load: eager\ntargets: [{', '.join(targets)}]\n"
+        )
+        (root / f"{module}.py").write_text("from starforge import patching\n\n\n" + body)
+        self.forge("plugin", "publish", str(root), ok=0)
+
+    def use(self, *plugins: str, extra: str = "") -> None:
+        text = (self.exp / "forge.yaml").read_text()
+        text = text.replace("plugins: [starforge/opsd-patch@~=1.2]", f"plugins: [{', '.join(plugins)}]")
+        (self.exp / "forge.yaml").write_text(text + extra)
+        self.forge("lock", str(self.exp), ok=0)
+
+    def plan(self, *args, ok=None):
+        return self.forge("plan", str(self.exp), *args, ok=ok)
+
+    def conflicts(self, *args, ok=CONFLICT) -> list:
+        doc = json.loads(self.plan("--json", *args, ok=ok).stdout)
+        return [(c["kind"], c["plugin"], c["target"], c["acknowledged"]) for c in doc["conflicts"]]
+
+
+@pytest.fixture
+def toy(tmp_path) -> Toy:
+    return Toy(tmp_path)
+
+
+def test_quickstart_ledger_is_clean_and_leaves_nothing_behind(toy):
+    toy.forge("lock", str(toy.exp), ok=0)
+    run = toy.plan(ok=0)
+    lines = run.stdout.splitlines()
+    assert lines[1:] == [
+        "starforge/opsd-patch@1.2.0  installed",
+        "    wrap                     toy_grpo.algorithms:compute_advantages",
+        "    registry entry (wrap)    toy_grpo.algorithms:ADVANTAGE_ESTIMATORS[grpo]",
+        "recipe:reward-clip@0.1.0  installed",
+        "    wrap                     toy_grpo.algorithms:compute_rewards",
+        "no conflicts",
+    ]
+    assert "trainer" not in run.stdout + run.stderr  # the entrypoint never ran
+    assert not (toy.exp / ".forge").exists()  # no staged job, no job record
+    assert json.loads(toy.forge("jobs", "list", "--json", ok=0).stdout) == []
+    assert list(toy.scratch.iterdir()) == []  # the temporary staging is gone
+
+
+def test_same_jobspec_as_submit(toy):
+    toy.forge("lock", str(toy.exp), ok=0)
+    doc = json.loads(toy.plan("--json", "--set", "opsd.scale=0.5", ok=0).stdout)
+    assert doc["clean"] is True and doc["job"]["name"] == "quickstart"
+    bad = toy.plan("--set", "opsd.scael=0.5", ok=2)
+    assert bad.stderr.startswith("error: ") and "opsd.scale" in bad.stderr
+
+
+def test_replace_hiding_a_wrap_and_its_acknowledgement(toy):
+    toy.use("starforge/opsd-patch@~=1.2", "starforge/dr-grpo@~=2.0")
+    run = toy.plan(ok=CONFLICT)
+    assert ("  !  hidden: starforge/dr-grpo@2.0.0 replaces toy_grpo.algorithms:compute_advantages, hiding "
+            "starforge/opsd-patch@1.2.0's wrap of it (it never runs, so its settings have no effect there)") in run.stdout
+    assert "    replace                  toy_grpo.algorithms:compute_advantages" in run.stdout
+    assert toy.conflicts() == [
+        ("hidden", "starforge/dr-grpo@2.0.0", "toy_grpo.algorithms:compute_advantages", False),
+        ("hidden", "starforge/dr-grpo@2.0.0", "toy_grpo.algorithms:ADVANTAGE_ESTIMATORS[grpo]", False),
+    ]
+    with open(toy.exp / "forge.yaml", "a") as f:
+        f.write("plan:\n  acknowledge:\n    - {plugin: dr-grpo, replaces: 'toy_grpo.algorithms:*', reason: Dr-GRPO advantages on purpose}\n")
+    run = toy.plan(ok=0)
+    assert "(acknowledged in forge.yaml: Dr-GRPO advantages on purpose)" in run.stdout
+    assert run.stdout.splitlines()[-1] == "0 conflicts (2 acknowledged)"
+
+
+def test_two_plugins_replacing_one_target(toy):
+    for name in ("first-adv", "second-adv"):
+        toy.plugin(name, "def adv(rewards, group_size, eps=1e-6):\n    return rewards\n\n\n"
+                         "def install(params):\n    patching.replace('toy_grpo.algorithms:compute_advantages', adv)\n")
+    toy.use("starforge/first-adv@1.0.0", "starforge/second-adv@1.0.0")
+    assert toy.conflicts() == [("double-replace", "starforge/second-adv@1.0.0", "toy_grpo.algorithms:compute_advantages", False)]
+
+
+def test_an_install_that_raises_is_a_conflict_and_later_plugins_still_load(toy):
+    toy.plugin("broken", "def install(params):\n    raise RuntimeError('no GPU here')\n")
+    toy.use("starforge/broken@1.0.0", "starforge/opsd-patch@~=1.2")
+    run = toy.plan(ok=CONFLICT)
+    assert "starforge/broken@1.0.0  FAILED" in run.stdout
+    assert "install raised RuntimeError: no GPU here" in run.stdout
+    assert "starforge/opsd-patch@1.2.0  installed" in run.stdout
+    assert toy.conflicts()[0][:2] == ("install-raised", "starforge/broken@1.0.0")
+
+
+def test_a_missing_target_attribute_raises_in_install(toy):
+    toy.plugin("typo", "def install(params):\n    patching.wrap('toy_grpo.algorithms:comptue_advantages', lambda o, *a: o(*a))\n")
+    toy.use("starforge/typo@1.0.0")
+    run = toy.plan(ok=CONFLICT)
+    assert "did you mean 'compute_advantages'?" in run.stdout
+
+
+def test_a_declared_target_no_patch_touched(toy):
+    toy.plugin("declares-two", "def install(params):\n    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n",
+               targets=("toy_grpo.algorithms", "toy_grpo.train"))
+    toy.use("starforge/declares-two@1.0.0")
+    assert toy.conflicts() == [("untouched-target", "starforge/declares-two@1.0.0", "toy_grpo.train", False)]
+
+
+def test_a_patch_waiting_for_a_module_that_cannot_be_imported(toy):
+    toy.plugin("waits", "def install(params):\n    patching.wrap('vllm.engine:step', lambda o, *a: o(*a), when_imported=True)\n",
+               targets=("vllm.engine",))
+    toy.use("starforge/waits@1.0.0")
+    kinds = [c[0] for c in toy.conflicts()]
+    assert kinds == ["not-applied"]  # a pending patch touches its target; it never applied
+    run = toy.plan(ok=CONFLICT)
+    assert "    wrap                     vllm.engine:step  [pending]" in run.stdout
+    assert "import of vllm.engine failed: ModuleNotFoundError: No module named 'vllm'" in run.stdout
+
+
+def test_plugin_code_runs_without_credential_variables(toy):
+    toy.plugin("nosy", "import os\n\n\ndef install(params):\n"
+                       "    leaked = [k for k in ('FORGE_REGISTRY_PASSWORD', 'FORGE_REGISTRY_USER', 'FORGE_KEY_PASSPHRASE') if k in os.environ]\n"
+                       "    assert not leaked, leaked\n"
+                       "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
+    toy.use("starforge/nosy@1.0.0")
+    toy.env.update(FORGE_REGISTRY_PASSWORD="s3cret", FORGE_REGISTRY_USER="alice", FORGE_KEY_PASSPHRASE="pp")
+    toy.plan(ok=0)
+
+
+def test_a_job_python_missing_here_names_backend(toy):
+    toy.use("starforge/opsd-patch@~=1.2", extra="python: /opt/cluster-image/bin/python3\n")
+    run = toy.plan(ok=11)
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith("error: forge plan: forge.yaml's python cannot run on this machine:")
+    assert "/opt/cluster-image/bin/python3" in lines[0]
+    assert "forge plan --backend" in lines[1]
+    assert list(toy.scratch.iterdir()) == []
+
+
+def test_plan_acknowledge_is_validated(toy):
+    toy.use("starforge/opsd-patch@~=1.2")
+    with open(toy.exp / "forge.yaml", "a") as f:
+        f.write("plan:\n  acknowledge:\n    - {plugin: dr-grpo, replace: x}\n")
+    run = toy.plan(ok=3)
+    assert "unknown key 'plan.acknowledge.0.replace' (did you mean 'replaces'?)" in run.stderr
+
+
+def test_backend_local_runs_the_load_phase_as_a_job_and_leaves_no_record(toy):
+    toy.use("starforge/opsd-patch@~=1.2", "starforge/dr-grpo@~=2.0")
+    run = toy.plan("--backend", "local", ok=CONFLICT)
+    assert run.stdout.splitlines()[0].startswith("plan    : quickstart on the local backend (python ")
+    assert "    replace                  toy_grpo.algorithms:compute_advantages" in run.stdout
+    assert json.loads(toy.forge("jobs", "list", "--json", ok=0).stdout) == []
+    assert not (toy.exp / ".forge").exists() and list(toy.scratch.iterdir()) == []
+    doc = json.loads(toy.plan("--backend", "local", "--json", ok=CONFLICT).stdout)
+    assert [c["kind"] for c in doc["conflicts"]] == ["hidden", "hidden"]
+
+
+def test_cpu_only_settings():
+    from starforge.experiment.patchplan import cpu_only
+
+    assert cpu_only({"nodes": 4, "gpus_per_node": 8, "launch": "per-node", "sbatch_args": ["--gres=gpu:8", "-p", "batch"],
+                     "partition": "x"}) == {"nodes": 1, "launch": "once", "sbatch_args": ["-p", "batch"], "partition": "x"}
+    assert cpu_only({"entrypoint_num_gpus": 1, "entrypoint_resources": {"GPU": 1, "mem": 2}}) == {"entrypoint_resources": {"mem": 2}}
