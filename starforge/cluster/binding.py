@@ -1,8 +1,9 @@
 # Binding what was staged to what runs (SPEC §9 "Binding").
 #
-# Written to parse on old interpreters (no f-strings, no annotations): the node entry
-# (interpreter.py, the zip's __main__) uses it before it knows which Python trains.
-# Standard library only.
+# Written to parse on old interpreters (no f-strings, no annotations), like the node entry
+# (interpreter.py, the zip's __main__), which repeats the JobSpec check rather than import
+# this package (that would fix ``starforge`` to the zip before the job's code directory is
+# on the path). Standard library only.
 """The sha256 of the staged JobSpec and runtime zip, handed to the job over the backend's channel.
 
 At staging the laptop computes the sha256 of ``.forge-runtime/starforge-runtime.zip`` and
@@ -21,15 +22,11 @@ trusting the per-file map they carry (mismatch: exit 10).
 
 import hashlib
 
-SPEC_ENV = "FORGE_SPEC_SHA256"
+SPEC_ENV = "FORGE_SPEC_SHA256"  # = jobspec.SPEC_SHA256_ENV, which workers read (they do not import this module)
 SPEC_ARG = "--spec-sha256"
 VERIFY_EXIT = 10  # the launcher's "verification failed"
 
 _HEX = frozenset("0123456789abcdef")
-
-
-class BindingMismatch(Exception):
-    """The bytes on disk are not the ones the job was submitted with."""
 
 
 def is_sha256(text):
@@ -48,27 +45,3 @@ def sha256_file(path):
 
 def mismatch_message(what, path, got, expected):
     return "%s %s changed after staging: its sha256 is %s, the job was submitted with %s" % (what, path, got, expected)
-
-
-def check_bytes(what, path, data, expected):
-    """Raise :class:`BindingMismatch` unless *data* (read from *path*) hashes to *expected*.
-
-    No *expected* (a job started by hand, without a binding) checks nothing.
-    """
-    if not expected:
-        return
-    got = sha256_bytes(data)
-    if got != expected:
-        raise BindingMismatch(mismatch_message(what, path, got, expected))
-
-
-def spec_arg(argv):
-    """The value of ``--spec-sha256`` in *argv* (before ``--``), or None."""
-    for i, arg in enumerate(argv):
-        if arg == "--":
-            break
-        if arg == SPEC_ARG and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(SPEC_ARG + "="):
-            return arg[len(SPEC_ARG) + 1:]
-    return None

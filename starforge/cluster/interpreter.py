@@ -26,6 +26,7 @@ import sys
 
 MIN_VERSION = (3, 10)
 REQUIRES_EXIT = 11  # the launcher's "unmet requirement" exit code
+VERIFY_EXIT = 10  # the launcher's "verification failed"
 SPEC_EXIT = 2
 # The job's code directory on this node (see make_code_dir), and the key file in it that
 # says for which job and which runtime zip it was made; bootstrap/sitecustomize.py checks
@@ -346,6 +347,30 @@ def _unproven_message(interpreter):
             "(it never confirmed the entry's nonce)" % ((interpreter,) + MIN_VERSION))
 
 
+def _spec_binding_refusal(spec_path, data, argv):
+    """Why the JobSpec bytes *data* are not the ones bound by ``--spec-sha256`` in *argv*, or None.
+
+    The check of :mod:`.binding`, repeated: the entry does not import the ``starforge``
+    package (that would fix it to the zip before the job's code directory is on the path).
+    """
+    import hashlib
+
+    expected = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--spec-sha256" and i + 1 < len(argv):
+            expected = argv[i + 1]
+        elif arg.startswith("--spec-sha256="):
+            expected = arg[len("--spec-sha256="):]
+    if not expected:
+        return None
+    got = hashlib.sha256(data).hexdigest()
+    if got == expected:
+        return None
+    return "the JobSpec %s changed after staging: its sha256 is %s, the job was submitted with %s" % (spec_path, got, expected)
+
+
 def linked_job_path(job_dir):
     """The job directory or its ``.forge-runtime`` (or ``bootstrap`` in it) when one is a symlink, else None."""
     for path in (job_dir, os.path.join(job_dir, ".forge-runtime"), os.path.join(job_dir, ".forge-runtime", "bootstrap")):
@@ -455,26 +480,24 @@ def main(argv=None):
         return SPEC_EXIT
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
-    from starforge.cluster import binding  # beside this file in the zip, as old-syntax as this one
-
     linked = linked_job_path(job_dir)
     if linked:
         message = "%s is a symbolic link; a job directory and its runtime are never followed through one" % linked
         sys.stderr.write("error: %s\n" % message)
-        return binding.VERIFY_EXIT
-
+        return VERIFY_EXIT
     try:
         with open(spec_path, "rb") as f:
             data = f.read()
-        # The JobSpec names the interpreter to start: bound to what was staged first.
-        binding.check_bytes("the JobSpec", spec_path, data, binding.spec_arg(argv))
+        # The JobSpec names the interpreter to start: bound to what was staged first
+        # (SPEC §9; binding.py does the same for the launcher and every other process).
+        refused = _spec_binding_refusal(spec_path, data, argv)
+        if refused:
+            sys.stderr.write("error: %s\n" % refused)
+            _write_status(job_dir, VERIFY_EXIT, refused, "verify")
+            return VERIFY_EXIT
         spec = json.loads(data.decode("utf-8"))
         if not isinstance(spec, dict):
             raise ValueError("not a JSON object")
-    except binding.BindingMismatch as exc:
-        sys.stderr.write("error: %s\n" % exc)
-        _write_status(job_dir, binding.VERIFY_EXIT, str(exc), "verify")
-        return binding.VERIFY_EXIT
     except (IOError, OSError, ValueError) as exc:
         sys.stderr.write("error: cannot read the JobSpec %s: %s\n" % (spec_path, exc))
         return SPEC_EXIT
