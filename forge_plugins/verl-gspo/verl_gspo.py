@@ -11,8 +11,13 @@ verl ships a ``gspo`` loss that aggregates with the trainer's ``loss_agg_mode`` 
 
 Refused: per-token advantages (values that differ within a response: GSPO is defined for
 one advantage per response), a trainer ``loss_agg_mode`` other than verl's default or the
-plugin's, and a trainer clip range other than verl's default (0.2) or the plugin's.
-Warned: a token-scale clip range (0.01 or more) with sequence ratios.
+plugin's, a trainer clip range other than verl's default (0.2) or the plugin's, and a
+non-default ``clip_ratio_c`` (verl's dual clip, which this loss does not read).
+Warned (honoured but inert): a token-scale clip range (0.01 or more) with sequence ratios,
+an on-policy ratio (old and new log-probs equal: one update per rollout, the ratio is 1
+and the clip never acts), and bf16 log-probs (their rounding is far above the clip range).
+
+Checked against verl 0.9.1.
 """
 
 import sys
@@ -20,6 +25,7 @@ import sys
 MODULE = "verl.trainer.ppo.core_algos"
 VERL_DEFAULT_AGG = "token-mean"
 VERL_DEFAULT_CLIP = 0.2
+VERL_DEFAULT_DUAL_CLIP = 3.0
 TOKEN_SCALE = 0.01
 
 
@@ -70,7 +76,18 @@ def sequence_loss(clip_low, clip_high, agg_mode):
         if max(low, high) >= TOKEN_SCALE:
             _warn_once(f"verl-gspo: warning: clip range {low}/{high} is token-scale; sequence ratios stay near 1, "
                        "so this clip rarely engages (the GSPO paper uses 3e-4/4e-4)", warned)
+        dual = getattr(config, "clip_ratio_c", VERL_DEFAULT_DUAL_CLIP)
+        if dual != VERL_DEFAULT_DUAL_CLIP:
+            raise ValueError(f"verl-gspo: actor clip_ratio_c={dual!r} is verl's dual clip, which GSPO does not have "
+                             f"(the sequence log-ratio is capped at 10 instead); leave verl's default")
         check_sequence_advantages(advantages, response_mask)
+        if log_prob.dtype == torch.bfloat16:
+            _warn_once("verl-gspo: warning: bf16 log-probs: their rounding (about 4e-3 relative) is far above the "
+                       "sequence clip range, so clip decisions are dominated by it", warned)
+        if torch.equal(log_prob.detach(), old_log_prob):
+            _warn_once("verl-gspo: warning: on-policy ratio (old and new log-probs equal: one update per rollout); "
+                       "the sequence ratio is 1 and its clip never acts (use ppo_epochs > 1 or several mini-batches)",
+                       warned)
 
         log_ratio = log_prob - old_log_prob
         lengths = torch.sum(response_mask, dim=-1).clamp(min=1)

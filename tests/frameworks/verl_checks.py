@@ -211,11 +211,28 @@ def refusals():
 
     verl_gspo.install({"verl_gspo.clip_ratio_low": 0.2, "verl_gspo.clip_ratio_high": 0.2})
     fn = core().get_policy_loss_fn("gspo_paper")
+    old, new, _ = log_probs([[0.0] * T] * 8)  # on-policy
     err = io.StringIO()
     with redirect_stderr(err):
         fn(old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask, loss_agg_mode="seq-mean-token-mean",
            config=run_losses.actor_config("gspo_paper", "seq-mean-token-mean"))
     assert "verl-gspo: warning: clip range 0.2/0.2 is token-scale" in err.getvalue(), err.getvalue()
+    assert "verl-gspo: warning: on-policy ratio (old and new log-probs equal" in err.getvalue(), err.getvalue()
+    with redirect_stderr(err):
+        fn(old_log_prob=old.bfloat16(), log_prob=(new + 0.01).bfloat16(), advantages=adv.bfloat16(), response_mask=mask,
+           loss_agg_mode="seq-mean-token-mean", config=run_losses.actor_config("gspo_paper", "seq-mean-token-mean"))
+    assert "verl-gspo: warning: bf16 log-probs" in err.getvalue(), err.getvalue()
+    from verl.workers.config import ActorConfig
+
+    dual = ActorConfig(strategy="fsdp", rollout_n=4, ppo_mini_batch_size=8, ppo_micro_batch_size_per_gpu=8,
+                       loss_agg_mode="seq-mean-token-mean", clip_ratio_c=10.0)
+    try:
+        fn(old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask, loss_agg_mode="seq-mean-token-mean",
+           config=dual)
+    except ValueError as exc:
+        assert "actor clip_ratio_c=10.0 is verl's dual clip" in str(exc), exc
+    else:
+        raise AssertionError("a dual clip was not refused")
     per_token = adv.clone()
     per_token[0, 1] += 0.5
     try:
@@ -226,8 +243,8 @@ def refusals():
     else:
         raise AssertionError("per-token advantages were not refused")
     patching.undo_all()
-    print("refused: conflicting loss_agg_mode, a divisor shorter than a response, per-token advantages; "
-          "used: a divisor the caller declares; warned: token-scale clip")
+    print("refused: conflicting loss_agg_mode, a divisor shorter than a response, per-token advantages, a dual clip; "
+          "used: a divisor the caller declares; warned: token-scale clip, on-policy ratio, bf16 log-probs")
 
 
 def _with_scale_factor(factor):
