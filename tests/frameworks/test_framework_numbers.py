@@ -16,8 +16,8 @@ TRL_CASES = CASES + ["gspo-seed-fidelity", "dr-grpo-seed-fidelity"]
 #: verl's actor loss path (ppo_loss) on its default trainer (unpadded micro-batches of different widths and
 #: sizes, a simulated DP size of 2) and its legacy one, verl's config validation filling the bound, degenerate
 #: groups, session-final grouping, and the plugin's activation where verl's workers and driver import it
-VERL_CASES = CASES + ["v1-loss-path", "legacy-loss-path", "config-bound", "degenerate-groups", "multi-trajectories",
-                      "worker-imports"]
+VERL_CASES = CASES + ["v1-loss-path", "legacy-loss-path", "gspo-loss-path", "config-bound", "degenerate-groups",
+                      "multi-trajectories", "worker-imports"]
 
 
 def test_trl_plugins_against_grpo_trainer(runtime_path):
