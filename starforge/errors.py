@@ -52,6 +52,13 @@ class RegistryError(ForgeError):
     exit_code = 6
 
 
+class TamperedError(RegistryError):
+    """A registry record, OCI config or annotation, bundle or lock entry that disagrees with
+    what the digest-verified tree says, or answers for another plugin: someone edited it."""
+
+    exit_code = 6
+
+
 class NotFoundError(RegistryError):
     """No such plugin, version or registry."""
 

@@ -31,6 +31,8 @@ class JobRecord:
     experiment: str = ""  # the experiment directory the job was submitted from
     finished: str | None = None
     message: str = ""  # one line for the user, e.g. why a job failed or was lost
+    runtime_sha256: str = ""  # sha256 of the staged runtime zip (forge jobs replay runs the same one)
+    replay_of: str = ""  # the job this one replays (forge jobs replay), else ""
 
     @property
     def final(self) -> bool:

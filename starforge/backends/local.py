@@ -99,7 +99,19 @@ class LocalBackend(Backend):
         return self.store.update(record.id, lost)
 
     def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
-        return follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL)
+        child = self._children.get(record.id)
+        if child is None:
+            return follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL)
+
+        def pause(seconds: float) -> None:
+            # The supervisor this process started ends right after it records the exit
+            # code: waiting on it ends the wait then, not at the next poll.
+            try:
+                child.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                pass
+
+        return follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL, pause=pause)
 
     def cancel(self, record: JobRecord) -> JobRecord:
         def ask(r: JobRecord) -> JobRecord:

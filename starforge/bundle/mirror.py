@@ -76,8 +76,14 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
     for info in versions:
         refuse_data_prep(info)
     out = []
+    from ..registry.verified import check_record, registry_label, tree_of_archive
+
     for info in versions:
         archive = fetch(source, info)
+        # an edited record is never carried: its metadata must be what the verified tree says
+        tree = tree_of_archive(archive, info.tree_digest, info.ref)
+        check_record(registry_label(source.url), "the registry record", info.ref, tree, info.manifest, info.top_level,
+                     info.files or None)
         info = replace(info, size=archive.stat().st_size)
         envelope = source.signature(info) if info.signed else None
         out.append(Copied(version=info, result=_publish(target, archive, info, envelope, progress)))

@@ -50,6 +50,7 @@ COMMANDS = {
         "cancel": "jobs:cancel",
         "rm": "jobs:rm",
         "prune": "jobs:prune",
+        "replay": "jobs:replay",
     },
     "key": {"generate": "keys:generate", "list": "keys:list_keys"},
     "trust": {"add": "trust:add", "remove": "trust:remove", "list": "trust:list_trust"},

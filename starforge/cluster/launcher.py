@@ -267,6 +267,10 @@ def launch(
 
     if verify_only:
         return _verify_only(job, on_item)
+    if plan_out is None:
+        refused = _record_environment(job)
+        if refused is not None:
+            return _fail(job_dir, refused, job)
     if plan_out is not None:
         from .ledger import run_plan
 
@@ -384,6 +388,35 @@ def _same_runtime(staged: str, job_dir: str, argv: list[str] | None) -> LaunchFa
         + (" and the job's runtime zip did not start" if os.path.isfile(job_zip) else " and the job carries no runtime zip")
         + f"; run it with the job's runtime: PYTHONPATH={job_zip} python3 -m starforge.launch --spec ...",
     )
+
+
+def _record_environment(job) -> LaunchFailure | None:
+    """Record the job's environment fingerprint (provenance ``environment``); for a replay,
+    compare it with the one the replayed job recorded: a ``warning :`` line per difference,
+    or, when the replay is strict, a refusal (exit 11) before any plugin code runs."""
+    from .fingerprint import compare, fingerprint
+
+    spec = job.spec
+    targets = sorted({t for p in tuple(spec.plugins) + tuple(spec.recipe_plugins) for t in p.targets})
+    job.environment = fingerprint(targets)
+    replay = spec.replay or {}
+    if not replay:
+        return None
+    say(f"replay  : of job {replay.get('of')}")
+    recorded = replay.get("environment")
+    if not recorded:
+        say(f"{WARNING}replay of {replay.get('of')}: that job recorded no environment fingerprint; not compared")
+        return None
+    differences = compare(recorded, job.environment)
+    for line in differences:
+        say(f"{WARNING}replay of {replay.get('of')}: environment differs: {line}")
+    if differences and replay.get("strict"):
+        return LaunchFailure(
+            RequirementError, None,
+            f"replay of {replay.get('of')} with --strict: the environment differs from the one that job ran in "
+            f"({'; '.join(differences)})",
+        )
+    return None
 
 
 def _verify_only(job, on_item) -> int:

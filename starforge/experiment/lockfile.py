@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 from ..cluster import atomic
 from ..cluster.digest import is_digest
 from ..cluster.jobspec import PluginEntry
+from ..cluster.jsonload import loads as load_json
 from ..errors import LockError
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
@@ -103,6 +104,31 @@ class LockEntry:
         if self.note:
             d["note"] = self.note
         return d
+
+    @classmethod
+    def from_tree(cls, tree, *, owner: str, version: str, request: str, artifact_digest: str,
+                  signature: dict | None) -> "LockEntry":
+        """The entry of ``owner/<tree's name>@version``, every manifest field and the top-level
+        names and file map read from its verified tree (a :class:`~starforge.registry.verified.VerifiedTree`)."""
+        m = tree.manifest
+        return cls(
+            owner=owner,
+            name=m.name,
+            version=version,
+            request=request,
+            digest=tree.tree_digest,
+            artifact_digest=artifact_digest,
+            kind=m.kind,
+            load=m.load,
+            entrypoint=m.entrypoint,
+            requires=m.requires.to_dict(),
+            targets=tuple(m.targets),
+            params={k: p.to_dict() for k, p in m.params.items()},
+            top_level=tuple(tree.top_level),
+            files=dict(tree.files),
+            signature=signature,
+            note=ENVIRONMENT_NOTE if m.kind == "environment" else "",
+        )
 
     def to_plugin_entry(self) -> PluginEntry:
         """The JobSpec entry for this plugin."""
@@ -258,7 +284,7 @@ def read_lock(path: str | os.PathLike) -> LockFile | None:
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except ValueError as exc:
         raise LockError(f"{path}: not valid JSON: {exc}", hint="regenerate it with: forge lock") from None
     return LockFile.from_dict(data, str(path))

@@ -250,13 +250,19 @@ def plan_experiment(
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
 
+        env = child_environment()
+        # what the frameworks imported write to their temporary directory (torch's
+        # inductor cache) goes with the rest
+        os.mkdir(tmp / "tmp", 0o700)
+        env.update(TMPDIR=str(tmp / "tmp"), TEMP=str(tmp / "tmp"), TMP=str(tmp / "tmp"))
+
         proc = subprocess.run(
             node_entry(sys.executable, str(job_dir)) + ["--plan", str(ledger_path)],
             cwd=job_dir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=child_environment(),
+            env=env,
         )
         output = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0 or not ledger_path.is_file():
