@@ -684,8 +684,8 @@ def multi_trajectories():
     """Agent loops returning several outputs per session: ``dr_grpo`` groups session-final outputs as ``grpo`` does."""
     from verl.protocol import DataProto
 
+    v1 = import_trainer_module("verl.trainer.ppo.v1.utils")  # (stand-ins first: the plugin patches v1 where it can run)
     verl_dr_grpo.install({})
-    v1 = import_trainer_module("verl.trainer.ppo.v1.utils")
     keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0"]
     # non-final outputs carry rewards that must not count: only each session's last output does
     rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75]
