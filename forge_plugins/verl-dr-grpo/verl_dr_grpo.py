@@ -75,7 +75,7 @@ def mean_centred_advantage(norm_adv_by_std=False):
 
         if index is None:
             raise ValueError("verl-dr-grpo: the batch carries no 'uid' (index) to group responses by prompt")
-        advantages, returns = core_algos.compute_grpo_outcome_advantage(
+        advantages, _ = core_algos.compute_grpo_outcome_advantage(
             token_level_rewards=token_level_rewards, response_mask=response_mask, index=index, epsilon=epsilon,
             norm_adv_by_std_in_grpo=norm_adv_by_std, config=config,
         )
