@@ -244,6 +244,15 @@ def test_the_plugin_runs_in_a_child_without_credentials_under_the_chosen_python(
     assert gone.returncode == 2 and "not an executable interpreter" in one_error(gone)
 
 
+def test_what_the_plugin_prints_goes_to_stderr_so_json_stays_parseable(laptop):
+    laptop.plugin("chatty-prep", "def install(params):\n    print('installing')\n    return lambda r: print('record', r) or r\n")
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}, {"a": 2}])
+    done = laptop.forge("prep", "chatty-prep", "-i", raw, "-o", laptop.root / "out.jsonl", "--json")
+    record = json.loads(done.stdout)
+    assert (record["input"]["records"], record["output"]["records"], record["dropped"]) == (2, 2, 0)
+    assert "installing" in done.stderr and "record {'a': 2}" in done.stderr
+
+
 def test_only_the_digested_files_are_imported(laptop):
     # helper.py is on disk beside the plugin but .forgeignore keeps it out of the package:
     # the child imports from the digested bytes only, so the plugin cannot reach it.
