@@ -154,6 +154,31 @@ def test_data_prep_plugins_are_shared_between_laptops_but_never_enter_a_job(lapt
     assert lock.returncode == 15 and one_error(lock) == f"error: {rule}"
 
 
+def test_bundle_create_refuses_a_data_prep_plugin_in_a_hand_made_lock(laptop):
+    # forge lock never writes one; a lock edited by hand must not smuggle it into a bundle
+    from starforge.experiment.lock import entry_from_tree
+    from starforge.experiment.lockfile import LockFile
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.verified import verified_tree
+
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    reg = laptop.root / "reg"
+    laptop.forge("plugin", "publish", "my-prep", "--registry", reg)
+    registry = DirectoryRegistry(reg)
+    info = registry.get("alice", "my-prep", "0.1.0")
+    exp = laptop.root / "exp"
+    exp.mkdir()
+    (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: exp\nentrypoint: python -m train\n"
+                                    "plugins: [alice/my-prep@0.1.0]\nbackend: local\n")
+    entry = entry_from_tree(info, verified_tree(registry, info), "alice/my-prep@==0.1.0", None)
+    lock = LockFile(plugins=(entry,), registry=str(reg))
+    (exp / "plugins.lock.json").write_text(lock.to_json())
+    refused = laptop.forge("bundle", "create", exp, "-o", laptop.root / "b.tar", "--registry", reg, ok=False)
+    assert refused.returncode == 15  # the lock is read with the rules forge lock applies
+    assert "alice/my-prep@0.1.0 is a data-prep plugin; data-prep plugins never enter a job" in one_error(refused)
+    assert not (laptop.root / "b.tar").exists()
+
+
 # -- one-line errors; nothing written -----------------------------------------------------
 
 STRICT = """
