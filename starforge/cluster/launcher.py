@@ -268,6 +268,8 @@ def launch(
     _keep_runtime_code(job)
     if verify_only:
         return _verify_only(job, on_item)
+    if plan_out is None and spec.plan and not cmd:
+        plan_out = "-"  # forge plan --backend: the ledger comes back through the job's log
     if plan_out is None:
         refused = _record_environment(job)
         if refused is not None:
