@@ -42,6 +42,7 @@ COMMANDS = {
     "lock": "lock:lock",
     "submit": "submit:submit",
     "plan": "plan:plan",
+    "prep": "prep:prep",
     "jobs": {
         "list": "jobs:list_jobs",
         "show": "jobs:show",

@@ -356,7 +356,7 @@ class LoadedPlugin:
 def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedPlugin] = ()) -> list:
     """Refuse what cannot run together; return the built-ins shadowed by a package.
 
-    Refused (:class:`LockError`): data-prep plugins (they never leave the laptop), two
+    Refused (:class:`LockError`): data-prep plugins (they never enter a job), two
     packages with one manifest name, and two plugins the job would put on ``sys.path``
     (packages and the built-ins not shadowed by a package of the same name) that share a
     top-level module name: the first on the path would hide the other.
@@ -365,8 +365,8 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
     for p in packages + builtins:
         if p.kind == "data-prep":
             raise LockError(
-                f"{p.label} is a data-prep plugin; data-prep plugins run on the laptop and are never shipped with a job",
-                hint="remove it from forge.yaml and run it where the data is prepared",
+                f"{p.label} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                hint="remove it from forge.yaml; run it with: forge prep REF --input IN.jsonl --output OUT.jsonl",
             )
     seen: dict = {}
     for p in packages:
