@@ -206,8 +206,10 @@ def _ensure_other_user() -> None:
             pytest.fail("this test needs root and runuser to make a directory of another user")
         pytest.skip("needs root and runuser to make a directory of another user")
     if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                       check=True, capture_output=True)
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+                              capture_output=True, text=True)
+        # (a test running in parallel may have made it first)
+        assert made.returncode == 0 or subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, made.stderr
 
 
 WORKER_WITH_PLANTED_DIR = """
@@ -308,3 +310,23 @@ def test_a_code_directory_gone_from_this_node_is_passed_over_quietly(builder, tm
     assert result.returncode == 0, result.stderr
     assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
     assert "does not use the code directory" not in result.stderr
+
+
+def test_the_runtime_code_is_kept_even_where_the_job_writes_no_bytecode(builder):
+    # Container images often set PYTHONDONTWRITEBYTECODE: the code directory is the job's
+    # own, so the launcher still keeps the runtime's code there for the workers, and the
+    # trainer (and every other process) keeps the job's setting for its own files.
+    trainer = SPAWNING_TRAINER.replace('print("SPAWNED "', 'print("TRAINER writes", sys.dont_write_bytecode); print("SPAWNED "')
+    job = builder.job(plugins=[demo_plugin(targets=["app.algo"])], trainer=trainer)
+    result = entry_launch(job, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "TRAINER writes True" in result.stdout
+    seen = reported(result, "SPAWNED")
+    before = seen["before"]
+    assert any(k.startswith("starforge/cluster/__pycache__/job.") for k in before)
+    (v1, mods1, _, nowrite1), after1 = seen["runs"][:2]
+    assert v1 == 20 and nowrite1 is True
+    assert after1 == before
+    for module, cached in mods1.items():  # loaded from the launcher's compiled code
+        assert os.path.relpath(cached, seen["code"]) in before, module
+    assert not list((job.dir / "recipe").rglob("__pycache__"))  # the job's own files: no bytecode
