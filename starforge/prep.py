@@ -248,9 +248,10 @@ def run_prep(
         out_fd = f.fileno()
         read_fd, write_fd = os.pipe()
         try:
+            # what the plugin prints goes to stderr: stdout carries forge's result (--json)
             proc = subprocess.Popen(
-                cmd + [str(write_fd), str(out_fd)], stdin=subprocess.PIPE, env=env, pass_fds=(write_fd, out_fd),
-                cwd=tmp.name,
+                cmd + [str(write_fd), str(out_fd)], stdin=subprocess.PIPE, stdout=_stderr_fd(), env=env,
+                pass_fds=(write_fd, out_fd), cwd=tmp.name,
             )
         except OSError as exc:
             os.close(read_fd)
@@ -281,6 +282,14 @@ def run_prep(
     prov = out.with_name(out.name + PROVENANCE_SUFFIX)
     atomic.write_file(prov, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return PrepResult(plugin=plugin, params=params, output=out, provenance_path=prov, record=record)
+
+
+def _stderr_fd() -> int | None:
+    try:
+        sys.stderr.flush()
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (captured)
+        return None
 
 
 def _talk(proc: subprocess.Popen, header: bytes, read_fd: int, progress, total: int) -> dict | None:

@@ -184,6 +184,8 @@ def main(argv: list) -> int:
         report("result " + json.dumps({"ok": False, "line": refused.line, "message": refused.message,
                                        "detail": refused.detail}))
         return 1
+    except KeyboardInterrupt:  # Ctrl-C reaches forge too, which says so and removes the temp file
+        return 130
     except OSError as exc:
         report("result " + json.dumps({"ok": False, "line": 0, "message": f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
                                        "detail": ""}))

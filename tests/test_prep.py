@@ -154,6 +154,31 @@ def test_data_prep_plugins_are_shared_between_laptops_but_never_enter_a_job(lapt
     assert lock.returncode == 15 and one_error(lock) == f"error: {rule}"
 
 
+def test_bundle_create_refuses_a_data_prep_plugin_in_a_hand_made_lock(laptop):
+    # forge lock never writes one; a lock edited by hand must not smuggle it into a bundle
+    from starforge.experiment.lock import entry_from_tree
+    from starforge.experiment.lockfile import LockFile
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.verified import verified_tree
+
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    reg = laptop.root / "reg"
+    laptop.forge("plugin", "publish", "my-prep", "--registry", reg)
+    registry = DirectoryRegistry(reg)
+    info = registry.get("alice", "my-prep", "0.1.0")
+    exp = laptop.root / "exp"
+    exp.mkdir()
+    (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: exp\nentrypoint: python -m train\n"
+                                    "plugins: [alice/my-prep@0.1.0]\nbackend: local\n")
+    entry = entry_from_tree(info, verified_tree(registry, info), "alice/my-prep@==0.1.0", None)
+    lock = LockFile(plugins=(entry,), registry=str(reg))
+    (exp / "plugins.lock.json").write_text(lock.to_json())
+    refused = laptop.forge("bundle", "create", exp, "-o", laptop.root / "b.tar", "--registry", reg, ok=False)
+    assert refused.returncode == 15  # the lock is read with the rules forge lock applies
+    assert "alice/my-prep@0.1.0 is a data-prep plugin; data-prep plugins never enter a job" in one_error(refused)
+    assert not (laptop.root / "b.tar").exists()
+
+
 # -- one-line errors; nothing written -----------------------------------------------------
 
 STRICT = """
@@ -242,6 +267,15 @@ def test_the_plugin_runs_in_a_child_without_credentials_under_the_chosen_python(
     assert json.loads(Path(f"{out}.provenance.json").read_text())["python"] == str(bare)
     gone = laptop.forge("prep", "snoop-prep", "-i", raw, "-o", out, "--python", laptop.root / "no-python", ok=False)
     assert gone.returncode == 2 and "not an executable interpreter" in one_error(gone)
+
+
+def test_what_the_plugin_prints_goes_to_stderr_so_json_stays_parseable(laptop):
+    laptop.plugin("chatty-prep", "def install(params):\n    print('installing')\n    return lambda r: print('record', r) or r\n")
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}, {"a": 2}])
+    done = laptop.forge("prep", "chatty-prep", "-i", raw, "-o", laptop.root / "out.jsonl", "--json")
+    record = json.loads(done.stdout)
+    assert (record["input"]["records"], record["output"]["records"], record["dropped"]) == (2, 2, 0)
+    assert "installing" in done.stderr and "record {'a': 2}" in done.stderr
 
 
 def test_only_the_digested_files_are_imported(laptop):

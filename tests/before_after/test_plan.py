@@ -184,3 +184,22 @@ def test_plan_acknowledge_is_validated(toy):
         f.write("plan:\n  acknowledge:\n    - {plugin: dr-grpo, replace: x}\n")
     run = toy.plan(ok=3)
     assert "unknown key 'plan.acknowledge.0.replace' (did you mean 'replaces'?)" in run.stderr
+
+
+def test_backend_local_runs_the_load_phase_as_a_job_and_leaves_no_record(toy):
+    toy.use("starforge/opsd-patch@~=1.2", "starforge/dr-grpo@~=2.0")
+    run = toy.plan("--backend", "local", ok=CONFLICT)
+    assert run.stdout.splitlines()[0].startswith("plan    : quickstart on the local backend (python ")
+    assert "    replace                  toy_grpo.algorithms:compute_advantages" in run.stdout
+    assert json.loads(toy.forge("jobs", "list", "--json", ok=0).stdout) == []
+    assert not (toy.exp / ".forge").exists() and list(toy.scratch.iterdir()) == []
+    doc = json.loads(toy.plan("--backend", "local", "--json", ok=CONFLICT).stdout)
+    assert [c["kind"] for c in doc["conflicts"]] == ["hidden", "hidden"]
+
+
+def test_cpu_only_settings():
+    from starforge.experiment.patchplan import cpu_only
+
+    assert cpu_only({"nodes": 4, "gpus_per_node": 8, "launch": "per-node", "sbatch_args": ["--gres=gpu:8", "-p", "batch"],
+                     "partition": "x"}) == {"nodes": 1, "launch": "once", "sbatch_args": ["-p", "batch"], "partition": "x"}
+    assert cpu_only({"entrypoint_num_gpus": 1, "entrypoint_resources": {"GPU": 1, "mem": 2}}) == {"entrypoint_resources": {"mem": 2}}
