@@ -12,7 +12,8 @@ entries under new names (default ``dr_grpo`` for both) that the user selects:
   ``A_i = r_i - mean(group)``, no std division. A group of one response gets advantage 0
   (its own mean; verl's estimator would pass the raw reward through), with one warning.
   On the default trainer the session-final-output grouping verl applies to ``grpo``
-  (``trainer/ppo/v1/utils.py``) is applied to this estimator too.
+  (``trainer/ppo/v1/utils.py``) is applied to this estimator too (where that trainer can
+  run: TransferQueue, verl's ``verl-core`` extra, installed).
 - Policy loss: verl's own ``vanilla`` PPO-clip loss, aggregated with
   ``seq-mean-token-sum-norm``: each response's token-loss sum, summed over the DP-global
   mini-batch, divided by its sequence count and by the rollout's generation bound
@@ -74,7 +75,7 @@ def mean_centred_advantage(norm_adv_by_std=False):
 
         if index is None:
             raise ValueError("verl-dr-grpo: the batch carries no 'uid' (index) to group responses by prompt")
-        advantages, returns = core_algos.compute_grpo_outcome_advantage(
+        advantages, _ = core_algos.compute_grpo_outcome_advantage(
             token_level_rewards=token_level_rewards, response_mask=response_mask, index=index, epsilon=epsilon,
             norm_adv_by_std_in_grpo=norm_adv_by_std, config=config,
         )
@@ -288,5 +289,20 @@ def install(params):
     patching.replace(f"{MODULE}:POLICY_LOSS_REGISTRY[{loss}]", fixed_length_loss(agg), when_imported=True, create=True)
     patching.wrap(f"{LOSSES}:ppo_loss", objective_unit_ppo_loss(loss, agg), when_imported=True)
     patching.wrap(f"{CONFIG}:validate_config", bound_from_rollout(loss, agg), when_imported=True)
-    patching.wrap(f"{MULTI_TRAJECTORIES}:compute_advantage_for_multi_trajectories",
-                  session_final_grouping(estimator, norm), when_imported=True)
+    if _has_default_trainer():
+        patching.wrap(f"{MULTI_TRAJECTORIES}:compute_advantage_for_multi_trajectories",
+                      session_final_grouping(estimator, norm), when_imported=True)
+
+
+def _has_default_trainer():
+    """Whether verl's default (v1) trainer can run here: its package imports TransferQueue
+    (verl's ``verl-core`` extra). Without it there is no session grouping to patch, and its
+    module could not even be imported (``forge plan`` would report the patch as never applied)."""
+    import importlib.util
+
+    if "transfer_queue" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("transfer_queue") is not None
+    except (ImportError, ValueError):
+        return False

@@ -206,8 +206,10 @@ def _ensure_other_user() -> None:
             pytest.fail("this test needs root and runuser to make a directory of another user")
         pytest.skip("needs root and runuser to make a directory of another user")
     if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                       check=True, capture_output=True)
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+                              capture_output=True, text=True)
+        # (a test running in parallel may have made it first)
+        assert made.returncode == 0 or subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, made.stderr
 
 
 WORKER_WITH_PLANTED_DIR = """
