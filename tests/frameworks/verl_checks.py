@@ -686,15 +686,16 @@ def multi_trajectories():
 
     v1 = import_trainer_module("verl.trainer.ppo.v1.utils")  # (stand-ins first: the plugin patches v1 where it can run)
     verl_dr_grpo.install({})
-    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0"]
+    pad = "pad" + "0123456789abcdef" * 2  # verl's synthetic no-op sample (upsample_batch_to_divisible_size)
+    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0", f"{pad}_0_0"]
     # non-final outputs carry rewards that must not count: only each session's last output does
-    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75]
-    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4]
+    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75, 0.0]
+    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4, 1]
 
     def run(estimator, norm):
         token_rewards, mask = _outcome_batch(rewards, lengths)
         data = DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask},
-                                   non_tensors={"uid": np.array([k.split("_")[0] for k in keys], dtype=object)})
+                                   non_tensors={"uid": np.array([k.rsplit("_", 2)[0] for k in keys], dtype=object)})
         err = io.StringIO()
         with redirect_stderr(err):
             out = v1.compute_advantage_for_multi_trajectories(data, keys, estimator, norm_adv_by_std_in_grpo=norm)
@@ -702,10 +703,10 @@ def multi_trajectories():
 
     adv, returns, err = run("dr_grpo", True)  # the trainer's norm flag is verl's; the plugin's (no std) wins
     # session finals: a -> rows 1, 2, 5 (1.0, 0.0, 0.5; mean 0.5), b -> rows 6, 8 (0.25, 1.0; mean 0.625), c alone
-    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0]
-    assert [float(adv[i, 0]) for i in range(10)] == want, adv[:, 0]
+    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0, 0.0]
+    assert [float(adv[i, 0]) for i in range(11)] == want, adv[:, 0]
     assert torch.equal(adv, returns) and torch.equal(adv != 0, (adv != 0) & (_outcome_batch(rewards, lengths)[1] > 0))
-    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err
+    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err  # c's, not verl's padding
     grpo, _, _ = run("grpo", False)  # verl's grpo without the std: the same numbers but for the group of one
     assert torch.equal(adv[:9], grpo[:9]) and float(grpo[9, 0]) == 0.75
     print(f"session-final grouping for dr_grpo: {want} (stand-ins for missing server modules: {STAND_INS})")
