@@ -54,6 +54,12 @@ def _warn_once(message, warned):
         print(message, file=sys.stderr, flush=True)
 
 
+def _is_padding(uid):
+    """verl's synthetic no-op samples (``padding_utils.upsample_batch_to_divisible_size``: uid ``pad<hex>``)."""
+    uid = str(uid)
+    return len(uid) == 35 and uid.startswith("pad") and all(c in "0123456789abcdef" for c in uid[3:])
+
+
 def _zero_singleton_groups(advantages, index, warned):
     """Set the advantage of every response alone in its group to 0 (r - mean over a group of one)."""
     from collections import Counter
@@ -61,8 +67,10 @@ def _zero_singleton_groups(advantages, index, warned):
     sizes = Counter(index[i] for i in range(len(index)))
     alone = [i for i in range(len(index)) if sizes[index[i]] == 1]
     if alone:
-        _warn_once(f"verl-dr-grpo: warning: {len(alone)} response(s) alone in their group get advantage 0 "
-                   "(r - mean of a group of one); set rollout.n >= 2", warned)
+        real = sum(not _is_padding(index[i]) for i in alone)
+        if real:
+            _warn_once(f"verl-dr-grpo: warning: {real} response(s) alone in their group get advantage 0 "
+                       "(r - mean of a group of one); set rollout.n >= 2", warned)
         advantages[alone] = 0.0
     return advantages
 
@@ -113,8 +121,10 @@ def session_final_grouping(estimator, norm_adv_by_std=False):
             uids = [key.rsplit("_", 2)[0] for key in batch_keys]
             alone = [i for i, uid in enumerate(uids) if len(finals[uid]) == 1]
             if alone:
-                _warn_once(f"verl-dr-grpo: warning: {len(alone)} output(s) of sessions alone in their group get "
-                           "advantage 0 (r - mean of a group of one)", warned)
+                real = sum(not _is_padding(uids[i]) for i in alone)
+                if real:
+                    _warn_once(f"verl-dr-grpo: warning: {real} output(s) of sessions alone in their group get "
+                               "advantage 0 (r - mean of a group of one)", warned)
                 data.batch["advantages"][alone] = 0.0
                 data.batch["returns"][alone] = 0.0
         return data

@@ -522,6 +522,14 @@ def config_bound():
         main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
     assert cfg.actor_rollout_ref.actor.loss_scale_factor == 24, cfg.actor_rollout_ref.actor.loss_scale_factor
     assert "verl-dr-grpo: actor loss_scale_factor set to rollout.response_length=24" in err.getvalue(), err.getvalue()
+    # the worker's actor config, built from that config as verl's engine worker builds it, carries the bound
+    # to verl's loss: the hand case's token sums over 4 responses x 24
+    from verl.utils.config import omega_conf_to_dataclass
+
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    with redirect_stderr(io.StringIO()):
+        loss, _ = run_ppo_loss(v1_mini_batch(micro_batch_size_per_gpu=2), actor, hand_leaf())
+    assert type(actor).__name__ == "FSDPActorConfig" and close(loss, -2.25 / 4 / 24), (type(actor), loss)
     cfg = config(loss_scale_factor=24)
     with redirect_stderr(io.StringIO()):
         main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
@@ -536,8 +544,8 @@ def config_bound():
     with redirect_stderr(io.StringIO()):
         main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
     assert cfg.actor_rollout_ref.actor.loss_scale_factor is None  # another loss: left alone
-    print("config: loss_scale_factor filled from rollout.response_length=24, accepted when equal, "
-          "refused when it differs; other losses untouched")
+    print(f"config: loss_scale_factor filled from rollout.response_length=24 (worker loss {loss!r} = -2.25/4/24), "
+          "accepted when equal, refused when it differs; other losses untouched")
 
 
 FIXED_MODE = "seq-mean-token-sum-norm"
@@ -686,15 +694,16 @@ def multi_trajectories():
 
     v1 = import_trainer_module("verl.trainer.ppo.v1.utils")  # (stand-ins first: the plugin patches v1 where it can run)
     verl_dr_grpo.install({})
-    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0"]
+    pad = "pad" + "0123456789abcdef" * 2  # verl's synthetic no-op sample (upsample_batch_to_divisible_size)
+    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0", f"{pad}_0_0"]
     # non-final outputs carry rewards that must not count: only each session's last output does
-    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75]
-    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4]
+    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75, 0.0]
+    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4, 1]
 
     def run(estimator, norm):
         token_rewards, mask = _outcome_batch(rewards, lengths)
         data = DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask},
-                                   non_tensors={"uid": np.array([k.split("_")[0] for k in keys], dtype=object)})
+                                   non_tensors={"uid": np.array([k.rsplit("_", 2)[0] for k in keys], dtype=object)})
         err = io.StringIO()
         with redirect_stderr(err):
             out = v1.compute_advantage_for_multi_trajectories(data, keys, estimator, norm_adv_by_std_in_grpo=norm)
@@ -702,10 +711,10 @@ def multi_trajectories():
 
     adv, returns, err = run("dr_grpo", True)  # the trainer's norm flag is verl's; the plugin's (no std) wins
     # session finals: a -> rows 1, 2, 5 (1.0, 0.0, 0.5; mean 0.5), b -> rows 6, 8 (0.25, 1.0; mean 0.625), c alone
-    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0]
-    assert [float(adv[i, 0]) for i in range(10)] == want, adv[:, 0]
+    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0, 0.0]
+    assert [float(adv[i, 0]) for i in range(11)] == want, adv[:, 0]
     assert torch.equal(adv, returns) and torch.equal(adv != 0, (adv != 0) & (_outcome_batch(rewards, lengths)[1] > 0))
-    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err
+    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err  # c's, not verl's padding
     grpo, _, _ = run("grpo", False)  # verl's grpo without the std: the same numbers but for the group of one
     assert torch.equal(adv[:9], grpo[:9]) and float(grpo[9, 0]) == 0.75
     print(f"session-final grouping for dr_grpo: {want} (stand-ins for missing server modules: {STAND_INS})")
