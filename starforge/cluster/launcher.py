@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         spec_arg, cmd, verify_only, plan_out, bound = _parse(argv)
     except _Usage as exc:
         say(f"error: {exc}")
-        say("hint: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]")
+        say("hint: forge-launch --spec JOBSPEC [--verify-only | --plan LEDGER] [-- CMD ...]")
         return 2
     # The binding reaches every process of the job through the environment; one inherited
     # from elsewhere (another job's) never binds this launch.
