@@ -52,6 +52,13 @@ class RegistryError(ForgeError):
     exit_code = 6
 
 
+class TamperedError(RegistryError):
+    """A registry record, OCI config or annotation, bundle or lock entry that disagrees with
+    what the digest-verified tree says, or answers for another plugin: someone edited it."""
+
+    exit_code = 6
+
+
 class NotFoundError(RegistryError):
     """No such plugin, version or registry."""
 
@@ -74,3 +81,9 @@ class BackendError(ForgeError):
     """A backend that cannot stage, submit or query a job."""
 
     exit_code = 16
+
+
+class PrepError(ForgeError):
+    """``forge prep`` stopped on a record (the message names the input line) or on the plugin."""
+
+    exit_code = 17

@@ -22,10 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this module's API)
+    _EXTENSION_RE,
+    RESERVED_NAMES,
+    STDLIB_NAMES,
+    TRAINING_STACK,
+    top_level_names,
+    top_level_origins,
+)
 from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
 from .files import local_tree_digest, plugin_files
-from .stdlib_names import STDLIB_NAMES
 from .syntax import python_floor, source_problems
 
 if TYPE_CHECKING:
@@ -33,29 +40,6 @@ if TYPE_CHECKING:
 
 MANIFEST_FILE = "plugin.yaml"
 
-# Import names of the training stack a job already has: a plugin module with one of these
-# names would replace the framework it means to patch.
-TRAINING_STACK = frozenset({
-    "accelerate", "apex", "bitsandbytes", "datasets", "deepspeed", "einops", "flash_attn",
-    "flax", "huggingface_hub", "hydra", "jax", "jaxlib", "keras", "liger_kernel",
-    "megatron", "nemo", "nemo_aligner", "nemo_rl", "numpy", "omegaconf", "openrlhf", "optax",
-    "pandas", "peft", "ray", "safetensors", "scipy", "sentencepiece", "sglang", "tensorboard",
-    "tensordict", "tensorflow", "tiktoken", "tokenizers", "torch", "torchaudio", "torchdata",
-    "torchvision", "transformer_engine", "transformers", "triton", "trl", "verl", "vllm",
-    "wandb", "xformers",
-})
-
-# Names StarForge itself needs on the cluster: the runtime, the plugin tree, its one
-# dependency, and the start-up hooks the job's bootstrap relies on.
-RESERVED_NAMES = {
-    "starforge": "the StarForge runtime itself",
-    "forge_plugins": "the directory the job stages plugins in",
-    "packaging": "the one dependency of StarForge's cluster-side runtime",
-    "sitecustomize": "the start-up hook that carries plugins into every process of the job",
-    "usercustomize": "a start-up hook Python runs in every process",
-}
-
-_EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 
 
 @dataclass(frozen=True)
@@ -147,36 +131,6 @@ def _manifest_finding(exc: ManifestError, source: str) -> Finding:
 
 
 # -- top-level names ----------------------------------------------------------------------
-
-def top_level_names(files: list[str]) -> tuple[str, ...]:
-    """Every name importable from the package root, sorted.
-
-    ``x.py``, an extension module ``x.*.so`` / ``x.pyd``, and any directory ``x/`` (a
-    package, or a namespace package when it has no ``__init__.py``).
-
-    >>> top_level_names(["plugin.yaml", "opsd_patch.py", "helpers/util.py", "docs-src/a.md"])
-    ('helpers', 'opsd_patch')
-    """
-    return tuple(sorted(_top_level_origins(files)))
-
-
-def _top_level_origins(files: list[str]) -> dict[str, str]:
-    """``{name: the file or directory providing it}`` (``types.py``, ``ray/``)."""
-    out: dict[str, str] = {}
-    for rel in files:
-        head, sep, _ = rel.partition("/")
-        if sep:
-            if head.isidentifier():
-                out.setdefault(head, head + "/")
-            continue
-        if head.endswith(".py") and head[:-3].isidentifier():
-            out.setdefault(head[:-3], head)
-            continue
-        m = _EXTENSION_RE.match(head)
-        if m:
-            out.setdefault(m.group(1), head)
-    return out
-
 
 def _installed_top_levels() -> Mapping[str, list[str]]:
     from importlib.metadata import packages_distributions
@@ -443,6 +397,49 @@ def _import_time_imports(tree: ast.Module):
         yield from visit(stmt)
 
 
+_READ_METHODS = ("read_text", "read_bytes", "open")
+
+
+def _file_path_reads(tree: ast.Module) -> list[int]:
+    """Lines where the module reads a file through a path built from ``__file__``.
+
+    ``open(os.path.join(os.path.dirname(__file__), "x"))``, ``Path(__file__).parent /
+    "x"`` then ``.read_text()``/``.read_bytes()``/``.open()``, also through module or local
+    names assigned from such an expression (``HERE = os.path.dirname(__file__)``). Those
+    reads go to the disk, around the loader: a worker does not hash them.
+    """
+    def mentions(node: ast.AST, names: set) -> bool:
+        return any(isinstance(n, ast.Name) and (n.id == "__file__" or n.id in names) for n in ast.walk(node))
+
+    tainted: set = set()
+    assigns: list = []  # (value, targets)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign):
+            assigns.append((n.value, n.targets))
+        elif isinstance(n, ast.AnnAssign) and n.value is not None:
+            assigns.append((n.value, [n.target]))
+    for _ in range(4):  # names assigned from names assigned from __file__ ...
+        before = len(tainted)
+        for value, targets in assigns:
+            if mentions(value, tainted):
+                tainted.update(t.id for t in targets if isinstance(t, ast.Name))
+        if len(tainted) == before:
+            break
+    lines = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        node = call
+        func = node.func
+        is_open = (isinstance(func, ast.Name) and func.id == "open") or (
+            isinstance(func, ast.Attribute) and func.attr == "open" and isinstance(func.value, ast.Name) and func.value.id in ("io", "builtins"))
+        if is_open and node.args and mentions(node.args[0], tainted):
+            lines.append(node.lineno)
+        elif isinstance(func, ast.Attribute) and func.attr in _READ_METHODS and not is_open and mentions(func.value, tainted):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
 # -- the check ----------------------------------------------------------------------------
 
 def check_plugin(
@@ -470,7 +467,7 @@ def check_plugin(
         errors.append(Finding("files", MANIFEST_FILE, None, "plugin.yaml is excluded from the package",
                               "remove the pattern that matches it from .forgeignore"))
 
-    origins = _top_level_origins(files)
+    origins = top_level_origins(files)
     name_errors, name_warnings = _name_findings(origins, manifest.name if manifest else None)
     errors += name_errors
     warnings += name_warnings
@@ -501,6 +498,13 @@ def check_plugin(
             trees[rel] = ast.parse(text, rel)
         except (SyntaxError, ValueError):
             continue
+        for line in _file_path_reads(trees[rel]):
+            warnings.append(Finding(
+                "file-read", rel, line,
+                "reads a file through a path built from __file__: such reads bypass the loader and are not hashed in the job's workers",
+                "read the plugin's own data with importlib.resources (files(__package__) / 'data.json'): it reads the "
+                "verified bytes, hashed in every process (docs/security.md)",
+            ))
         for line, name in _import_time_imports(trees[rel]):
             if name in TRAINING_STACK:
                 warnings.append(Finding(

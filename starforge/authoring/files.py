@@ -249,6 +249,16 @@ class IgnoreRules:
                 ) from None
             if rule is not None:
                 self.rules.append(rule)
+        # Without a negated rule the order does not matter: a path is excluded when any rule
+        # matches, so the rules are also joined into one pattern per kind of entry and a
+        # walk of thousands of files asks one regex per entry instead of one per rule.
+        self._any: dict[bool, re.Pattern | None] | None = None
+        if not any(r.negate for r in self.rules):
+            self._any = {
+                is_dir: re.compile("|".join(f"(?:{r.regex.pattern})" for r in self.rules if is_dir or not r.dir_only),
+                                   re.DOTALL) if any(is_dir or not r.dir_only for r in self.rules) else None
+                for is_dir in (False, True)
+            }
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         """True when *rel* (relative POSIX path) is excluded by these rules alone.
@@ -256,6 +266,9 @@ class IgnoreRules:
         Callers walk top-down and do not descend into ignored directories, which gives
         git's rule that a file inside an excluded directory cannot be re-included.
         """
+        if self._any is not None:
+            joined = self._any[is_dir]
+            return joined is not None and joined.fullmatch(rel) is not None
         result = False
         for rule in self.rules:
             if rule.matches(rel, is_dir):

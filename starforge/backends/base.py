@@ -61,6 +61,10 @@ class Backend(abc.ABC):
     def _save_new_record(self, job_dir: Path, spec, created: str | None = None, **fields: Any) -> JobRecord:
         """Save and return the first record of the job staged in *job_dir*: ``pending``, created
         at *created* (default: now), with the other :class:`JobRecord` *fields* given."""
+        fields.setdefault("runtime_sha256", _runtime_sha256(job_dir))
+        replay = getattr(spec, "replay", None)
+        if replay and "replay_of" not in fields:
+            fields["replay_of"] = str(replay.get("of") or "")
         record = JobRecord(
             id=spec.id,
             name=spec.name,
@@ -183,11 +187,14 @@ def _cancel_uninterrupted(backend: Backend, record: JobRecord) -> JobRecord:
         signal.signal(signal.SIGINT, previous)
 
 
-def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5) -> Iterator[str]:
+def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, poll: float = 0.5,
+                pause: Callable[[float], Any] = time.sleep) -> Iterator[str]:
     """A job's output file as text chunks; with *follow*, until *backend* reports the job ended.
 
     Bytes are decoded incrementally, so a character split across two reads is not mangled;
-    once the job is final, whatever was written before that is still read.
+    once the job is final, whatever was written before that is still read. Between reads
+    it waits with *pause(poll)*: a backend that can tell when its job ends sooner (the local
+    one waits on its supervising process) returns from it at once then.
     """
     import codecs
 
@@ -207,7 +214,7 @@ def follow_file(path: Path, backend: Backend, record: JobRecord, follow: bool, p
             if tail:
                 yield tail
             break
-        time.sleep(poll)
+        pause(poll)
 
 
 def _read_from(path: Path, offset: int) -> bytes:
@@ -225,17 +232,29 @@ def _read_from(path: Path, offset: int) -> bytes:
 NODE_ENTRY = (".forge-runtime/starforge-runtime.zip", "--spec", "jobspec.json")
 
 
-def node_entry(python: str, job_dir: str | os.PathLike = "") -> list[str]:
+def _runtime_sha256(job_dir) -> str:
+    """The sha256 (hex) of the job's staged runtime zip, "" when there is none."""
+    from ..cluster.digest import hash_file
+    from ..cluster.environment import runtime_paths
+
+    try:
+        return hash_file(runtime_paths(str(job_dir))["zip"])
+    except OSError:
+        return ""
+
+
+def node_entry(python: str, job_dir: str | os.PathLike = "", spec_sha256: str = "") -> list[str]:
     """``[python, <job>/.forge-runtime/starforge-runtime.zip, --spec, <job>/jobspec.json]``.
 
     *python* is the backend's default interpreter (the entry only starts under it);
     with an empty *job_dir* the paths stay relative, for a backend that runs in the job
-    directory (Ray's working_dir).
+    directory (Ray's working_dir). *spec_sha256*, the JobSpec's binding (SPEC §9), is
+    passed as ``--spec-sha256``.
     """
     zip_path, flag, spec = NODE_ENTRY
     if job_dir:
         zip_path, spec = os.path.join(job_dir, zip_path), os.path.join(job_dir, spec)
-    return [python, zip_path, flag, spec]
+    return [python, zip_path, flag, spec, *(["--spec-sha256", spec_sha256] if spec_sha256 else [])]
 
 
 def exit_status(returncode: int) -> int:

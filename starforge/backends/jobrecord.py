@@ -31,6 +31,8 @@ class JobRecord:
     experiment: str = ""  # the experiment directory the job was submitted from
     finished: str | None = None
     message: str = ""  # one line for the user, e.g. why a job failed or was lost
+    runtime_sha256: str = ""  # sha256 of the staged runtime zip (forge jobs replay runs the same one)
+    replay_of: str = ""  # the job this one replays (forge jobs replay), else ""
 
     @property
     def final(self) -> bool:
@@ -40,7 +42,21 @@ class JobRecord:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
+        """Every field, as stored in the jobs store."""
         return asdict(self)
+
+    def shown(self) -> dict:
+        """:meth:`to_dict` for printing (``--json``): credentials in a URL masked.
+
+        A Ray address may carry ``user:password@`` (httpx sends it as Basic auth); the
+        store keeps it, so that later ``forge jobs`` calls reach the cluster, but no
+        output shows it (SPEC §12).
+        """
+        from ..urls import mask_url
+
+        out = self.to_dict()
+        out["backend_ref"] = {k: mask_url(v) if isinstance(v, str) else v for k, v in self.backend_ref.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "JobRecord":

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, ContextManager
 
-from ..errors import BundleError, LockError, UsageError
+from ..errors import ArchiveError, BundleError, LockError, UsageError
 from ..registry.artifact import (
     ARTIFACT_TYPE,
     PluginArtifact,
@@ -107,8 +107,8 @@ def create_bundle(
         raise UsageError(f"{dest.parent} does not exist", hint="create the directory first or choose another -o FILE")
     reg = open_experiment_registry(exp, registry, insecure=insecure)
 
-    versions = [_locked_version(reg, lock, entry, fetch, published_version) for entry in lock.plugins]
     try:
+        versions = [_locked_version(reg, lock, entry, fetch, published_version) for entry in lock.plugins]
         size, bundled = write_bundle(dest, lock_bytes, versions, progress)
     except DamagedBlob as exc:
         exc.path.unlink(missing_ok=True)  # a damaged cache entry: the next run fetches it again
@@ -164,7 +164,8 @@ def _locked_version(reg, lock, entry, fetch, published_version):
     if served.tree_digest != entry.digest:
         raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
     if (served.manifest or {}).get("kind") == "data-prep":
-        raise UsageError(f"{entry.ref} is a data-prep plugin; data-prep plugins never leave the laptop")
+        raise UsageError(f"{entry.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                         hint="a bundle carries a locked job's plugins; share data-prep plugins with forge plugin copy")
     # The lock's archive digest is what the far side fetches by: bundle exactly that archive.
     if served.artifact_digest != entry.artifact_digest:
         served = replace(served, artifact_digest=entry.artifact_digest, size=0)
@@ -173,6 +174,21 @@ def _locked_version(reg, lock, entry, fetch, published_version):
     archive = cached_path(entry.artifact_digest)
     if not archive.is_file():
         archive = fetch(reg, published_version(entry) if served.size == 0 else served)
+    # the metadata comes from the verified tree: a record or lock entry that disagrees is refused
+    from ..experiment.lock import check_entry
+    from ..registry.verified import check_record, registry_label, tree_of_archive
+
+    try:
+        tree = tree_of_archive(archive, entry.digest, entry.ref)
+    except ArchiveError:
+        from ..cluster.digest import hash_file
+
+        if "sha256:" + hash_file(archive) != entry.artifact_digest:
+            raise DamagedBlob(f"{archive} is damaged", path=archive) from None
+        raise
+    check_record(registry_label(reg.url), "the registry record", served.ref, tree, served.manifest, served.top_level,
+                 served.files or None)
+    check_entry(entry, tree)
     envelope = reg.signature(served) if served.signed or entry.signed else None
     _check_envelope(entry, envelope)
     return replace(served, size=archive.stat().st_size), archive, envelope

@@ -26,10 +26,10 @@ class Copied:
 
 
 def refuse_data_prep(info: PublishedVersion) -> None:
-    """Data-prep plugins run on the laptop only: never pushed or copied to another registry."""
+    """A bundle carries a job's plugins: never a data-prep plugin (they never enter a job)."""
     if (info.manifest or {}).get("kind") == "data-prep":
-        raise UsageError(f"{info.ref} is a data-prep plugin; data-prep plugins run on the laptop and never leave it",
-                         hint="leave it out of the copy; a cluster never needs it")
+        raise UsageError(f"{info.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                         hint="a bundle carries a locked job's plugins; share data-prep plugins with forge plugin copy")
 
 
 def matching_versions(registry: Registry, ref: str) -> list[PublishedVersion]:
@@ -69,15 +69,20 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
     """Publish each of *versions* (from *source*) to *target*, with its signature envelope.
 
     *progress(description, total)* is a context manager yielding a ``(done, total)``
-    callback or None. Every version is checked for data-prep before anything is copied.
+    callback or None. Data-prep plugins are copied too: they travel between laptops
+    (SPEC §3), they only never enter a job.
     """
     from ..registry.cache import fetch
 
-    for info in versions:
-        refuse_data_prep(info)
     out = []
+    from ..registry.verified import check_record, registry_label, tree_of_archive
+
     for info in versions:
         archive = fetch(source, info)
+        # an edited record is never carried: its metadata must be what the verified tree says
+        tree = tree_of_archive(archive, info.tree_digest, info.ref)
+        check_record(registry_label(source.url), "the registry record", info.ref, tree, info.manifest, info.top_level,
+                     info.files or None)
         info = replace(info, size=archive.stat().st_size)
         envelope = source.signature(info) if info.signed else None
         out.append(Copied(version=info, result=_publish(target, archive, info, envelope, progress)))

@@ -76,7 +76,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     records = [_refreshed(r) for r in shown]
     omitted = len(everything) - len(records)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
+        click.echo(json.dumps([r.shown() for r in records], indent=2, sort_keys=True))
     elif not records:
         note("no jobs yet (submit one with: forge submit)")
     else:
@@ -134,6 +134,8 @@ def render_details(d: dict) -> list:
         f"dir      : {d['dir']}",
         f"created  : {d['created']}",
     ]
+    if d.get("replay_of"):
+        lines.append(f"replay of: {d['replay_of']}")
     if d.get("finished"):
         lines.append(f"finished : {d['finished']}")
     if d.get("message"):
@@ -247,7 +249,7 @@ def cancel(job_id: str, as_json: bool) -> None:
     was_final = record.final
     record = _backend_for(record).cancel(record)
     if as_json:
-        click.echo(json.dumps(record.to_dict(), indent=2, sort_keys=True))
+        click.echo(json.dumps(record.shown(), indent=2, sort_keys=True))
     elif was_final:
         click.echo(f"job {record.id} already ended: {record.status}")
     else:
@@ -312,3 +314,44 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
         click.echo(f"{verb} {job_id}")
     if not ids:
         note("no jobs to remove")
+
+
+@click.command("replay")
+@click.argument("job_id", metavar="ID")
+@click.option("--backend", type=click.Choice(("local", "ray", "slurm")), help="Where to run the replay (default: where ID ran).")
+@click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
+@click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")
+@click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
+@click.option("--registry", metavar="URL", help="A registry serving the plugin versions ID ran (tried first).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new job's record as JSON on stdout (its output goes to stderr).")
+def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require_signatures, as_json) -> None:
+    """Run again exactly what job ID ran, as a new job.
+
+    The same plugin versions by tree digest (from the cache or any configured registry
+    serving that digest), hyperparams, entrypoint, Python and built-ins, the recipe as
+    it was staged for ID (not today's working tree: its tree digest is checked against
+    ID's JobSpec) and the same runtime zip (checked against the sha256 in ID's record).
+    Today's trust policy applies. Refuses, naming what differs, when a plugin, the
+    recipe or the runtime no longer matches (exit 10). The new job compares its
+    environment fingerprint with ID's and warns on a difference (--strict: refuses).
+    Its record, JobSpec and provenance say 'replay of ID'. Waits and exits with the new
+    job's exit code, as forge submit does.
+
+    \b
+    Example:
+      forge jobs replay quickstart-20261129-120000-3fa2
+      forge jobs replay quickstart-20261129-120000-3fa2 --strict --backend slurm
+    """
+    from ..experiment.replay import replay_job
+    from .submit import follow
+
+    done = replay_job(job_id, backend=backend, registry=registry, insecure=insecure, dry_run=dry_run, strict=strict,
+                      detach=detach, require_signatures=require_signatures)
+    for line in done.notes:
+        note(f"note: {line}")
+    if dry_run:
+        click.echo(done.spec.to_json(), nl=False)
+        return
+    follow(done.backend, done.record, detach=detach, as_json=as_json)

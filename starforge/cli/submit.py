@@ -38,7 +38,6 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
       forge submit --dry-run --set grpo.group_size=16 | jq .hyperparams
       forge submit --detach && forge jobs list
     """
-    from ..backends.base import wait
     from ..experiment.submit import submit_experiment
 
     sub = submit_experiment(
@@ -58,6 +57,13 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
     assert record is not None and sub.backend is not None  # not a dry run
     for text in sub.notes:
         note(text)
+    follow(sub.backend, record, detach=detach, as_json=as_json)
+
+
+def follow(runner, record, *, detach: bool, as_json: bool) -> None:
+    """Say where the job is; unless *detach*, stream its output, wait, and exit with its code."""
+    from ..backends.base import wait
+
     if as_json:
         click.echo(f"job {record.id} in {record.dir}", err=True)
     else:
@@ -72,10 +78,10 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
         return
     out = JobOutput(sys.stderr if as_json else None)
     try:
-        record = wait(sub.backend, record, out.write)
+        record = wait(runner, record, out.write)
     except KeyboardInterrupt:
         out.flush()
-        record = sub.backend.refresh(record)
+        record = runner.refresh(record)
         click.echo(f"\njob {record.id} cancelled", err=True)
         if as_json:
             click.echo(json.dumps(job_result(record), indent=2, sort_keys=True))
@@ -106,5 +112,5 @@ def job_result(record) -> dict:
         source = "job" if phase == "entrypoint" and status.get("code") == record.exit_code else "forge"
     elif record.final and record.exit_code is None:
         source = "forge"
-    return {**record.to_dict(), "phase": phase, "exit_source": source}
+    return {**record.shown(), "phase": phase, "exit_source": source}
 

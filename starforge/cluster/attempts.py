@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from .environment import RUNTIME_DIR
-
 
 def _given(env: Mapping[str, str]) -> int | None:
     """The attempt the environment names: ``FORGE_ATTEMPT``, else ``SLURM_RESTART_COUNT``."""
@@ -43,6 +41,8 @@ def next_attempt(job_dir: str) -> int:
     """
     if _given(os.environ) is not None:
         return attempt_number(os.environ)
+    from .environment import RUNTIME_DIR  # the launcher's only: a worker reads FORGE_ATTEMPT
+
     folder = os.path.join(job_dir, RUNTIME_DIR, "attempts.d")
     try:
         names = os.listdir(folder)

@@ -145,6 +145,13 @@ def path_problem(path: str) -> str | None:
         return "absolute path"
     if "\\" in path:
         return "backslash in path"
+    if path.isascii() and path.isprintable():
+        # Printable ASCII: no control character, valid UTF-8 and NFC already; only the
+        # components are left to check (most names, and no per-character loop for them).
+        for part in path.split("/"):
+            if part in ("", ".", ".."):
+                return f"path component {part!r} is not allowed"
+        return None
     for ch in path:
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
             return f"control character {ch!r} in path"

@@ -23,16 +23,15 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import deferred, patching
+from . import deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
-from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
+from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .plan import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
-from .requires import check_requires
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -59,6 +58,8 @@ class Job:
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
+        self._recipe_names: dict[str, str] | None = None  # the recipe's own top-level names, listed once
+        self.environment: dict | None = None  # the launcher's fingerprint (cluster/fingerprint.py)
         self.environments: dict[str, tuple] = {}  # name -> (ctx keys, time) of each environment loaded here
 
     # -- the four phases for one plugin ----------------------------------------------------
@@ -106,10 +107,14 @@ class Job:
                     item.verified = True
                     if item in todo or item in shipped:
                         item.contents = contents
+                    if item.check == "tree":
+                        self._check_names(item, contents)
                 if self.role == "launcher" and (os.environ.get("FORGE_TRUST") or os.environ.get("FORGE_REQUIRE_SIGNATURES")):
                     from .signatures import check_items  # brings cryptography
 
                     check_items(todo + shipped)
+                from .requires import check_requires  # packaging only where a plugin declares requires
+
                 for item in todo:
                     t0 = time.perf_counter()
                     try:
@@ -122,6 +127,23 @@ class Job:
                         item.status = "failed"
                 self.failure = failure
                 raise
+
+    def _check_names(self, item: Item, contents: Mapping[str, bytes]) -> None:
+        """The launcher: refuse a plugin whose top-level names would shadow the standard
+        library, the training stack, StarForge's own names or the recipe's own packages.
+
+        ``forge plugin check`` and ``forge lock`` refuse these too, but a hand-made
+        registry record or bundle never went through them. The names are the declared
+        ones and those the verified files provide (:func:`.shadowing.top_level_names`).
+        """
+        from .shadowing import recipe_top_level, shadowing, top_level_names
+
+        if self._recipe_names is None:
+            self._recipe_names = recipe_top_level(os.path.join(self.job_dir, "recipe"))
+        names = set(item.entry.top_level) | set(top_level_names(list(contents)))
+        refusal = shadowing(item.ref, names, self._recipe_names)
+        if refusal is not None:
+            raise LaunchFailure(SpecError, item.ref, refusal)
 
     @staticmethod
     def _unverified_environment(item: Item) -> bool:
@@ -165,6 +187,8 @@ class Job:
                 assert contents is not None  # verify_all kept the verified bytes
                 func = self._import(item, contents)
                 if entry.load == "eager":
+                    from . import patching  # not before a plugin installs: a waiting worker needs none of it
+
                     try:
                         with patching.acting_for(item.ref):
                             func(self.params)
@@ -247,6 +271,8 @@ class Job:
                     item.verified = True
                 except VerificationError as exc:
                     raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+                from .requires import check_requires
+
                 check_requires(item.entry)
                 item.contents = None
                 func = self._import(item, contents)
@@ -256,6 +282,8 @@ class Job:
                 raise
             finally:
                 item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
+            from . import patching
+
             try:
                 with patching.acting_for(item.ref):
                     value = func(self.params, **ctx)
@@ -390,6 +418,8 @@ class Job:
             "patches": patch_records(),
             "failure": self.failure.to_dict() if self.failure else None,
             "scheduler": scheduler_ids(),
+            "environment": self.environment,
+            "replay_of": (self.spec.replay or {}).get("of"),
         }
 
     def write_provenance(self) -> str | None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from .digest import is_digest
-from .errors import SpecError
+from .errors import SpecError, VerificationError
 from .record import Record
 
 SCHEMA = "forge/jobspec/v1"
@@ -149,7 +149,12 @@ class JobSpec(Record):
     (built-ins, loaded after the packages), core_version, strict_deferred, backend, extra
     (backend settings, ``ray.*``/``slurm.*``, opaque here) and python (the job's Python as
     ``forge.yaml`` names it, resolved on the node: SPEC §14; None for the entrypoint's or the
-    backend's default)."""
+    backend's default), recipe_digest (the tree digest of the staged ``recipe/``, recorded
+    at staging so ``forge jobs replay`` can prove the recipe it runs again is the same) and
+    replay (``{"of": ID, "environment": {...} | None, "strict": bool}`` for a job that
+    replays job ID: the launcher compares the environment fingerprint ID recorded) and plan
+    (``forge plan --backend``: the launcher runs the load phase only and prints the ledger,
+    as ``forge-launch --plan -``)."""
 
     id: str
     name: str
@@ -163,20 +168,24 @@ class JobSpec(Record):
     backend: str
     extra: dict[str, Any]
     python: str | None
+    recipe_digest: str | None
+    replay: dict[str, Any] | None
+    plan: bool
     __slots__ = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
-                 "core_version", "strict_deferred", "backend", "extra", "python")
+                 "core_version", "strict_deferred", "backend", "extra", "python", "recipe_digest", "replay", "plan")
 
     def __init__(self, id: str, name: str, created: str, entrypoint: list, hyperparams: dict | None = None,
                  plugins: tuple = (), recipe_plugins: tuple = (), core_version: str = "",
                  strict_deferred: bool = False, backend: str = "local", extra: dict | None = None,
-                 python: str | None = None) -> None:
+                 python: str | None = None, recipe_digest: str | None = None, replay: dict | None = None,
+                 plan: bool = False) -> None:
         self._set(
             id, name, created, entrypoint, {} if hyperparams is None else hyperparams, plugins, recipe_plugins,
-            core_version, strict_deferred, backend, {} if extra is None else extra, python,
+            core_version, strict_deferred, backend, {} if extra is None else extra, python, recipe_digest, replay, plan,
         )
 
     def to_dict(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "schema": SCHEMA,
             "id": self.id,
             "name": self.name,
@@ -192,6 +201,12 @@ class JobSpec(Record):
         }
         if self.python is not None:
             out["python"] = self.python
+        if self.recipe_digest is not None:
+            out["recipe"] = {**out["recipe"], "digest": self.recipe_digest}
+        if self.replay is not None:
+            out["replay"] = _copy(self.replay)
+        if self.plan:
+            out["plan"] = True
         return out
 
     def to_json(self) -> str:
@@ -240,6 +255,21 @@ class JobSpec(Record):
         python = data.get("python")
         if python is not None and (not isinstance(python, str) or not python.strip() or "\0" in python):
             raise SpecError("jobspec.python: expected an interpreter path or command name")
+        recipe_digest = recipe.get("digest")
+        if recipe_digest is not None and not (isinstance(recipe_digest, str) and is_digest(recipe_digest)):
+            raise SpecError(f"jobspec.recipe.digest: expected 'sf1:<64 hex>', got {recipe_digest!r}")
+        replay = data.get("replay")
+        if replay is not None:
+            if not _is_mapping(replay) or not isinstance(replay.get("of"), str) or not _is_job_id(replay["of"]):
+                raise SpecError("jobspec.replay: expected an object whose 'of' is a job id")
+            if not isinstance(replay.get("strict", False), bool) or not (
+                replay.get("environment") is None or _is_mapping(replay.get("environment"))
+            ):
+                raise SpecError("jobspec.replay: 'strict' is true or false, 'environment' an object or null")
+            replay = dict(replay)
+        plan = data.get("plan", False)
+        if not isinstance(plan, bool):
+            raise SpecError("jobspec.plan: expected true or false")
         return cls(
             id=job_id,
             name=_str(data.get("name"), "jobspec.name"),
@@ -253,14 +283,34 @@ class JobSpec(Record):
             backend=_str(data.get("backend", "local"), "jobspec.backend"),
             extra=dict(extra),
             python=python,
+            recipe_digest=recipe_digest,
+            replay=replay,
+            plan=plan,
         )
 
 
-def read_spec(path: str | os.PathLike) -> JobSpec:
-    """Read and validate ``jobspec.json``; any problem is a :class:`SpecError` (exit 2)."""
+# The JobSpec's sha256 bound at staging (SPEC §9 "Binding"), as every process of a job gets it.
+SPEC_SHA256_ENV = "FORGE_SPEC_SHA256"
+
+
+def read_spec(path: str | os.PathLike, sha256: str | None = None) -> JobSpec:
+    """Read and validate ``jobspec.json``; any problem is a :class:`SpecError` (exit 2).
+
+    With *sha256* (the job's binding, SPEC §9), the bytes parsed must hash to it, else
+    :class:`VerificationError` (exit 10).
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = parse_json(f.read())
+        with open(path, "rb") as f:
+            raw = f.read()
+        if sha256:
+            import hashlib
+
+            got = hashlib.sha256(raw).hexdigest()
+            if got != sha256:
+                raise VerificationError(
+                    f"the JobSpec {os.fspath(path)} changed after staging: its sha256 is {got}, the job was submitted with {sha256}"
+                )
+        data = parse_json(raw.decode("utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{os.fspath(path)}: no such JobSpec") from None
     except (OSError, ValueError) as exc:

@@ -10,19 +10,73 @@ and the use, and no bytecode is written into the plugin tree. A name below one o
 names that is not in the snapshot fails to import instead of falling through to the disk
 (a file added after verification is never executed).
 
-The code is compiled from those bytes in the process that runs it; no compiled code is
-read from or written to any disk (a cache of compiled code would run whatever its files
-hold under the record of the verified source). ``sys.pycache_prefix`` is never touched.
+The code is compiled from those bytes. Compiled code is kept in one place only: the job's
+code directory on this node (:func:`.interpreter.make_code_dir`: made by this job's node
+entry under the job's ``TMPDIR``, mode 0700, this user's, checked by every process before
+it imports from it), under the sha256 of the very bytes that were verified and compiled,
+so the first process of the job that imports a module compiles it and the others load
+that code instead of compiling it again. A process that did not import StarForge from such
+a directory compiles in memory and writes nothing; nothing is ever written into the plugin
+tree, no per-user cache is read, and ``sys.pycache_prefix`` is never touched.
 
 Cluster side: standard library only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
+import marshal
 import os
+import sys
 from typing import Iterable, Mapping
+
+from .interpreter import CODE_KEY
+
+PLUGIN_CODE_DIR = "plugin-code"
+
+
+def _job_code_dir() -> str | None:
+    """The job's code directory when this runtime was imported from one (else None)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return root if os.path.isfile(os.path.join(root, CODE_KEY)) else None
+
+
+_CODE_DIR = _job_code_dir()
+
+
+def compile_verified(source: bytes, filename: str):
+    """The code object of the verified *source* as *filename*, compiled once per job and node.
+
+    Kept in the job's code directory under the sha256 of *source* (and of *filename*, which
+    the code carries for tracebacks, and the interpreter's cache tag and optimization
+    level); read back only there and only when it starts with this interpreter's magic
+    number. Without a code directory: compiled here, nothing written.
+    """
+    cache = None
+    if _CODE_DIR is not None:
+        opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+        name = (f"{hashlib.sha256(source).hexdigest()}-{hashlib.sha256(filename.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
+                f".{sys.implementation.cache_tag}{opt}.pyc")
+        cache = os.path.join(_CODE_DIR, PLUGIN_CODE_DIR, name)
+        try:
+            with open(cache, "rb") as f:
+                data = f.read()
+            if data.startswith(importlib.util.MAGIC_NUMBER):
+                return marshal.loads(data[len(importlib.util.MAGIC_NUMBER):])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    code = compile(source, filename, "exec", dont_inherit=True)
+    if cache is not None:
+        from .atomic import write_file
+
+        try:
+            os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
+            write_file(cache, importlib.util.MAGIC_NUMBER + marshal.dumps(code), 0o600)
+        except OSError:
+            pass  # compiled here all the same
+    return code
 
 
 class SnapshotLoader:
@@ -65,7 +119,7 @@ class SnapshotLoader:
         rel = self.modules[fullname][0]
         if rel is None:
             return compile("", f"<namespace {fullname}>", "exec", dont_inherit=True)
-        return compile(self.contents[rel], self._path(rel), "exec", dont_inherit=True)
+        return compile_verified(self.contents[rel], self._path(rel))
 
     def get_resource_reader(self, fullname: str):
         """Resources of a package (``importlib.resources.files(pkg)``), from the snapshot."""
@@ -86,11 +140,19 @@ class SnapshotLoader:
 
 class SnapshotResources:
     """``importlib.resources`` for a package of the snapshot: the files below its directory,
-    read through the snapshot (hashed there in a worker), never through a disk path."""
+    read through the snapshot (hashed there in a worker), never through a disk path.
+
+    ``files()`` makes it a reader importlib.resources uses natively, so nested resources
+    (``files(pkg) / "data" / "x.json"``) work; without it, importlib wraps the legacy
+    methods below, which know only the package's own directory ("Can't open orphan path").
+    """
 
     def __init__(self, contents: Mapping[str, bytes], prefix: str) -> None:
-        self._snapshot = contents  # not "files": importlib.resources takes a reader with files() as traversable
+        self._snapshot = contents
         self.prefix = prefix  # the package directory's relative path and "/", or ""
+
+    def files(self) -> "SnapshotPath":
+        return SnapshotPath(self._snapshot, self.prefix.rstrip("/"))
 
     def open_resource(self, resource: str):
         import io
@@ -113,6 +175,71 @@ class SnapshotResources:
             if rel.startswith(self.prefix):
                 names.add(rel[len(self.prefix):].partition("/")[0])
         return iter(sorted(names))
+
+
+class SnapshotPath:
+    """A file or directory of the verified snapshot, as ``importlib.resources`` traverses it
+    (the ``Traversable`` protocol, duck-typed). Every read goes through the snapshot; it has
+    no file-system path (``importlib.resources.as_file`` makes a copy of the checked bytes)."""
+
+    def __init__(self, snapshot: Mapping[str, bytes], rel: str) -> None:
+        self._snapshot = snapshot
+        self._rel = rel  # "a/b/c.json", "" for the plugin's root; never with a leading or trailing "/"
+
+    @property
+    def name(self) -> str:
+        return self._rel.rpartition("/")[2]
+
+    def _below(self) -> str:
+        return self._rel + "/" if self._rel else ""
+
+    def is_file(self) -> bool:
+        return self._rel in self._snapshot
+
+    def is_dir(self) -> bool:
+        below = self._below()
+        return not self.is_file() and any(rel.startswith(below) for rel in self._snapshot)
+
+    def iterdir(self):
+        if not self.is_dir():
+            raise NotADirectoryError(f"{self._rel or '.'}: not a directory of the verified plugin tree")
+        below = self._below()
+        names = sorted({rel[len(below):].partition("/")[0] for rel in self._snapshot if rel.startswith(below)})
+        return iter([SnapshotPath(self._snapshot, below + name) for name in names])
+
+    def joinpath(self, *descendants: str) -> "SnapshotPath":
+        import posixpath
+
+        rel = posixpath.normpath(posixpath.join(self._rel or ".", *[str(d) for d in descendants]))
+        if rel == ".":
+            rel = ""
+        if rel.startswith(("../", "/")) or rel == "..":
+            rel = "\0outside"  # names nothing of the tree: reads fail as not found
+        return SnapshotPath(self._snapshot, rel)
+
+    def __truediv__(self, child: str) -> "SnapshotPath":
+        return self.joinpath(child)
+
+    def open(self, mode: str = "r", *args, **kwargs):
+        import io
+
+        if mode not in ("r", "rb", "rt"):
+            raise ValueError(f"{self._rel}: plugin resources are read-only (mode {mode!r})")
+        if not self.is_file():
+            raise FileNotFoundError(f"{self._rel or '.'}: not a file of the verified plugin tree")
+        stream = io.BytesIO(self._snapshot[self._rel])
+        return stream if "b" in mode else io.TextIOWrapper(stream, *args, **kwargs)
+
+    def read_bytes(self) -> bytes:
+        with self.open("rb") as f:
+            return f.read()
+
+    def read_text(self, encoding: str | None = None, errors: str | None = None) -> str:
+        with self.open("r", encoding=encoding, errors=errors) as f:
+            return f.read()
+
+    def __repr__(self) -> str:
+        return f"<verified plugin resource {self._rel or '.'!r}>"
 
 
 class SnapshotFinder:

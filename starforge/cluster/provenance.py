@@ -161,7 +161,7 @@ def summarize(job_dir: str) -> dict:
     launcher = None
     for rec in records:
         if rec.get("role") == "launcher" and (rec.get("mode") != "verify-only" or launcher is None):
-            launcher = {k: rec.get(k) for k in ("host", "pid", "attempt", "started", "written", "failure")}
+            launcher = {k: rec.get(k) for k in ("host", "pid", "attempt", "started", "written", "failure", "environment", "replay_of")}
         if rec.get("failure"):
             failures.append({"host": rec.get("host"), "pid": rec.get("pid"), "attempt": rec.get("attempt"), **rec["failure"]})
         for p in rec.get("plugins", []):

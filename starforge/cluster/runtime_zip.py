@@ -52,8 +52,20 @@ def read_own(rel: str) -> bytes:
 
 
 def running_from(zip_path: str) -> bool:
-    """True when this package was imported from the zip at *zip_path*."""
-    return os.path.abspath(__file__).startswith(os.path.abspath(zip_path) + os.sep)
+    """True when this package was imported from the zip at *zip_path*, or from the job's
+    code directory the node entry unpacked it into (:func:`.interpreter.make_code_dir`)."""
+    zip_path = os.path.abspath(zip_path)
+    if os.path.abspath(__file__).startswith(zip_path + os.sep):
+        return True
+    import json
+
+    from .interpreter import CODE_KEY
+
+    try:
+        with open(os.path.join(os.path.dirname(os.path.dirname(_HERE)), CODE_KEY), "rb") as f:
+            return bool(json.loads(f.read()).get("runtime_zip") == zip_path)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def zip_sources() -> dict[str, str]:

@@ -17,15 +17,14 @@ Laptop side.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..cluster.jsonload import loads as load_json
 from ..errors import LockError, ManifestError, NotFoundError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
-    ENVIRONMENT_NOTE,
     SCHEMA,
     LoadedPlugin,
     LockEntry,
@@ -67,10 +66,10 @@ class Builtin:
 
 def load_builtins(exp: Experiment) -> list:
     """Check every built-in forge.yaml names under ``common/algorithms/<name>/``."""
-    from ..authoring.checks import require_valid
-
     out = []
     for name in exp.recipe_plugins:
+        from ..authoring.checks import require_valid  # (ast, tokenize: only where there are built-ins)
+
         root = exp.builtin_dir(name)
         if not (root / "plugin.yaml").is_file():
             from ..manifest import closest
@@ -112,34 +111,36 @@ def signature_facts(registry, info) -> dict | None:
         return None
     key_id = None
     try:
-        sigs = json.loads(envelope).get("signatures") or []
+        sigs = load_json(envelope).get("signatures") or []
         key_id = next((s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]), None)
     except (ValueError, AttributeError):
         pass
     return {"envelope_digest": "sha256:" + hashlib.sha256(envelope).hexdigest(), "key_id": key_id}
 
 
-def entry_from_published(info, request: str, signature: dict | None) -> LockEntry:
-    """A lock entry for the published version *info* (a ``PublishedVersion``)."""
-    manifest = PluginManifest.from_mapping(info.manifest, source=f"{info.ref} (registry manifest)")
-    return LockEntry(
-        owner=info.owner,
-        name=manifest.name,
-        version=info.version,
-        request=request,
-        digest=info.tree_digest,
-        artifact_digest=info.artifact_digest,
-        kind=manifest.kind,
-        load=manifest.load,
-        entrypoint=manifest.entrypoint,
-        requires=manifest.requires.to_dict(),
-        targets=tuple(manifest.targets),
-        params={k: p.to_dict() for k, p in manifest.params.items()},
-        top_level=tuple(info.top_level),
-        files=dict(info.files),
-        signature=signature,
-        note=ENVIRONMENT_NOTE if manifest.kind == "environment" else "",
-    )
+def entry_from_tree(info, tree, request: str, signature: dict | None) -> LockEntry:
+    """A lock entry for the published version *info*, its metadata read from its verified *tree*."""
+    return LockEntry.from_tree(tree, owner=info.owner, version=info.version, request=request,
+                               artifact_digest=info.artifact_digest, signature=signature)
+
+
+def checked_tree(registry, info):
+    """The verified tree of *info* (cache first), after refusing a registry record that disagrees with it."""
+    from ..registry.verified import check_record, registry_label, verified_tree
+
+    tree = verified_tree(registry, info)
+    check_record(registry_label(registry.url), "the registry record", info.ref, tree, info.manifest, info.top_level,
+                 info.files or None)
+    return tree
+
+
+def check_entry(entry: LockEntry, tree, lock_name: str = "plugins.lock.json") -> None:
+    """Refuse a lock entry whose metadata disagrees with its version's verified tree (an edited lock)."""
+    from ..registry.verified import check_record
+
+    check_record(lock_name, "the lock entry", entry.ref, tree, entry.manifest_dict(), entry.top_level, entry.files,
+                 hint=f"the lock was edited, or written from a tampered registry; restore {lock_name} from version "
+                      f"control, or delete it and run: forge lock (it reads each version's metadata from its verified tree)")
 
 
 def published_version(entry: LockEntry):
@@ -219,6 +220,7 @@ def resolve_lock(
                 # re-resolving landed on the locked version, whose content changed: an
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
+        tree = checked_tree(registry, info)
         verdicts[req.name] = verify_published(registry, info, trust, require=require_signatures)
         facts = signature_facts(registry, info)
         same_version = before is not None and before.owner == req.owner and before.version == info.version
@@ -226,10 +228,14 @@ def resolve_lock(
             # the same version keeps what the lock recorded: a mirror may carry no envelope or
             # re-serialize it (an owner with trusted keys was verified above either way)
             facts = before.signature
-        entry = entry_from_published(info, req.request, facts)
         if before is not None and same_version:
-            # a mirror may serve another archive of the same files: the tree digest is the identity
-            entry = replace(entry, artifact_digest=before.artifact_digest)
+            # the locked metadata must be what the verified tree says (compared canonically,
+            # so a lock written by an earlier release stays as it is); a mirror may serve
+            # another archive of the same files: the tree digest is the identity
+            check_entry(before, tree, exp.lock_path.name)
+            entry = replace(before, request=req.request, signature=facts)
+        else:
+            entry = entry_from_tree(info, tree, req.request, facts)
         if entry.name != req.name:
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:

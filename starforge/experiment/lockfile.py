@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 from ..cluster import atomic
 from ..cluster.digest import is_digest
 from ..cluster.jobspec import PluginEntry
+from ..cluster.jsonload import loads as load_json
 from ..errors import LockError
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
@@ -103,6 +104,31 @@ class LockEntry:
         if self.note:
             d["note"] = self.note
         return d
+
+    @classmethod
+    def from_tree(cls, tree, *, owner: str, version: str, request: str, artifact_digest: str,
+                  signature: dict | None) -> "LockEntry":
+        """The entry of ``owner/<tree's name>@version``, every manifest field and the top-level
+        names and file map read from its verified tree (a :class:`~starforge.registry.verified.VerifiedTree`)."""
+        m = tree.manifest
+        return cls(
+            owner=owner,
+            name=m.name,
+            version=version,
+            request=request,
+            digest=tree.tree_digest,
+            artifact_digest=artifact_digest,
+            kind=m.kind,
+            load=m.load,
+            entrypoint=m.entrypoint,
+            requires=m.requires.to_dict(),
+            targets=tuple(m.targets),
+            params={k: p.to_dict() for k, p in m.params.items()},
+            top_level=tuple(tree.top_level),
+            files=dict(tree.files),
+            signature=signature,
+            note=ENVIRONMENT_NOTE if m.kind == "environment" else "",
+        )
 
     def to_plugin_entry(self) -> PluginEntry:
         """The JobSpec entry for this plugin."""
@@ -258,7 +284,7 @@ def read_lock(path: str | os.PathLike) -> LockFile | None:
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except ValueError as exc:
         raise LockError(f"{path}: not valid JSON: {exc}", hint="regenerate it with: forge lock") from None
     return LockFile.from_dict(data, str(path))
@@ -330,7 +356,7 @@ class LoadedPlugin:
 def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedPlugin] = ()) -> list:
     """Refuse what cannot run together; return the built-ins shadowed by a package.
 
-    Refused (:class:`LockError`): data-prep plugins (they never leave the laptop), two
+    Refused (:class:`LockError`): data-prep plugins (they never enter a job), two
     packages with one manifest name, and two plugins the job would put on ``sys.path``
     (packages and the built-ins not shadowed by a package of the same name) that share a
     top-level module name: the first on the path would hide the other.
@@ -339,8 +365,8 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
     for p in packages + builtins:
         if p.kind == "data-prep":
             raise LockError(
-                f"{p.label} is a data-prep plugin; data-prep plugins run on the laptop and are never shipped with a job",
-                hint="remove it from forge.yaml and run it where the data is prepared",
+                f"{p.label} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                hint="remove it from forge.yaml; run it with: forge prep REF --input IN.jsonl --output OUT.jsonl",
             )
     seen: dict = {}
     for p in packages:

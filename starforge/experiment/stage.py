@@ -12,6 +12,10 @@ declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` ove
     recipe/...                        the experiment directory, debris and .forge/ left out
     recipe/common/algorithms/<name>/  each built-in: exactly its packable files
 
+The staged ``jobspec.json`` carries the tree digest of ``recipe/`` as staged
+(``recipe.digest``), so ``forge jobs replay`` can prove the recipe it runs again is the one
+the job ran.
+
 It is built under a temporary name beside its final place, verified (every package and
 built-in against its digest), made read-only (``jobspec.json``, ``forge_plugins/`` and
 ``recipe/``; the job directory itself stays writable for the launcher's ``status.json``,
@@ -32,15 +36,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..cluster.digest import file_map, tree_digest
+from ..backends.binding import bind_staged
+from ..cluster.digest import digest_of_map, file_map, tree_digest
 from ..cluster.environment import prepare_runtime
 from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
 from ..cluster.readonly import make_read_only
 from ..cluster.utctime import TIMESTAMP
 from ..directories import PRIVATE, dir_mode, make_dirs
 from ..errors import BackendError, VerificationError
+from ..registry.verified import read_tree
 from .config import Experiment
-from .lock import Builtin, fresh_lock, load_builtins, published_version
+from .lock import Builtin, check_entry, fresh_lock, load_builtins, published_version
 from .lockfile import LockFile, check_conflicts
 from .overrides import build_hyperparams, declared_params
 
@@ -159,15 +165,22 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
         for entry in plan.lock.plugins:
             target = plugins_dir / entry.name
             materialize_locked(entry, target, registry, plan.lock.registry)
-            got = tree_digest(target)
+            files = file_map(target)
+            got = digest_of_map(files)
             if got != entry.digest:
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
+            # what the JobSpec says of the plugin is the lock entry: it must be what the staged tree says
+            check_entry(entry, read_tree(target, files, entry.digest, entry.ref), plan.experiment.lock_path.name)
         copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
-        write_spec(with_signatures(plan.spec, carried_signatures(plan.lock, registry)), tmp / "jobspec.json")
+        # The recipe as staged, by tree digest: what `forge jobs replay` proves it runs again.
+        spec = with_recipe_digest(plan.spec, tree_digest(tmp / "recipe"))
+        write_spec(with_signatures(spec, carried_signatures(plan.lock, registry)), tmp / "jobspec.json")
         # The runtime the node starts from (SPEC §14): built here, from this installation.
         prepare_runtime(str(tmp), plan.spec.hyperparams)
         for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
             make_read_only(path)
+        # What the backend hands the job over its own channel (SPEC §9 "Binding").
+        bind_staged(tmp, job_dir)
         os.rename(tmp, job_dir)
     except BaseException:
         remove_tree(tmp)
@@ -254,6 +267,12 @@ def with_signatures(spec: JobSpec, envelopes: dict) -> JobSpec:
 
     plugins = tuple(signed(p) for p in spec.plugins)
     values: list[Any] = [plugins if f == "plugins" else getattr(spec, f) for f in spec._fields]
+    return JobSpec(*values)
+
+
+def with_recipe_digest(spec: JobSpec, digest: str) -> JobSpec:
+    """*spec* with ``recipe_digest`` set to *digest*."""
+    values: list[Any] = [digest if f == "recipe_digest" else getattr(spec, f) for f in spec._fields]
     return JobSpec(*values)
 
 

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from ..cluster.digest import digest_of_map, is_digest
+from ..cluster.jsonload import loads as load_json
 from ..errors import RegistryError
 from ..manifest import canonical_version
 from .base import PublishedVersion, check_identity
@@ -173,7 +174,7 @@ def plugin_version(asked: tuple[str, str, str], data: dict, config_raw: bytes, w
     tree, _, layer = plugin_parts(data, where)
     annotations = data.get("annotations") or {}
     try:
-        config = json.loads(config_raw)
+        config = load_json(config_raw)
         files, manifest = dict(config["files"]), dict(config["manifest"])
         top_level = tuple(config.get("top_level") or ())
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -183,6 +184,14 @@ def plugin_version(asked: tuple[str, str, str], data: dict, config_raw: bytes, w
     check_identity(registry_url, f"{where} (annotation {ANN_REF})", asked,
                    {"owner": ref_owner, "name": ref_name, "version": ref_version})
     check_identity(registry_url, f"{where} (config)", asked, config)
+    annotated = str(annotations.get(ANN_TOP_LEVEL) or "")
+    if sorted(set(filter(None, annotated.split(",")))) != sorted(set(top_level)):
+        from ..errors import TamperedError
+        from ..urls import mask_url
+
+        raise TamperedError(f"registry {mask_url(registry_url)} is tampered: {where}: annotation {ANN_TOP_LEVEL} "
+                            f"({annotated or 'empty'}) and the config's top_level ({', '.join(top_level) or 'none'}) disagree",
+                            hint="the artifact was altered after publishing; do not use it")
     if config.get("tree_digest") != tree or (files and digest_of_map(files) != tree):
         raise RegistryError(f"{where}: the tree digest annotation, config and file map disagree",
                             hint="the artifact was altered after publishing; republish it")

@@ -135,7 +135,7 @@ def check_identity(registry_url: str, where: str, asked: tuple, record: dict) ->
 
     >>> check_identity("reg", "x.json", ("alice", "sp", "0.1.0"), {"owner": "mallory", "name": "sp", "version": "0.1.0"})
     Traceback (most recent call last):
-    starforge.errors.RegistryError: registry reg is tampered: x.json answers for mallory/sp@0.1.0, asked for alice/sp@0.1.0
+    starforge.errors.TamperedError: registry reg is tampered: x.json answers for mallory/sp@0.1.0, asked for alice/sp@0.1.0
     """
     from packaging.version import InvalidVersion, Version
 
@@ -158,10 +158,10 @@ def check_identity(registry_url: str, where: str, asked: tuple, record: dict) ->
         if m_name != name or not same_version(str(m_version) if m_version is not None else None):
             problem = f"holds the plugin.yaml of {m_name}@{m_version}"
     if problem is not None:
-        from ..errors import RegistryError
+        from ..errors import TamperedError
         from ..urls import mask_url
 
-        raise RegistryError(
+        raise TamperedError(
             f"registry {mask_url(registry_url)} is tampered: {where} {problem}, asked for {owner}/{name}@{version}",
             hint="nothing was pulled; whoever can write that registry changed its records — tell its owner, "
             "and do not use it until it is restored",

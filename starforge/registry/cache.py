@@ -96,8 +96,8 @@ def lookup_tree(tree_digest: str, cache: str | os.PathLike | None = None) -> Pat
         return None
 
 
-def _remember_tree(tree_digest: str, artifact_digest: str, cache: str | os.PathLike | None) -> None:
-    from ..cluster import atomic
+def remember_tree(tree_digest: str, artifact_digest: str, cache: str | os.PathLike | None = None) -> None:
+    """Record that the cached archive *artifact_digest* holds exactly the files of *tree_digest* (best effort)."""
 
     path = tree_index_path(tree_digest, cache)
     try:
@@ -195,7 +195,7 @@ def materialize(
         return dest
     archive = fetch(registry, info, cache=cache)
     _unpack_verified(info, archive, dest)
-    _remember_tree(info.tree_digest, info.artifact_digest, cache)
+    remember_tree(info.tree_digest, info.artifact_digest, cache)
     return dest
 
 
@@ -209,7 +209,7 @@ def materialize_cached(info: PublishedVersion, dest: str | os.PathLike, *, cache
     archive = lookup(info, cache)
     if archive is not None:
         _unpack_verified(info, archive, dest)
-        _remember_tree(info.tree_digest, info.artifact_digest, cache)
+        remember_tree(info.tree_digest, info.artifact_digest, cache)
         return dest
     archive = lookup_tree(info.tree_digest, cache)
     if archive is None:

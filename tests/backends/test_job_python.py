@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,7 +129,8 @@ def _check_ran_in_the_venv(log: str, trainer_venv: Path) -> None:
     python = f"{trainer_venv}/bin/python"
     seen = _trainer(log)
     assert seen["executable"] == python  # not realpath'd: the venv, not its base interpreter
-    assert seen["starforge"].endswith("starforge-runtime.zip/starforge/__init__.py"), seen
+    # the job's runtime zip, as the node entry unpacked it into the job's code directory on the node
+    assert re.search(r"/forge-code-[a-z0-9_]+/starforge/__init__\.py$", seen["starforge"]), seen
     assert seen["packaging"] is False  # the zip's packaging is vendored: the trainer's namespace is its own
     assert seen["label"] == "from-config"
     assert f"PLUGIN installed in {python}" in log  # eager: in the process that trains

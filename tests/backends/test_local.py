@@ -148,4 +148,4 @@ def test_ctrl_c_on_a_waiting_submit_cancels_the_job(exp, env):
 def test_jobs_commands_on_unknown_ids(exp, env):
     missing = forge(env, exp, "jobs", "show", "nope", ok=False)
     assert missing.returncode == 7 and "no job 'nope'" in missing.stderr
-    assert forge(env, exp, "jobs", "list").stdout.startswith("no jobs yet")
+    assert forge(env, exp, "jobs", "list").stderr.startswith("no jobs yet")  # a note: stderr

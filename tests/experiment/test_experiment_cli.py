@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -217,7 +218,8 @@ def test_refusals_at_lock_time(project):
     project.publish(project.plugin("prep", "1.0.0", kind="data-prep"))
     project.publish(project.plugin("left", "1.0.0", module="shared_mod"))
     project.publish(project.plugin("right", "1.0.0", module="shared_mod"))
-    project.publish(project.plugin("env-thing", "1.0.0", kind="environment"))
+    project.publish(project.plugin("env-thing", "1.0.0", kind="environment",
+                                   body="def install(params, **ctx):\n    return dict\n"))  # load_environment's call
     project.experiment(plugins=["alice/prep"])
     failed = project.forge("lock", ok=False)
     assert failed.returncode == 15 and "alice/prep@1.0.0 is a data-prep plugin" in failed.stderr
@@ -394,7 +396,9 @@ def test_a_mirror_with_another_archive_of_the_same_files_stages_the_lock(opsd):
     assert opsd.forge("lock", "--check", "--registry", str(mirror)).returncode == 0
 
     cache = opsd.home / "cache"
-    assert not cache.exists() or not any(cache.rglob("sha256/*"))
+    # lock --check read the tree (cache first, SPEC §5): empty the cache so that submit
+    # fetches the mirror's archive itself
+    shutil.rmtree(cache)
     run = opsd.forge("submit", "--registry", str(mirror))
     assert "plugin  : alice/opsd-patch@1.2.0 loaded" in run.stdout
     # the archive fetched from the mirror is now cached under the tree digest: staging again
@@ -410,6 +414,7 @@ def test_a_mirror_serving_other_files_under_a_locked_version_is_a_moved_tag_at_s
     mirror = opsd.tmp / "mirror"
     moved = _mirror(opsd, "opsd-patch", "1.2.0", mirror, other_root=other).tree_digest
     assert moved != locked
+    shutil.rmtree(opsd.home / "cache")  # another machine, the lock committed: nothing cached there
     failed = opsd.forge("submit", "--registry", str(mirror), ok=False)
     assert failed.returncode == 15, failed.stderr
     assert f"moved tag: alice/opsd-patch@1.2.0 is locked at {locked}, but registry {mirror} now serves {moved}" in failed.stderr
@@ -481,7 +486,9 @@ def test_a_lock_made_with_another_registry_names_it_in_check_and_submit(project)
     assert "--upgrade" not in check.stderr
     assert project.forge("lock", "--check", "--registry", str(other)).returncode == 0
 
-    # nothing cached yet: submit cannot stage, and says which registry to use
+    # nothing cached (lock read the trees into this machine's cache: empty it, as on a
+    # colleague's machine): submit cannot stage, and says which registry to use
+    shutil.rmtree(project.home / "cache")
     staged = project.forge("submit", ok=False)
     assert staged.returncode == 7, staged.stderr
     assert f"which registry {default} does not have, and the cache does not hold its files" in staged.stderr

@@ -73,7 +73,7 @@ def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path):
     _, out = forge("submit", str(exp))
     lines = out.splitlines()
     forge.assert_ran_in_job_python(lines)
-    assert "plugin  : starforge/trl-dr-grpo@1.0.0 loaded" in lines
+    assert "plugin  : starforge/trl-dr-grpo@1.1.0 loaded" in lines
     assert "trl-dr-grpo: GRPOTrainer scale_rewards 'group' -> 'none', loss_type 'dapo' -> 'dr_grpo'; " \
            "loss divisor batch x max_completion_length=8" in lines
     assert any(ln.startswith("trainer options: scale_rewards=none loss_type=dr_grpo ") for ln in lines)
@@ -99,7 +99,7 @@ def test_verl_example_submits_and_a_ray_actor_resolves_the_plugin_loss(tmp_path,
     _, out = forge("submit", str(exp), "--set", f"verl.ray_address={address}")
     lines = out.splitlines()
     forge.assert_ran_in_job_python(lines)
-    assert "plugin  : starforge/verl-dr-grpo@1.0.0 loaded" in lines
+    assert "plugin  : starforge/verl-dr-grpo@1.1.0 loaded" in lines
     assert "verl: adv_estimator=dr_grpo loss_mode=dr_grpo loss_agg_mode=token-mean" in lines
     rewards = [1.0, 0.0, 0.5, 0.25, 0.0, 0.75, 1.0, 0.5]
     means = [sum(rewards[:4]) / 4] * 4 + [sum(rewards[4:]) / 4] * 4

@@ -325,12 +325,14 @@ def test_push_keeps_published_versions_immutable(near, far, bundle, tmp_path):
     assert theirs["tree_digest"] in refused.stderr and ours in refused.stderr
 
 
-def test_copy_refuses_data_prep_plugins(near, tmp_path):
+def test_copy_carries_data_prep_plugins_between_laptops(near, tmp_path):
+    # data-prep plugins travel between laptops (forge prep runs them there); they only never enter a job
     reg_a, reg_b = str(tmp_path / "a"), str(tmp_path / "b")
     near.forge("plugin", "publish", write_plugin(tmp_path / "prep", "shard-data", kind="data-prep"), "--registry", reg_a)
-    refused = near.forge("plugin", "copy", "alice/shard-data", "--from", reg_a, "--to", reg_b, ok=False)
-    assert refused.returncode == 2 and "data-prep" in refused.stderr
-    assert not Path(reg_b).exists()
+    near.forge("plugin", "copy", "alice/shard-data", "--from", reg_a, "--to", reg_b)
+    shown = json.loads(near.forge("plugin", "show", "alice/shard-data@1.0.0", "--registry", reg_b, "--json").stdout)
+    source = json.loads(near.forge("plugin", "show", "alice/shard-data@1.0.0", "--registry", reg_a, "--json").stdout)
+    assert shown["tree_digest"] == source["tree_digest"] and shown["manifest"]["kind"] == "data-prep"
 
 
 # -- the whole flow across the gap ---------------------------------------------------------------
@@ -424,15 +426,16 @@ def test_push_refuses_a_tampered_bundle_and_data_prep_plugins_writing_nothing(fa
 
     # A bundle carrying a data-prep plugin (a lock never names one; this bundle was made by hand).
     from starforge.bundle.create import write_bundle
-    from starforge.experiment.lock import entry_from_published
+    from starforge.experiment.lock import entry_from_tree
     from starforge.experiment.lockfile import LockFile
     from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.verified import verified_tree
 
     prep_reg = DirectoryRegistry(tmp_path / "prep-registry")
     far.forge("plugin", "publish", write_plugin(tmp_path / "prep", "shard-data", kind="data-prep"), "--registry", prep_reg.root)
     info = prep_reg.get(OWNER, "shard-data", "1.0.0")
     archive = prep_reg.root / "blobs" / "sha256" / info.artifact_digest.partition(":")[2]
-    lock = LockFile(plugins=(entry_from_published(info, "alice/shard-data@1.0.0", None),), registry=str(prep_reg.root))
+    lock = LockFile(plugins=(entry_from_tree(info, verified_tree(prep_reg, info), "alice/shard-data@1.0.0", None),), registry=str(prep_reg.root))
     write_bundle(tmp_path / "prep.tar", lock.to_json().encode(), [(info, archive, None)])
     far.forge("bundle", "verify", tmp_path / "prep.tar")
     refused = far.forge("bundle", "push", tmp_path / "prep.tar", "--registry", far_reg, ok=False)

@@ -46,10 +46,17 @@ def _forge_bootstrap():
     runtime_zip = _os.environ.get("FORGE_RUNTIME")
     if runtime_zip:
         runtime_zip = _os.path.abspath(runtime_zip)
-    if runtime_zip and runtime_zip not in _sys.path and _os.path.isfile(runtime_zip):
+    runtime = runtime_zip
+    code_dir = _code_dir(runtime_zip)
+    if code_dir:
+        runtime = code_dir  # the same sources, compiled once for the job
+    if runtime and _os.path.exists(runtime):
         # The job's runtime first: the starforge that staged the job wins over a
-        # starforge-core installed in this environment (SPEC §11).
-        _sys.path.insert(_bootstrap_index() + 1, runtime_zip)
+        # starforge-core installed in this environment (SPEC §11), and over any other
+        # copy of the runtime further down the path.
+        if runtime in _sys.path:
+            _sys.path.remove(runtime)
+        _sys.path.insert(_bootstrap_index() + 1, runtime)
     try:
         from starforge.cluster.process import boot_process
     except BaseException as exc:
@@ -60,6 +67,65 @@ def _forge_bootstrap():
         _sys.stderr.flush()
         _os._exit(12)
     boot_process("start-up")
+
+
+def _code_dir(runtime_zip):
+    """The job's code directory on this node (FORGE_CODE_DIR), when this process may use it.
+
+    The node entry unpacked the runtime zip's sources there, and the job's processes keep
+    the compiled code in its __pycache__. It is used only when it is a real directory of
+    this user that nobody else can enter, and its key names this job and this very zip (by
+    sha256); otherwise it is taken off sys.path and this process imports from the zip.
+    """
+    path = _os.environ.get("FORGE_CODE_DIR")
+    if not path:
+        return None
+    path = _os.path.abspath(path)
+    reason = _code_dir_refusal(path, runtime_zip)
+    if reason is None:
+        return path
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != path]
+    if not _os.path.lexists(path):
+        return None  # another node (a Ray worker), or the launcher has ended: nothing to say
+    _sys.stderr.write("forge: process %d does not use the code directory %s (%s); the runtime zip is compiled here\n"
+                      % (_os.getpid(), path, reason))
+    return None
+
+
+def _code_dir_refusal(path, runtime_zip):
+    """Why the code directory at *path* must not be used here, or None."""
+    import hashlib
+    import json
+    import stat
+
+    try:
+        st = _os.lstat(path)
+    except OSError as exc:
+        return "cannot be read: %s" % exc
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid != _os.getuid():
+        return "owned by uid %d, not this user" % st.st_uid
+    if st.st_mode & 0o077:
+        return "mode %o lets others in" % stat.S_IMODE(st.st_mode)
+    try:
+        fd = _os.open(_os.path.join(path, "forge-code.json"), _os.O_RDONLY | getattr(_os, "O_NOFOLLOW", 0))
+        with _os.fdopen(fd, "rb") as f:
+            if _os.fstat(f.fileno()).st_uid != _os.getuid():
+                return "its key is not this user's"
+            key = json.loads(f.read())
+        with open(runtime_zip or "", "rb") as f:
+            runtime_sha256 = hashlib.sha256(f.read()).hexdigest()
+    except (OSError, ValueError) as exc:
+        return "no usable key: %s" % exc
+    if not isinstance(key, dict) or key.get("schema") != "forge/code-dir/v1":
+        return "no usable key"
+    job_dir = _os.path.abspath(_os.environ.get("FORGE_JOB_DIR") or _os.path.dirname(_os.environ["FORGE_JOBSPEC"]))
+    if key.get("job_id") != _os.environ.get("FORGE_JOB_ID") or key.get("job_dir") != job_dir:
+        return "made for another job"
+    if key.get("runtime_sha256") != runtime_sha256:
+        return "made from another runtime zip"
+    return None
 
 
 def _bootstrap_index():

@@ -1,0 +1,333 @@
+"""``forge jobs replay ID``: a new job that runs what job ID ran (SPEC §16).
+
+What ID ran is read from its staged directory as this machine sees it (the laptop's
+staged copy) and proved against its records before anything is staged:
+
+- the **recipe**: ``recipe/`` as staged, whose tree digest must be the ``recipe.digest``
+  its JobSpec recorded at staging (never today's working tree);
+- the **runtime**: its ``.forge-runtime/starforge-runtime.zip``, whose sha256 must be the
+  ``runtime_sha256`` its job record holds;
+- the **plugins**: the same versions by tree digest, from the cache (any archive with
+  exactly those files) or any configured registry that serves that version with that
+  digest (``--registry``, the experiment's ``registry:``, ``FORGE_REGISTRY``, the
+  default), each unpacked and verified;
+- everything else from its JobSpec: hyperparams, entrypoint, Python, built-ins, the
+  carried signatures.
+
+Today's trust policy applies (:func:`~starforge.experiment.stage.verify_signatures`: a key
+revoked since then is refused). A plugin, the recipe or the runtime that no longer matches
+is a :class:`ReplayError` naming which. The new JobSpec says ``replay: {of, environment,
+strict}``: the launcher compares the environment fingerprint ID recorded with its own, warns
+on a difference and, with ``strict``, refuses (exit 11). The new job's record says
+``replay_of``.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..cluster.jobspec import JobSpec
+from ..errors import ForgeError, NotFoundError
+
+
+class ReplayError(ForgeError):
+    """What a replay would run no longer matches what the job ran (exit 10, as a failed verification)."""
+
+    exit_code = 10
+
+
+@dataclass(frozen=True)
+class Replay:
+    old: Any  # JobRecord of the replayed job
+    spec: JobSpec  # the new job's JobSpec
+    job_dir: Path | None  # None for a dry run
+    record: Any  # JobRecord of the new job (None for a dry run)
+    backend: Any
+    notes: tuple = ()
+
+
+def _refuse(old_id: str, what: str, hint: str) -> ReplayError:
+    return ReplayError(f"cannot replay job {old_id}: {what}", hint=hint)
+
+
+def _old_job(job_id: str, store):
+    """The record and staged directory of *job_id* (exit 7 for an unknown id, as ``jobs show``)."""
+    from ..backends.store import JobStore
+
+    record = (store or JobStore()).get(job_id)
+    job_dir = Path(record.dir)
+    if not job_dir.is_dir():
+        raise NotFoundError(
+            f"cannot replay job {record.id}: its directory {record.dir} is gone; replay runs the recipe and runtime "
+            "as they were staged there",
+            hint="a job can be replayed while its staged directory exists; submit the experiment again instead (forge submit)",
+        )
+    return record, job_dir
+
+
+def _old_spec(record, job_dir: Path) -> JobSpec:
+    from ..cluster.errors import SpecError
+    from ..cluster.jobspec import read_spec
+
+    try:
+        return read_spec(job_dir / "jobspec.json")
+    except SpecError as exc:
+        raise _refuse(record.id, f"its JobSpec cannot be read: {exc}", "the staged job directory was changed") from None
+
+
+def check_recipe(record, job_dir: Path, spec: JobSpec) -> None:
+    """The staged ``recipe/`` still has the tree digest its JobSpec recorded."""
+    from ..cluster.digest import tree_digest
+    from ..cluster.errors import VerificationError
+
+    if not spec.recipe_digest:
+        raise _refuse(record.id, "its JobSpec records no recipe digest (it was staged by an older starforge-core), so "
+                      "the recipe cannot be proved to be the one it ran", "submit the experiment again instead (forge submit)")
+    try:
+        got = tree_digest(job_dir / "recipe")
+    except (OSError, VerificationError) as exc:
+        got = f"unreadable ({exc})"
+    if got != spec.recipe_digest:
+        raise _refuse(record.id, f"the recipe as staged in {job_dir / 'recipe'} changed since the job ran: tree digest {got}, "
+                      f"recorded {spec.recipe_digest}",
+                      "the staged copy was edited; replay runs only what the job ran (forge submit runs today's tree)")
+
+
+def check_runtime(record, job_dir: Path) -> Path:
+    """The staged runtime zip still has the sha256 the job record holds; its path."""
+    from ..cluster.digest import hash_file
+    from ..cluster.environment import runtime_paths
+
+    path = Path(runtime_paths(str(job_dir))["zip"])
+    if not record.runtime_sha256:
+        raise _refuse(record.id, "its record holds no runtime sha256 (it was submitted by an older starforge-core)",
+                      "submit the experiment again instead (forge submit)")
+    try:
+        got = hash_file(path)
+    except OSError as exc:
+        got = f"unreadable ({exc.strerror or exc})"
+    if got != record.runtime_sha256:
+        raise _refuse(record.id, f"its runtime zip {path} changed since the job was submitted: sha256 {got}, recorded "
+                      f"{record.runtime_sha256}", "the staged runtime was replaced; replay runs only the runtime the job ran")
+    return path
+
+
+def lock_entries(spec: JobSpec) -> list:
+    """The JobSpec's packages as lock entries (fetched by tree digest; the archive digest is unknown)."""
+    from .lockfile import LockEntry
+
+    return [
+        LockEntry(
+            owner=p.owner or "", name=p.name, version=p.version, request=f"{p.owner}/{p.name}@=={p.version}",
+            digest=p.digest, artifact_digest="sha256:" + "0" * 64, kind=p.kind, load=p.load, entrypoint=p.entrypoint,
+            requires=dict(p.requires), targets=tuple(p.targets), params=dict(p.params), top_level=tuple(p.top_level),
+            files=dict(p.files),
+        )
+        for p in spec.plugins
+    ]
+
+
+def candidate_registries(record, explicit: str | None, insecure: bool) -> list:
+    """Every configured registry, first the one named: ``--registry``, the experiment's, ``FORGE_REGISTRY``/config/default."""
+    from ..registry.factory import open_registry
+
+    urls: list = [explicit] if explicit else []
+    exp_dir = Path(record.experiment) if record.experiment else None
+    if exp_dir is not None and (exp_dir / "forge.yaml").is_file():
+        try:
+            from .config import load_experiment
+            from .lock import open_experiment_registry
+
+            urls.append(open_experiment_registry(load_experiment(exp_dir), None, insecure=insecure).url)
+        except ForgeError:
+            pass
+    urls.append(None)  # FORGE_REGISTRY, the user config, the embedded registry
+    out, seen = [], set()
+    for url in urls:
+        try:
+            reg = open_registry(url, insecure=insecure)
+        except ForgeError:
+            if url == explicit and explicit:
+                raise
+            continue
+        if reg.url not in seen:
+            seen.add(reg.url)
+            out.append(reg)
+    return out
+
+
+def fetch_plugin(old_id: str, entry, target: Path, registries: list):
+    """Unpack *entry*'s files (by tree digest) into *target*: the cache, else the first registry serving them."""
+    from ..cluster.digest import tree_digest
+    from .stage import materialize_locked
+
+    reasons = []
+    for reg in registries or [None]:
+        try:
+            materialize_locked(entry, target, reg)
+        except ForgeError as exc:
+            reasons.append(exc.message)
+            if target.exists():
+                shutil.rmtree(target, ignore_errors=True)
+            continue
+        except AttributeError:  # no registry at all and not in the cache
+            break
+        got = tree_digest(target)
+        if got == entry.digest:
+            return reg
+        reasons.append(f"unpacked files have digest {got}")
+        shutil.rmtree(target, ignore_errors=True)
+    raise _refuse(
+        old_id, f"plugin {entry.ref} with tree digest {entry.digest} (what the job ran) is neither in the cache nor served "
+        f"by any configured registry" + (f"; {reasons[-1]}" if reasons else ""),
+        "pass --registry URL of a registry holding that version as published; a version whose content changed is not "
+        "the one the job ran",
+    )
+
+
+def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries: list, *,
+                 require_signatures: bool = False) -> Path:
+    """Build *job_dir* for the replay *spec*: plugins by digest, the staged recipe, the same runtime zip."""
+    import zipfile
+
+    from ..cluster.digest import hash_file, tree_digest
+    from ..cluster.environment import runtime_paths
+    from ..cluster.jobspec import format_json, write_spec
+    from ..cluster.readonly import make_read_only
+    from ..directories import PRIVATE, dir_mode, make_dirs
+    from ..errors import BackendError
+    from .lockfile import LockFile
+    from .stage import remove_tree, verify_signatures
+
+    if os.path.lexists(job_dir):
+        raise BackendError(f"{job_dir} already exists; a job directory is staged once")
+    entries = lock_entries(spec)
+    make_dirs(job_dir.parent)
+    tmp = job_dir.parent / f".{job_dir.name}.staging"
+    remove_tree(tmp)
+    os.mkdir(tmp, dir_mode(PRIVATE))
+    try:
+        plugins_dir = tmp / "forge_plugins"
+        os.mkdir(plugins_dir, dir_mode(PRIVATE))
+        served = None
+        for entry in entries:
+            served = fetch_plugin(record.id, entry, plugins_dir / entry.name, registries) or served
+        # today's trust policy, against the registry that served the files (else the first configured)
+        verify_signatures(LockFile(plugins=tuple(entries)), served or (registries[0] if registries else None),
+                          require=require_signatures)
+        shutil.copytree(old_dir / "recipe", tmp / "recipe", symlinks=True)
+        got = tree_digest(tmp / "recipe")
+        if got != spec.recipe_digest:
+            raise _refuse(record.id, f"the recipe changed while it was copied: tree digest {got}, recorded {spec.recipe_digest}",
+                          "try again")
+        write_spec(spec, tmp / "jobspec.json")
+        old_zip = runtime_paths(str(old_dir))["zip"]
+        paths = runtime_paths(str(tmp))
+        for folder in (paths["dir"], paths["bootstrap"]):
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+        shutil.copyfile(old_zip, paths["zip"])
+        if hash_file(paths["zip"]) != record.runtime_sha256:
+            raise _refuse(record.id, "the runtime zip changed while it was copied", "try again")
+        with zipfile.ZipFile(paths["zip"]) as zf:
+            bootstrap = zf.read("starforge/cluster/bootstrap/sitecustomize.py")
+        Path(paths["bootstrap"], "sitecustomize.py").write_bytes(bootstrap)
+        Path(paths["hyperparams"]).write_text(format_json(dict(spec.hyperparams)) + "\n", encoding="utf-8")
+        for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
+            make_read_only(path)
+        os.rename(tmp, job_dir)
+    except BaseException:
+        remove_tree(tmp)
+        raise
+    return job_dir
+
+
+def replay_spec(old: JobSpec, old_id: str, backend: str, settings: dict, environment: dict | None, strict: bool) -> JobSpec:
+    """The new job's JobSpec: *old* with a new id and creation time, *backend*, and ``replay``."""
+    from ..cluster.utctime import TIMESTAMP
+    from .stage import new_job_id
+
+    now = datetime.now(timezone.utc)
+    changes: dict = {
+        "id": new_job_id(old.name, now),
+        "created": now.strftime(TIMESTAMP),
+        "backend": backend,
+        "extra": dict(old.extra) if backend == old.backend else ({backend: settings} if settings else {}),
+        "replay": {"of": old_id, "environment": environment, "strict": strict},
+    }
+    return JobSpec(*(changes[f] if f in changes else getattr(old, f) for f in old._fields))
+
+
+def recorded_environment(job_dir: Path) -> dict | None:
+    """The environment fingerprint the replayed job's launcher recorded, or None (none here)."""
+    from ..cluster.provenance import summarize
+
+    if not (job_dir / "provenance").is_dir():
+        return None
+    launcher = summarize(str(job_dir)).get("launcher") or {}
+    return launcher.get("environment")
+
+
+def replay_job(
+    job_id: str,
+    *,
+    backend: str | None = None,
+    registry: str | None = None,
+    insecure: bool = False,
+    dry_run: bool = False,
+    strict: bool = False,
+    detach: bool = False,
+    require_signatures: bool = False,
+    store=None,
+) -> Replay:
+    """Check, stage and (unless *dry_run*) submit the replay of *job_id*."""
+    from ..backends.base import get_backend
+    from .stage import remove_tree
+
+    record, old_dir = _old_job(job_id, store)
+    old_spec = _old_spec(record, old_dir)
+    check_recipe(record, old_dir, old_spec)
+    check_runtime(record, old_dir)
+    environment = recorded_environment(old_dir)
+    notes = []
+    if environment is None:
+        message = (f"job {record.id} recorded no environment fingerprint on this machine"
+                   + (" (Ray provenance stays on the cluster)" if record.backend == "ray" else ""))
+        if strict:
+            raise _refuse(record.id, f"--strict: {message}, so the environment cannot be compared",
+                          "replay without --strict (the new job says it was not compared)")
+        notes.append(message + "; the environment is not compared")
+    backend = backend or record.backend
+    settings: dict = {}
+    exp_dir = Path(record.experiment) if record.experiment else None
+    if backend != old_spec.backend and exp_dir is not None and (exp_dir / "forge.yaml").is_file():
+        from .config import load_experiment
+
+        settings = load_experiment(exp_dir).backend_settings(backend)
+    spec = replay_spec(old_spec, record.id, backend, settings, environment, strict)
+    registries = candidate_registries(record, registry, insecure)
+    if dry_run:
+        scratch = Path(tempfile.mkdtemp(prefix="forge-replay-"))
+        try:
+            stage_replay(record, old_dir, spec, scratch / spec.id, registries, require_signatures=require_signatures)
+        finally:
+            remove_tree(scratch)
+        return Replay(old=record, spec=spec, job_dir=None, record=None, backend=None, notes=tuple(notes))
+    runner = get_backend(backend, settings or dict(spec.extra.get(backend) or {}), store)
+    root = exp_dir if exp_dir is not None and exp_dir.is_dir() else old_dir.parent.parent.parent
+    job_dir = runner.staging_dir(root, spec.id)
+    stage_replay(record, old_dir, spec, job_dir, registries, require_signatures=require_signatures)
+    try:
+        new_record = runner.submit(job_dir, spec, detach=detach)
+    except BaseException:
+        if not runner.store.path(spec.id).exists():
+            remove_tree(job_dir)
+        raise
+    return Replay(old=record, spec=spec, job_dir=job_dir, record=new_record, backend=runner, notes=tuple(notes))

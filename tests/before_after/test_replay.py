@@ -1,0 +1,196 @@
+"""``forge jobs replay`` on the quickstart (a deterministic trainer): the same numbers, and
+refusals when a plugin, the staged recipe or the runtime no longer match what the job ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NUMBERS = ("rewards[", "advantages[", "step ", "first_mean_reward", "mean_reward")
+
+
+def _numbers(out: str) -> list:
+    return [ln for ln in out.splitlines() if ln.startswith(NUMBERS)]
+
+
+class Quickstart:
+    def __init__(self, tmp: Path, registry: str | None = None) -> None:
+        self.tmp = tmp
+        self.exp = tmp / "exp"
+        shutil.copytree(REPO / "examples" / "quickstart", self.exp,
+                        ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+        self.home = tmp / "home"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+        self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER="starforge")
+        if registry:
+            self.env["FORGE_REGISTRY"] = registry
+        self.forge("plugin", "publish", str(REPO / "forge_plugins" / "opsd-patch"), ok=0)
+        self.forge("lock", str(self.exp), ok=0)
+
+    def forge(self, *args, ok=None):
+        proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=self.tmp, env=self.env, capture_output=True,
+                              text=True, timeout=300)
+        if ok is not None:
+            assert proc.returncode == ok, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def submit(self):
+        run = self.forge("submit", str(self.exp), "--set", "grpo.steps=3", "--set", "opsd.scale=0.5", ok=0)
+        job_id = next(ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("job     :"))
+        return job_id, run.stdout + run.stderr
+
+    def record(self, job_id: str) -> dict:
+        return json.loads(self.forge("jobs", "show", job_id, "--json", ok=0).stdout)
+
+    def job_dir(self, job_id: str) -> Path:
+        return Path(self.record(job_id)["dir"])
+
+    def clear_cache(self) -> None:
+        shutil.rmtree(self.home / "cache", ignore_errors=True)
+
+
+@pytest.fixture
+def qs(tmp_path) -> Quickstart:
+    return Quickstart(tmp_path)
+
+
+def test_replay_prints_the_same_numbers_and_says_what_it_replays(qs):
+    old_id, first = qs.submit()
+    run = qs.forge("jobs", "replay", old_id, ok=0)
+    out = run.stdout + run.stderr
+    assert _numbers(out) and _numbers(out) == _numbers(first)
+    assert f"replay  : of job {old_id}" in out.splitlines()
+    assert not [ln for ln in out.splitlines() if ln.startswith("warning : ")]  # same machine, same environment
+    new_id = next(ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("job     :"))
+    assert new_id != old_id
+    shown = qs.forge("jobs", "show", new_id, ok=0).stdout
+    assert f"replay of: {old_id}" in shown.splitlines()
+    record = qs.record(new_id)
+    assert record["replay_of"] == old_id
+    assert record["provenance"]["launcher"]["replay_of"] == old_id
+    spec = json.loads((Path(record["dir"]) / "jobspec.json").read_text())
+    old_spec = json.loads((qs.job_dir(old_id) / "jobspec.json").read_text())
+    assert spec["replay"]["of"] == old_id and spec["replay"]["strict"] is False
+    assert spec["replay"]["environment"] == qs.record(old_id)["provenance"]["launcher"]["environment"]
+    for key in ("hyperparams", "entrypoint", "plugins", "recipe", "core_version"):
+        assert spec[key] == old_spec[key], key
+
+
+def test_replay_uses_the_staged_recipe_not_todays_tree(qs):
+    old_id, first = qs.submit()
+    (qs.exp / "forge.yaml").write_text((qs.exp / "forge.yaml").read_text().replace("seed: 0", "seed: 7"))
+    (qs.exp / "toy_grpo" / "train.py").write_text("raise SystemExit('today''s tree ran')\n")
+    run = qs.forge("jobs", "replay", old_id, ok=0)
+    assert _numbers(run.stdout + run.stderr) == _numbers(first)
+
+
+def test_dry_run_prints_the_jobspec_and_stages_nothing(qs):
+    old_id, _ = qs.submit()
+    before = sorted(p.name for p in (qs.exp / ".forge" / "jobs").iterdir())
+    run = qs.forge("jobs", "replay", old_id, "--dry-run", "--strict", ok=0)
+    spec = json.loads(run.stdout)
+    assert spec["replay"]["of"] == old_id and spec["replay"]["strict"] is True
+    assert sorted(p.name for p in (qs.exp / ".forge" / "jobs").iterdir()) == before
+    assert len(json.loads(qs.forge("jobs", "list", "--json", ok=0).stdout)) == 1
+
+
+def _writable(path: Path) -> None:
+    for p in [path, *path.parents][:6]:
+        if p.exists():
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)
+
+
+def test_an_edited_staged_recipe_is_refused(qs):
+    old_id, _ = qs.submit()
+    train = qs.job_dir(old_id) / "recipe" / "toy_grpo" / "train.py"
+    _writable(train)
+    train.write_text(train.read_text() + "\n# edited after the job ran\n")
+    run = qs.forge("jobs", "replay", old_id, ok=10)
+    line = run.stderr.splitlines()[0]
+    assert line.startswith(f"error: cannot replay job {old_id}: the recipe as staged in ") and "changed since the job ran" in line
+    assert len(json.loads(qs.forge("jobs", "list", "--json", ok=0).stdout)) == 1  # nothing submitted
+
+
+def test_a_tampered_plugin_is_refused(qs):
+    old_id, _ = qs.submit()
+    qs.clear_cache()
+    for blob in (qs.home / "registry" / "blobs" / "sha256").iterdir():  # the registry now serves other bytes
+        blob.chmod(0o644)
+        blob.write_bytes(blob.read_bytes()[:-10] + b"tampered!!")
+    run = qs.forge("jobs", "replay", old_id, ok=10)
+    line = run.stderr.splitlines()[0]
+    assert line.startswith(f"error: cannot replay job {old_id}: plugin starforge/opsd-patch@1.2.0 with tree digest sf1:")
+    assert "neither in the cache nor served by any configured registry" in line
+
+
+def test_a_version_republished_with_other_content_is_refused(qs, tmp_path):
+    old_id, _ = qs.submit()
+    qs.clear_cache()
+    other = tmp_path / "other-registry"
+    changed = tmp_path / "opsd-patch"
+    shutil.copytree(REPO / "forge_plugins" / "opsd-patch", changed, ignore=shutil.ignore_patterns("__pycache__"))
+    module = next(changed.rglob("*.py"))
+    module.write_text(module.read_text() + "\n# other content, same version\n")
+    qs.forge("plugin", "publish", str(changed), "--registry", str(other), ok=0)
+    shutil.rmtree(qs.home / "registry")
+    run = qs.forge("jobs", "replay", old_id, "--registry", str(other), ok=10)
+    assert "plugin starforge/opsd-patch@1.2.0 with tree digest" in run.stderr.splitlines()[0]
+
+
+def test_a_replaced_runtime_zip_is_refused(qs):
+    old_id, _ = qs.submit()
+    zip_path = qs.job_dir(old_id) / ".forge-runtime" / "starforge-runtime.zip"
+    _writable(zip_path)
+    zip_path.write_bytes(zip_path.read_bytes() + b"\0")
+    run = qs.forge("jobs", "replay", old_id, ok=10)
+    assert "its runtime zip" in run.stderr.splitlines()[0] and "changed since the job was submitted" in run.stderr
+
+
+def test_environment_difference_warns_and_strict_refuses(qs):
+    old_id, first = qs.submit()
+    for path in (qs.job_dir(old_id) / "provenance").rglob("*.json"):
+        data = json.loads(path.read_text())
+        if data.get("role") == "launcher" and data.get("environment"):
+            data["environment"]["python"]["version"] = "3.10.0"
+            _writable(path)
+            path.write_text(json.dumps(data))
+    run = qs.forge("jobs", "replay", old_id, ok=0)
+    out = run.stdout + run.stderr
+    py = ".".join(map(str, sys.version_info[:3]))
+    assert f"warning : replay of {old_id}: environment differs: python version: 3.10.0 -> {py}" in out.splitlines()
+    assert _numbers(out) == _numbers(first)
+    strict = qs.forge("jobs", "replay", old_id, "--strict", ok=11)
+    assert f"error: replay of {old_id} with --strict: the environment differs" in strict.stdout + strict.stderr
+    assert not _numbers(strict.stdout + strict.stderr)  # refused before the trainer ran
+
+
+def test_unknown_job_and_a_job_whose_directory_is_gone(qs):
+    run = qs.forge("jobs", "replay", "no-such-job", ok=7)
+    assert run.stderr.startswith("error: no job 'no-such-job'")
+    old_id, _ = qs.submit()
+    job_dir = qs.job_dir(old_id)
+    for dirpath, _dirs, _files in os.walk(job_dir):
+        os.chmod(dirpath, 0o755)
+    shutil.rmtree(job_dir)
+    run = qs.forge("jobs", "replay", old_id, ok=7)
+    lines = run.stderr.splitlines()
+    assert lines[0] == (f"error: cannot replay job {old_id}: its directory {job_dir} is gone; replay runs the recipe and "
+                        "runtime as they were staged there")
+    assert lines[1].startswith("hint: ") and "Traceback" not in run.stderr
+
+
+@pytest.mark.oci
+def test_replay_fetches_plugins_by_digest_from_an_oci_registry(tmp_path, oci_server):
+    qs = Quickstart(tmp_path, registry=oci_server.url)
+    old_id, first = qs.submit()
+    qs.clear_cache()
+    run = qs.forge("jobs", "replay", old_id, ok=0)
+    assert _numbers(run.stdout + run.stderr) == _numbers(first)

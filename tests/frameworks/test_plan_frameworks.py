@@ -1,0 +1,62 @@
+"""`forge plan` against examples/trl and examples/verl: the load phase under the trainer
+venv named by `python:` (the framework really imported), the ledger naming the framework
+targets the reference plugins patch, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from frameworks_env import REPO, clean_env, trainer_python
+
+pytestmark = pytest.mark.frameworks
+
+
+def _plan(tmp: Path, example: str, plugin: str, variable: str, venv: str) -> tuple:
+    exp = tmp / example
+    shutil.copytree(REPO / "examples" / example, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    scratch = tmp / "scratch"
+    scratch.mkdir()
+    job_python = str(trainer_python(venv))
+    env = clean_env(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", TMPDIR=str(scratch), **{variable: job_python})
+
+    def forge(*args):
+        proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=tmp, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    forge("plugin", "publish", str(REPO / "forge_plugins" / plugin))
+    forge("lock", str(exp))
+    doc = json.loads(forge("plan", str(exp), "--json"))
+    assert doc["python"]["executable"] == job_python
+    assert not (exp / ".forge").exists() and list(scratch.iterdir()) == []
+    return doc, forge("plan", str(exp))
+
+
+def test_plan_of_the_trl_example(tmp_path):
+    doc, text = _plan(tmp_path, "trl", "trl-dr-grpo", "TRL_PYTHON", "trl")
+    assert doc["clean"] is True
+    [plugin] = doc["plugins"]
+    assert (plugin["ref"], plugin["status"]) == ("starforge/trl-dr-grpo@1.1.0", "loaded")
+    assert [(p["how"], p["target"], p["status"]) for p in plugin["patches"]] == [
+        ("wrap", "trl.trainer.grpo_trainer:GRPOTrainer.__init__", "applied"),
+    ]
+    assert {"module": "trl.trainer.grpo_trainer", "ok": True, "error": None} in doc["imports"]
+    assert "    wrap                     trl.trainer.grpo_trainer:GRPOTrainer.__init__" in text.splitlines()
+
+
+def test_plan_of_the_verl_example(tmp_path):
+    doc, text = _plan(tmp_path, "verl", "verl-dr-grpo", "VERL_PYTHON", "verl")
+    assert doc["clean"] is True
+    [plugin] = doc["plugins"]
+    assert [(p["how"], p["mode"], p["target"]) for p in plugin["patches"]] == [
+        ("created", "replace", "verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY[dr_grpo]"),
+        ("created", "replace", "verl.trainer.ppo.core_algos:POLICY_LOSS_REGISTRY[dr_grpo]"),
+        ("wrap", "wrap", "verl.workers.utils.losses:ppo_loss"),
+        ("wrap", "wrap", "verl.utils.config:validate_config"),
+    ]  # (and no wrap of verl's default-trainer grouping: TransferQueue, which that trainer needs, is not installed)

@@ -1,0 +1,332 @@
+"""The job's code directory: the runtime compiled once per job on the node, never anyone else's.
+
+The node entry (``python3 <zip> --spec …``, as every backend starts a job) unpacks the
+runtime zip into a directory it makes under the job's ``TMPDIR`` and runs the launcher
+from there in its own process when the job's Python is its own; the job's processes keep
+their compiled code there, so a worker compiles nothing the first process compiled. A
+directory of another user, of another job, or made from another zip is never used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from launch_jobs import demo_plugin
+
+from starforge.cluster import runtime_zip
+from starforge.cluster.interpreter import make_code_dir
+
+ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
+OTHER_USER = "forge-other"
+
+# What a worker imports of StarForge at start when it imports the plugin's target (the
+# plugin is checked, imported and installed there), and when it does not (nothing of the
+# plugin runs). Pinned: a module added to a worker's start is a decision, not an accident.
+WORKER_MODULES_WITHOUT_TARGET = [
+    "starforge", "starforge.cluster", "starforge.cluster.atomic", "starforge.cluster.attempts",
+    "starforge.cluster.deferred", "starforge.cluster.digest", "starforge.cluster.errors", "starforge.cluster.exits",
+    "starforge.cluster.import_hooks", "starforge.cluster.interpreter", "starforge.cluster.job",
+    "starforge.cluster.jobspec", "starforge.cluster.plan", "starforge.cluster.process", "starforge.cluster.provenance",
+    "starforge.cluster.ray_init", "starforge.cluster.record", "starforge.cluster.utctime",
+]
+# ... and, once the target is imported: the snapshot loader, the requirement check (with
+# packaging's version and specifiers) and patching (the plugin's own `from starforge import patching`).
+WORKER_MODULES_WITH_TARGET = sorted(WORKER_MODULES_WITHOUT_TARGET + [
+    "starforge.cluster.loader", "starforge.cluster.patching", "starforge.cluster.requires", "starforge.patching",
+])
+VENDORED_FOR_REQUIRES = [
+    "starforge.cluster._vendor", "starforge.cluster._vendor.packaging", "starforge.cluster._vendor.packaging._ranges",
+    "starforge.cluster._vendor.packaging.specifiers", "starforge.cluster._vendor.packaging.version",
+]
+
+
+def entry_launch(job, *cmd: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Start *job* as the backends do: the node entry of its runtime zip, under this interpreter."""
+    zip_path = job.dir / ZIP
+    zip_path.parent.mkdir(parents=True, exist_ok=True)
+    runtime_zip.write_runtime_zip(str(zip_path))
+    argv = [sys.executable, str(zip_path), "--spec", str(job.spec_path)] + (["--", *cmd] if cmd else [])
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    node_tmp = job.dir.parent / "node-tmp"
+    node_tmp.mkdir(exist_ok=True)
+    full.update(FORGE_HOME=str(job.dir.parent / "forge-home"), TMPDIR=str(node_tmp))
+    full.update(env or {})
+    return subprocess.run(argv, capture_output=True, text=True, env=full, timeout=timeout, cwd=str(job.dir.parent))
+
+
+def reported(result, tag: str):
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith(tag + " ")]
+    return json.loads(line[len(tag) + 1:])
+
+
+def test_the_launcher_runs_in_the_entrys_own_interpreter_from_the_jobs_code_directory(builder):
+    trainer = """
+    import json, os, stat, sys
+    import starforge
+    from app import algo
+    code = os.environ["FORGE_CODE_DIR"]
+    st = os.lstat(code)
+    print("TRAINER " + json.dumps({"orig_argv": sys.orig_argv, "starforge": starforge.__file__, "code": code,
+                                   "mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid, "compute": algo.compute(1)}))
+    """
+    job = builder.job(plugins=[demo_plugin()], trainer=textwrap.dedent(trainer))
+    result = entry_launch(job)
+    assert result.returncode == 0, result.stderr
+    seen = reported(result, "TRAINER")
+    # One interpreter start: the trainer runs in the very interpreter that ran the entry
+    # (an exec would have replaced its argv with `-m starforge.launch`).
+    assert seen["orig_argv"] == [sys.executable, str(job.dir / ZIP), "--spec", str(job.spec_path)]
+    assert seen["compute"] == 20
+    code = Path(seen["code"])
+    assert code.parent == job.dir.parent / "node-tmp" and code.name.startswith("forge-code-")  # under the job's TMPDIR
+    assert seen["mode"] == 0o700 and seen["uid"] == os.getuid()
+    assert seen["starforge"] == str(code / "starforge" / "__init__.py")
+    assert "runtime : starforge-core" in result.stderr and "from the job's runtime zip" in result.stderr
+    assert not code.exists()  # the launcher that made it removed it when it ended
+    assert job.plugin_lines(result) == ["plugin  : alice/demo-patch@1.0.0 loaded"]
+
+
+SPAWNING_TRAINER = """
+import json, multiprocessing, os, sys
+
+def compiled():
+    folder = os.environ["FORGE_CODE_DIR"]
+    return {os.path.relpath(os.path.join(d, n), folder): os.stat(os.path.join(d, n)).st_mtime_ns
+            for d, _, names in os.walk(folder) for n in names if n.endswith(".pyc")}
+
+def work(queue, import_target):
+    if import_target:
+        from app import algo
+        value = algo.compute(1)
+    else:
+        value = None
+    mods = {m: getattr(sys.modules[m], "__cached__", None) for m in sys.modules if m.startswith("starforge")}
+    others = sorted(m for m in sys.modules if m.startswith(("cryptography", "packaging")))
+    queue.put((value, mods, others, sys.dont_write_bytecode))
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    before = compiled()
+    out = []
+    for import_target in (True, True, False):
+        p = ctx.Process(target=work, args=(queue, import_target))
+        p.start()
+        out.append(queue.get())
+        p.join()
+        out.append(compiled())
+    print("SPAWNED " + json.dumps({"before": before, "runs": out, "code": os.environ["FORGE_CODE_DIR"]}))
+"""
+
+
+def test_workers_compile_nothing_the_first_process_compiled_and_import_a_pinned_list(builder):
+    plugin = demo_plugin(targets=["app.algo"], requires={"core": ">=0.1", "python": ">=3.10"})
+    plugin["files"]["demo_patch_helpers.py"] = "SCALE_NAME = 'demo.scale'\n"
+    plugin["files"]["demo_patch.py"] = plugin["files"]["demo_patch.py"].replace(
+        "def install(params):", "import demo_patch_helpers\n\ndef install(params):")
+    job = builder.job(plugins=[plugin], trainer=SPAWNING_TRAINER)
+    result = entry_launch(job)
+    assert result.returncode == 0, result.stderr
+    seen = reported(result, "SPAWNED")
+    before = seen["before"]
+    plugin_code = sorted(k for k in before if k.startswith("plugin-code/"))
+    assert len(plugin_code) == 2  # demo_patch and its helper, compiled by the launcher
+    assert any(k.startswith("starforge/cluster/__pycache__/job.") for k in before)
+    (v1, mods1, others1, nowrite1), after1, (v2, mods2, _, _), after2, (v3, mods3, others3, _), after3 = seen["runs"]
+    assert (v1, v2, v3) == (20, 20, None) and nowrite1 is False  # the workers could have written code
+    # Nothing new and nothing rewritten in the code directory after the first process: no
+    # worker compiled a module of StarForge or of the plugin.
+    assert after1 == before and after2 == before and after3 == before
+    assert sorted(m for m in mods1 if "_vendor" not in m) == WORKER_MODULES_WITH_TARGET
+    assert sorted(m for m in mods1 if "_vendor" in m) == VENDORED_FOR_REQUIRES  # requires checked here
+    assert sorted(m for m in mods3 if "_vendor" not in m) == WORKER_MODULES_WITHOUT_TARGET
+    assert not [m for m in mods3 if "_vendor" in m]  # no target imported: requires not checked, no packaging
+    assert others1 == [] and others3 == []  # neither the trainer's packaging nor cryptography
+    for module, cached in mods1.items():  # every module of StarForge came from the code directory's compiled code
+        assert cached and cached.startswith(seen["code"] + os.sep), (module, cached)
+        assert os.path.relpath(cached, seen["code"]) in before, module
+
+
+def foreign_code_dir(kind: str, job, tmp_path: Path) -> Path:
+    """A code directory this job's worker must refuse, of the kind named, holding a planted starforge."""
+    zip_path = job.dir / ZIP
+    zip_path.parent.mkdir(parents=True, exist_ok=True)
+    runtime_zip.write_runtime_zip(str(zip_path))
+    if kind == "another user":
+        # Made and written by a real second user, holding this job's runtime and a key
+        # that names this job and this zip: only its owner is wrong.
+        _ensure_other_user()
+        made = subprocess.run(["runuser", "-u", OTHER_USER, "--", "mktemp", "-d", "/tmp/forge-code-XXXXXXXX"],
+                              capture_output=True, text=True, check=True)
+        path = Path(made.stdout.strip())
+        source = Path(make_code_dir(str(zip_path), str(job.dir), job.spec["id"]))
+        _plant(source)
+        pack = subprocess.run(["tar", "-C", str(source), "-cf", "-", "."], capture_output=True, check=True).stdout
+        subprocess.run(["runuser", "-u", OTHER_USER, "--", "tar", "-C", str(path), "-xf", "-"], input=pack, check=True)
+        shutil.rmtree(source)
+        assert path.stat().st_uid != os.getuid() and stat.S_IMODE(path.stat().st_mode) == 0o700
+        return path
+    if kind == "another job":
+        other = job.dir.parent / "other-job"
+        other.mkdir(exist_ok=True)
+        path = Path(make_code_dir(str(zip_path), str(other), "another-job-id"))
+    elif kind == "another zip":
+        older = tmp_path / "older.zip"
+        older.write_bytes(zip_path.read_bytes() + b"\0")  # another runtime (one byte more)
+        path = Path(make_code_dir(str(older), str(job.dir), job.spec["id"]))
+    elif kind == "a mode others can enter":
+        path = Path(make_code_dir(str(zip_path), str(job.dir), job.spec["id"]))
+        os.chmod(path, 0o755)
+    else:  # a symlink to a good directory
+        target = Path(make_code_dir(str(zip_path), str(job.dir), job.spec["id"]))
+        path = tmp_path / "forge-code-link"
+        path.symlink_to(target)
+        _plant(target)
+        return path
+    _plant(path)
+    return path
+
+
+def _plant(path: Path) -> None:
+    init = path / "starforge" / "__init__.py"
+    init.write_text(init.read_text() + "\nprint('PLANTED RUNTIME RAN')\n")
+
+
+def _ensure_other_user() -> None:
+    if os.getuid() != 0 or not shutil.which("runuser"):
+        if os.environ.get("CI"):
+            pytest.fail("this test needs root and runuser to make a directory of another user")
+        pytest.skip("needs root and runuser to make a directory of another user")
+    if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+                              capture_output=True, text=True)
+        # (a test running in parallel may have made it first)
+        assert made.returncode == 0 or subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, made.stderr
+
+
+WORKER_WITH_PLANTED_DIR = """
+import os, subprocess, sys
+planted = os.environ["PLANTED_CODE_DIR"]
+env = dict(os.environ, FORGE_CODE_DIR=planted, PYTHONPATH=planted + os.pathsep + os.environ["PYTHONPATH"])
+probe = "import starforge; from app import algo; print('worker', algo.compute(1), starforge.__file__)"
+child = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+print("child exit", child.returncode)
+sys.stdout.write(child.stdout)
+sys.stderr.write(child.stderr)
+"""
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("another user", "owned by uid"),
+    ("another job", "made for another job"),
+    ("another zip", "made from another runtime zip"),
+    ("a mode others can enter", "mode 755 lets others in"),
+    ("a symlink", "not a directory"),
+])
+def test_a_code_directory_of_another_user_or_job_or_zip_is_never_used(builder, tmp_path, kind, reason):
+    job = builder.job(plugins=[demo_plugin()], trainer=WORKER_WITH_PLANTED_DIR)
+    planted = foreign_code_dir(kind, job, tmp_path)
+    try:
+        result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
+    finally:
+        if kind == "another user":
+            shutil.rmtree(planted)
+    assert result.returncode == 0, result.stderr
+    assert "child exit 0" in result.stdout
+    assert "PLANTED RUNTIME RAN" not in result.stdout + result.stderr
+    # The worker imported the job's own runtime (the zip) and still carries the plugin.
+    assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
+    assert f"does not use the code directory {planted} ({reason}" in result.stderr
+
+
+def test_the_code_directory_holds_sources_only_when_made(tmp_path):
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    os.environ["TMPDIR"], old = str(tmp_path), os.environ.get("TMPDIR")
+    try:
+        import tempfile
+
+        tempfile.tempdir = None
+        path = Path(make_code_dir(str(zip_path), "/jobs/j1", "j1"))
+    finally:
+        if old is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None
+    assert path.parent == tmp_path and stat.S_IMODE(path.stat().st_mode) == 0o700
+    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    assert "forge-code.json" in files and "starforge/cluster/job.py" in files
+    assert not [f for f in files if f.endswith(".pyc")] and "__main__.py" not in files
+    key = json.loads((path / "forge-code.json").read_text())
+    assert key["job_id"] == "j1" and key["job_dir"] == "/jobs/j1" and key["pid"] == os.getpid()
+    import hashlib
+
+    assert key["runtime_sha256"] == hashlib.sha256(zip_path.read_bytes()).hexdigest()
+
+
+TAMPER_THEN_SPAWN = """
+import multiprocessing, os, sys
+
+def work():
+    from app import algo
+    print("worker computed", algo.compute(1), flush=True)
+
+if __name__ == "__main__":
+    path = os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins", "demo-patch", "demo_patch.py")
+    os.chmod(os.path.dirname(path), 0o755)
+    os.chmod(path, 0o644)
+    with open(path, "a") as f:
+        f.write("# tampered\\n")
+    p = multiprocessing.get_context("spawn").Process(target=work)
+    p.start()
+    p.join()
+    print("worker exit", p.exitcode)
+"""
+
+
+def test_a_plugin_file_changed_after_verification_stops_a_worker_despite_the_kept_code(builder):
+    # The launcher compiled demo_patch.py into the job's code directory; the worker still
+    # reads and hashes the file before it would load that code, and stops on the change.
+    job = builder.job(plugins=[demo_plugin(targets=["app.algo"])], trainer=TAMPER_THEN_SPAWN)
+    result = entry_launch(job)
+    assert result.returncode == 0, result.stderr
+    assert "worker exit 10" in result.stdout
+    assert "worker computed" not in result.stdout
+    assert "verification failed" in result.stderr and "demo_patch.py" in result.stderr
+
+
+def test_a_code_directory_gone_from_this_node_is_passed_over_quietly(builder, tmp_path):
+    job = builder.job(plugins=[demo_plugin()], trainer=WORKER_WITH_PLANTED_DIR)
+    result = entry_launch(job, env={"PLANTED_CODE_DIR": str(tmp_path / "forge-code-elsewhere")})
+    assert result.returncode == 0, result.stderr
+    assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
+    assert "does not use the code directory" not in result.stderr
+
+
+def test_the_runtime_code_is_kept_even_where_the_job_writes_no_bytecode(builder):
+    # Container images often set PYTHONDONTWRITEBYTECODE: the code directory is the job's
+    # own, so the launcher still keeps the runtime's code there for the workers, and the
+    # trainer (and every other process) keeps the job's setting for its own files.
+    trainer = SPAWNING_TRAINER.replace('print("SPAWNED "', 'print("TRAINER writes", sys.dont_write_bytecode); print("SPAWNED "')
+    job = builder.job(plugins=[demo_plugin(targets=["app.algo"])], trainer=trainer)
+    result = entry_launch(job, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "TRAINER writes True" in result.stdout
+    seen = reported(result, "SPAWNED")
+    before = seen["before"]
+    assert any(k.startswith("starforge/cluster/__pycache__/job.") for k in before)
+    (v1, mods1, _, nowrite1), after1 = seen["runs"][:2]
+    assert v1 == 20 and nowrite1 is True
+    assert after1 == before
+    for module, cached in mods1.items():  # loaded from the launcher's compiled code
+        assert os.path.relpath(cached, seen["code"]) in before, module
+    assert not list((job.dir / "recipe").rglob("__pycache__"))  # the job's own files: no bytecode
