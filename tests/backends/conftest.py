@@ -408,8 +408,12 @@ def other_user():
     name = "sfother"
     try:
         pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    except KeyError:  # another test process may be adding it at the same moment: then it exists after
+        made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], capture_output=True, text=True)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            pytest.fail(f"useradd {name} failed: {made.stderr.strip()}")
     entry = pwd.getpwnam(name)
 
     def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
