@@ -20,15 +20,16 @@ def run_child(argv: list[str]):
     import signal
     import subprocess
 
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        child = subprocess.Popen(argv, env=dict(os.environ))
-    except OSError as exc:
-        code = 126 if isinstance(exc, PermissionError) else 127
-        return code, LaunchFailure.entrypoint(code, f"cannot run {argv[0]!r}: {exc}")
+    # The handlers go in before the child starts: a signal that arrives while it starts (the
+    # child may already be running its first lines) is held and passed on once it exists,
+    # instead of ending the launcher and leaving the child running on its own.
+    child = None
+    pending: list = []
 
     def forward(signum, frame) -> None:
+        if child is None:
+            pending.append(signum)
+            return
         try:
             child.send_signal(signum)
         except OSError:
@@ -39,6 +40,15 @@ def run_child(argv: list[str]):
         if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup'd stays nohup'd
             previous[signum] = signal.signal(signum, forward)
     try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            child = subprocess.Popen(argv, env=dict(os.environ))
+        except OSError as exc:
+            code = 126 if isinstance(exc, PermissionError) else 127
+            return code, LaunchFailure.entrypoint(code, f"cannot run {argv[0]!r}: {exc}")
+        for signum in pending:
+            forward(signum, None)
         code = child.wait()
     finally:
         for signum, handler in previous.items():
