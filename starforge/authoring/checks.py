@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
 from .files import local_tree_digest, plugin_files
+from .names import _EXTENSION_RE, RESERVED_NAMES, TRAINING_STACK, _top_level_origins, top_level_names  # noqa: F401  (re-exported)
 from .stdlib_names import STDLIB_NAMES
 from .syntax import python_floor, source_problems
 
@@ -33,29 +34,6 @@ if TYPE_CHECKING:
 
 MANIFEST_FILE = "plugin.yaml"
 
-# Import names of the training stack a job already has: a plugin module with one of these
-# names would replace the framework it means to patch.
-TRAINING_STACK = frozenset({
-    "accelerate", "apex", "bitsandbytes", "datasets", "deepspeed", "einops", "flash_attn",
-    "flax", "huggingface_hub", "hydra", "jax", "jaxlib", "keras", "liger_kernel",
-    "megatron", "nemo", "nemo_aligner", "nemo_rl", "numpy", "omegaconf", "openrlhf", "optax",
-    "pandas", "peft", "ray", "safetensors", "scipy", "sentencepiece", "sglang", "tensorboard",
-    "tensordict", "tensorflow", "tiktoken", "tokenizers", "torch", "torchaudio", "torchdata",
-    "torchvision", "transformer_engine", "transformers", "triton", "trl", "verl", "vllm",
-    "wandb", "xformers",
-})
-
-# Names StarForge itself needs on the cluster: the runtime, the plugin tree, its one
-# dependency, and the start-up hooks the job's bootstrap relies on.
-RESERVED_NAMES = {
-    "starforge": "the StarForge runtime itself",
-    "forge_plugins": "the directory the job stages plugins in",
-    "packaging": "the one dependency of StarForge's cluster-side runtime",
-    "sitecustomize": "the start-up hook that carries plugins into every process of the job",
-    "usercustomize": "a start-up hook Python runs in every process",
-}
-
-_EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 
 
 @dataclass(frozen=True)
@@ -147,36 +125,6 @@ def _manifest_finding(exc: ManifestError, source: str) -> Finding:
 
 
 # -- top-level names ----------------------------------------------------------------------
-
-def top_level_names(files: list[str]) -> tuple[str, ...]:
-    """Every name importable from the package root, sorted.
-
-    ``x.py``, an extension module ``x.*.so`` / ``x.pyd``, and any directory ``x/`` (a
-    package, or a namespace package when it has no ``__init__.py``).
-
-    >>> top_level_names(["plugin.yaml", "opsd_patch.py", "helpers/util.py", "docs-src/a.md"])
-    ('helpers', 'opsd_patch')
-    """
-    return tuple(sorted(_top_level_origins(files)))
-
-
-def _top_level_origins(files: list[str]) -> dict[str, str]:
-    """``{name: the file or directory providing it}`` (``types.py``, ``ray/``)."""
-    out: dict[str, str] = {}
-    for rel in files:
-        head, sep, _ = rel.partition("/")
-        if sep:
-            if head.isidentifier():
-                out.setdefault(head, head + "/")
-            continue
-        if head.endswith(".py") and head[:-3].isidentifier():
-            out.setdefault(head[:-3], head)
-            continue
-        m = _EXTENSION_RE.match(head)
-        if m:
-            out.setdefault(m.group(1), head)
-    return out
-
 
 def _installed_top_levels() -> Mapping[str, list[str]]:
     from importlib.metadata import packages_distributions

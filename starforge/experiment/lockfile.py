@@ -385,3 +385,55 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
                 )
             owners[module] = p
     return shadowed
+
+
+def recipe_module_names(root: str | os.PathLike) -> dict:
+    """The recipe's own top-level module names: ``{name: "x.py" or "x/"}`` for each ``*.py``
+    file at the experiment's root and each directory there holding Python files directly
+    (a package, or a namespace package the recipe imports). Hidden entries and tool
+    directories are left out."""
+    from ..authoring.names import top_level_names
+
+    out: dict = {}
+    try:
+        entries = sorted(os.scandir(os.fspath(root)), key=lambda e: e.name)
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.name.startswith(".") or entry.name in ("__pycache__", "venv"):
+            continue
+        try:
+            if entry.is_file() and entry.name.endswith(".py") and top_level_names([entry.name]):
+                out[entry.name[:-3]] = entry.name
+            elif entry.is_dir() and entry.name.isidentifier():
+                if any(child.endswith(".py") for child in os.listdir(entry.path)):
+                    out[entry.name] = entry.name + "/"
+        except OSError:
+            continue
+    return out
+
+
+def check_module_names(packages: Iterable[LoadedPlugin], recipe: Mapping | None = None) -> None:
+    """Refuse a locked package providing a top-level module it must not (SPEC §7, issue of
+    shadowing): a reserved, standard-library or training-stack name — ``forge plugin
+    publish`` refuses those, but a hand-made registry or bundle skips publish — or a name of
+    the recipe's own packages (*recipe*: :func:`recipe_module_names`), naming both."""
+    from ..authoring.names import shadowing_reason
+
+    recipe = recipe or {}
+    for p in packages:
+        for module in p.top_level:
+            why = shadowing_reason(module)
+            if why is not None:
+                raise LockError(
+                    f"{p.label} provides the top-level module '{module}': {why}; the job puts the plugin on sys.path, "
+                    "so it would replace the real module for the whole job",
+                    hint="forge plugin publish refuses such a plugin, so this version was not published by it: do not "
+                         "use it; ask its publisher to rename the module (after the plugin) and publish a new version",
+                )
+            if module in recipe:
+                raise LockError(
+                    f"{p.label} provides the top-level module '{module}', which is also the recipe's own "
+                    f"{recipe[module]}; one would shadow the other on sys.path",
+                    hint=f"rename the recipe's {recipe[module]}, or use a plugin version whose modules are named after the plugin",
+                )
