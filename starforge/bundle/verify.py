@@ -233,11 +233,6 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     result = VerifiedBundle(path=name, lock_bytes=lock_bytes, blobs=len(digests), size=reader.file_size)
     for entry, manifest_digest, info, envelopes in found:
         envelope = envelopes[-1] if envelopes else None
-        if enforced(entry):
-            # the lock says who signed it: the bundle must carry a valid envelope by that key
-            envelope = locked_envelope(entry, envelopes, trust)
-            if envelope is None:
-                raise missing_error(entry, envelopes, f"bundle {name}")
         archive = kept[info.artifact_digest]
         tree = Path(tempfile.mkdtemp(dir=work, prefix=".tree-"))
         try:
@@ -255,6 +250,11 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
             shutil.rmtree(tree, ignore_errors=True)
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
         status = verify_published(registry, info, trust, require=require)
+        if enforced(entry):
+            # the lock says who signed it: the bundle must carry a valid envelope by that key
+            envelope = locked_envelope(entry, envelopes, trust)
+            if envelope is None:
+                raise missing_error(entry, envelopes, f"bundle {name}")
         if entry.signed and envelope is None:
             from ..errors import SignatureError
 
