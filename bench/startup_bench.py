@@ -27,7 +27,12 @@ with its quartiles, against the goal:
 
 Usage::
 
-    python bench/startup_bench.py [--runs 20] [--only worker,submit,launcher,digest] [--keep DIR]
+    python bench/startup_bench.py [--runs 20] [--only worker,submit,launcher,digest,breakdown] [--keep DIR]
+
+``breakdown`` runs a worker (with the job's code directory, from the runtime zip only, and
+bare) and the launcher (node entry and bare script) under ``-X importtime`` and sums the
+self times by group: the vendored packaging, StarForge's runtime, the plugin's modules, the
+trainer's own, the bootstrap's own work, and the rest.
 
 Run it with the interpreter that has starforge-core installed (``forge`` is the console
 script beside it). ``PYTHONDONTWRITEBYTECODE`` is removed from every child's environment
@@ -151,7 +156,27 @@ def one(env, expected):
     return wall * 1000, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
-if __name__ == "__main__":  # (a spawned worker imports this module as __mp_main__)
+def breakdown():
+    """-X importtime of one worker of each kind, as one JSON line of raw reports."""
+    import subprocess
+    code_dir = dict(os.environ)
+    zip_only = {k: v for k, v in os.environ.items() if k != "FORGE_CODE_DIR"}
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+    boot = os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime")
+    bare["PYTHONPATH"] = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                         if p and not p.startswith(boot) and "forge-code-" not in p)
+    variants = (("worker, code directory", code_dir, 4), ("worker, runtime zip only", zip_only, 4), ("bare worker", bare, 2))
+    out = {name: [] for name, _, _ in variants}
+    for _ in range(5):  # interleaved, as the timed pairs
+        for name, env, expected in variants:
+            argv = [sys.executable, "-X", "importtime", "-c", f"from app import work; work.run({expected})"]
+            out[name].append(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stderr)
+    print("BREAKDOWN " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["breakdown"]:
+    breakdown()
+elif __name__ == "__main__":  # (a spawned worker imports this module as __mp_main__)
     STARFORGE = dict(os.environ)
     BARE = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     boot = os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime")
@@ -358,6 +383,65 @@ def bench_digest(base: Path, env: dict, runs: int) -> dict:
     return out
 
 
+GROUPS = (("packaging (vendored)", "starforge.cluster._vendor"), ("StarForge runtime", "starforge"),
+          ("the plugin's 20 modules", "bench_patch"),
+          ("the trainer's modules (a worker installs the plugin in its target's import)", "app"))
+
+
+def importtime_groups(report: str) -> dict:
+    """Self time (ms) of ``-X importtime`` lines, summed by group; ``sitecustomize`` (the
+    bootstrap: what boot_process does besides importing) and the rest separately."""
+    out: dict = {}
+    for line in report.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _, name = line[len("import time:"):].split("|")
+        name = name.strip()
+        group = "stdlib, site, other"
+        if name == "sitecustomize":
+            group = "bootstrap (boot_process: verify, requires, install, provenance)"
+        for label, prefix in GROUPS:
+            if name == prefix or name.startswith(prefix + "."):
+                group = label
+                break
+        out[group] = out.get(group, 0.0) + int(self_us) / 1000
+    return out
+
+
+def print_breakdown(title: str, reports: dict) -> None:
+    print(f"\n[breakdown: {title}] -X importtime self time by group, median of {len(next(iter(reports.values())))} runs; ms")
+    groups: list = []
+    medians = {}
+    for name, runs in reports.items():
+        per = [importtime_groups(r) for r in runs]
+        keys = sorted({k for p in per for k in p})
+        medians[name] = {k: statistics.median(p.get(k, 0.0) for p in per) for k in keys}
+        groups += [k for k in keys if k not in groups]
+    names = list(reports)
+    print("  " + f"{'group':78s}" + "".join(f"{n[:26]:>27s}" for n in names))
+    for g in groups:
+        print("  " + f"{g:78s}" + "".join(f"{medians[n].get(g, 0.0):27.1f}" for n in names))
+    print("  " + f"{'total':78s}" + "".join(f"{sum(medians[n].values()):27.1f}" for n in names))
+
+
+def bench_breakdown(job: Path, plugin: Path, base: Path, env: dict) -> None:
+    entry = [sys.executable, str(job / ".forge-runtime" / "starforge-runtime.zip"), "--spec", str(job / "jobspec.json")]
+    _, _, proc = run([*entry, "--", "python", "-m", "app.spawner", "breakdown"], env, str(job))
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("BREAKDOWN "))
+    print_breakdown("a worker importing the target, in a running job", json.loads(line[len("BREAKDOWN "):]))
+    bare_plugin = base / "bare-plugin"
+    if not bare_plugin.exists():
+        shutil.copytree(plugin, bare_plugin)
+    (base / "bare_launch.py").write_text(BARE_LAUNCH)
+    timed_env = dict(env, PYTHONPROFILEIMPORTTIME="1")
+    reports: dict = {"node entry": [], "bare script": []}
+    for _ in range(5):
+        reports["node entry"].append(run(entry, timed_env, str(job))[2].stderr)
+        reports["bare script"].append(run([sys.executable, str(base / "bare_launch.py"), str(bare_plugin), str(job / "recipe")],
+                                          timed_env, str(job))[2].stderr)
+    print_breakdown("the launcher on the node", reports)
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
@@ -369,7 +453,8 @@ def commit() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="interleaved pairs per measurement (default 20)")
-    ap.add_argument("--only", default="worker,submit,launcher,digest", help="comma-separated subset")
+    ap.add_argument("--only", default="worker,submit,launcher,digest,breakdown",
+                    help="comma-separated subset (breakdown: where a worker's and the launcher's start-up goes)")
     ap.add_argument("--keep", metavar="DIR", help="build in DIR and keep it (default: a temporary directory)")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -387,7 +472,7 @@ def main() -> int:
     summary: dict = {}
     try:
         exp, plugin = setup(base, env)
-        if only & {"submit", "worker", "launcher"}:
+        if only & {"submit", "worker", "launcher", "breakdown"}:
             # One staged job for the worker and launcher pairs (the submit pair stages more).
             run([*forge_cmd(), "-q", "submit", str(exp)], env, str(exp))
             job = latest_job(exp)
@@ -399,6 +484,8 @@ def main() -> int:
             summary["submit"] = bench_submit(exp, env, args.runs)
         if "digest" in only:
             summary["digest"] = bench_digest(base, env, args.runs)
+        if "breakdown" in only:
+            bench_breakdown(job, plugin, base, env)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -81,3 +81,9 @@ class BackendError(ForgeError):
     """A backend that cannot stage, submit or query a job."""
 
     exit_code = 16
+
+
+class PrepError(ForgeError):
+    """``forge prep`` stopped on a record (the message names the input line) or on the plugin."""
+
+    exit_code = 17

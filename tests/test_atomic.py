@@ -59,7 +59,7 @@ def test_a_leftover_temp_name_is_skipped(tmp_path):
     target = tmp_path / "record.json"
     # The next two temp names this process would pick, as if left by a killed process.
     n = next(atomic._counter)
-    stale = [tmp_path / f".record.json.{os.getpid()}-{n + i}.tmp" for i in (1, 2)]
+    stale = [tmp_path / f".record.json.{os.getpid()}-{n + i}@{atomic.writer_tag()}.tmp" for i in (1, 2)]
     for path in stale:
         path.write_bytes(b"stale")
     atomic.write_file(target, "{}\n")
@@ -107,3 +107,29 @@ def test_sweep_removes_only_old_temp_files_of_dead_writers(tmp_path):
     removed = atomic.sweep_stale(tmp_path)
     assert sorted(removed) == sorted(n for n, gone in names.items() if gone)
     assert sorted(os.listdir(tmp_path)) == sorted([n for n, gone in names.items() if not gone] + [f".recent.{dead}-0.tmp"])
+
+
+def test_temp_names_carry_pid_and_host_and_this_hosts_dead_writers_are_swept_at_once(tmp_path):
+    here = atomic.writer_tag()
+    assert here.startswith(os.uname().nodename[:20])
+    with atomic.writer(tmp_path / "blob") as f:
+        (name,) = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+        assert name.startswith(f".blob.{os.getpid()}-") and name.endswith(f"@{here}.tmp")
+        f.write(b"x")
+    dead = _dead_pid()
+    old = time.time() - 3600
+    names = {
+        f".blob.{dead}-0@{here}.tmp": True,  # this host, dead writer, written just now: swept at once
+        f".{'a' * 64}.{dead}-3@{here}.tmp": True,
+        f".blob.{os.getpid()}-7@{here}.tmp": False,  # this host, alive
+        f".blob.{dead}-1@otherhost+4026531836.tmp": False,  # another host, fresh: its pid means nothing here
+        f".blob.{dead}-2@otherhost+4026531836.tmp.x": False,  # not a temp name
+    }
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / f".aged.{dead}-4@otherhost+4026531836.tmp").write_bytes(b"x")
+    os.utime(tmp_path / f".aged.{dead}-4@otherhost+4026531836.tmp", (old, old))  # another host's, 1 h old: swept
+    removed = atomic.sweep_stale(tmp_path)
+    assert sorted(removed) == sorted([n for n, gone in names.items() if gone] + [f".aged.{dead}-4@otherhost+4026531836.tmp"])
+    assert sorted(os.listdir(tmp_path)) == sorted(["blob"] + [n for n, gone in names.items() if not gone])
+

@@ -12,7 +12,8 @@ entries under new names (default ``dr_grpo`` for both) that the user selects:
   ``A_i = r_i - mean(group)``, no std division. A group of one response gets advantage 0
   (its own mean; verl's estimator would pass the raw reward through), with one warning.
   On the default trainer the session-final-output grouping verl applies to ``grpo``
-  (``trainer/ppo/v1/utils.py``) is applied to this estimator too.
+  (``trainer/ppo/v1/utils.py``) is applied to this estimator too (where that trainer can
+  run: TransferQueue, verl's ``verl-core`` extra, installed).
 - Policy loss: verl's own ``vanilla`` PPO-clip loss, aggregated with
   ``seq-mean-token-sum-norm``: each response's token-loss sum, summed over the DP-global
   mini-batch, divided by its sequence count and by the rollout's generation bound
@@ -53,6 +54,12 @@ def _warn_once(message, warned):
         print(message, file=sys.stderr, flush=True)
 
 
+def _is_padding(uid):
+    """verl's synthetic no-op samples (``padding_utils.upsample_batch_to_divisible_size``: uid ``pad<hex>``)."""
+    uid = str(uid)
+    return len(uid) == 35 and uid.startswith("pad") and all(c in "0123456789abcdef" for c in uid[3:])
+
+
 def _zero_singleton_groups(advantages, index, warned):
     """Set the advantage of every response alone in its group to 0 (r - mean over a group of one)."""
     from collections import Counter
@@ -60,8 +67,10 @@ def _zero_singleton_groups(advantages, index, warned):
     sizes = Counter(index[i] for i in range(len(index)))
     alone = [i for i in range(len(index)) if sizes[index[i]] == 1]
     if alone:
-        _warn_once(f"verl-dr-grpo: warning: {len(alone)} response(s) alone in their group get advantage 0 "
-                   "(r - mean of a group of one); set rollout.n >= 2", warned)
+        real = sum(not _is_padding(index[i]) for i in alone)
+        if real:
+            _warn_once(f"verl-dr-grpo: warning: {real} response(s) alone in their group get advantage 0 "
+                       "(r - mean of a group of one); set rollout.n >= 2", warned)
         advantages[alone] = 0.0
     return advantages
 
@@ -74,7 +83,7 @@ def mean_centred_advantage(norm_adv_by_std=False):
 
         if index is None:
             raise ValueError("verl-dr-grpo: the batch carries no 'uid' (index) to group responses by prompt")
-        advantages, returns = core_algos.compute_grpo_outcome_advantage(
+        advantages, _ = core_algos.compute_grpo_outcome_advantage(
             token_level_rewards=token_level_rewards, response_mask=response_mask, index=index, epsilon=epsilon,
             norm_adv_by_std_in_grpo=norm_adv_by_std, config=config,
         )
@@ -112,8 +121,10 @@ def session_final_grouping(estimator, norm_adv_by_std=False):
             uids = [key.rsplit("_", 2)[0] for key in batch_keys]
             alone = [i for i, uid in enumerate(uids) if len(finals[uid]) == 1]
             if alone:
-                _warn_once(f"verl-dr-grpo: warning: {len(alone)} output(s) of sessions alone in their group get "
-                           "advantage 0 (r - mean of a group of one)", warned)
+                real = sum(not _is_padding(uids[i]) for i in alone)
+                if real:
+                    _warn_once(f"verl-dr-grpo: warning: {real} output(s) of sessions alone in their group get "
+                               "advantage 0 (r - mean of a group of one)", warned)
                 data.batch["advantages"][alone] = 0.0
                 data.batch["returns"][alone] = 0.0
         return data
@@ -288,5 +299,20 @@ def install(params):
     patching.replace(f"{MODULE}:POLICY_LOSS_REGISTRY[{loss}]", fixed_length_loss(agg), when_imported=True, create=True)
     patching.wrap(f"{LOSSES}:ppo_loss", objective_unit_ppo_loss(loss, agg), when_imported=True)
     patching.wrap(f"{CONFIG}:validate_config", bound_from_rollout(loss, agg), when_imported=True)
-    patching.wrap(f"{MULTI_TRAJECTORIES}:compute_advantage_for_multi_trajectories",
-                  session_final_grouping(estimator, norm), when_imported=True)
+    if _has_default_trainer():
+        patching.wrap(f"{MULTI_TRAJECTORIES}:compute_advantage_for_multi_trajectories",
+                      session_final_grouping(estimator, norm), when_imported=True)
+
+
+def _has_default_trainer():
+    """Whether verl's default (v1) trainer can run here: its package imports TransferQueue
+    (verl's ``verl-core`` extra). Without it there is no session grouping to patch, and its
+    module could not even be imported (``forge plan`` would report the patch as never applied)."""
+    import importlib.util
+
+    if "transfer_queue" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("transfer_queue") is not None
+    except (ImportError, ValueError):
+        return False

@@ -9,17 +9,29 @@ verl ships a ``gspo`` loss that aggregates with the trainer's ``loss_agg_mode`` 
   clipped per response to ``[1 - 3e-4, 1 + 4e-4]`` (the paper's range);
 - ``seq-mean-token-mean`` aggregation.
 
+verl's actor loss (``verl.workers.utils.losses.ppo_loss``) aggregates its entropy and KL terms
+with the actor's ``loss_agg_mode``; for this loss the plugin hands ``ppo_loss`` an actor
+config with the plugin's aggregation, so those terms are in the objective's unit too.
+
 Refused: per-token advantages (values that differ within a response: GSPO is defined for
 one advantage per response), a trainer ``loss_agg_mode`` other than verl's default or the
-plugin's, and a trainer clip range other than verl's default (0.2) or the plugin's.
-Warned: a token-scale clip range (0.01 or more) with sequence ratios.
+plugin's, a trainer clip range other than verl's default (0.2) or the plugin's, and a
+non-default ``clip_ratio_c`` (verl's dual clip, which this loss does not read).
+Warned (honoured but inert): a token-scale clip range (0.01 or more) with sequence ratios,
+an on-policy ratio (old and new log-probs equal: one update per rollout, the ratio is 1
+and the clip never acts), and bf16 log-probs (their rounding is far above the clip range).
+
+Checked against verl 0.9.1.
 """
 
+import dataclasses
 import sys
 
 MODULE = "verl.trainer.ppo.core_algos"
+LOSSES = "verl.workers.utils.losses"
 VERL_DEFAULT_AGG = "token-mean"
 VERL_DEFAULT_CLIP = 0.2
+VERL_DEFAULT_DUAL_CLIP = 3.0
 TOKEN_SCALE = 0.01
 
 
@@ -70,7 +82,18 @@ def sequence_loss(clip_low, clip_high, agg_mode):
         if max(low, high) >= TOKEN_SCALE:
             _warn_once(f"verl-gspo: warning: clip range {low}/{high} is token-scale; sequence ratios stay near 1, "
                        "so this clip rarely engages (the GSPO paper uses 3e-4/4e-4)", warned)
+        dual = getattr(config, "clip_ratio_c", VERL_DEFAULT_DUAL_CLIP)
+        if dual != VERL_DEFAULT_DUAL_CLIP:
+            raise ValueError(f"verl-gspo: actor clip_ratio_c={dual!r} is verl's dual clip, which GSPO does not have "
+                             f"(the sequence log-ratio is capped at 10 instead); leave verl's default")
         check_sequence_advantages(advantages, response_mask)
+        if log_prob.dtype == torch.bfloat16:
+            _warn_once("verl-gspo: warning: bf16 log-probs: their rounding (about 4e-3 relative) is far above the "
+                       "sequence clip range, so clip decisions are dominated by it", warned)
+        if torch.equal(log_prob.detach(), old_log_prob):
+            _warn_once("verl-gspo: warning: on-policy ratio (old and new log-probs equal: one update per rollout); "
+                       "the sequence ratio is 1 and its clip never acts (use ppo_epochs > 1 or several mini-batches)",
+                       warned)
 
         log_ratio = log_prob - old_log_prob
         lengths = torch.sum(response_mask, dim=-1).clamp(min=1)
@@ -94,6 +117,34 @@ def sequence_loss(clip_low, clip_high, agg_mode):
     return gspo_loss
 
 
+def objective_unit_ppo_loss(loss_name, agg_mode):
+    """Wrap verl's ``ppo_loss``: for this loss, the actor config it passes on carries the plugin's
+    aggregation, so the entropy and KL terms are aggregated like the policy-gradient term."""
+    warned = set()
+
+    def gspo_ppo_loss(original, *args, **kwargs):
+        call = dict(zip(("config", "model_output", "data", "dp_group"), args))
+        call.update(kwargs)
+        config = call["config"]
+        if config.policy_loss.get("loss_mode", "vanilla") == loss_name:
+            mode = _choose("loss_agg_mode", config.loss_agg_mode, agg_mode, VERL_DEFAULT_AGG, warned)
+            if mode != config.loss_agg_mode:
+                call["config"] = dataclasses.replace(config, loss_agg_mode=mode,
+                                                     global_batch_info=dict(config.global_batch_info))
+        return original(**call)
+
+    return gspo_ppo_loss
+
+
+def _not_initializing(module):
+    """Refuse to install while *module* is half-imported (see verl-dr-grpo: verl's trainers import
+    ``core_algos`` before ``verl.workers.utils.losses``, so only a program importing the latter first)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        raise ImportError(f"verl-gspo: {module} is still being imported; import verl.trainer.ppo.core_algos "
+                          f"before it so the plugin can wrap its loss")
+
+
 def install(params):
     from starforge import patching
 
@@ -106,5 +157,7 @@ def install(params):
         if not 0.0 < value < 1.0:
             raise ValueError(f"verl_gspo.{key} must be in (0, 1), got {value!r}")
     agg = params.get("verl_gspo.loss_agg_mode", "seq-mean-token-mean")
+    _not_initializing(LOSSES)
     patching.replace(f"{MODULE}:POLICY_LOSS_REGISTRY[{name}]", sequence_loss(low, high, agg),
                      when_imported=True, create=True)
+    patching.wrap(f"{LOSSES}:ppo_loss", objective_unit_ppo_loss(name, agg), when_imported=True)

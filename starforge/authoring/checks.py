@@ -22,11 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this module's API)
+    _EXTENSION_RE,
+    RESERVED_NAMES,
+    STDLIB_NAMES,
+    TRAINING_STACK,
+    top_level_names,
+    top_level_origins,
+)
 from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
 from .files import local_tree_digest, plugin_files
-from .names import _EXTENSION_RE, RESERVED_NAMES, TRAINING_STACK, _top_level_origins, top_level_names  # noqa: F401  (re-exported)
-from .stdlib_names import STDLIB_NAMES
 from .syntax import python_floor, source_problems
 
 if TYPE_CHECKING:
@@ -418,7 +424,7 @@ def check_plugin(
         errors.append(Finding("files", MANIFEST_FILE, None, "plugin.yaml is excluded from the package",
                               "remove the pattern that matches it from .forgeignore"))
 
-    origins = _top_level_origins(files)
+    origins = top_level_origins(files)
     name_errors, name_warnings = _name_findings(origins, manifest.name if manifest else None)
     errors += name_errors
     warnings += name_warnings

@@ -66,8 +66,7 @@ def core_spec(version: str = __version__) -> str:
 
 
 def _check_name(name: str) -> None:
-    from .checks import RESERVED_NAMES, TRAINING_STACK
-    from .stdlib_names import STDLIB_NAMES
+    from ..cluster.shadowing import RESERVED_NAMES, STDLIB_NAMES, TRAINING_STACK
 
     if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
         raise UsageError(

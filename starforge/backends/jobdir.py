@@ -44,6 +44,8 @@ def removable_job_dir(record) -> Path | None:
     job_dir = Path(record.dir)
     if not record.dir or not job_dir.is_absolute() or job_dir.name != record.id:
         return None
+    if not os.path.lexists(job_dir) and not os.path.exists(job_dir):
+        return None  # nothing there, through a link or not: only the record goes
     link = _first_link(job_dir)
     if link is not None:
         target = os.readlink(link)

@@ -42,7 +42,21 @@ class JobRecord:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
+        """Every field, as stored in the jobs store."""
         return asdict(self)
+
+    def shown(self) -> dict:
+        """:meth:`to_dict` for printing (``--json``): credentials in a URL masked.
+
+        A Ray address may carry ``user:password@`` (httpx sends it as Basic auth); the
+        store keeps it, so that later ``forge jobs`` calls reach the cluster, but no
+        output shows it (SPEC §12).
+        """
+        from ..urls import mask_url
+
+        out = self.to_dict()
+        out["backend_ref"] = {k: mask_url(v) if isinstance(v, str) else v for k, v in self.backend_ref.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "JobRecord":

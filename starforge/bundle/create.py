@@ -164,7 +164,8 @@ def _locked_version(reg, lock, entry, fetch, published_version):
     if served.tree_digest != entry.digest:
         raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
     if (served.manifest or {}).get("kind") == "data-prep":
-        raise UsageError(f"{entry.ref} is a data-prep plugin; data-prep plugins never leave the laptop")
+        raise UsageError(f"{entry.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                         hint="a bundle carries a locked job's plugins; share data-prep plugins with forge plugin copy")
     # The lock's archive digest is what the far side fetches by: bundle exactly that archive.
     if served.artifact_digest != entry.artifact_digest:
         served = replace(served, artifact_digest=entry.artifact_digest, size=0)

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -153,15 +154,38 @@ def _copy_checked(blob: Blob, out: IO[bytes], progress: Callable[[int], object])
     return n
 
 
+def open_regular(path: Path) -> IO[bytes]:
+    """*path* opened for reading, refused unless it is a regular file (a link to one is fine).
+
+    A FIFO would block the open (or the read) until some writer came, ``/dev/zero`` would
+    never end, a directory is no bundle: opened non-blocking, checked with ``fstat`` on the
+    open file (so nothing can be swapped in between), then read normally.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise BundleError(f"cannot read bundle {path}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "a special file")
+            raise BundleError(f"bundle {path} is not a regular file (it is {what})",
+                              hint="give the path of the bundle file itself; to read from a pipe, save it to a file first")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class LayoutReader:
     """The members of a layout tar, by name, readable with their size and end checked."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        try:
-            self._file = open(self.path, "rb")
-        except OSError as exc:
-            raise BundleError(f"cannot read bundle {self.path}: {exc.strerror}") from None
+        self._file = open_regular(self.path)
         self.file_size = os.fstat(self._file.fileno()).st_size
         self.members: dict[str, tarfile.TarInfo] = {}
         self.cut_after: str | None = None  # the last member read before the tar ended too early

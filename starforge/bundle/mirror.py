@@ -81,10 +81,10 @@ def checked_envelopes(info: PublishedVersion, envelopes: list, trust, require: b
 
 
 def refuse_data_prep(info: PublishedVersion) -> None:
-    """Data-prep plugins run on the laptop only: never pushed or copied to another registry."""
+    """A bundle carries a job's plugins: never a data-prep plugin (they never enter a job)."""
     if (info.manifest or {}).get("kind") == "data-prep":
-        raise UsageError(f"{info.ref} is a data-prep plugin; data-prep plugins run on the laptop and never leave it",
-                         hint="leave it out of the copy; a cluster never needs it")
+        raise UsageError(f"{info.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                         hint="a bundle carries a locked job's plugins; share data-prep plugins with forge plugin copy")
 
 
 def matching_versions(registry: Registry, ref: str) -> list[PublishedVersion]:
@@ -124,18 +124,17 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
     """Publish each of *versions* (from *source*) to *target*, with its signature envelopes.
 
     *progress(description, total)* is a context manager yielding a ``(done, total)``
-    callback or None. Before anything is copied, every version is checked for data-prep and
-    every envelope is checked (:func:`checked_envelopes`; *trust* defaults to the user's
-    trust file). An envelope the target cannot hold (a directory registry keeps one per
-    version) is reported in :attr:`Copied.signatures`, never dropped silently.
+    callback or None. Data-prep plugins are copied too: they travel between laptops
+    (SPEC §3), they only never enter a job. Before anything is copied, every envelope is
+    checked (:func:`checked_envelopes`; *trust* defaults to the user's trust file). An
+    envelope the target cannot hold (a directory registry keeps one per version) is
+    reported in :attr:`Copied.signatures`, never dropped silently.
     """
     from ..registry.cache import fetch
     from ..registry.verified import check_record, registry_label, tree_of_archive
     from ..signing import load_trust, stored_envelopes
 
     trust = trust if trust is not None else load_trust()
-    for info in versions:
-        refuse_data_prep(info)
     checked = [checked_envelopes(info, stored_envelopes(source, info), trust, require_signatures) for info in versions]
     out = []
     for info, envelopes in zip(versions, checked):

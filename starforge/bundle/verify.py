@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, ContextManager
 
+from ..cluster.jsonload import loads as load_json
 from ..errors import BundleError, ForgeError
 from ..registry.artifact import (
     ARTIFACT_TYPE,
@@ -109,8 +110,8 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         if not reader.has(required):
             raise BundleError(f"bundle {name} has no {required}", hint="this is not a StarForge bundle, or it was altered")
     try:
-        layout = json.loads(reader.read("oci-layout", 4096))
-        index = json.loads(reader.read("index.json", SMALL_MAX))
+        layout = load_json(reader.read("oci-layout", 4096))
+        index = load_json(reader.read("index.json", SMALL_MAX))
     except ValueError as exc:
         raise BundleError(f"bundle {name}: oci-layout or index.json is not valid JSON ({exc})",
                           hint="the bundle was altered; create it again") from None
@@ -137,9 +138,9 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         assert raw is not None
         _check_digest(raw, desc["digest"], name, what)
         try:
-            data = json.loads(raw)
-        except ValueError:
-            raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not JSON") from None
+            data = load_json(raw)
+        except ValueError as exc:
+            raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not JSON ({exc})") from None
         if not isinstance(data, dict):
             raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not a manifest")
         return data
@@ -157,7 +158,7 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     assert lock_bytes is not None
     _check_digest(lock_bytes, lock_layers[0]["digest"], name, "the lock file")
     try:
-        lock = LockFile.from_dict(json.loads(lock_bytes), f"bundle {name}: plugins.lock.json")
+        lock = LockFile.from_dict(load_json(lock_bytes), f"bundle {name}: plugins.lock.json")
     except ValueError as exc:
         raise BundleError(f"bundle {name}: plugins.lock.json is not valid JSON ({exc})") from None
 
@@ -270,10 +271,10 @@ def _member_role(reader: LayoutReader, member: str) -> str | None:
     roles: dict[str, str] = {}
 
     def blob_json(digest: str):
-        return json.loads(reader.read(blob_member(digest), SMALL_MAX))
+        return load_json(reader.read(blob_member(digest), SMALL_MAX))
 
     try:
-        descs = json.loads(reader.read("index.json", SMALL_MAX)).get("manifests") or []
+        descs = load_json(reader.read("index.json", SMALL_MAX)).get("manifests") or []
     except (BundleError, KeyError, ValueError, TypeError, AttributeError):
         return None
     for desc in descs:
@@ -284,7 +285,7 @@ def _member_role(reader: LayoutReader, member: str) -> str | None:
             roles[blob_member(desc["digest"])] = f"the manifest of {label}"
             data = blob_json(desc["digest"])
             if desc.get("artifactType") == LOCK_ARTIFACT_TYPE:
-                lock = json.loads(reader.read(blob_member(data["layers"][0]["digest"]), SMALL_MAX))
+                lock = load_json(reader.read(blob_member(data["layers"][0]["digest"]), SMALL_MAX))
                 for p in lock.get("plugins") or []:
                     roles.setdefault(blob_member(p["artifact_digest"]),
                                      f"the archive of {p['owner']}/{p['name']}@{p['version']}")

@@ -76,7 +76,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     records = [_refreshed(r) for r in shown]
     omitted = len(everything) - len(records)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
+        click.echo(json.dumps([r.shown() for r in records], indent=2, sort_keys=True))
     elif not records:
         note("no jobs yet (submit one with: forge submit)")
     else:
@@ -249,7 +249,7 @@ def cancel(job_id: str, as_json: bool) -> None:
     was_final = record.final
     record = _backend_for(record).cancel(record)
     if as_json:
-        click.echo(json.dumps(record.to_dict(), indent=2, sort_keys=True))
+        click.echo(json.dumps(record.shown(), indent=2, sort_keys=True))
     elif was_final:
         click.echo(f"job {record.id} already ended: {record.status}")
     else:

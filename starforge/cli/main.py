@@ -1,8 +1,8 @@
 """Entry point of ``forge``: a lazy click group so ``forge --help`` imports no command's code.
 
 Each command lives in its own module under ``starforge.cli`` and is imported only when
-invoked; its docstring is its help, and the first paragraph of that docstring is read from
-the module's source for the command lists (one source of help text, nothing imported). A
+invoked; its docstring is its help, and the command table below carries the first
+paragraph of that docstring as data for the command lists (a test keeps the two equal). A
 group is an entry of ``COMMANDS`` whose value is a dict; its summary and example are in
 ``GROUPS``. User errors (:class:`ForgeError`) become one ``error: …`` line plus a hint and
 the error's exit code; tracebacks only with ``--debug`` or ``FORGE_DEBUG=1``.
@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
-from pathlib import Path
+from typing import NamedTuple
 
 import click
 
@@ -22,39 +21,60 @@ from .. import __version__
 from ..errors import ForgeError, UsageError
 from .output import error_lines
 
-# command path -> "module:attribute" (modules relative to starforge.cli)
+
+class Command(NamedTuple):
+    """A command of the table: where its code is, and the one line the command lists show."""
+
+    target: str  # "module:attribute", the module relative to starforge.cli
+    summary: str  # the first paragraph of the command's docstring (a test keeps the two equal)
+
+
+# command path -> Command; a group is a dict. The summaries are data, so `forge --help`
+# lists every command without importing any of them.
 COMMANDS = {
     "plugin": {
-        "init": "plugin_init:init",
-        "check": "plugin_check:check",
-        "digest": "plugin_digest:digest",
-        "pack": "plugin_pack:pack",
-        "publish": "plugin_publish:publish",
-        "list": "plugin_list:list_plugins",
-        "show": "plugin_show:show",
-        "pull": "plugin_pull:pull",
-        "add": "plugin_edit:add",
-        "remove": "plugin_edit:remove",
-        "copy": "plugin_copy:copy",
-        "diff": "plugin_diff:diff",
+        "init": Command("plugin_init:init", 'Create a new plugin NAME from a template.'),
+        "check": Command("plugin_check:check", 'Check a plugin directory without importing or running its code.'),
+        "digest": Command("plugin_digest:digest", 'Print the tree digest (sf1:...) of a plugin directory.'),
+        "pack": Command("plugin_pack:pack", 'Check a plugin directory and pack it into a deterministic tar.gz.'),
+        "publish": Command("plugin_publish:publish", 'Check, pack and publish a plugin as OWNER/NAME@VERSION.'),
+        "list": Command("plugin_list:list_plugins", 'List published plugins (of OWNER) and their versions.'),
+        "show": Command("plugin_show:show", 'Show the version REF resolves to.'),
+        "pull": Command("plugin_pull:pull", 'Download REF through the cache and unpack it into a new directory.'),
+        "add": Command("plugin_edit:add", 'Request a plugin in forge.yaml and lock it.'),
+        "remove": Command("plugin_edit:remove", 'Remove a plugin from forge.yaml and the lock.'),
+        "copy": Command("plugin_copy:copy", 'Copy plugin versions, with their signatures, from one registry to another by digest.'),
+        "diff": Command("plugin_diff:diff", 'Show what changed between two versions of a plugin.'),
     },
-    "bundle": {"create": "bundle:create", "verify": "bundle:verify", "push": "bundle:push"},
-    "lock": "lock:lock",
-    "submit": "submit:submit",
-    "plan": "plan:plan",
+    "bundle": {
+        "create": Command("bundle:create", "Write every plugin version the experiment's lock names, and the lock, into one file."),
+        "verify": Command("bundle:verify", 'Check every blob digest, every tree digest and every signature of a bundle.'),
+        "push": Command("bundle:push", 'Verify a bundle, then publish its plugin versions to a registry.'),
+    },
+    "lock": Command("lock:lock", "Resolve forge.yaml's plugins into plugins.lock.json."),
+    "submit": Command("submit:submit", 'Stage the locked experiment as a job and run it.'),
+    "plan": Command("plan:plan", 'Show what the job would patch, without running it.'),
+    "prep": Command("prep:prep", 'Run a data-prep plugin over a JSONL file, on this machine.'),
     "jobs": {
-        "list": "jobs:list_jobs",
-        "show": "jobs:show",
-        "status": "jobs:status",
-        "logs": "jobs:logs",
-        "cancel": "jobs:cancel",
-        "rm": "jobs:rm",
-        "prune": "jobs:prune",
-        "replay": "jobs:replay",
+        "list": Command("jobs:list_jobs", 'List submitted jobs, newest last, with status and exit code.'),
+        "show": Command("jobs:show", "Show a job's status, exit code, directory and provenance."),
+        "status": Command("jobs:status", "Print a job's status (and exit code once it has ended)."),
+        "logs": Command("jobs:logs", "Print (or follow) a job's output."),
+        "cancel": Command("jobs:cancel", 'Cancel a running job.'),
+        "rm": Command("jobs:rm", 'Delete ended jobs: their records and their staged job directories.'),
+        "prune": Command("jobs:prune", 'Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.'),
+        "replay": Command("jobs:replay", 'Run again exactly what job ID ran, as a new job.'),
     },
-    "key": {"generate": "keys:generate", "list": "keys:list_keys"},
-    "trust": {"add": "trust:add", "remove": "trust:remove", "list": "trust:list_trust"},
-    "completion": "completion:completion",
+    "key": {
+        "generate": Command("keys:generate", "Make an Ed25519 key pair for 'forge plugin publish --sign'."),
+        "list": Command("keys:list_keys", 'List your signing keys and their key ids.'),
+    },
+    "trust": {
+        "add": Command("trust:add", 'Trust the public key in file PUBKEY for plugins published by OWNER.'),
+        "remove": Command("trust:remove", 'Stop trusting a key (or every key) of OWNER.'),
+        "list": Command("trust:list_trust", 'List owners and the key ids trusted for each.'),
+    },
+    "completion": Command("completion:completion", 'Print the shell completion script for SHELL.'),
 }
 
 # other names a user reaches for (as docker, kubectl and uv spell them): group path -> alias -> command
@@ -75,27 +95,11 @@ GROUPS = {
                "forge bundle create exp7 -o exp7.bundle.tar && forge bundle verify exp7.bundle.tar"),
 }
 
-_DOCSTRING_START = re.compile(r'\s*[rR]?("""|\'\'\')\s*(.*)')
-
-
-def summary(target, path: str = "") -> str:
-    """The one-line help of a command (the first line of its docstring, read from its
-    module's source without importing it, so ``forge --help`` stays fast) or of a group."""
-    if isinstance(target, dict):
+def summary(entry, path: str = "") -> str:
+    """The one-line help of a command (its table entry's summary) or of a group (*path*)."""
+    if isinstance(entry, dict):
         return GROUPS.get(path, ("", ""))[0]
-    module_name, attr = target.split(":")
-    try:
-        source = (Path(__file__).parent / f"{module_name}.py").read_text(encoding="utf-8")
-    except OSError:
-        return ""
-    match = re.search(rf"^def {re.escape(attr)}\(.*?\).*?:\n", source, re.MULTILINE | re.DOTALL)
-    if not match:
-        return ""
-    doc = _DOCSTRING_START.match(source, match.end())
-    if not doc:
-        return ""
-    first_paragraph = source[doc.start(2):].split(doc.group(1))[0].split("\n\n")[0]
-    return " ".join(first_paragraph.split())
+    return entry.summary
 
 
 class LazyGroup(click.Group):
@@ -123,7 +127,7 @@ class LazyGroup(click.Group):
             text, example = GROUPS.get(key, ("", ""))
             example = f"\n\n\b\nExample:\n  {example}" if example else ""
             return LazyGroup(name=name, table=target, path=key, help=text + example, callback=help_when_bare)
-        module_name, attr = target.split(":")
+        module_name, attr = target.target.split(":")
         try:
             module = importlib.import_module(f"starforge.cli.{module_name}")
         except ModuleNotFoundError as exc:
@@ -256,9 +260,9 @@ def leaf_command(argv: list) -> tuple[int, object]:
     return len(argv), None
 
 
-def _options_taking_values(target: str) -> set:
+def _options_taking_values(target: Command) -> set:
     """The option strings of *target*'s command that take a value (``--set KEY=VALUE``)."""
-    module_name, attr = target.split(":")
+    module_name, attr = target.target.split(":")
     try:
         command = getattr(importlib.import_module(f"starforge.cli.{module_name}"), attr)
     except (ImportError, AttributeError):
@@ -289,7 +293,7 @@ def normalize_argv(argv: list) -> list:
     if rest == ["version"]:
         return args[:leading] + ["--version"]
     start, target = leaf_command(args)
-    if not isinstance(target, str):
+    if not isinstance(target, Command):
         return args
     takes_value = _options_taking_values(target)
     hoisted = [token for token in args[:start] if token in GLOBAL_FLAGS]

@@ -112,5 +112,5 @@ def job_result(record) -> dict:
         source = "job" if phase == "entrypoint" and status.get("code") == record.exit_code else "forge"
     elif record.final and record.exit_code is None:
         source = "forge"
-    return {**record.to_dict(), "phase": phase, "exit_source": source}
+    return {**record.shown(), "phase": phase, "exit_source": source}
 

@@ -9,6 +9,10 @@ leaves no temp file behind::
         shutil.copyfileobj(src, f)
     atomic.sweep_stale(folder)                          # what killed writers left there
 
+A temp file is ``.<name>.<pid>-<n>@<host tag>.tmp``: the writer's pid and where that pid
+means something (:func:`writer_tag`), so a sweep removes this host's dead writers' files
+at once and another host's (on a shared directory) only after ``min_age``.
+
 Standard library only (``os`` and ``itertools``; no ``tempfile`` or ``contextlib``, whose
 imports cost milliseconds), so the launcher and every worker use it too.
 """
@@ -85,10 +89,33 @@ def write_file(
         raise
 
 
+_tag: str | None = None
+
+
+def writer_tag() -> str:
+    """This host and PID namespace, as temp names carry it: ``<hostname>+<pid ns inode>``.
+
+    A pid means something only where it was taken: on this host, in this PID namespace
+    (two containers sharing the host's name do not share pids). The tag says where, so a
+    sweep can tell its own host's dead writers (removed at once) from another host's on a
+    shared directory (left alone for ``min_age``).
+    """
+    global _tag
+    if _tag is None:
+        host = "".join(c if c.isalnum() or c in ".-" else "_" for c in os.uname().nodename)[:63] or "host"
+        try:
+            host += "+%d" % os.stat("/proc/self/ns/pid").st_ino
+        except OSError:
+            pass
+        _tag = host
+    return _tag
+
+
 def _create_beside(path: str, mode: int) -> tuple[int, str]:
     folder, name = os.path.split(path)
+    tag = writer_tag()
     while True:  # a name left behind by a killed process with the same pid is skipped
-        tmp = os.path.join(folder or ".", f".{name}.{os.getpid()}-{next(_counter)}.tmp")
+        tmp = os.path.join(folder or ".", f".{name}.{os.getpid()}-{next(_counter)}@{tag}.tmp")
         try:
             return os.open(tmp, _FLAGS, mode), tmp
         except FileExistsError:
@@ -129,10 +156,12 @@ def _remove(tmp: str) -> None:
 def sweep_stale(folder: str | os.PathLike, min_age: float = 600.0) -> list:
     """Remove the temp files that writers killed before finishing left in *folder*; return their names.
 
-    A temp file names its writer's pid (``.<name>.<pid>-<n>.tmp``); it is stale when that
-    process is gone and the file was last written more than *min_age* seconds ago (the age
-    keeps a writer on another host of a shared directory, whose pid means nothing here,
-    safe while it writes).
+    A temp file names its writer: ``.<name>.<pid>-<n>@<host tag>.tmp`` (:func:`writer_tag`).
+    One written on this host (and PID namespace) is stale as soon as its pid is gone: a
+    ``kill -9`` of a publish leaves nothing behind once the next publish ran. One written
+    on another host of a shared directory, whose pid means nothing here (or one without a
+    host tag, from an earlier release), is stale only when it was also last written more
+    than *min_age* seconds ago, so a writer there is safe while it writes.
     """
     import time
 
@@ -142,13 +171,17 @@ def sweep_stale(folder: str | os.PathLike, min_age: float = 600.0) -> list:
     except OSError:
         return removed
     now = time.time()
+    here = writer_tag()
     for name in names:
-        pid = _writer_pid(name)
-        if pid is None or process_alive(pid):
+        writer = _writer(name)
+        if writer is None:
+            continue
+        pid, tag = writer
+        if process_alive(pid):
             continue
         tmp = os.path.join(folder, name)
         try:
-            if now - os.lstat(tmp).st_mtime < min_age:
+            if tag != here and now - os.lstat(tmp).st_mtime < min_age:
                 continue
             os.unlink(tmp)
         except OSError:
@@ -157,15 +190,20 @@ def sweep_stale(folder: str | os.PathLike, min_age: float = 600.0) -> list:
     return removed
 
 
-def _writer_pid(name: str) -> int | None:
-    """The pid in a temp file name written by :func:`_create_beside`, or None."""
+def _writer(name: str) -> tuple[int, str | None] | None:
+    """``(pid, host tag or None)`` from a temp file name written by :func:`_create_beside`, or None."""
     if not (name.startswith(".") and name.endswith(".tmp")):
         return None
-    tail = name[: -len(".tmp")].rpartition(".")[2]
+    body = name[: -len(".tmp")]
+    head, at, after = body.rpartition("@")
+    tag: str | None = None  # None: written before temp names carried the host
+    if at and after:
+        body, tag = head, after
+    tail = body.rpartition(".")[2]
     pid, dash, count = tail.partition("-")
     if not (dash and pid.isdigit() and count.isdigit()):
         return None
-    return int(pid)
+    return int(pid), tag
 
 
 def process_alive(pid: int) -> bool:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from .errors import SignatureError
+from .jsonload import loads as load_json
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -81,8 +81,8 @@ def read_trust(path: str | os.PathLike) -> Trust:
     except (OSError, ValueError) as exc:
         raise SignatureError(f"cannot read trust file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        data = load_json(text)
+    except ValueError as exc:
         raise SignatureError(f"trust file {path} is not valid JSON: {exc}") from None
     owners = data.get("owners") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("schema") != TRUST_SCHEMA or not isinstance(owners, dict):
@@ -247,7 +247,7 @@ def _parse_envelope(envelope: bytes, ref: str):
         return SignatureError(f"signature envelope of {ref} is malformed: {why}")
 
     try:
-        doc = json.loads(envelope)
+        doc = load_json(envelope)
     except (ValueError, TypeError):
         raise malformed("not JSON") from None
     if not isinstance(doc, dict):
@@ -276,7 +276,7 @@ def _parse_envelope(envelope: bytes, ref: str):
 
 def _parse_statement(payload: bytes, ref: str) -> dict:
     try:
-        st = json.loads(payload)
+        st = load_json(payload)
     except ValueError:
         raise SignatureError(f"signed statement of {ref} is not JSON") from None
     ok = (

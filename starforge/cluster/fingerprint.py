@@ -46,26 +46,44 @@ def installed(path: list | None = None) -> dict:
         for name in names:
             m = _DIST_INFO.match(name)
             if m:
-                found.setdefault(_normalize(m.group("name")), (m.group("version"), os.path.join(entry or ".", name)))
+                found.setdefault(_normalize(m.group("name")), (m.group("version"), os.path.join(os.path.abspath(entry or "."), name)))
     return found
 
 
-def _provider(top: str, dists: dict):
-    """The distribution providing the top-level package *top*: by name, else by ``top_level.txt``/``RECORD``."""
+def _provider(top: str, dists: dict, path: list | None = None):
+    """The distribution providing the top-level package *top*: by name; else the
+    distributions installed beside it (in the same ``sys.path`` entry), by their
+    ``top_level.txt``, then their ``RECORD``. A module found elsewhere (the recipe) or
+    nowhere has none. Nothing is imported."""
+    from importlib.machinery import PathFinder
+
     key = _normalize(top)
     if key in dists:
         return key
-    for name, (_, where) in sorted(dists.items()):
-        for listing in ("top_level.txt", "RECORD"):
+    entries = sys.path if path is None else path
+    try:
+        spec = PathFinder.find_spec(top, entries)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return None
+    origin = spec.origin if spec.origin not in (None, "namespace") else next(iter(spec.submodule_search_locations or ()), None)
+    if not origin:
+        return None
+    inside = [os.path.abspath(e or ".") for e in entries if os.path.abspath(origin).startswith(os.path.abspath(e or ".") + os.sep)]
+    home = max(inside, key=len) if inside else None  # the innermost entry: site-packages, not a folder holding a venv
+    beside = sorted(name for name, (_, where) in dists.items() if os.path.dirname(where) == home)
+    for listing in ("top_level.txt", "RECORD"):
+        for name in beside:
             try:
-                with open(os.path.join(where, listing), encoding="utf-8", errors="replace") as f:
+                with open(os.path.join(dists[name][1], listing), encoding="utf-8", errors="replace") as f:
                     text = f.read()
             except OSError:
                 continue
             if listing == "top_level.txt":
                 if top in text.split():
                     return name
-            elif f"\n{top}/__init__.py," in "\n" + text or f"\n{top}.py," in "\n" + text:
+            elif f"\n{top}/" in "\n" + text or f"\n{top}.py," in "\n" + text:
                 return name
     return None
 
@@ -78,7 +96,7 @@ def fingerprint(targets=(), path: list | None = None, environ=None) -> dict:
     providers: dict = {}
     for module in targets:
         top = module.split(".", 1)[0]
-        name = _provider(top, dists)
+        name = _provider(top, dists, path)
         providers[module] = None if name is None else {"distribution": name, "version": dists[name][0]}
     image = next((environ[v] for v in IMAGE_VARIABLES if environ.get(v)), None)
     return {

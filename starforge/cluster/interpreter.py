@@ -370,6 +370,12 @@ def main(argv=None):
         # code directory, without a second interpreter start (it exits with its code).
         import runpy
 
+        if len(first) > 1:
+            # The code directory is the job's own: the launcher keeps the runtime's compiled
+            # code there even when the job's environment says not to write bytecode
+            # (PYTHONDONTWRITEBYTECODE, -B), and gives the trainer that setting back
+            # (sys.flags.dont_write_bytecode) before it runs.
+            sys.dont_write_bytecode = False
         sys.path[0:0] = [p for p in first if p not in sys.path[:1]]
         sys.argv[:] = [sys.argv[0] if sys.argv else "starforge.launch"] + argv
         runpy.run_module("starforge.launch", run_name="__main__", alter_sys=True)

@@ -26,7 +26,7 @@ from .. import __version__
 from . import deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
-from .errors import InstallError, LaunchFailure, PluginImportError, VerificationError
+from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
@@ -58,6 +58,7 @@ class Job:
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
         self.params = deferred.set_hyperparams(spec.hyperparams)
+        self._recipe_names: dict[str, str] | None = None  # the recipe's own top-level names, listed once
         self.environment: dict | None = None  # the launcher's fingerprint (cluster/fingerprint.py)
         self.environments: dict[str, tuple] = {}  # name -> (ctx keys, time) of each environment loaded here
 
@@ -106,6 +107,8 @@ class Job:
                     item.verified = True
                     if item in todo or item in shipped:
                         item.contents = contents
+                    if item.check == "tree":
+                        self._check_names(item, contents)
                 if self.role == "launcher" and (os.environ.get("FORGE_TRUST") or os.environ.get("FORGE_REQUIRE_SIGNATURES")):
                     from .signatures import check_items  # brings cryptography
 
@@ -124,6 +127,23 @@ class Job:
                         item.status = "failed"
                 self.failure = failure
                 raise
+
+    def _check_names(self, item: Item, contents: Mapping[str, bytes]) -> None:
+        """The launcher: refuse a plugin whose top-level names would shadow the standard
+        library, the training stack, StarForge's own names or the recipe's own packages.
+
+        ``forge plugin check`` and ``forge lock`` refuse these too, but a hand-made
+        registry record or bundle never went through them. The names are the declared
+        ones and those the verified files provide (:func:`.shadowing.top_level_names`).
+        """
+        from .shadowing import recipe_top_level, shadowing, top_level_names
+
+        if self._recipe_names is None:
+            self._recipe_names = recipe_top_level(os.path.join(self.job_dir, "recipe"))
+        names = set(item.entry.top_level) | set(top_level_names(list(contents)))
+        refusal = shadowing(item.ref, names, self._recipe_names)
+        if refusal is not None:
+            raise LaunchFailure(SpecError, item.ref, refusal)
 
     @staticmethod
     def _unverified_environment(item: Item) -> bool:

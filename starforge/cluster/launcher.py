@@ -265,8 +265,11 @@ def launch(
             for line in hiding_lines(item.ref):
                 say(line)
 
+    _keep_runtime_code(job)
     if verify_only:
         return _verify_only(job, on_item)
+    if plan_out is None and spec.plan and not cmd:
+        plan_out = "-"  # forge plan --backend: the ledger comes back through the job's log
     if plan_out is None:
         refused = _record_environment(job)
         if refused is not None:
@@ -417,6 +420,30 @@ def _record_environment(job) -> LaunchFailure | None:
             f"({'; '.join(differences)})",
         )
     return None
+
+
+def _keep_runtime_code(job) -> None:
+    """Give this process the interpreter's own bytecode setting back, the runtime imported.
+
+    The node entry lets the launcher write the runtime's compiled code into the job's code
+    directory even where the job's environment writes no bytecode (``-B``,
+    ``PYTHONDONTWRITEBYTECODE``): the directory is the job's own. The runtime modules a
+    worker imports later (the loader, patching and, where a plugin declares ``requires``,
+    the vendored packaging) are imported now, before any code of the job is; then the
+    setting is the interpreter's again, for the plugins, the recipe and the trainer.
+    """
+    if sys.dont_write_bytecode != bool(sys.flags.dont_write_bytecode):
+        import importlib
+
+        from . import loader, patching  # noqa: F401  (imported for their compiled code)
+        from .requires import packaging_version
+
+        for public in ("starforge.patching", "starforge.plugins"):  # what plugins import (SPEC §1)
+            importlib.import_module(public)
+
+        if any(item.entry.requires for item in job.items):
+            packaging_version()
+    sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
 
 
 def _verify_only(job, on_item) -> int:

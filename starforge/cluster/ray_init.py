@@ -28,7 +28,10 @@ RAY_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 # entrypoint (driver) process of a submitted job; ``ray.init`` merges it with its own.
 RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 SETUP_HOOK = "starforge.cluster.ray_hook.setup"  # :func:`.ray_hook.setup`
-FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT", "PYTHONPATH")
+# FORGE_CODE_DIR: Ray workers on the driver's node use the job's code directory (after the
+# bootstrap's checks); on other nodes it does not exist and they import from the zip.
+FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT",
+             "FORGE_CODE_DIR", "PYTHONPATH")
 
 
 def watch_ray_init() -> None:

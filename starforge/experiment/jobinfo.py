@@ -17,7 +17,7 @@ from pathlib import Path
 
 def job_details(record) -> dict:
     """The record as a dict plus ``launch_status`` and ``provenance`` (None when absent)."""
-    out = record.to_dict()
+    out = record.shown()
     job_dir = Path(record.dir)
     out["launch_status"] = _read_json(job_dir / "status.json")
     out["provenance"] = None

@@ -31,7 +31,6 @@ from .lockfile import (
     check_conflicts,
     check_module_names,
     read_lock,
-    recipe_module_names,
     stale_reasons,
     write_lock,
 )
@@ -267,7 +266,7 @@ def resolve_lock(
         if [e.name for e in previous.plugins if e.name in kept] != [n for n in order if previous.get(n)]:
             changes.append(f"load order is now {', '.join(order)}")
     shadowed = check_conflicts([e.loaded() for e in entries], [b.loaded() for b in builtins])
-    check_module_names([e.loaded() for e in entries], recipe_module_names(exp.root))
+    check_module_names([e.loaded() for e in entries], exp.root)
     lock = LockFile(plugins=tuple(entries), registry=registry.url)
     return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed, verdicts=verdicts)
 
@@ -307,7 +306,7 @@ def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
         raise LockError(f"{exp.lock_path.name} is stale: {'; '.join(reasons)}", hint=_stale_hint(exp, lock))
     builtins = load_builtins(exp) if builtins is None else builtins
     check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
-    check_module_names([e.loaded() for e in lock.plugins], recipe_module_names(exp.root))
+    check_module_names([e.loaded() for e in lock.plugins], exp.root)
     return lock
 
 

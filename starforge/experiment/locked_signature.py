@@ -25,7 +25,6 @@ Laptop side.
 from __future__ import annotations
 
 import hashlib
-import json
 
 from ..errors import SignatureError
 
@@ -36,9 +35,11 @@ def envelope_digest(envelope: bytes) -> str:
 
 def key_ids(envelope: bytes) -> list:
     """The key ids an envelope's signatures name (unverified: what it claims)."""
+    from ..cluster.jsonload import loads as load_json
+
     try:
-        sigs = json.loads(envelope).get("signatures") or []
-    except (ValueError, AttributeError, UnicodeDecodeError):
+        sigs = load_json(envelope).get("signatures") or []
+    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
         return []
     return [s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]]
 
@@ -86,14 +87,15 @@ def _statement_matches(entry, envelope: bytes) -> bool:
     import base64
 
     from ..cluster.dsse import DIGEST_ALGORITHM, _same_version, _split_subject
+    from ..cluster.jsonload import loads as load_json
 
     try:
-        doc = json.loads(envelope)
-        statement = json.loads(base64.b64decode(doc["payload"], validate=True))
+        doc = load_json(envelope)
+        statement = load_json(base64.b64decode(doc["payload"], validate=True))
         subject = statement["subject"][0]
         owner, name, version = _split_subject(subject["name"])
         signed = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         return False
     return (owner, name) == (entry.owner, entry.name) and _same_version(version, entry.version) and signed == entry.digest
 

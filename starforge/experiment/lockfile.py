@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 from ..cluster import atomic
 from ..cluster.digest import is_digest
 from ..cluster.jobspec import PluginEntry
+from ..cluster.jsonload import loads as load_json
 from ..errors import LockError
 from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
 
@@ -283,7 +284,7 @@ def read_lock(path: str | os.PathLike) -> LockFile | None:
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except ValueError as exc:
         raise LockError(f"{path}: not valid JSON: {exc}", hint="regenerate it with: forge lock") from None
     return LockFile.from_dict(data, str(path))
@@ -355,7 +356,7 @@ class LoadedPlugin:
 def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedPlugin] = ()) -> list:
     """Refuse what cannot run together; return the built-ins shadowed by a package.
 
-    Refused (:class:`LockError`): data-prep plugins (they never leave the laptop), two
+    Refused (:class:`LockError`): data-prep plugins (they never enter a job), two
     packages with one manifest name, and two plugins the job would put on ``sys.path``
     (packages and the built-ins not shadowed by a package of the same name) that share a
     top-level module name: the first on the path would hide the other.
@@ -364,8 +365,8 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
     for p in packages + builtins:
         if p.kind == "data-prep":
             raise LockError(
-                f"{p.label} is a data-prep plugin; data-prep plugins run on the laptop and are never shipped with a job",
-                hint="remove it from forge.yaml and run it where the data is prepared",
+                f"{p.label} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
+                hint="remove it from forge.yaml; run it with: forge prep REF --input IN.jsonl --output OUT.jsonl",
             )
     seen: dict = {}
     for p in packages:
@@ -387,53 +388,22 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
     return shadowed
 
 
-def recipe_module_names(root: str | os.PathLike) -> dict:
-    """The recipe's own top-level module names: ``{name: "x.py" or "x/"}`` for each ``*.py``
-    file at the experiment's root and each directory there holding Python files directly
-    (a package, or a namespace package the recipe imports). Hidden entries and tool
-    directories are left out."""
-    from ..authoring.names import top_level_names
 
-    out: dict = {}
-    try:
-        entries = sorted(os.scandir(os.fspath(root)), key=lambda e: e.name)
-    except OSError:
-        return out
-    for entry in entries:
-        if entry.name.startswith(".") or entry.name in ("__pycache__", "venv"):
-            continue
-        try:
-            if entry.is_file() and entry.name.endswith(".py") and top_level_names([entry.name]):
-                out[entry.name[:-3]] = entry.name
-            elif entry.is_dir() and entry.name.isidentifier():
-                if any(child.endswith(".py") for child in os.listdir(entry.path)):
-                    out[entry.name] = entry.name + "/"
-        except OSError:
-            continue
-    return out
+def check_module_names(packages: Iterable[LoadedPlugin], recipe_dir: str | os.PathLike | None = None) -> None:
+    """Refuse a locked package providing a top-level module it must not: a reserved,
+    standard-library or training-stack name (``forge plugin publish`` refuses those, but a
+    hand-made registry or bundle skips publish), or a name of the recipe's own packages
+    under *recipe_dir* (the experiment directory), naming both
+    (:func:`starforge.cluster.shadowing.shadowing`, the launcher's rule too)."""
+    from ..cluster.shadowing import recipe_top_level, shadowing
 
-
-def check_module_names(packages: Iterable[LoadedPlugin], recipe: Mapping | None = None) -> None:
-    """Refuse a locked package providing a top-level module it must not (SPEC §7, issue of
-    shadowing): a reserved, standard-library or training-stack name — ``forge plugin
-    publish`` refuses those, but a hand-made registry or bundle skips publish — or a name of
-    the recipe's own packages (*recipe*: :func:`recipe_module_names`), naming both."""
-    from ..authoring.names import shadowing_reason
-
-    recipe = recipe or {}
+    recipe = recipe_top_level(os.fspath(recipe_dir)) if recipe_dir is not None else {}
     for p in packages:
-        for module in p.top_level:
-            why = shadowing_reason(module)
-            if why is not None:
-                raise LockError(
-                    f"{p.label} provides the top-level module '{module}': {why}; the job puts the plugin on sys.path, "
-                    "so it would replace the real module for the whole job",
-                    hint="forge plugin publish refuses such a plugin, so this version was not published by it: do not "
-                         "use it; ask its publisher to rename the module (after the plugin) and publish a new version",
-                )
-            if module in recipe:
-                raise LockError(
-                    f"{p.label} provides the top-level module '{module}', which is also the recipe's own "
-                    f"{recipe[module]}; one would shadow the other on sys.path",
-                    hint=f"rename the recipe's {recipe[module]}, or use a plugin version whose modules are named after the plugin",
-                )
+        problem = shadowing(p.label, p.top_level, recipe)
+        if problem is not None:
+            raise LockError(
+                problem,
+                hint="forge plugin publish refuses a plugin shadowing the standard library, the training stack or a "
+                     "name StarForge needs; rename the module (after the plugin) and publish a new version — or, "
+                     "for the recipe's own package, rename that",
+            )

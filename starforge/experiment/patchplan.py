@@ -276,6 +276,80 @@ def plan_experiment(
     )
 
 
-def plan_on_backend(directory, sets=(), *, backend: str, registry=None, insecure=False, require_signatures=False) -> PlanOutcome:
-    """The load phase as a short job on *backend* (not written yet)."""
-    raise ForgeError(f"forge plan --backend {backend}: not available yet")
+GPU_SETTINGS = ("gpus_per_node", "entrypoint_num_gpus")
+
+
+def cpu_only(settings: dict) -> dict:
+    """*settings* for a short CPU-only job: no GPU request, one node, the entrypoint once."""
+    out = {k: v for k, v in settings.items() if k not in GPU_SETTINGS}
+    if "nodes" in out:
+        out["nodes"] = 1
+    if "launch" in out:
+        out["launch"] = "once"
+    if isinstance(out.get("sbatch_args"), list):
+        out["sbatch_args"] = [a for a in out["sbatch_args"] if not str(a).startswith(("--gres", "--gpus", "-G"))]
+    if isinstance(out.get("entrypoint_resources"), dict):
+        out["entrypoint_resources"] = {k: v for k, v in out["entrypoint_resources"].items() if "gpu" not in k.lower()}
+    return out
+
+
+def plan_on_backend(
+    directory: str | os.PathLike = ".",
+    sets=(),
+    *,
+    backend: str,
+    registry: str | None = None,
+    insecure: bool = False,
+    require_signatures: bool = False,
+) -> PlanOutcome:
+    """The load phase as a short CPU-only job on *backend*: the ledger comes back in its log.
+
+    The job is staged as ``forge submit --backend`` stages it, with ``plan: true`` in its
+    JobSpec (the launcher stops after the load phase and prints the ledger) and the
+    backend's settings without GPU requests. Its record goes to a temporary jobs store and
+    its staged directory is removed afterwards: the user's jobs list does not show it.
+    """
+    import dataclasses
+
+    from ..backends.base import get_backend, wait
+    from ..backends.store import JobStore
+    from ..cluster.ledger import extract
+    from .lock import open_experiment_registry
+    from .stage import load_plan, remove_tree, stage_job
+
+    t0 = time.perf_counter()
+    plan = load_plan(directory, sets, backend=backend)
+    exp = plan.experiment
+    settings = cpu_only(exp.backend_settings(backend))
+    spec = plan.spec
+    values = {f: getattr(spec, f) for f in spec._fields}
+    values.update(plan=True, extra={backend: settings} if settings else {})
+    spec = type(spec)(**values)
+    plan = dataclasses.replace(plan, spec=spec)
+    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    scratch = Path(tempfile.mkdtemp(prefix="forge-plan-"))
+    runner = get_backend(backend, settings, JobStore(scratch / "jobs"))
+    job_dir = runner.staging_dir(exp.root, spec.id)
+    made = [p for p in (job_dir.parent, job_dir.parent.parent) if not p.exists()]  # .forge/jobs, when new
+    chunks: list = []
+    try:
+        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        record = runner.submit(job_dir, spec, detach=True)
+        record = wait(runner, record, chunks.append)
+        output = "".join(chunks)
+        ledger = extract(output)
+        if ledger is None:
+            code = record.exit_code if record.exit_code not in (None, 0) else 1
+            raise launch_error(code, output, f"on the {backend} backend (job {record.id}, {record.status})")
+    finally:
+        remove_tree(job_dir)
+        remove_tree(scratch)
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+    return PlanOutcome(
+        spec=spec, ledger=ledger, conflicts=analyze(ledger, exp.plan_acknowledge), backend=f"the {backend} backend",
+        seconds=time.perf_counter() - t0, log=output,
+    )

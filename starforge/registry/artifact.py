@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from ..cluster.digest import digest_of_map, is_digest
+from ..cluster.jsonload import loads as load_json
 from ..errors import RegistryError
 from ..manifest import canonical_version
 from .base import PublishedVersion, check_identity
@@ -173,7 +174,7 @@ def plugin_version(asked: tuple[str, str, str], data: dict, config_raw: bytes, w
     tree, _, layer = plugin_parts(data, where)
     annotations = data.get("annotations") or {}
     try:
-        config = json.loads(config_raw)
+        config = load_json(config_raw)
         files, manifest = dict(config["files"]), dict(config["manifest"])
         top_level = tuple(config.get("top_level") or ())
     except (ValueError, KeyError, TypeError, AttributeError):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..cluster import atomic
 from ..cluster.digest import hash_file
+from ..cluster.jsonload import loads as load_json
 from ..cluster.utctime import utc_now
 from ..directories import SHARED, make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
@@ -327,7 +328,7 @@ class DirectoryRegistry(Registry):
         plugin_dir = self._plugin_dir(owner, name)
         path = plugin_dir / f"{version}.json"
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = load_json(path.read_text(encoding="utf-8"))
             if not isinstance(record, dict):
                 raise TypeError("not a JSON object")
             check_identity(self.url, str(path), (owner, name, version), record)

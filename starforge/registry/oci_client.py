@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
-import json
 import os
 import re
 import shutil
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..cluster.jsonload import loads as load_json
 from ..errors import RegistryError, UsageError
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -160,7 +160,7 @@ def _credential_helper(helper: str, host: str, source: str) -> Credentials | Non
     if out.returncode != 0:
         return None  # helpers exit non-zero for "no credentials for this server"
     try:
-        data = json.loads(out.stdout)
+        data = load_json(out.stdout)
         user, secret = data["Username"], data["Secret"]
     except (ValueError, KeyError, TypeError):
         raise RegistryError(f"credential helper docker-credential-{helper} printed no Username/Secret") from None
@@ -177,7 +177,7 @@ def find_credentials(host: str, env=None) -> Credentials | None:
         return Credentials(user, password, "FORGE_REGISTRY_USER/FORGE_REGISTRY_PASSWORD")
     path = _docker_config_path(env)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = load_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -243,7 +243,7 @@ class Fetched:
 
     def json(self) -> dict:
         try:
-            data = json.loads(self.body)
+            data = load_json(self.body)
         except ValueError:
             raise RegistryError(f"manifest {self.digest} is not JSON") from None
         if not isinstance(data, dict):

@@ -20,16 +20,20 @@ PUBLISH_PREFIX = "forge-publish-"
 
 
 def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0) -> list:
-    """Remove the ``forge-publish-<pid>-*`` directories of publishers that were killed; return their names.
+    """Remove the ``forge-publish-<pid>@<host tag>-*`` directories of publishers that were killed; return their names.
 
-    Only directories of this user whose pid is gone and that were untouched for *min_age* seconds.
+    Only directories of this user whose pid is gone: at once when they were made on this
+    host (the tag is :func:`starforge.cluster.atomic.writer_tag`), else (another host
+    sharing the temp directory, or a name from before the tag) when also untouched for
+    *min_age* seconds.
     """
     import shutil
     import time
 
-    from ..cluster.atomic import process_alive
+    from ..cluster.atomic import process_alive, writer_tag
 
     root = tmp_root or tempfile.gettempdir()
+    here = writer_tag()
     removed: list[str] = []
     try:
         names = os.listdir(root)
@@ -38,13 +42,19 @@ def sweep_stale_publish_dirs(tmp_root: str | None = None, min_age: float = 600.0
     for name in names:
         if not name.startswith(PUBLISH_PREFIX):
             continue
-        pid = name[len(PUBLISH_PREFIX):].partition("-")[0]
+        pid, at, rest = name[len(PUBLISH_PREFIX):].partition("@")
+        if at:
+            tag = rest.rpartition("-")[0]
+        else:
+            pid, tag = pid.partition("-")[0], None
         path = os.path.join(root, name)
         try:
             st = os.lstat(path)
         except OSError:
             continue
-        if not pid.isdigit() or process_alive(int(pid)) or st.st_uid != os.getuid() or time.time() - st.st_mtime < min_age:
+        if not pid.isdigit() or process_alive(int(pid)) or st.st_uid != os.getuid():
+            continue
+        if tag != here and time.time() - st.st_mtime < min_age:
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(name)
@@ -118,7 +128,9 @@ def publish_plugin(
 
     refuse_own_archives(root, manifest.name, report.files)
     sweep_stale_publish_dirs()
-    with tempfile.TemporaryDirectory(prefix=f"{PUBLISH_PREFIX}{os.getpid()}-") as tmp:
+    from ..cluster.atomic import writer_tag
+
+    with tempfile.TemporaryDirectory(prefix=f"{PUBLISH_PREFIX}{os.getpid()}@{writer_tag()}-") as tmp:
         archive = Path(tmp) / f"{manifest.name}-{manifest.version}.tar.gz"
         packed = pack_tree(root, list(report.files), archive)
         files, artifact_digest, tree_digest = packed.files, packed.artifact_digest, packed.tree_digest

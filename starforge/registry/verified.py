@@ -50,7 +50,7 @@ class VerifiedTree:
 
 def read_tree(root: str | os.PathLike, files: Mapping[str, str], tree_digest: str, label: str) -> VerifiedTree:
     """The :class:`VerifiedTree` of the unpacked, verified tree at *root* (*files*: its hash map)."""
-    from ..authoring.names import top_level_names
+    from ..cluster.shadowing import top_level_names
     from ..yamlio import load_yaml
 
     source = f"{label}: {MANIFEST_FILE} in the verified tree"

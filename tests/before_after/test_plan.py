@@ -184,3 +184,42 @@ def test_plan_acknowledge_is_validated(toy):
         f.write("plan:\n  acknowledge:\n    - {plugin: dr-grpo, replace: x}\n")
     run = toy.plan(ok=3)
     assert "unknown key 'plan.acknowledge.0.replace' (did you mean 'replaces'?)" in run.stderr
+
+
+def test_backend_local_runs_the_load_phase_as_a_job_and_leaves_no_record(toy):
+    toy.use("starforge/opsd-patch@~=1.2", "starforge/dr-grpo@~=2.0")
+    run = toy.plan("--backend", "local", ok=CONFLICT)
+    assert run.stdout.splitlines()[0].startswith("plan    : quickstart on the local backend (python ")
+    assert "    replace                  toy_grpo.algorithms:compute_advantages" in run.stdout
+    assert json.loads(toy.forge("jobs", "list", "--json", ok=0).stdout) == []
+    assert not (toy.exp / ".forge").exists() and list(toy.scratch.iterdir()) == []
+    doc = json.loads(toy.plan("--backend", "local", "--json", ok=CONFLICT).stdout)
+    assert [c["kind"] for c in doc["conflicts"]] == ["hidden", "hidden"]
+
+
+def test_cpu_only_settings():
+    from starforge.experiment.patchplan import cpu_only
+
+    assert cpu_only({"nodes": 4, "gpus_per_node": 8, "launch": "per-node", "sbatch_args": ["--gres=gpu:8", "-p", "batch"],
+                     "partition": "x"}) == {"nodes": 1, "launch": "once", "sbatch_args": ["-p", "batch"], "partition": "x"}
+    assert cpu_only({"entrypoint_num_gpus": 1, "entrypoint_resources": {"GPU": 1, "mem": 2}}) == {"entrypoint_resources": {"mem": 2}}
+
+
+def test_deferred_plugins_are_registered_and_environment_plugins_skipped(toy):
+    root = toy.tmp / "src" / "late"
+    root.mkdir(parents=True)
+    (root / "plugin.yaml").write_text("schema: forge/plugin/v1\nname: late\nversion: '1.0.0'\nkind: algorithm\n"
+                                      "entrypoint: late:install\nload: deferred\n")
+    (root / "late.py").write_text("def install(params, **ctx):\n    raise RuntimeError('must not run in a plan')\n")
+    toy.forge("plugin", "publish", str(root), ok=0)
+    toy.forge("plugin", "publish", str(REPO / "examples" / "environments" / "yes-reward"), ok=0)
+    toy.use("starforge/opsd-patch@~=1.2", "starforge/late@1.0.0", "starforge/yes-reward@1.0.0")
+    run = toy.plan(ok=0)
+    lines = run.stdout.splitlines()
+    assert "starforge/late@1.0.0  registered, not installed (deferred: its context exists only in training)" in lines
+    assert "starforge/yes-reward@1.0.0  skipped (environment plugin: left to the environment mechanism)" in lines
+    doc = json.loads(toy.plan("--json", ok=0).stdout)
+    assert [(p["ref"], p["status"]) for p in doc["plugins"]] == [
+        ("starforge/opsd-patch@1.2.0", "loaded"), ("starforge/late@1.0.0", "registered"),
+        ("starforge/yes-reward@1.0.0", "skipped"), ("recipe:reward-clip@0.1.0", "loaded"),
+    ]

@@ -131,17 +131,30 @@ def test_completion_completes_subcommands(env):
     assert "prune" in result.stdout
 
 
-def test_help_text_is_the_docstring():
-    """The command lists read each command's first docstring line (one source of help
-    text) without importing the command (tests/cli/test_main.py checks what `forge --help`
-    imports; bench/ measures its time against a bare Python: docs/performance.md)."""
-    from starforge.cli import main
-    from starforge.cli.jobs import prune
+def _leaves(table, path=()):
+    for name, entry in table.items():
+        if isinstance(entry, dict):
+            yield from _leaves(entry, path + (name,))
+        else:
+            yield path + (name,), entry
 
-    assert main.summary(main.COMMANDS["jobs"]["prune"]) == prune.help.split("\n\n")[0].strip()
-    for group in ("plugin", "jobs", "key", "trust"):
-        for name, target in main.COMMANDS[group].items():
-            assert main.summary(target), f"forge {group} {name} has no summary"
+
+def test_every_summary_in_the_command_table_is_its_commands_docstring():
+    """The command lists show the table's summaries (data: `forge --help` imports no command,
+    tests/cli/test_main.py checks that); each must be the first paragraph of the command's
+    docstring, its --help, so there is one help text."""
+    import importlib
+
+    from starforge.cli import main
+
+    leaves = list(_leaves(main.COMMANDS))
+    assert len(leaves) >= 30
+    for path, entry in leaves:
+        module, attr = entry.target.split(":")
+        command = getattr(importlib.import_module(f"starforge.cli.{module}"), attr)
+        first = " ".join(command.help.split("\n\n")[0].split())
+        assert entry.summary == first, f"forge {' '.join(path)}: the table says {entry.summary!r}, the docstring {first!r}"
+        assert main.summary(entry) == entry.summary
 
 
 def test_plugin_show_and_pull_take_a_bare_name_as_the_default_owner(env, tmp_path):

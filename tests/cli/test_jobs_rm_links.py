@@ -69,7 +69,7 @@ def test_a_symlinked_job_directory_or_experiment_folder_is_refused_too(jobs, tmp
     assert forge("jobs", "rm", job_dir.name).returncode == 16 and precious.exists()
     os.unlink(job_dir)
     os.rename(job_dir.with_name(job_dir.name + ".moved"), job_dir)
-    _swap_for_link(tmp_path / "exp" / ".forge", precious.parent.parent.parent)  # a level higher
+    _swap_for_link(tmp_path / "exp" / ".forge", tmp_path / "victim")  # a level higher: .forge -> victim/
     (tmp_path / "victim" / "jobs").mkdir()
     os.rename(precious.parent, tmp_path / "victim" / "jobs" / job_dir.name)
     proc = forge("jobs", "rm", job_dir.name)
@@ -109,3 +109,15 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(jobs, tmp_path):
     with pytest.raises(BackendError, match="changed while it was being deleted"):
         remove_job_dir(checked)
     assert precious.read_text() == "keep me"
+
+
+def test_once_the_directory_is_gone_the_record_can_be_removed_even_through_a_link(jobs, tmp_path):
+    """The hint says: delete the staged directory yourself, then rm again. That must work."""
+    job_dir = staged(jobs, tmp_path).resolve()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _swap_for_link(job_dir.parent, elsewhere)  # .forge/jobs -> elsewhere/, which has no such job
+    proc = forge("jobs", "rm", job_dir.name)
+    assert proc.returncode == 0 and proc.stdout == f"removed {job_dir.name}\n", proc.stderr
+    assert jobs.list() == [] and list(elsewhere.iterdir()) == []
+

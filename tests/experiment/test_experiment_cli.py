@@ -218,7 +218,8 @@ def test_refusals_at_lock_time(project):
     project.publish(project.plugin("prep", "1.0.0", kind="data-prep"))
     project.publish(project.plugin("left", "1.0.0", module="shared_mod"))
     project.publish(project.plugin("right", "1.0.0", module="shared_mod"))
-    project.publish(project.plugin("env-thing", "1.0.0", kind="environment"))
+    project.publish(project.plugin("env-thing", "1.0.0", kind="environment",
+                                   body="def install(params, **ctx):\n    return dict\n"))  # load_environment's call
     project.experiment(plugins=["alice/prep"])
     failed = project.forge("lock", ok=False)
     assert failed.returncode == 15 and "alice/prep@1.0.0 is a data-prep plugin" in failed.stderr

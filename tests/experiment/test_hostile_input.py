@@ -93,3 +93,16 @@ def test_set_mapping_with_a_key_json_cannot_carry_is_refused(value):
     with pytest.raises(UsageError, match="a mapping key that is not a string has no JSON form"):
         Override.parse(f"+new={value}")
     assert Override.parse("+new={a: 1}").value == {"a": 1}
+
+
+@pytest.mark.parametrize("depth", [100_000, 150])
+def test_a_deeply_nested_lock_or_trust_file_is_one_error_line(opsd, depth):
+    """JSON nesting is bounded (100 levels) wherever forge reads JSON it did not just write."""
+    deep = "[" * depth + "]" * depth
+    opsd.lock.write_text('{"plugins": ' + deep + "}")
+    line = _one_error(opsd.forge("lock", "--check", ok=False), 15)
+    assert "nested deeper than 100 levels" in line
+    opsd.lock.unlink()
+    (opsd.home / "trust.json").write_text('{"owners": ' + deep + "}")
+    line = _one_error(opsd.forge("trust", "list", ok=False), 9)
+    assert "trust file" in line and "nested deeper than 100 levels" in line

@@ -34,17 +34,17 @@ def _hand_made(project, module: str, name: str = "sneaky") -> None:
 
 
 @pytest.mark.parametrize("module,why", [
-    ("json", "it shadows the standard-library module of that name"),
-    ("torch", "it shadows the training-stack package 'torch'"),
-    ("sitecustomize", "it is reserved: the start-up hook"),
+    ("json", "which would shadow the standard-library module 'json' (Python 3.10-3.14)"),
+    ("torch", "which would shadow the training-stack package 'torch'"),
+    ("sitecustomize", "which would shadow a name StarForge reserves (the start-up hook"),
 ])
 def test_a_hand_made_version_shadowing_a_module_is_refused_at_lock_and_submit(project, module, why):
     _hand_made(project, module)
     project.experiment(plugins=["alice/sneaky@1.0.0"])
     lock = project.forge("lock", ok=False)
     assert lock.returncode == 15, lock.stderr
-    assert f"error: alice/sneaky@1.0.0 provides the top-level module '{module}': {why}" in lock.stderr
-    assert "was not published by it" in lock.stderr and "Traceback" not in lock.stderr
+    assert f"error: alice/sneaky@1.0.0 provides the top-level module '{module}', {why}" in lock.stderr
+    assert "hint: forge plugin publish refuses a plugin shadowing" in lock.stderr and "Traceback" not in lock.stderr
     assert not project.lock.exists()
 
     # a lock made elsewhere (or by hand) that names it: submit refuses it before staging
@@ -73,8 +73,8 @@ def test_a_plugin_claiming_the_recipes_own_package_is_refused_naming_both(projec
     (exp / "toy_grpo" / "train.py").write_text("print('the recipe trainer')\n")
     lock = project.forge("lock", ok=False)
     assert lock.returncode == 15, lock.stderr
-    assert ("error: alice/grpo-tweak@1.0.0 provides the top-level module 'toy_grpo', which is also the recipe's own "
-            "toy_grpo/; one would shadow the other on sys.path") in lock.stderr
+    assert ("error: alice/grpo-tweak@1.0.0 provides the top-level module 'toy_grpo', which is the recipe's own "
+            "recipe/toy_grpo/; the plugin would replace it for the whole job") in lock.stderr
     assert not project.lock.exists()
 
     # a module file of the recipe counts too; a data directory without Python files does not
@@ -83,5 +83,5 @@ def test_a_plugin_claiming_the_recipes_own_package_is_refused_naming_both(projec
     project.forge("lock")
     (exp / "toy_grpo.py").write_text("print('recipe module')\n")
     check = project.forge("lock", "--check", ok=False)
-    assert check.returncode == 15 and "which is also the recipe's own toy_grpo.py" in check.stderr
+    assert check.returncode == 15 and "which is the recipe's own recipe/toy_grpo.py" in check.stderr
     assert json.loads(project.lock.read_text())["plugins"][0]["top_level"] == ["toy_grpo"]

@@ -11,13 +11,17 @@ from frameworks_env import run_checks
 pytestmark = pytest.mark.frameworks
 
 CASES = ["dr-grpo-numbers", "gspo-numbers", "defaults-equal-plain", "refusals"]
+#: TRL: the seed's GSPO cap, refusals and warnings, Dr-GRPO's refusals and degenerate groups
+TRL_CASES = CASES + ["gspo-seed-fidelity", "dr-grpo-seed-fidelity"]
 #: verl's actor loss path (ppo_loss) on its default trainer (unpadded micro-batches of different widths and
-#: sizes, a simulated DP size of 2) and its legacy one, and verl's config validation filling the bound
-VERL_CASES = CASES + ["v1-loss-path", "legacy-loss-path", "config-bound", "degenerate-groups", "multi-trajectories", "worker-imports"]
+#: sizes, a simulated DP size of 2) and its legacy one, verl's config validation filling the bound, degenerate
+#: groups, session-final grouping, and the plugin's activation where verl's workers and driver import it
+VERL_CASES = CASES + ["v1-loss-path", "legacy-loss-path", "gspo-loss-path", "config-bound", "degenerate-groups",
+                      "multi-trajectories", "worker-imports"]
 
 
 def test_trl_plugins_against_grpo_trainer(runtime_path):
-    out = run_checks("trl", "trl_checks.py", CASES, runtime_path)
+    out = run_checks("trl", "trl_checks.py", TRL_CASES, runtime_path)
     assert "trl-dr-grpo: GRPOTrainer scale_rewards 'group' -> 'none', loss_type 'dapo' -> 'dr_grpo'; " \
            "loss divisor batch x max_completion_length=6" in out
 

@@ -42,7 +42,7 @@ def test_plan_of_the_trl_example(tmp_path):
     doc, text = _plan(tmp_path, "trl", "trl-dr-grpo", "TRL_PYTHON", "trl")
     assert doc["clean"] is True
     [plugin] = doc["plugins"]
-    assert (plugin["ref"], plugin["status"]) == ("starforge/trl-dr-grpo@1.0.0", "loaded")
+    assert (plugin["ref"], plugin["status"]) == ("starforge/trl-dr-grpo@1.1.0", "loaded")
     assert [(p["how"], p["target"], p["status"]) for p in plugin["patches"]] == [
         ("wrap", "trl.trainer.grpo_trainer:GRPOTrainer.__init__", "applied"),
     ]
@@ -57,4 +57,6 @@ def test_plan_of_the_verl_example(tmp_path):
     assert [(p["how"], p["mode"], p["target"]) for p in plugin["patches"]] == [
         ("created", "replace", "verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY[dr_grpo]"),
         ("created", "replace", "verl.trainer.ppo.core_algos:POLICY_LOSS_REGISTRY[dr_grpo]"),
-    ]
+        ("wrap", "wrap", "verl.workers.utils.losses:ppo_loss"),
+        ("wrap", "wrap", "verl.utils.config:validate_config"),
+    ]  # (and no wrap of verl's default-trainer grouping: TransferQueue, which that trainer needs, is not installed)

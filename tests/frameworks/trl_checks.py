@@ -213,8 +213,114 @@ def refusals():
     print("refused: conflicting loss_type, per-token advantages; warned: token-scale epsilon")
 
 
+def expect_refusal(message, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except ValueError as exc:
+        assert message in str(exc), exc
+        return
+    raise AssertionError(f"not refused: {message}")
+
+
+def grads_of(trainer, inputs):
+    """The parameter gradient of TRL's loss on *inputs* (eval mode: no accumulation normalizer)."""
+    trainer.model.eval()
+    trainer.model.zero_grad()
+    trainer._compute_loss(trainer.model, inputs).backward()
+    return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+
+
+def gspo_seed_fidelity():
+    """The sequence log-ratio capped at 10 from above (TRL's is not), no dual clip, the inert-knob warnings."""
+    trl_gspo.install({})
+    err = io.StringIO()
+    with redirect_stderr(err):
+        trainer = make_trainer()
+    assert "trl-gspo: warning: num_iterations=1 with one optimizer step per generation" in err.getvalue(), err.getvalue()
+    inputs = scored_batch(trainer)
+    adv = inputs["advantages"].double().tolist()
+    assert adv[1] < 0  # a negative advantage: only the cap bounds its term
+    # response 1: mean token log-ratio 12 (> 10: capped); response 5: 9.5 (< 10: left alone); others small
+    deltas = [[12.0 if i == 1 else 9.5 if i == 5 else (2e-4 if i % 2 else -5e-4) * (i + 1) / 4 for _ in range(6)]
+              for i in range(8)]
+    inputs, delta = with_offsets(trainer, inputs, deltas)
+    mask = inputs["completion_mask"].double().tolist()
+    want, unclamped = 0.0, 0.0
+    for i, a in enumerate(adv):
+        z = sum(d * m for d, m in zip(delta[i], mask[i])) / sum(mask[i])
+        for cap, acc in ((MAX_LOG_RATIO, "want"), (float("inf"), "unclamped")):
+            s = math.exp(min(z, cap))
+            term = -min(s * a, min(max(s, 1 - 3e-4), 1 + 4e-4) * a) / 8
+            if acc == "want":
+                want += term
+            else:
+                unclamped += term
+    got = loss_of(trainer, inputs)
+    assert close_loss(got, want) and not close_loss(got, unclamped), (got, want, unclamped)
+    # the capped response carries no gradient through its ratio: zeroing its advantage changes nothing
+    g = grads_of(trainer, inputs)
+    zeroed = inputs["advantages"].clone()
+    zeroed[1] = 0.0
+    g0 = grads_of(trainer, {**inputs, "advantages": zeroed})
+    assert torch.allclose(g, g0, rtol=1e-5, atol=1e-7), float((g - g0).abs().max())
+    zeroed[5] = 0.0  # while the uncapped one does
+    assert not torch.allclose(g0, grads_of(trainer, {**inputs, "advantages": zeroed}), rtol=1e-5, atol=1e-7)
+    before = inputs["old_per_token_logps"].clone()
+    loss_of(trainer, inputs)
+    assert torch.equal(before, inputs["old_per_token_logps"])
+    patching.undo_all()
+
+    trl_gspo.install({})
+    expect_refusal("GRPOConfig(delta=1.5) adds a two-sided (dual) clip", make_trainer, delta=1.5)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        try:
+            make_trainer(bf16=True)
+        except (ValueError, RuntimeError) as exc:  # a CPU without bf16 support: the warning came first
+            print(f"(bf16 trainer not built here: {exc})")
+    assert "trl-gspo: warning: bf16=True: log-probs carry bf16 rounding" in err.getvalue(), err.getvalue()
+    patching.undo_all()
+    print(f"gspo capped loss {got!r} = {want!r} (hand; uncapped would be {unclamped!r}); capped response has no "
+          "gradient; delta refused; on-policy and bf16 warned")
+
+
+def dr_grpo_seed_fidelity():
+    """Refusals of TRL options that break Dr-GRPO, and the degenerate groups."""
+    trl_dr_grpo.install({})
+    expect_refusal("GRPOConfig(multi_objective_aggregation='normalize_then_sum') ignores scale_rewards='none'",
+                   make_trainer, multi_objective_aggregation="normalize_then_sum")
+    for bound in (0, -4, True, None):  # refused before TRL's own init sees them
+        expect_refusal(f"GRPOConfig(max_completion_length={bound!r}) is not a positive whole number",
+                       make_trainer, max_completion_length=bound)
+    # an all-equal group: advantage 0 (no std division, nothing to divide by zero)
+    trainer = make_trainer()
+    global REWARDS
+    saved, REWARDS = REWARDS, [0.5] * 4 + REWARDS[4:]
+    try:
+        adv = scored_batch(trainer)["advantages"].double().tolist()
+    finally:
+        REWARDS = saved
+    assert adv[:4] == [0.0] * 4, adv
+    check = [r - sum(REWARDS[4:]) / 4 for r in REWARDS[4:]]
+    assert all(close(x, y) for x, y in zip(adv[4:], check)), (adv, check)
+    # a group of one: TRL refuses it itself
+    try:
+        make_trainer(num_generations=1, per_device_train_batch_size=2)
+    except ValueError as exc:
+        assert "GRPO requires at least 2 generations per prompt" in str(exc), exc
+    else:
+        raise AssertionError("num_generations=1 not refused")
+    patching.undo_all()
+    print("refused: normalize_then_sum, max_completion_length 0/-4/True/None, num_generations=1 (TRL); "
+          "all-equal group -> 0")
+
+
+MAX_LOG_RATIO = 10.0
+
+
 CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers,
-         "defaults-equal-plain": defaults_equal_plain, "refusals": refusals}
+         "defaults-equal-plain": defaults_equal_plain, "refusals": refusals,
+         "gspo-seed-fidelity": gspo_seed_fidelity, "dr-grpo-seed-fidelity": dr_grpo_seed_fidelity}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:

@@ -211,11 +211,28 @@ def refusals():
 
     verl_gspo.install({"verl_gspo.clip_ratio_low": 0.2, "verl_gspo.clip_ratio_high": 0.2})
     fn = core().get_policy_loss_fn("gspo_paper")
+    old, new, _ = log_probs([[0.0] * T] * 8)  # on-policy
     err = io.StringIO()
     with redirect_stderr(err):
         fn(old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask, loss_agg_mode="seq-mean-token-mean",
            config=run_losses.actor_config("gspo_paper", "seq-mean-token-mean"))
     assert "verl-gspo: warning: clip range 0.2/0.2 is token-scale" in err.getvalue(), err.getvalue()
+    assert "verl-gspo: warning: on-policy ratio (old and new log-probs equal" in err.getvalue(), err.getvalue()
+    with redirect_stderr(err):
+        fn(old_log_prob=old.bfloat16(), log_prob=(new + 0.01).bfloat16(), advantages=adv.bfloat16(), response_mask=mask,
+           loss_agg_mode="seq-mean-token-mean", config=run_losses.actor_config("gspo_paper", "seq-mean-token-mean"))
+    assert "verl-gspo: warning: bf16 log-probs" in err.getvalue(), err.getvalue()
+    from verl.workers.config import ActorConfig
+
+    dual = ActorConfig(strategy="fsdp", rollout_n=4, ppo_mini_batch_size=8, ppo_micro_batch_size_per_gpu=8,
+                       loss_agg_mode="seq-mean-token-mean", clip_ratio_c=10.0)
+    try:
+        fn(old_log_prob=old, log_prob=new, advantages=adv, response_mask=mask, loss_agg_mode="seq-mean-token-mean",
+           config=dual)
+    except ValueError as exc:
+        assert "actor clip_ratio_c=10.0 is verl's dual clip" in str(exc), exc
+    else:
+        raise AssertionError("a dual clip was not refused")
     per_token = adv.clone()
     per_token[0, 1] += 0.5
     try:
@@ -226,8 +243,8 @@ def refusals():
     else:
         raise AssertionError("per-token advantages were not refused")
     patching.undo_all()
-    print("refused: conflicting loss_agg_mode, a divisor shorter than a response, per-token advantages; "
-          "used: a divisor the caller declares; warned: token-scale clip")
+    print("refused: conflicting loss_agg_mode, a divisor shorter than a response, per-token advantages, a dual clip; "
+          "used: a divisor the caller declares; warned: token-scale clip, on-policy ratio, bf16 log-probs")
 
 
 def _with_scale_factor(factor):
@@ -284,8 +301,9 @@ def v1_mini_batch(rows=None, dp_size=1, global_batch_size=4, ref_shift=None, **s
         "advantages": _nested([torch.full((HAND_LENGTHS[i],), HAND_ADVANTAGES[i], dtype=torch.float64) for i in rows]),
         "row": torch.tensor(rows),
     }
-    if ref_shift is not None:
-        fields["ref_log_prob"] = _nested([torch.tensor(logps[i], dtype=torch.float64) - ref_shift for i in rows])
+    if ref_shift is not None:  # one shift for all responses, or one per response
+        shifts = ref_shift if isinstance(ref_shift, list) else [ref_shift] * len(HAND_LENGTHS)
+        fields["ref_log_prob"] = _nested([torch.tensor(logps[i], dtype=torch.float64) - shifts[i] for i in rows])
     td = TensorDict(fields, batch_size=len(rows))
     dynamic = split.pop("use_dynamic_bsz", False)
     tu.assign_non_tensor(td, dp_size=dp_size, batch_num_tokens=sum(HAND_LENGTHS), global_batch_size=global_batch_size,
@@ -437,6 +455,27 @@ def v1_loss_path():
     print("v1 refused: no bound on unpadded responses, a factor shorter than a response, a bool factor")
 
 
+def gspo_loss_path():
+    """verl-gspo through verl's actor loss: entropy and KL terms aggregated like the policy term
+    (seq-mean-token-mean), not with the actor's token-mean."""
+    verl_gspo.install({})
+    shifts = [0.5, 0.25, 1.0, 0.75]  # k1 KL = logp - ref: one value per response
+    config = ppo_config("gspo_paper", use_kl_loss=True, kl_loss_type="k1", kl_loss_coef=0.5, entropy_coeff=0.25)
+    with redirect_stderr(io.StringIO()):
+        loss, shapes = run_ppo_loss(v1_mini_batch(use_dynamic_bsz=True, max_token_len_per_gpu=10, ref_shift=shifts),
+                                    config, hand_leaf(), entropy=0.25)
+    # on-policy: s = 1, each response's token mean is -A_i, and the A_i sum to 0; per response the
+    # token mean of the KL is its shift and of the entropy 0.25 (verl's L + 1e-8 is computed in float32
+    # from the boolean mask's integer count, where the 1e-8 vanishes):
+    #   0 + 0.5 x (0.5 + 0.25 + 1.0 + 0.75) / 4 - 0.25 x 0.25 = 0.3125 - 0.0625 = 0.25
+    pg = sum(-a for a in HAND_ADVANTAGES) / 4
+    want = pg + 0.5 * sum(shifts) / 4 - 0.25 * 0.25
+    # the actor's token-mean would weigh the KL by tokens: sum_i shift_i L_i / 13
+    with_token_mean = pg + 0.5 * sum(d * n for d, n in zip(shifts, HAND_LENGTHS)) / 13 - 0.25 * 0.25
+    assert loss == want == 0.25 and not close(loss, with_token_mean, 1e-3), (loss, want, with_token_mean)
+    print(f"gspo through ppo_loss {shapes}: loss {loss!r} = {want!r} (hand), entropy and KL per response")
+
+
 def legacy_loss_path():
     """``trainer.use_v1: false``: responses padded to the bound, so the width is the divisor."""
     verl_dr_grpo.install({})
@@ -514,24 +553,25 @@ for name in {stand_ins!r}:  # server modules a plain pip install of verl lacks (
     stub.__getattr__ = lambda attr: (_ for _ in ()).throw(AttributeError(attr)) if attr.startswith("__") else type(attr, (), {{}})
     sys.modules[name] = stub
 from starforge.cluster.import_hooks import TargetWatcher
-import verl_dr_grpo
+import verl_dr_grpo, verl_gspo
 item = SimpleNamespace(entry=SimpleNamespace(targets=["verl.trainer.ppo.core_algos"]))
 activated = []
 def activate(due, module):
     activated.append(module)
     verl_dr_grpo.install({{}})
+    verl_gspo.install({{}})
 sys.meta_path.insert(0, TargetWatcher([item], activate))
 import importlib
 module = importlib.import_module({module!r})
 from verl.workers.utils import losses
 from verl.utils import config
 from starforge import patching
-status = {{r["target"].split(":")[1]: r["status"] for r in patching.records()}}
+status = [(r["target"].split(":")[1], r["status"]) for r in patching.records()]
 owners = {{"ppo_loss": losses, "validate_config": config,
            "compute_advantage_for_multi_trajectories": sys.modules.get("verl.trainer.ppo.v1.utils")}}
 copies = [name for name in owners if hasattr(module, name)]
 same = all(getattr(module, name) is getattr(owners[name], name) for name in copies)
-print("activated by", activated, "patches", sorted(status.items()), "copies", copies, same)
+print("activated by", activated, "patches", sorted(status), "copies", copies, same)
 """
 
 
@@ -552,7 +592,7 @@ def worker_imports():
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("activated by"))
         assert line.startswith("activated by ['verl.trainer.ppo.core_algos']") and line.endswith(" True"), line
         # applied, or waiting for a module this process has not imported (v1's advantage module)
-        assert "'failed'" not in line and "('ppo_loss', 'applied')" in line, line
+        assert "'failed'" not in line and line.count("('ppo_loss', 'applied')") == 2, line  # both plugins
         assert "('validate_config', 'applied')" in line, line
         if module.endswith("trainer_base"):
             assert "('compute_advantage_for_multi_trajectories', 'applied')" in line, line
@@ -644,17 +684,18 @@ def multi_trajectories():
     """Agent loops returning several outputs per session: ``dr_grpo`` groups session-final outputs as ``grpo`` does."""
     from verl.protocol import DataProto
 
+    v1 = import_trainer_module("verl.trainer.ppo.v1.utils")  # (stand-ins first: the plugin patches v1 where it can run)
     verl_dr_grpo.install({})
-    v1 = import_trainer_module("verl.trainer.ppo.v1.utils")
-    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0"]
+    pad = "pad" + "0123456789abcdef" * 2  # verl's synthetic no-op sample (upsample_batch_to_divisible_size)
+    keys = ["a_0_0", "a_0_1", "a_1_0", "a_2_0", "a_2_1", "a_2_2", "b_0_0", "b_1_0", "b_1_1", "c_0_0", f"{pad}_0_0"]
     # non-final outputs carry rewards that must not count: only each session's last output does
-    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75]
-    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4]
+    rewards = [1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 0.0, 1.0, 0.75, 0.0]
+    lengths = [3, 2, 4, 1, 5, 2, 6, 3, 2, 4, 1]
 
     def run(estimator, norm):
         token_rewards, mask = _outcome_batch(rewards, lengths)
         data = DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask},
-                                   non_tensors={"uid": np.array([k.split("_")[0] for k in keys], dtype=object)})
+                                   non_tensors={"uid": np.array([k.rsplit("_", 2)[0] for k in keys], dtype=object)})
         err = io.StringIO()
         with redirect_stderr(err):
             out = v1.compute_advantage_for_multi_trajectories(data, keys, estimator, norm_adv_by_std_in_grpo=norm)
@@ -662,10 +703,10 @@ def multi_trajectories():
 
     adv, returns, err = run("dr_grpo", True)  # the trainer's norm flag is verl's; the plugin's (no std) wins
     # session finals: a -> rows 1, 2, 5 (1.0, 0.0, 0.5; mean 0.5), b -> rows 6, 8 (0.25, 1.0; mean 0.625), c alone
-    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0]
-    assert [float(adv[i, 0]) for i in range(10)] == want, adv[:, 0]
+    want = [0.5, 0.5, -0.5, 0.0, 0.0, 0.0, -0.375, 0.375, 0.375, 0.0, 0.0]
+    assert [float(adv[i, 0]) for i in range(11)] == want, adv[:, 0]
     assert torch.equal(adv, returns) and torch.equal(adv != 0, (adv != 0) & (_outcome_batch(rewards, lengths)[1] > 0))
-    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err
+    assert "1 output(s) of sessions alone in their group get advantage 0" in err, err  # c's, not verl's padding
     grpo, _, _ = run("grpo", False)  # verl's grpo without the std: the same numbers but for the group of one
     assert torch.equal(adv[:9], grpo[:9]) and float(grpo[9, 0]) == 0.75
     print(f"session-final grouping for dr_grpo: {want} (stand-ins for missing server modules: {STAND_INS})")
@@ -674,7 +715,7 @@ def multi_trajectories():
 
 CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers,
          "defaults-equal-plain": defaults_equal_plain, "refusals": refusals,
-         "v1-loss-path": v1_loss_path, "legacy-loss-path": legacy_loss_path, "config-bound": config_bound,
+         "v1-loss-path": v1_loss_path, "legacy-loss-path": legacy_loss_path, "gspo-loss-path": gspo_loss_path, "config-bound": config_bound,
          "degenerate-groups": degenerate_groups, "multi-trajectories": multi_trajectories,
          "worker-imports": worker_imports}
 

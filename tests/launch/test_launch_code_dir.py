@@ -206,8 +206,10 @@ def _ensure_other_user() -> None:
             pytest.fail("this test needs root and runuser to make a directory of another user")
         pytest.skip("needs root and runuser to make a directory of another user")
     if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                       check=True, capture_output=True)
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
+                              capture_output=True, text=True)
+        # (a test running in parallel may have made it first)
+        assert made.returncode == 0 or subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, made.stderr
 
 
 WORKER_WITH_PLANTED_DIR = """
@@ -269,3 +271,62 @@ def test_the_code_directory_holds_sources_only_when_made(tmp_path):
     import hashlib
 
     assert key["runtime_sha256"] == hashlib.sha256(zip_path.read_bytes()).hexdigest()
+
+
+TAMPER_THEN_SPAWN = """
+import multiprocessing, os, sys
+
+def work():
+    from app import algo
+    print("worker computed", algo.compute(1), flush=True)
+
+if __name__ == "__main__":
+    path = os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins", "demo-patch", "demo_patch.py")
+    os.chmod(os.path.dirname(path), 0o755)
+    os.chmod(path, 0o644)
+    with open(path, "a") as f:
+        f.write("# tampered\\n")
+    p = multiprocessing.get_context("spawn").Process(target=work)
+    p.start()
+    p.join()
+    print("worker exit", p.exitcode)
+"""
+
+
+def test_a_plugin_file_changed_after_verification_stops_a_worker_despite_the_kept_code(builder):
+    # The launcher compiled demo_patch.py into the job's code directory; the worker still
+    # reads and hashes the file before it would load that code, and stops on the change.
+    job = builder.job(plugins=[demo_plugin(targets=["app.algo"])], trainer=TAMPER_THEN_SPAWN)
+    result = entry_launch(job)
+    assert result.returncode == 0, result.stderr
+    assert "worker exit 10" in result.stdout
+    assert "worker computed" not in result.stdout
+    assert "verification failed" in result.stderr and "demo_patch.py" in result.stderr
+
+
+def test_a_code_directory_gone_from_this_node_is_passed_over_quietly(builder, tmp_path):
+    job = builder.job(plugins=[demo_plugin()], trainer=WORKER_WITH_PLANTED_DIR)
+    result = entry_launch(job, env={"PLANTED_CODE_DIR": str(tmp_path / "forge-code-elsewhere")})
+    assert result.returncode == 0, result.stderr
+    assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
+    assert "does not use the code directory" not in result.stderr
+
+
+def test_the_runtime_code_is_kept_even_where_the_job_writes_no_bytecode(builder):
+    # Container images often set PYTHONDONTWRITEBYTECODE: the code directory is the job's
+    # own, so the launcher still keeps the runtime's code there for the workers, and the
+    # trainer (and every other process) keeps the job's setting for its own files.
+    trainer = SPAWNING_TRAINER.replace('print("SPAWNED "', 'print("TRAINER writes", sys.dont_write_bytecode); print("SPAWNED "')
+    job = builder.job(plugins=[demo_plugin(targets=["app.algo"])], trainer=trainer)
+    result = entry_launch(job, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "TRAINER writes True" in result.stdout
+    seen = reported(result, "SPAWNED")
+    before = seen["before"]
+    assert any(k.startswith("starforge/cluster/__pycache__/job.") for k in before)
+    (v1, mods1, _, nowrite1), after1 = seen["runs"][:2]
+    assert v1 == 20 and nowrite1 is True
+    assert after1 == before
+    for module, cached in mods1.items():  # loaded from the launcher's compiled code
+        assert os.path.relpath(cached, seen["code"]) in before, module
+    assert not list((job.dir / "recipe").rglob("__pycache__"))  # the job's own files: no bytecode

@@ -325,12 +325,14 @@ def test_push_keeps_published_versions_immutable(near, far, bundle, tmp_path):
     assert theirs["tree_digest"] in refused.stderr and ours in refused.stderr
 
 
-def test_copy_refuses_data_prep_plugins(near, tmp_path):
+def test_copy_carries_data_prep_plugins_between_laptops(near, tmp_path):
+    # data-prep plugins travel between laptops (forge prep runs them there); they only never enter a job
     reg_a, reg_b = str(tmp_path / "a"), str(tmp_path / "b")
     near.forge("plugin", "publish", write_plugin(tmp_path / "prep", "shard-data", kind="data-prep"), "--registry", reg_a)
-    refused = near.forge("plugin", "copy", "alice/shard-data", "--from", reg_a, "--to", reg_b, ok=False)
-    assert refused.returncode == 2 and "data-prep" in refused.stderr
-    assert not Path(reg_b).exists()
+    near.forge("plugin", "copy", "alice/shard-data", "--from", reg_a, "--to", reg_b)
+    shown = json.loads(near.forge("plugin", "show", "alice/shard-data@1.0.0", "--registry", reg_b, "--json").stdout)
+    source = json.loads(near.forge("plugin", "show", "alice/shard-data@1.0.0", "--registry", reg_a, "--json").stdout)
+    assert shown["tree_digest"] == source["tree_digest"] and shown["manifest"]["kind"] == "data-prep"
 
 
 # -- the whole flow across the gap ---------------------------------------------------------------

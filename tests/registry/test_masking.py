@@ -121,3 +121,23 @@ def test_refused_docker_auth_credentials_are_named_by_their_entry_not_their_user
     assert proc.returncode == 6, out
     assert f"refused the credentials of the 'auth' entry for {host}" in proc.stderr
     assert SECRET not in out and value not in out and f"'{oci_registry_auth.user}'" not in out
+
+
+def test_a_ray_address_with_credentials_is_masked_in_job_json(tmp_path):
+    """The jobs store keeps the address (later calls need it); no --json output shows the password."""
+    from starforge.backends.jobrecord import JobRecord
+    from starforge.backends.store import JobStore
+
+    store = JobStore(tmp_path / "store")
+    (tmp_path / "exp-1").mkdir()
+    store.save(JobRecord(id="exp-1", name="exp", backend="ray", status="succeeded", dir=str(tmp_path / "exp-1"),
+                         created="2026-11-29T12:00:00Z", exit_code=0,
+                         backend_ref={"address": f"http://ray:{SECRET}@127.0.0.1:8265", "submission_id": "forge-exp-1"}))
+    env = {"FORGE_HOME": str(tmp_path / "home"), "FORGE_JOBS_DIR": str(tmp_path / "store")}
+    for args in (("jobs", "list", "--json"), ("jobs", "show", "exp-1", "--json"), ("jobs", "show", "exp-1")):
+        proc = forge(*args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr
+    shown = json.loads(forge("jobs", "show", "exp-1", "--json", env=env).stdout)
+    assert shown["backend_ref"]["address"] == "http://***@127.0.0.1:8265"
+    assert SECRET in (tmp_path / "store" / "exp-1.json").read_text()  # kept where forge needs it

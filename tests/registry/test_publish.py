@@ -122,3 +122,41 @@ def test_a_publisher_killed_midway_leaves_debris_that_the_next_publish_sweeps(tm
     assert retry.returncode == 0, retry.stderr
     assert debris() == ([], [])
     assert DirectoryRegistry(reg_dir).get("alice", "opsd-patch", "1.2.0").size > 4 << 20
+
+
+def test_a_killed_publishers_debris_on_this_host_goes_with_the_very_next_publish(tmp_path):
+    """kill -9 of a publish to a directory registry, then a retry at once: nothing stays.
+
+    Temp names carry the host (and PID namespace): a dead writer of this host is swept
+    without waiting; only another host's temp files on a shared directory keep the 600 s
+    grace."""
+    import os
+    import subprocess
+    import sys
+
+    from starforge.cluster.atomic import writer_tag
+
+    src = write_plugin(tmp_path / "opsd-patch")
+    (src / "weights.bin").write_bytes(os.urandom(4 << 20))
+    reg_dir, tmp_dir = tmp_path / "reg", tmp_path / "tmp"
+    tmp_dir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_dir))
+    killed = subprocess.run([sys.executable, "-c", KILLED_MIDWAY, str(src), str(reg_dir)], env=env, timeout=120)
+    assert killed.returncode == -9
+
+    def debris():
+        temps = sorted(p for p in reg_dir.rglob("*.tmp"))
+        return temps, [p for p in tmp_dir.iterdir() if p.name.startswith("forge-publish-")]
+
+    temps, publish_dirs = debris()
+    assert temps and publish_dirs, "the kill left nothing to sweep"
+    assert all(p.name.endswith(f"@{writer_tag()}.tmp") for p in temps), temps
+    # A temp file of a writer on another host of the shared directory, being written now.
+    other = reg_dir / "blobs" / "sha256" / f".{'b' * 64}.4242-1@other-host+4026531836.tmp"
+    other.write_bytes(b"in flight elsewhere")
+
+    retry = subprocess.run([sys.executable, "-c", KILLED_MIDWAY.replace("progress=die", "progress=None"), str(src), str(reg_dir)],
+                           env=env, timeout=120, capture_output=True, text=True)
+    assert retry.returncode == 0, retry.stderr
+    assert debris() == ([other], [])  # ours gone at once; the other host's kept (600 s rule)
+    assert DirectoryRegistry(reg_dir).get("alice", "opsd-patch", "1.2.0").size > 4 << 20

@@ -85,6 +85,8 @@ def _code_dir(runtime_zip):
     if reason is None:
         return path
     _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != path]
+    if not _os.path.lexists(path):
+        return None  # another node (a Ray worker), or the launcher has ended: nothing to say
     _sys.stderr.write("forge: process %d does not use the code directory %s (%s); the runtime zip is compiled here\n"
                       % (_os.getpid(), path, reason))
     return None

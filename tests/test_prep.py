@@ -1,0 +1,322 @@
+"""`forge prep`: a data-prep plugin run on the laptop over a JSONL file (SPEC §17), and the
+rules that keep data-prep plugins out of jobs while they travel between laptops (SPEC §3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+class Laptop:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+        self.env.update(FORGE_HOME=str(root / "home"), FORGE_OWNER="alice", NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1")
+
+    def forge(self, *args, ok: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+        proc = subprocess.run([str(BIN / "forge"), *map(str, args)], cwd=self.root, env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=300)
+        if ok:
+            assert proc.returncode == 0, f"forge {' '.join(map(str, args))}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def plugin(self, name: str, source: str, params: str = "", version: str = "1.0.0") -> Path:
+        root = self.root / name
+        root.mkdir()
+        module = name.replace("-", "_")
+        (root / "plugin.yaml").write_text(
+            f"schema: forge/plugin/v1\nname: {name}\nversion: {version}\nkind: data-prep\nentrypoint: {module}:install\n"
+            + (f"params:\n{textwrap.indent(textwrap.dedent(params), '  ')}" if params else ""))
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+        return root
+
+    def jsonl(self, name: str, lines: list) -> Path:
+        path = self.root / name
+        path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+        return path
+
+
+@pytest.fixture
+def laptop(tmp_path) -> Laptop:
+    return Laptop(tmp_path)
+
+
+def one_error(proc: subprocess.CompletedProcess) -> str:
+    """The single ``error:`` line (plus at most a hint); never a traceback."""
+    lines = proc.stderr.splitlines()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    assert len(errors) == 1 and all(ln.startswith(("error: ", "hint: ", "prep    : ")) for ln in lines), proc.stderr
+    return errors[0]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- the template, as generated -----------------------------------------------------------
+
+
+def test_data_prep_template_runs_as_generated(laptop):
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    raw = laptop.jsonl("raw.jsonl", [{"id": 1, "prompt": "  say \n yes  "}, {"id": 2, "prompt": "x" * 3000}, "",
+                                     {"id": 3, "prompt": "a  b"}])
+    out = laptop.root / "clean.jsonl"
+    done = laptop.forge("prep", "my-prep", "--input", raw, "--output", out)
+    assert done.stdout.splitlines() == [f"prep    : 3 records in, 2 out (1 dropped) -> {out}, {out}.provenance.json"]
+    assert [json.loads(ln) for ln in out.read_text().splitlines()] == [{"id": 1, "prompt": "say yes"}, {"id": 3, "prompt": "a b"}]
+
+    digest = laptop.forge("plugin", "digest", "my-prep").stdout.strip()
+    prov = json.loads((laptop.root / "clean.jsonl.provenance.json").read_text())
+    assert prov["schema"] == "forge/prep/v1"
+    assert prov["plugin"] == {"name": "my-prep", "version": "0.1.0", "tree_digest": digest, "source": "directory",
+                              "directory": str(laptop.root / "my-prep")}
+    assert prov["params"] == {"my_prep.max_chars": 2048}  # the declared default
+    assert prov["input"] == {"path": str(raw), "sha256": sha256(raw), "records": 3, "bytes": raw.stat().st_size}
+    assert prov["output"] == {"path": str(out), "sha256": sha256(out), "records": 2, "bytes": out.stat().st_size}
+    assert prov["dropped"] == 1
+
+    # --set, typed as forge submit types it
+    laptop.forge("prep", "my-prep", "-i", raw, "-o", out, "--set", "my_prep.max_chars=3")
+    assert [json.loads(ln)["id"] for ln in out.read_text().splitlines()] == [3]
+    assert json.loads((laptop.root / "clean.jsonl.provenance.json").read_text())["params"] == {"my_prep.max_chars": 3}
+    bad = laptop.forge("prep", "my-prep", "-i", raw, "-o", out, "--set", "my_prep.max_chars=many", ok=False)
+    assert bad.returncode == 2
+    assert one_error(bad) == "error: --set my_prep.max_chars=many: 'my_prep.max_chars' is declared as int, got a string 'many'"
+    unknown = laptop.forge("prep", "my-prep", "-i", raw, "-o", out, "--set", "my_prep.max_char=3", ok=False)
+    assert "unknown key 'my_prep.max_char' (closest: my_prep.max_chars)" in one_error(unknown)
+
+
+# -- published, pulled, copied; never in a job --------------------------------------------
+
+
+def test_a_published_data_prep_plugin_runs_by_reference_under_the_lock_signature_policy(laptop):
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    laptop.forge("plugin", "publish", "my-prep")
+    raw = laptop.jsonl("raw.jsonl", [{"prompt": " a  b "}])
+    out = laptop.root / "out.jsonl"
+    done = laptop.forge("prep", "alice/my-prep@0.1.0", "-i", raw, "-o", out)
+    assert "prep    : alice/my-prep@0.1.0 (sf1:" in done.stderr and "signature: unsigned)" in done.stderr
+    prov = json.loads(Path(f"{out}.provenance.json").read_text())
+    digest = laptop.forge("plugin", "digest", "my-prep").stdout.strip()
+    assert prov["plugin"]["ref"] == "alice/my-prep@0.1.0" and prov["plugin"]["tree_digest"] == digest
+    assert prov["plugin"]["source"] == "registry" and prov["plugin"]["signature"] == "unsigned"
+    assert out.read_text() == '{"prompt": "a b"}\n'
+    os.unlink(out)
+
+    # as forge lock: --require-signatures refuses an unsigned version, nothing is written
+    refused = laptop.forge("prep", "alice/my-prep@0.1.0", "-i", raw, "-o", out, "--require-signatures", ok=False)
+    assert refused.returncode == 9 and "signatures are required, but no key is trusted for owner alice" in one_error(refused)
+    # an owner with trusted keys: an unsigned version is refused, a signed one verified and recorded
+    laptop.forge("key", "generate")
+    laptop.forge("trust", "add", "alice", next((laptop.root / "home").rglob("default.pub")))
+    refused = laptop.forge("prep", "alice/my-prep@0.1.0", "-i", raw, "-o", out, ok=False)
+    assert refused.returncode == 9 and "has no signature, but owner alice has trusted keys" in one_error(refused)
+    assert not out.exists()
+    text = (laptop.root / "my-prep" / "plugin.yaml").read_text()
+    (laptop.root / "my-prep" / "plugin.yaml").write_text(text.replace("version: 0.1.0", "version: 0.2.0"))
+    laptop.forge("plugin", "publish", "my-prep", "--sign")
+    done = laptop.forge("prep", "alice/my-prep@0.2.0", "-i", raw, "-o", out)
+    assert "signature: verified)" in done.stderr
+    assert json.loads(Path(f"{out}.provenance.json").read_text())["plugin"]["signature"] == "verified"
+
+
+def test_data_prep_plugins_are_shared_between_laptops_but_never_enter_a_job(laptop):
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    here, there = laptop.root / "reg-a", laptop.root / "reg-b"
+    laptop.forge("plugin", "publish", "my-prep", "--registry", here)
+    copied = laptop.forge("plugin", "copy", "alice/my-prep", "--from", here, "--to", there)
+    assert "alice/my-prep@0.1.0" in copied.stdout + copied.stderr
+    pulled = laptop.forge("plugin", "pull", "alice/my-prep@0.1.0", "--registry", there, "-o", laptop.root / "pulled")
+    assert "pulled alice/my-prep@0.1.0" in pulled.stdout
+    raw = laptop.jsonl("raw.jsonl", [{"prompt": "x  y"}])
+    laptop.forge("prep", "alice/my-prep", "--registry", there, "-i", raw, "-o", laptop.root / "out.jsonl")
+
+    rule = "alice/my-prep@0.1.0 is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)"
+    exp = laptop.root / "exp"
+    exp.mkdir()
+    yaml_text = "schema: forge/job/v1\nname: exp\nentrypoint: python -m train\nplugins: []\nbackend: local\n"
+    (exp / "forge.yaml").write_text(yaml_text)
+    add = laptop.forge("plugin", "add", "alice/my-prep", "--dir", exp, "--registry", there, ok=False)
+    assert add.returncode == 15 and one_error(add) == f"error: {rule}"
+    assert (exp / "forge.yaml").read_text() == yaml_text and not (exp / "plugins.lock.json").exists()
+    (exp / "forge.yaml").write_text(yaml_text.replace("plugins: []", "plugins: [alice/my-prep]"))
+    lock = laptop.forge("lock", exp, "--registry", there, ok=False)
+    assert lock.returncode == 15 and one_error(lock) == f"error: {rule}"
+
+
+def test_bundle_create_refuses_a_data_prep_plugin_in_a_hand_made_lock(laptop):
+    # forge lock never writes one; a lock edited by hand must not smuggle it into a bundle
+    from starforge.experiment.lock import entry_from_tree
+    from starforge.experiment.lockfile import LockFile
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.verified import verified_tree
+
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    reg = laptop.root / "reg"
+    laptop.forge("plugin", "publish", "my-prep", "--registry", reg)
+    registry = DirectoryRegistry(reg)
+    info = registry.get("alice", "my-prep", "0.1.0")
+    exp = laptop.root / "exp"
+    exp.mkdir()
+    (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: exp\nentrypoint: python -m train\n"
+                                    "plugins: [alice/my-prep@0.1.0]\nbackend: local\n")
+    entry = entry_from_tree(info, verified_tree(registry, info), "alice/my-prep@==0.1.0", None)
+    lock = LockFile(plugins=(entry,), registry=str(reg))
+    (exp / "plugins.lock.json").write_text(lock.to_json())
+    refused = laptop.forge("bundle", "create", exp, "-o", laptop.root / "b.tar", "--registry", reg, ok=False)
+    assert refused.returncode == 15  # the lock is read with the rules forge lock applies
+    assert "alice/my-prep@0.1.0 is a data-prep plugin; data-prep plugins never enter a job" in one_error(refused)
+    assert not (laptop.root / "b.tar").exists()
+
+
+# -- one-line errors; nothing written -----------------------------------------------------
+
+STRICT = """
+def install(params):
+    def step(record):
+        if record.get("boom"):
+            raise KeyError("no field 'text'")
+        if record.get("as_list"):
+            return [record]
+        return {**record, "seen": True}
+    return step
+"""
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([{"a": 1}, {"a": 2}, '{"a": 3', {"a": 4}], "raw.jsonl:3: not valid JSON (Expecting ',' delimiter at column 8)"),
+    ([{"a": 1}, "[1, 2]"], "raw.jsonl:2: expected a JSON object, got a list"),
+    ([{"a": 1}, "", {"boom": True}], "raw.jsonl:3: the plugin raised KeyError: \"no field 'text'\""),
+    ([{"as_list": True}], "raw.jsonl:1: the plugin returned a list, not a JSON object (or None to drop the record)"),
+])
+def test_a_bad_record_stops_the_run_naming_the_line_and_nothing_is_written(laptop, lines, message):
+    laptop.plugin("strict-prep", STRICT)
+    raw = laptop.jsonl("raw.jsonl", lines)
+    out = laptop.root / "out.jsonl"
+    out.write_text("previous output\n")
+    failed = laptop.forge("prep", "strict-prep", "-i", raw, "-o", out, ok=False)
+    assert failed.returncode == 17
+    assert one_error(failed) == f"error: {raw.parent / message}; nothing was written"
+    assert out.read_text() == "previous output\n"
+    assert sorted(p.name for p in laptop.root.iterdir() if p.is_file()) == ["out.jsonl", "raw.jsonl"]  # no temp file left
+
+
+def test_missing_input_and_missing_output_directory_are_one_line_errors(laptop):
+    laptop.plugin("strict-prep", STRICT)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
+    missing = laptop.forge("prep", "strict-prep", "-i", laptop.root / "nope.jsonl", "-o", laptop.root / "out.jsonl", ok=False)
+    assert missing.returncode == 2 and one_error(missing) == f"error: input {laptop.root / 'nope.jsonl'}: no such file"
+    nowhere = laptop.root / "no-such-dir" / "out.jsonl"
+    failed = laptop.forge("prep", "strict-prep", "-i", raw, "-o", nowhere, ok=False)
+    assert failed.returncode == 2
+    assert one_error(failed) == f"error: output {nowhere}: directory {nowhere.parent} does not exist"
+    assert not nowhere.parent.exists()
+    algo = laptop.root / "algo"
+    algo.mkdir()
+    (algo / "plugin.yaml").write_text("schema: forge/plugin/v1\nname: algo\nversion: 1.0.0\nkind: algorithm\nentrypoint: algo:install\n")
+    (algo / "algo.py").write_text("def install(params):\n    pass\n")
+    wrong = laptop.forge("prep", algo, "-i", raw, "-o", laptop.root / "out.jsonl", ok=False)
+    assert wrong.returncode == 2
+    assert one_error(wrong) == "error: algo@1.0.0 is an algorithm plugin; forge prep runs data-prep plugins only"
+
+
+# -- where it runs ------------------------------------------------------------------------
+
+SNOOP = """
+import os, sys
+
+def install(params):
+    seen = {k: os.environ.get(k) for k in ("FORGE_REGISTRY_PASSWORD", "FORGE_KEY_PASSPHRASE", "FORGE_REGISTRY_USER",
+                                           "FORGE_RAY_TOKEN", "HF_TOKEN")}
+    def step(record):
+        return {**record, "env": seen, "python": sys.executable, "pid": os.getpid()}
+    return step
+"""
+
+
+def test_the_plugin_runs_in_a_child_without_credentials_under_the_chosen_python(laptop, tmp_path_factory):
+    laptop.plugin("snoop-prep", SNOOP)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
+    out = laptop.root / "out.jsonl"
+    secrets = {"FORGE_REGISTRY_PASSWORD": "pw", "FORGE_KEY_PASSPHRASE": "pp", "FORGE_REGISTRY_USER": "u",
+               "FORGE_RAY_TOKEN": "t", "HF_TOKEN": "hf"}
+    laptop.forge("prep", "snoop-prep", "-i", raw, "-o", out, env=secrets)
+    (rec,) = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert rec["env"] == {"FORGE_REGISTRY_PASSWORD": None, "FORGE_KEY_PASSPHRASE": None, "FORGE_REGISTRY_USER": None,
+                          "FORGE_RAY_TOKEN": None, "HF_TOKEN": "hf"}  # the user's own variables stay
+    assert rec["python"] == sys.executable
+
+    # --python: an interpreter with nothing of StarForge installed (where the plugin's own dependencies live)
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)], check=True)
+    bare = venv / "bin" / "python"
+    assert subprocess.run([bare, "-c", "import starforge"], capture_output=True, cwd=str(venv)).returncode != 0
+    laptop.forge("prep", "snoop-prep", "-i", raw, "-o", out, "--python", bare)
+    (rec,) = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert rec["python"] == str(bare)
+    assert json.loads(Path(f"{out}.provenance.json").read_text())["python"] == str(bare)
+    gone = laptop.forge("prep", "snoop-prep", "-i", raw, "-o", out, "--python", laptop.root / "no-python", ok=False)
+    assert gone.returncode == 2 and "not an executable interpreter" in one_error(gone)
+
+
+def test_what_the_plugin_prints_goes_to_stderr_so_json_stays_parseable(laptop):
+    laptop.plugin("chatty-prep", "def install(params):\n    print('installing')\n    return lambda r: print('record', r) or r\n")
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}, {"a": 2}])
+    done = laptop.forge("prep", "chatty-prep", "-i", raw, "-o", laptop.root / "out.jsonl", "--json")
+    record = json.loads(done.stdout)
+    assert (record["input"]["records"], record["output"]["records"], record["dropped"]) == (2, 2, 0)
+    assert "installing" in done.stderr and "record {'a': 2}" in done.stderr
+
+
+def test_only_the_digested_files_are_imported(laptop):
+    # helper.py is on disk beside the plugin but .forgeignore keeps it out of the package:
+    # the child imports from the digested bytes only, so the plugin cannot reach it.
+    root = laptop.plugin("picky-prep", "import helper\n\ndef install(params):\n    return dict\n")
+    (root / "helper.py").write_text("")
+    (root / ".forgeignore").write_text("helper.py\n")
+    failed = laptop.forge("prep", "picky-prep", "-i", laptop.jsonl("raw.jsonl", [{}]), "-o", laptop.root / "o.jsonl", ok=False)
+    assert failed.returncode == 17
+    assert "picky-prep@1.0.0: importing 'picky_prep' raised ModuleNotFoundError: No module named 'helper'" in one_error(failed)
+
+
+# -- streaming ----------------------------------------------------------------------------
+
+PEAK = """
+import json, resource, sys
+from starforge.prep import plugin_from_directory, prep_params, run_prep
+plugin = plugin_from_directory(sys.argv[1])
+run_prep(plugin, prep_params(plugin, []), sys.argv[2], sys.argv[3])
+print(json.dumps(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))   # KiB: the prep child's peak
+"""
+
+
+def test_memory_does_not_grow_with_the_input(laptop):
+    laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
+    prompt = " ".join(f"word{i}" for i in range(12))
+
+    def peak_kib(n: int) -> int:
+        raw = laptop.root / f"raw-{n}.jsonl"
+        with open(raw, "w") as f:
+            for i in range(n):
+                f.write(json.dumps({"id": i, "prompt": f"  {prompt}  {i} "}) + "\n")
+        out = laptop.root / f"out-{n}.jsonl"
+        proc = subprocess.run([sys.executable, "-c", PEAK, str(laptop.root / "my-prep"), str(raw), str(out)],
+                              capture_output=True, text=True, env=laptop.env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert sum(1 for _ in open(out)) == n
+        return int(proc.stdout.strip())
+
+    small, large = peak_kib(20_000), peak_kib(300_000)
+    # 300,000 records are about 36 MB of JSONL and over 300 MB as Python dicts; streamed,
+    # the child's peak stays where 20,000 records put it (buffers of about 1 MB)
+    assert large - small < 16 * 1024, (small, large)
