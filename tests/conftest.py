@@ -1,5 +1,12 @@
 """Every test runs with its own FORGE_HOME, so no test reads or writes the user's state."""
 
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
 import pytest
 
 
@@ -10,3 +17,95 @@ def isolated_forge_home(tmp_path_factory, monkeypatch):
     for name in ("FORGE_REGISTRY", "FORGE_OWNER", "FORGE_DEBUG", "FORGE_DISABLE", "FORGE_JOBS_DIR"):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+# Under pytest-xdist (`pytest -n auto`, as .ci/run and the README run the suite), the tests
+# that use one of the session's expensive services run on one worker per service: one Ray
+# head, one Slurm cluster and one set of trainer-venv Ray heads per run, not one per worker.
+# The services are per process (session fixtures on free loopback ports, in their own temp
+# dirs, stopped by their own PIDs), so any split of the tests is correct; the groups save
+# start-ups and keep the torch-heavy framework checks from competing with each other for the
+# cores. tests/test_xdist_safety.py checks both.
+#
+# How: each worker writes which of its collected tests belong to which service to a folder
+# the controller made (FORGE_TEST_GROUPS); the controller's scheduler (xdist's load-by-scope,
+# each other test a scope of its own) reads it. xdist's own `loadgroup` cannot be used: it
+# renames node ids, which pytest 9.2 no longer lets a plugin do.
+SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in", "frameworks"))
+GROUPS_ENV = "FORGE_TEST_GROUPS"
+
+
+def service_group(item) -> str | None:
+    """The service group of a collected test: the first expensive service it uses, or None."""
+    group = next((g for fixture, g in SERVICE_GROUPS if fixture in item.fixturenames), None)
+    if group is None and item.get_closest_marker("frameworks") is not None:
+        group = "frameworks"
+    return group
+
+
+def pytest_configure(config):
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if numprocesses and not os.environ.get("PYTEST_XDIST_WORKER"):
+        # The controller, before it starts the workers (they inherit the environment).
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="forge-test-groups-")
+
+
+def pytest_unconfigure(config):
+    folder = os.environ.get(GROUPS_ENV)
+    if folder and not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`).
+# The tests of a real service (registry, Ray, Slurm, trainer venvs) and these end-to-end
+# modules, each a minute or more of CLI subprocesses; CI runs everything.
+SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks")
+SLOW_MODULES = (
+    "tests/examples/",
+    "tests/test_docs_commands.py",
+    "tests/registry/test_bundle.py",
+    "tests/experiment/test_experiment_cli.py",
+    "tests/before_after/test_plan.py",
+    "tests/cli/test_registry_cli.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        where = item.nodeid.split("::", 1)[0]
+        if (any(item.get_closest_marker(m) for m in SLOW_MARKERS) or service_group(item) is not None
+                or where.startswith(SLOW_MODULES)):
+            item.add_marker(pytest.mark.slow)
+    worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_ENV)
+    if not (worker and folder):
+        return
+    groups = {item.nodeid: g for item in items if (g := service_group(item)) is not None}
+    tmp = os.path.join(folder, f".{worker}.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(groups, f)
+    os.replace(tmp, os.path.join(folder, f"{worker}.json"))
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: no error where xdist is not installed
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "load":  # another mode asked for by name: as asked
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServiceGroupScheduling(LoadScopeScheduling):
+        """xdist's ``load``, except that the tests of one service are one unit of work."""
+
+        _groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                self._groups = {}
+                folder = os.environ.get(GROUPS_ENV, "")
+                for name in sorted(os.listdir(folder)) if folder else ():
+                    if name.endswith(".json") and not name.startswith("."):
+                        with open(os.path.join(folder, name)) as f:
+                            self._groups.update(json.load(f))
+            group = self._groups.get(nodeid)
+            return f"service:{group}" if group else nodeid
+
+    return ServiceGroupScheduling(config, log)

@@ -397,6 +397,49 @@ def _import_time_imports(tree: ast.Module):
         yield from visit(stmt)
 
 
+_READ_METHODS = ("read_text", "read_bytes", "open")
+
+
+def _file_path_reads(tree: ast.Module) -> list[int]:
+    """Lines where the module reads a file through a path built from ``__file__``.
+
+    ``open(os.path.join(os.path.dirname(__file__), "x"))``, ``Path(__file__).parent /
+    "x"`` then ``.read_text()``/``.read_bytes()``/``.open()``, also through module or local
+    names assigned from such an expression (``HERE = os.path.dirname(__file__)``). Those
+    reads go to the disk, around the loader: a worker does not hash them.
+    """
+    def mentions(node: ast.AST, names: set) -> bool:
+        return any(isinstance(n, ast.Name) and (n.id == "__file__" or n.id in names) for n in ast.walk(node))
+
+    tainted: set = set()
+    assigns: list = []  # (value, targets)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign):
+            assigns.append((n.value, n.targets))
+        elif isinstance(n, ast.AnnAssign) and n.value is not None:
+            assigns.append((n.value, [n.target]))
+    for _ in range(4):  # names assigned from names assigned from __file__ ...
+        before = len(tainted)
+        for value, targets in assigns:
+            if mentions(value, tainted):
+                tainted.update(t.id for t in targets if isinstance(t, ast.Name))
+        if len(tainted) == before:
+            break
+    lines = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        node = call
+        func = node.func
+        is_open = (isinstance(func, ast.Name) and func.id == "open") or (
+            isinstance(func, ast.Attribute) and func.attr == "open" and isinstance(func.value, ast.Name) and func.value.id in ("io", "builtins"))
+        if is_open and node.args and mentions(node.args[0], tainted):
+            lines.append(node.lineno)
+        elif isinstance(func, ast.Attribute) and func.attr in _READ_METHODS and not is_open and mentions(func.value, tainted):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
 # -- the check ----------------------------------------------------------------------------
 
 def check_plugin(
@@ -455,6 +498,13 @@ def check_plugin(
             trees[rel] = ast.parse(text, rel)
         except (SyntaxError, ValueError):
             continue
+        for line in _file_path_reads(trees[rel]):
+            warnings.append(Finding(
+                "file-read", rel, line,
+                "reads a file through a path built from __file__: such reads bypass the loader and are not hashed in the job's workers",
+                "read the plugin's own data with importlib.resources (files(__package__) / 'data.json'): it reads the "
+                "verified bytes, hashed in every process (docs/security.md)",
+            ))
         for line, name in _import_time_imports(trees[rel]):
             if name in TRAINING_STACK:
                 warnings.append(Finding(

@@ -243,17 +243,18 @@ def _runtime_sha256(job_dir) -> str:
         return ""
 
 
-def node_entry(python: str, job_dir: str | os.PathLike = "") -> list[str]:
+def node_entry(python: str, job_dir: str | os.PathLike = "", spec_sha256: str = "") -> list[str]:
     """``[python, <job>/.forge-runtime/starforge-runtime.zip, --spec, <job>/jobspec.json]``.
 
     *python* is the backend's default interpreter (the entry only starts under it);
     with an empty *job_dir* the paths stay relative, for a backend that runs in the job
-    directory (Ray's working_dir).
+    directory (Ray's working_dir). *spec_sha256*, the JobSpec's binding (SPEC §9), is
+    passed as ``--spec-sha256``.
     """
     zip_path, flag, spec = NODE_ENTRY
     if job_dir:
         zip_path, spec = os.path.join(job_dir, zip_path), os.path.join(job_dir, spec)
-    return [python, zip_path, flag, spec]
+    return [python, zip_path, flag, spec, *(["--spec-sha256", spec_sha256] if spec_sha256 else [])]
 
 
 def exit_status(returncode: int) -> int:

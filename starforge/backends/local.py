@@ -37,6 +37,7 @@ from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry
+from .binding import binding_for
 from .store import JobStore
 
 LOG_NAME = "log.txt"
@@ -63,8 +64,10 @@ class LocalBackend(Backend):
         )
         try:
             with _open_log(job_dir) as log:
+                bound = binding_for(job_dir)
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), spec.id],
+                    [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), spec.id,
+                     bound.runtime_sha256, bound.spec_sha256],
                     cwd=job_dir,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -191,8 +194,12 @@ def _open_log(job_dir: Path, buffering: int = -1):
     return os.fdopen(fd, "ab", buffering=buffering)
 
 
-def supervise(store_root: str, job_id: str) -> int:
-    """Run the launcher for *job_id* and record how it ended (the body of the supervisor)."""
+def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: str) -> int:
+    """Run the launcher for *job_id* and record how it ended (the body of the supervisor).
+
+    The job's binding (SPEC §9) comes as arguments: the runtime zip is checked here,
+    outside it, before it runs; the JobSpec's hash goes to the launcher as ``--spec-sha256``.
+    """
     # Whatever the submitter's umask, nothing the job creates in its directory (the
     # bootstrap on every process's path, provenance) is writable by other users.
     os.umask(os.umask(0) | 0o002)
@@ -212,9 +219,15 @@ def supervise(store_root: str, job_id: str) -> int:
             store.save(record.with_changes(status="cancelled", finished=utc_now(), message="cancelled before it started"))
             return 0
         with _open_log(job_dir, buffering=0) as log:
+            refused = _check_runtime(job_dir, runtime_sha256)
+            if refused:
+                log.write(f"error: {refused}\n".encode())
+                _write_status(job_dir, "verify", 10, refused)
+                store.save(record.with_changes(status="failed", exit_code=10, finished=utc_now(), message=refused))
+                return 0
             try:
                 proc = subprocess.Popen(
-                    node_entry(sys.executable, str(job_dir)),
+                    node_entry(sys.executable, str(job_dir), spec_sha256),
                     cwd=job_dir,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -242,6 +255,30 @@ def supervise(store_root: str, job_id: str) -> int:
     return 0
 
 
+def _check_runtime(job_dir: Path, expected: str) -> str:
+    """Why the job's runtime zip must not run ("" when it is the one staged)."""
+    from ..cluster.binding import mismatch_message, sha256_file
+    from ..cluster.environment import runtime_paths
+    from ..cluster.interpreter import linked_job_path
+
+    linked = linked_job_path(str(job_dir))
+    if linked:
+        return f"{linked} is a symbolic link; a job directory and its runtime are never followed through one"
+    path = runtime_paths(str(job_dir))["zip"]
+    try:
+        got = sha256_file(path)
+    except OSError as exc:
+        return f"cannot read the job's runtime zip {path}: {exc.strerror or exc}"
+    return "" if got == expected else mismatch_message("the job's runtime zip", path, got, expected)
+
+
+def _write_status(job_dir: Path, phase: str, code: int, message: str) -> None:
+    """``status.json`` as the launcher writes it, for a job whose launcher never ran."""
+    from ..cluster.launcher import write_status
+
+    write_status(str(job_dir), phase, code, None, message)
+
+
 def _failure_message(job_dir: Path, code: int) -> str:
     """Which launcher phase failed, from its ``status.json`` ("" when the trainer decided)."""
     import json
@@ -259,7 +296,7 @@ def _failure_message(job_dir: Path, code: int) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--supervise":
-        sys.exit(supervise(sys.argv[2], sys.argv[3]))
-    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID", file=sys.stderr)
+    if len(sys.argv) == 6 and sys.argv[1] == "--supervise":
+        sys.exit(supervise(*sys.argv[2:6]))
+    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID RUNTIME_SHA256 SPEC_SHA256", file=sys.stderr)
     sys.exit(2)

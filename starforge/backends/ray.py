@@ -36,21 +36,39 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..cluster.binding import SPEC_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
 from .base import LIVE, Backend, JobRecord, node_entry, refuse_unknown_settings
+from .binding import Binding, binding_for
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "python")
 
 
-def launcher_command() -> str:
+# The Ray entrypoint's check of the runtime zip, outside the zip (SPEC §9 "Binding"): a
+# few lines under the node's python3 (any version: no f-strings), then the zip's entry.
+# argv: ZIP SHA256 ENTRY-ARGS...
+ZIP_CHECK = (
+    "import hashlib, os, sys\n"
+    "z, h = sys.argv[1], sys.argv[2]\n"
+    "with open(z, 'rb') as f: g = hashlib.sha256(f.read()).hexdigest()\n"
+    "if g != h:\n"
+    "    sys.stderr.write('error: the job\\'s runtime zip %s changed after staging: its sha256 is %s, "
+    "the job was submitted with %s\\n' % (z, g, h)); sys.exit(10)\n"
+    "os.execv(sys.executable, [sys.executable, z] + sys.argv[3:])\n"
+)
+
+
+def launcher_command(binding: Binding) -> str:
     """The Ray entrypoint: the job's runtime zip under ``python3``, in the unpacked package.
 
     ``python3`` is what a plain Ray job entrypoint gets on the node (the PATH ``ray start``
     had); the zip's entry resolves the job's Python there (SPEC §14) and starts the
-    launcher under it, so nothing of StarForge needs installing on the cluster.
+    launcher under it, so nothing of StarForge needs installing on the cluster. Before,
+    :data:`ZIP_CHECK` compares the zip with the *binding* written into the entrypoint at
+    submission, and the JobSpec's hash goes to the entry as ``--spec-sha256``.
     ``runtime_env.env_vars`` reach the entrypoint too; the launcher must not bootstrap
     itself as a worker from them (it sets up its own environment), so ``FORGE_JOBSPEC`` is
     dropped for it. The launcher's ``ray.init`` wrapper finds the job's setup hook in the
@@ -58,7 +76,9 @@ def launcher_command() -> str:
     """
     import shlex
 
-    return "env -u FORGE_JOBSPEC " + " ".join(shlex.quote(a) for a in node_entry("python3"))
+    python, zip_path, *entry_args = node_entry("python3", spec_sha256=binding.spec_sha256)
+    argv = [python, "-c", ZIP_CHECK, zip_path, binding.runtime_sha256, *entry_args]
+    return "env -u FORGE_JOBSPEC " + " ".join(shlex.quote(a) for a in argv)
 
 # Ray job status -> record status
 STATUS: Mapping[Any, str] = {  # Ray's status (from JSON) -> ours
@@ -245,11 +265,13 @@ class RayBackend(Backend):
         # entrypoint and every worker inside it. This also writes .forge-runtime/ into the
         # job directory, so it must come before the package is built.
         env = without_credentials({str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()})
+        bound = binding_for(job_dir)
+        env[SPEC_ENV] = bound.spec_sha256  # Ray workers compare their jobspec.json with it
         name, data = build_package(job_dir)
         with self._client(address) as client:
             uri = client.upload_package(name, data)
             request = {
-                "entrypoint": launcher_command(),
+                "entrypoint": launcher_command(bound),
                 "runtime_env": {
                     "working_dir": uri,
                     "env_vars": env,

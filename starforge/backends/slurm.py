@@ -61,6 +61,7 @@ from ..credentials import without_credentials
 from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
 from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
+from .binding import Binding, binding_for
 
 SETTINGS = (
     "staging",
@@ -240,16 +241,18 @@ def sbatch_command(job_dir: Path, spec, settings: Mapping[str, Any], script: Pat
     return [*argv, *settings.get("sbatch_args", []), str(script), shared]
 
 
-def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
+def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Binding) -> str:
     """The sbatch script of one job (see the module docstring for its steps).
 
     It holds no ``#SBATCH`` line and no path of the job: the shared job directory is its
     first argument (:func:`sbatch_command`), the node-local directory a fresh ``mktemp -d``.
+    It does hold the job's *binding* (SPEC §9): slurmctld stores the script at submit, so
+    nothing written to the shared directory later changes the hashes the nodes check.
     """
     q = shlex.quote
     # The job's runtime zip under the node's python3: its entry resolves the job's Python
     # there and starts the launcher under it (SPEC §14); nothing of ours is installed.
-    run = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
+    run = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json" --spec-sha256 "$SPEC_SHA256"'
     opts = " ".join(q(o) for o in step_options(settings))
     if settings.get("container"):
         opts += (" " if opts else "") + '"--container-mounts=$CONTAINER_MOUNTS"'
@@ -269,6 +272,9 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
         "# The prepare step and the run share one attempt number (provenance file names).",
         'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
         'SHARED="$1"',
+        "# The binding of what was staged (sha256 of the runtime zip and of jobspec.json).",
+        f"RUNTIME_SHA256={binding.runtime_sha256}",
+        f"SPEC_SHA256={binding.spec_sha256}",
         f"BASE={node_base(settings)}",
         "# The node-local copy: an unpredictable name (mktemp -d, mode 0700) under the job's",
         "# TMPDIR, the same path on every node of the allocation (each node makes its own).",
@@ -280,7 +286,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
         *(['one_step() { srun --nodes=1 --ntasks=1 ' + opts + ' "$@"; }'] if opts and not per_node else []),
         "",
         "# 1. every node: a node-local read-only copy, verified (the launcher's --verify-only)",
-        "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" ' + " ".join(q(i) for i in JOB_ITEMS),
+        "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" "$RUNTIME_SHA256" "$SPEC_SHA256" ' + " ".join(q(i) for i in JOB_ITEMS),
         "code=$?",
         'if [ "$code" -eq 0 ]; then',
         "    # 2. the training entrypoint on the local copy; the launcher exports the bootstrap",
@@ -298,13 +304,13 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# bash -c '<this>' forge-prepare SHARED LOCAL ITEM...
+# bash -c '<this>' forge-prepare SHARED LOCAL RUNTIME_SHA256 SPEC_SHA256 ITEM...
 # LOCAL is the batch host's fresh `mktemp -d` name: this node makes it (mkdir fails on
 # anything already there) unless it is the batch host's own; either way it must be a real
 # directory, not a link, owned by this user, mode 0700 and empty — another user who
 # guessed or raced the name stops the job, and never gets the job's files or its exec.
 _PREPARE = r"""set -eu
-shared=$1; local=$2; shift 2
+shared=$1; local=$2; runtime_sha=$3; spec_sha=$4; shift 4
 mkdir -m 0700 "$local" 2>/dev/null || true
 if [ -L "$local" ] || [ ! -d "$local" ] || [ ! -O "$local" ] || [ "$(stat -c %a "$local")" != 700 ] \
    || [ -n "$(ls -A "$local")" ]; then
@@ -318,7 +324,14 @@ done
 for item in jobspec.json forge_plugins recipe; do
     if [ -e "$local/$item" ]; then chmod -R a-w "$local/$item"; fi
 done
-exec python3 "$local/.forge-runtime/starforge-runtime.zip" --spec "$local/jobspec.json" --verify-only
+# the zip cannot vouch for itself: checked here, on the private copy, before it runs
+zip="$local/.forge-runtime/starforge-runtime.zip"
+got=$(sha256sum "$zip" | cut -d' ' -f1)
+if [ "$got" != "$runtime_sha" ]; then
+    echo "error: $(hostname -s): the job's runtime zip $zip changed after staging: its sha256 is $got, the job was submitted with $runtime_sha" >&2
+    exit 10
+fi
+exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL
@@ -356,7 +369,7 @@ class SlurmBackend(Backend):
         out = job_dir / SLURM_DIR
         make_dirs(out)
         script = out / "job.sbatch"
-        atomic.write_file(script, batch_script(job_dir, spec, self.settings))
+        atomic.write_file(script, batch_script(job_dir, spec, self.settings, binding_for(job_dir)))
         # slurmctld stores the submit environment and --export=ALL hands it to every step:
         # sbatch runs without the credential variables.
         result = run_client(sbatch_command(job_dir, spec, self.settings, script), env=without_credentials())

@@ -88,7 +88,7 @@ ALIASES = {
 # group -> (summary, example); a command's summary is the first line of its docstring
 GROUPS = {
     "plugin": ("Author, check, pack, publish and fetch plugins.", "forge plugin init opsd-patch && forge plugin publish opsd-patch"),
-    "jobs": ("List, inspect, follow, cancel and delete submitted jobs.", "forge jobs list --json && forge jobs logs JOB_ID -f"),
+    "jobs": ("List, inspect, follow, cancel, replay and delete submitted jobs.", "forge jobs list --json && forge jobs logs JOB_ID -f"),
     "key": ("Manage signing keys.", "forge key generate --name release && forge key list"),
     "trust": ("Manage which keys are trusted for which owners.", "forge trust add alice ~/.config/starforge/keys/release.pub"),
     "bundle": ("Carry a locked experiment's plugins across an air gap in one file.",

@@ -56,7 +56,7 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     """
     paths = runtime_paths(job_dir)
     for folder in (paths["dir"], paths["bootstrap"]):  # never writable by others, whatever the umask
-        os.makedirs(folder, mode=0o755, exist_ok=True)
+        private_dir(folder)
     _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
     if not running_from(paths["zip"]):
         write_runtime_zip(paths["zip"])
@@ -65,6 +65,31 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     data = (format_json(dict(hyperparams)) + "\n").encode("utf-8")
     _write_if_changed(paths["hyperparams"], data)
     return paths
+
+
+def private_dir(path: str) -> None:
+    """Make *path* a directory of this user, writable by nobody else (SPEC §9).
+
+    A symlink there is refused (it would point the job's runtime, which every process
+    puts first on its path, anywhere), and so is a directory of another user or anything
+    that is not a directory; an existing one of ours that others may write is tightened.
+    Raises :class:`OSError` saying which.
+    """
+    import stat
+
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(f"{path} is a symbolic link; the job's runtime directory is never followed through one")
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(f"{path} is not a directory")
+    if st.st_uid != os.geteuid():
+        raise OSError(f"{path} belongs to another user (uid {st.st_uid})")
+    if st.st_mode & 0o022:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
 
 
 def job_environment(job_dir: str, spec_path: str, job_id: str, base: Mapping[str, str] | None = None) -> dict:

@@ -26,6 +26,7 @@ import sys
 
 MIN_VERSION = (3, 10)
 REQUIRES_EXIT = 11  # the launcher's "unmet requirement" exit code
+VERIFY_EXIT = 10  # the launcher's "verification failed"
 SPEC_EXIT = 2
 # The job's code directory on this node (see make_code_dir), and the key file in it that
 # says for which job and which runtime zip it was made; bootstrap/sitecustomize.py checks
@@ -208,14 +209,16 @@ def python_version(interpreter):
         raise JobPythonError("the job's Python %s did not report its version (got %r)" % (interpreter, text[:80]))
 
 
-def check_job_python(interpreter):
-    """Refuse a missing, non-executable or too old job's Python, naming it."""
+def check_job_python(interpreter, probe=True):
+    """Refuse a missing, non-executable or (with *probe*, asking it) too old job's Python."""
     if "$" in interpreter:
         raise JobPythonError("the job's Python %s names an environment variable not set on this node" % interpreter)
     if not os.path.exists(interpreter):
         raise JobPythonError("the job's Python %s does not exist on this node" % interpreter)
     if not _executable(interpreter):
         raise JobPythonError("the job's Python %s is not executable" % interpreter)
+    if not probe:
+        return None
     version = python_version(interpreter)
     if version < MIN_VERSION:
         raise JobPythonError(
@@ -225,11 +228,162 @@ def check_job_python(interpreter):
     return version
 
 
-def _write_status(job_dir, code, message):
+# -- proving the job's Python (SPEC §9) --------------------------------------------------
+#
+# A version probe proves nothing: anything executable can print "3.11". What must be true
+# is that the process the job runs is CPython >= 3.10 running our launcher. Where the
+# job's Python is the entry's own interpreter, the entry asks itself (no process started).
+# Otherwise the entry starts the launcher under it as a child, handing it a per-run nonce
+# and a pipe (FORGE_PYTHON_PROOF=<fd>:<nonce>); the launcher, first thing, checks its own
+# interpreter and writes the nonce back. No nonce by the time the pipe closes: exit 11.
+
+PROOF_ENV = "FORGE_PYTHON_PROOF"
+
+
+def supported_here():
+    """Whether this interpreter is CPython >= 3.10, by its own word (no process started)."""
+    implementation = getattr(sys, "implementation", None)
+    return getattr(implementation, "name", "") == "cpython" and tuple(sys.version_info[:2]) >= MIN_VERSION
+
+
+def describe_here():
+    implementation = getattr(sys, "implementation", None)
+    return "%s %d.%d" % (getattr(implementation, "name", "unknown"), sys.version_info[0], sys.version_info[1])
+
+
+def unsupported_message(interpreter):
+    return "the job's Python %s is %s; the StarForge launcher needs CPython %d.%d or newer" % (
+        (interpreter, describe_here()) + MIN_VERSION)
+
+
+def confirm_python():
+    """In the launcher: answer the entry's proof request; a message when this interpreter is
+    not CPython >= 3.10 (then nothing is confirmed), else None. The pipe never leaks to the
+    job's processes."""
+    value = os.environ.pop(PROOF_ENV, None)
+    if not value:
+        return None
+    fd_text, _, nonce = value.partition(":")
+    try:
+        fd = int(fd_text)
+    except ValueError:
+        return None
+    try:
+        if not supported_here():
+            return unsupported_message(sys.executable)
+        os.write(fd, nonce.encode("ascii"))
+        return None
+    except OSError:
+        return None
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def run_proven(interpreter, args, env):
+    """Run ``[interpreter] + args`` (the launcher) as a child that must prove it is CPython
+    >= 3.10 running the launcher; return its exit code (128+N for signal N).
+
+    Raises :class:`JobPythonError` when it never confirmed (whatever it exited with). Only
+    then is the interpreter probed, to say why. SIGTERM, SIGINT and SIGHUP are passed on.
+    """
+    import binascii
+    import signal
+    import subprocess
+
+    nonce = binascii.hexlify(os.urandom(16)).decode("ascii")
+    read_end, write_end = os.pipe()
+    env = dict(env)
+    env[PROOF_ENV] = "%d:%s" % (write_end, nonce)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        child = subprocess.Popen([interpreter] + list(args), env=env, pass_fds=(write_end,))
+    except OSError as exc:
+        os.close(read_end)
+        os.close(write_end)
+        raise JobPythonError("the job's Python %s cannot run: %s" % (interpreter, exc))
+    os.close(write_end)
+
+    def forward(signum, frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, forward)
+    try:
+        got = b""
+        while len(got) < 256:
+            chunk = os.read(read_end, 256)
+            if not chunk:
+                break
+            got += chunk
+        os.close(read_end)
+        code = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if got != nonce.encode("ascii"):
+        raise JobPythonError(_unproven_message(interpreter))
+    return 128 - code if code < 0 else code
+
+
+def _unproven_message(interpreter):
+    """Why *interpreter* did not confirm: too old when a probe says so, else not CPython."""
+    try:
+        version = python_version(interpreter)
+    except JobPythonError:
+        version = None
+    if version is not None and tuple(version) < MIN_VERSION:
+        return "the job's Python %s is %d.%d; the StarForge launcher needs Python %d.%d or newer" % (
+            (interpreter,) + tuple(version) + MIN_VERSION)
+    return ("the job's Python %s did not prove to be CPython %d.%d or newer running the StarForge launcher "
+            "(it never confirmed the entry's nonce)" % ((interpreter,) + MIN_VERSION))
+
+
+def _spec_binding_refusal(spec_path, data, argv):
+    """Why the JobSpec bytes *data* are not the ones bound by ``--spec-sha256`` in *argv*, or None.
+
+    The check of :mod:`.binding`, repeated: the entry does not import the ``starforge``
+    package (that would fix it to the zip before the job's code directory is on the path).
+    """
+    import hashlib
+
+    expected = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--spec-sha256" and i + 1 < len(argv):
+            expected = argv[i + 1]
+        elif arg.startswith("--spec-sha256="):
+            expected = arg[len("--spec-sha256="):]
+    if not expected:
+        return None
+    got = hashlib.sha256(data).hexdigest()
+    if got == expected:
+        return None
+    return "the JobSpec %s changed after staging: its sha256 is %s, the job was submitted with %s" % (spec_path, got, expected)
+
+
+def linked_job_path(job_dir):
+    """The job directory or its ``.forge-runtime`` (or ``bootstrap`` in it) when one is a symlink, else None."""
+    for path in (job_dir, os.path.join(job_dir, ".forge-runtime"), os.path.join(job_dir, ".forge-runtime", "bootstrap")):
+        if os.path.islink(path):
+            return path
+    return None
+
+
+def _write_status(job_dir, code, message, phase="requires"):
     """status.json as the launcher writes it, for a job that could not start its launcher."""
     path = os.path.join(job_dir, "status.json")
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    record = {"phase": "requires", "code": code, "plugin": None, "message": message}
+    record = {"phase": phase, "code": code, "plugin": None, "message": message}
     try:
         with open(tmp, "w") as f:
             json.dump(record, f, indent=2, sort_keys=True)
@@ -326,9 +480,22 @@ def main(argv=None):
         return SPEC_EXIT
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
+    linked = linked_job_path(job_dir)
+    if linked:
+        message = "%s is a symbolic link; a job directory and its runtime are never followed through one" % linked
+        sys.stderr.write("error: %s\n" % message)
+        return VERIFY_EXIT
     try:
         with open(spec_path, "rb") as f:
-            spec = json.loads(f.read().decode("utf-8"))
+            data = f.read()
+        # The JobSpec names the interpreter to start: bound to what was staged first
+        # (SPEC §9; binding.py does the same for the launcher and every other process).
+        refused = _spec_binding_refusal(spec_path, data, argv)
+        if refused:
+            sys.stderr.write("error: %s\n" % refused)
+            _write_status(job_dir, VERIFY_EXIT, refused, "verify")
+            return VERIFY_EXIT
+        spec = json.loads(data.decode("utf-8"))
         if not isinstance(spec, dict):
             raise ValueError("not a JSON object")
     except (IOError, OSError, ValueError) as exc:
@@ -343,8 +510,13 @@ def main(argv=None):
         return SPEC_EXIT
     recipe = os.path.join(job_dir, "recipe")
     interpreter, how = resolve_job_python(spec_python, entrypoint, recipe, sys.executable)
+    own = same_interpreter(interpreter, sys.executable)
     try:
-        check_job_python(interpreter)
+        if own:  # proven by asking this very interpreter: no process started
+            if not supported_here():
+                raise JobPythonError(unsupported_message(interpreter))
+        else:
+            check_job_python(interpreter, probe=False)  # proven below, by the launcher itself
     except JobPythonError as exc:
         message = str(exc)
         sys.stderr.write("error: %s\n" % message)
@@ -353,6 +525,7 @@ def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))  # the zip, when run as its __main__
     first = [here]
     os.environ.pop(CODE_DIR_ENV, None)  # only the directory made here, for this launch
+    os.environ.pop(PROOF_ENV, None)
     if os.path.isfile(here):
         try:
             code_dir = make_code_dir(here, job_dir, spec.get("id"))
@@ -365,7 +538,7 @@ def main(argv=None):
     os.environ["PYTHONPATH"] = os.pathsep.join(first + old)
     os.environ["FORGE_PYTHON"] = interpreter
     os.environ["FORGE_PYTHON_FROM"] = how
-    if same_interpreter(interpreter, sys.executable):
+    if own:
         # The job's Python is this interpreter: `-m starforge.launch` runs here, from the
         # code directory, without a second interpreter start (it exits with its code).
         import runpy
@@ -380,9 +553,16 @@ def main(argv=None):
         sys.argv[:] = [sys.argv[0] if sys.argv else "starforge.launch"] + argv
         runpy.run_module("starforge.launch", run_name="__main__", alter_sys=True)
         return 0
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(interpreter, [interpreter, "-m", "starforge.launch"] + argv, dict(os.environ))
+    # Another interpreter: the launcher runs as a child that must confirm the nonce.
+    try:
+        return run_proven(interpreter, ["-m", "starforge.launch"] + argv, dict(os.environ))
+    except JobPythonError as exc:
+        message = str(exc)
+        sys.stderr.write("error: %s\n" % message)
+        _write_status(job_dir, REQUIRES_EXIT, message)
+        return REQUIRES_EXIT
+    finally:
+        remove_own_code_dir()  # made here, under this pid: the child launcher leaves it
 
 
 if __name__ == "__main__":

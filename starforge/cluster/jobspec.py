@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from .digest import is_digest
-from .errors import SpecError
+from .errors import SpecError, VerificationError
 from .record import Record
 
 SCHEMA = "forge/jobspec/v1"
@@ -289,11 +289,28 @@ class JobSpec(Record):
         )
 
 
-def read_spec(path: str | os.PathLike) -> JobSpec:
-    """Read and validate ``jobspec.json``; any problem is a :class:`SpecError` (exit 2)."""
+# The JobSpec's sha256 bound at staging (SPEC §9 "Binding"), as every process of a job gets it.
+SPEC_SHA256_ENV = "FORGE_SPEC_SHA256"
+
+
+def read_spec(path: str | os.PathLike, sha256: str | None = None) -> JobSpec:
+    """Read and validate ``jobspec.json``; any problem is a :class:`SpecError` (exit 2).
+
+    With *sha256* (the job's binding, SPEC §9), the bytes parsed must hash to it, else
+    :class:`VerificationError` (exit 10).
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = parse_json(f.read())
+        with open(path, "rb") as f:
+            raw = f.read()
+        if sha256:
+            import hashlib
+
+            got = hashlib.sha256(raw).hexdigest()
+            if got != sha256:
+                raise VerificationError(
+                    f"the JobSpec {os.fspath(path)} changed after staging: its sha256 is {got}, the job was submitted with {sha256}"
+                )
+        data = parse_json(raw.decode("utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{os.fspath(path)}: no such JobSpec") from None
     except (OSError, ValueError) as exc:

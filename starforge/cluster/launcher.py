@@ -19,19 +19,23 @@ import sys
 from . import deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
+from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .child import run_child
-from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError
+from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .flags import apply_flags, in_process_form
-from .interpreter import remove_own_code_dir, runs_in_job_python
+from .interpreter import _spec_path, confirm_python, linked_job_path, remove_own_code_dir, runs_in_job_python
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
 
-USAGE = """usage: forge-launch --spec JOBSPEC [--verify-only | --plan LEDGER] [-- CMD ...]
+USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]
 
 Verify and install a job's plugins, then run its training entrypoint.
 
   --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
+  --spec-sha256 HEX
+                   the sha256 the JobSpec had at staging (backends pass it): the
+                   launcher and every process of the job refuse another (exit 10)
   --verify-only    verify every plugin and check its requirements, then stop:
                    nothing is imported or installed and no entrypoint runs
   --plan LEDGER    the load phase only (what 'forge plan' runs): verify, requires,
@@ -122,6 +126,7 @@ def _parse(argv: list[str]):
             raise _Usage("nothing after '--'")
     spec = None
     verify_only = False
+    bound = None
     plan_out = None
     rest = list(argv)
     while rest:
@@ -131,6 +136,10 @@ def _parse(argv: list[str]):
             raise SystemExit(0)
         if arg == "--verify-only":
             verify_only = True
+        elif arg == SPEC_ARG or arg.startswith(SPEC_ARG + "="):
+            bound = arg.split("=", 1)[1] if "=" in arg else (rest.pop(0) if rest else "")
+            if not is_sha256(bound):
+                raise _Usage(f"{SPEC_ARG} needs a sha256 (64 lowercase hex digits), got {bound!r}")
         elif arg == "--plan":
             if not rest:
                 raise _Usage("--plan needs a path (or '-' for stdout)")
@@ -149,7 +158,7 @@ def _parse(argv: list[str]):
         raise _Usage("--verify-only runs no command; drop '-- CMD ...'")
     if plan_out is not None and verify_only:
         raise _Usage("--plan and --verify-only are two different stops; give one")
-    return spec, cmd, verify_only, plan_out
+    return spec, cmd, verify_only, plan_out, bound
 
 
 class _Usage(Exception):
@@ -158,12 +167,26 @@ class _Usage(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    # First of all: confirm the node entry's nonce, proving this is CPython >= 3.10 (SPEC §9).
+    unsupported = confirm_python()
+    if unsupported:
+        say(f"error: {unsupported}")
+        spec_arg = _spec_path(argv)
+        if spec_arg and os.path.isdir(os.path.dirname(os.path.abspath(spec_arg))):
+            write_status(os.path.dirname(os.path.abspath(spec_arg)), "requires", RequirementError.exit_code, None, unsupported)
+        return RequirementError.exit_code
     try:
-        spec_arg, cmd, verify_only, plan_out = _parse(argv)
+        spec_arg, cmd, verify_only, plan_out, bound = _parse(argv)
     except _Usage as exc:
         say(f"error: {exc}")
         say("hint: forge-launch --spec JOBSPEC [--verify-only | --plan LEDGER] [-- CMD ...]")
         return 2
+    # The binding reaches every process of the job through the environment; one inherited
+    # from elsewhere (another job's) never binds this launch.
+    if bound:
+        os.environ[SPEC_ENV] = bound
+    else:
+        os.environ.pop(SPEC_ENV, None)
     _drop_launcher_path_entry()
     try:
         return launch(spec_arg, cmd, verify_only=verify_only, argv=argv, plan_out=plan_out)
@@ -221,6 +244,10 @@ def launch(
 
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
+    linked = linked_job_path(job_dir)
+    if linked:  # nothing is written through it either: no status.json
+        say(f"error: {linked} is a symbolic link; a job directory and its runtime are never followed through one")
+        return VerificationError.exit_code
     moved = _into_job_python(spec_path, job_dir, cmd, argv)  # returns only when this is the job's Python
     if moved is not None:
         return _fail(job_dir, moved)
@@ -327,12 +354,14 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
     is the job's Python (the ``python  :`` line says which it is and why).
     """
     from .environment import runtime_paths
-    from .interpreter import JobPythonError, check_job_python, resolve_job_python, same_interpreter
+    from .interpreter import JobPythonError, check_job_python, resolve_job_python, run_proven, same_interpreter
 
     try:
-        spec = read_spec(spec_path)
+        spec = read_spec(spec_path, os.environ.get(SPEC_ENV))
     except SpecError:
         return None  # load_job reports it, with the launch's usual status
+    except VerificationError as exc:
+        return LaunchFailure(VerificationError, None, str(exc))
     entrypoint = list(cmd) if cmd else list(spec.entrypoint)
     recipe = os.path.join(job_dir, "recipe")
     python, how = resolve_job_python(spec.python, entrypoint, recipe, sys.executable)
@@ -342,7 +371,7 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
         say(f"python  : {sys.executable} ({'.'.join(map(str, sys.version_info[:3]))}, {_PYTHON_FROM[how]})")
         return None
     try:
-        check_job_python(python)
+        check_job_python(python, probe=False)
     except JobPythonError as exc:
         return LaunchFailure(RequirementError, None, str(exc))
     if argv is None or os.environ.get("FORGE_PYTHON") == python:
@@ -351,10 +380,12 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
     env = dict(os.environ, FORGE_PYTHON=python, FORGE_PYTHON_FROM=how)
     if os.path.isfile(job_zip):
         env["PYTHONPATH"] = os.pathsep.join([job_zip] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != job_zip])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(python, [python, "-m", "starforge.launch", *argv], env)
-    return None  # not reached
+    # Started as a child that must prove itself CPython >= 3.10 running the launcher.
+    try:
+        code = run_proven(python, ["-m", "starforge.launch", *argv], env)
+    except JobPythonError as exc:
+        return LaunchFailure(RequirementError, None, str(exc))
+    raise SystemExit(code)
 
 
 _PYTHON_FROM = {"spec": "forge.yaml python", "entrypoint": "named by the entrypoint", "default": "the backend's default"}

@@ -140,11 +140,19 @@ class SnapshotLoader:
 
 class SnapshotResources:
     """``importlib.resources`` for a package of the snapshot: the files below its directory,
-    read through the snapshot (hashed there in a worker), never through a disk path."""
+    read through the snapshot (hashed there in a worker), never through a disk path.
+
+    ``files()`` makes it a reader importlib.resources uses natively, so nested resources
+    (``files(pkg) / "data" / "x.json"``) work; without it, importlib wraps the legacy
+    methods below, which know only the package's own directory ("Can't open orphan path").
+    """
 
     def __init__(self, contents: Mapping[str, bytes], prefix: str) -> None:
-        self._snapshot = contents  # not "files": importlib.resources takes a reader with files() as traversable
+        self._snapshot = contents
         self.prefix = prefix  # the package directory's relative path and "/", or ""
+
+    def files(self) -> "SnapshotPath":
+        return SnapshotPath(self._snapshot, self.prefix.rstrip("/"))
 
     def open_resource(self, resource: str):
         import io
@@ -167,6 +175,71 @@ class SnapshotResources:
             if rel.startswith(self.prefix):
                 names.add(rel[len(self.prefix):].partition("/")[0])
         return iter(sorted(names))
+
+
+class SnapshotPath:
+    """A file or directory of the verified snapshot, as ``importlib.resources`` traverses it
+    (the ``Traversable`` protocol, duck-typed). Every read goes through the snapshot; it has
+    no file-system path (``importlib.resources.as_file`` makes a copy of the checked bytes)."""
+
+    def __init__(self, snapshot: Mapping[str, bytes], rel: str) -> None:
+        self._snapshot = snapshot
+        self._rel = rel  # "a/b/c.json", "" for the plugin's root; never with a leading or trailing "/"
+
+    @property
+    def name(self) -> str:
+        return self._rel.rpartition("/")[2]
+
+    def _below(self) -> str:
+        return self._rel + "/" if self._rel else ""
+
+    def is_file(self) -> bool:
+        return self._rel in self._snapshot
+
+    def is_dir(self) -> bool:
+        below = self._below()
+        return not self.is_file() and any(rel.startswith(below) for rel in self._snapshot)
+
+    def iterdir(self):
+        if not self.is_dir():
+            raise NotADirectoryError(f"{self._rel or '.'}: not a directory of the verified plugin tree")
+        below = self._below()
+        names = sorted({rel[len(below):].partition("/")[0] for rel in self._snapshot if rel.startswith(below)})
+        return iter([SnapshotPath(self._snapshot, below + name) for name in names])
+
+    def joinpath(self, *descendants: str) -> "SnapshotPath":
+        import posixpath
+
+        rel = posixpath.normpath(posixpath.join(self._rel or ".", *[str(d) for d in descendants]))
+        if rel == ".":
+            rel = ""
+        if rel.startswith(("../", "/")) or rel == "..":
+            rel = "\0outside"  # names nothing of the tree: reads fail as not found
+        return SnapshotPath(self._snapshot, rel)
+
+    def __truediv__(self, child: str) -> "SnapshotPath":
+        return self.joinpath(child)
+
+    def open(self, mode: str = "r", *args, **kwargs):
+        import io
+
+        if mode not in ("r", "rb", "rt"):
+            raise ValueError(f"{self._rel}: plugin resources are read-only (mode {mode!r})")
+        if not self.is_file():
+            raise FileNotFoundError(f"{self._rel or '.'}: not a file of the verified plugin tree")
+        stream = io.BytesIO(self._snapshot[self._rel])
+        return stream if "b" in mode else io.TextIOWrapper(stream, *args, **kwargs)
+
+    def read_bytes(self) -> bytes:
+        with self.open("rb") as f:
+            return f.read()
+
+    def read_text(self, encoding: str | None = None, errors: str | None = None) -> str:
+        with self.open("r", encoding=encoding, errors=errors) as f:
+            return f.read()
+
+    def __repr__(self) -> str:
+        return f"<verified plugin resource {self._rel or '.'!r}>"
 
 
 class SnapshotFinder:

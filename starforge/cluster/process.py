@@ -11,11 +11,11 @@ import sys
 import threading
 
 from . import deferred
-from .errors import LaunchFailure, SpecError
+from .errors import LaunchFailure, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .interpreter import same_interpreter
 from .job import Job
-from .jobspec import read_spec
+from .jobspec import SPEC_SHA256_ENV, read_spec
 from .ray_init import watch_ray_init
 
 _job: Job | None = None
@@ -32,7 +32,12 @@ def load_job(job_dir: str, spec_path: str, role: str) -> Job:
     with _boot_lock:
         if _job is not None:
             return _job
-        spec = read_spec(spec_path)
+        # Before its per-file map is trusted, the JobSpec must be the one the job was
+        # submitted with (SPEC §9 "Binding"): the hash came over the backend's channel.
+        try:
+            spec = read_spec(spec_path, os.environ.get(SPEC_SHA256_ENV))
+        except VerificationError as exc:
+            raise LaunchFailure(VerificationError, None, str(exc)) from None
         _job = Job(os.path.abspath(job_dir), os.path.abspath(spec_path), spec, role)
         return _job
 

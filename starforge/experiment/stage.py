@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..backends.binding import bind_staged
 from ..cluster.digest import digest_of_map, file_map, tree_digest
 from ..cluster.environment import prepare_runtime
 from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
@@ -178,6 +179,8 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
         prepare_runtime(str(tmp), plan.spec.hyperparams)
         for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
             make_read_only(path)
+        # What the backend hands the job over its own channel (SPEC §9 "Binding").
+        bind_staged(tmp, job_dir)
         os.rename(tmp, job_dir)
     except BaseException:
         remove_tree(tmp)

@@ -471,3 +471,39 @@ def test_the_shadowing_hint_names_a_module_that_would_pass(tmp_path, capsys):
     nameless = make_plugin(tmp_path / "q", "schema: [", files={"types.py": EAGER})
     code, out, err = run_cli(capsys, "plugin", "check", str(nameless))
     assert "shadows the standard-library module" in err and "opsd_patch" not in err
+
+
+FILE_READS = {
+    "opsd_patch/__init__.py": """\
+        import json
+        import os
+        from pathlib import Path
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        TABLE = os.path.join(HERE, "table.json")
+
+
+        def install(params):
+            with open(os.path.join(os.path.dirname(__file__), "a.json")) as f:
+                json.load(f)
+            json.load(open(TABLE))
+            (Path(__file__).parent / "b.txt").read_text()
+            with open("/etc/hostname") as f:  # not the plugin's own file: not this check's business
+                f.read()
+            from importlib.resources import files
+            (files(__package__) / "conf" / "c.json").read_text()  # the way to do it: hashed
+    """,
+}
+
+
+def test_reads_through_paths_built_from_file_are_a_warning_pointing_to_importlib_resources(tmp_path, capsys):
+    root = make_plugin(tmp_path / "p", MANIFEST, FILE_READS)
+    report = check_plugin(root)
+    assert report.ok, report.errors
+    reads = [w for w in report.warnings if w.code == "file-read"]
+    assert [(w.path, w.line) for w in reads] == [("opsd_patch/__init__.py", 10), ("opsd_patch/__init__.py", 12),
+                                                   ("opsd_patch/__init__.py", 13)]
+    assert all("not hashed" in w.message and "importlib.resources" in w.hint for w in reads)
+    code, out, err = run_cli(capsys, "plugin", "check", str(root))
+    assert code == 0 and "[file-read]" in out + err
+    assert check_plugin(root, strict=True).errors  # --strict makes it an error, like every warning

@@ -93,7 +93,13 @@ def alive(pids: list[int]) -> list[int]:
     return out
 
 
-def terminate(pids: list[int], grace: float = 10.0) -> None:
+# A test cluster is thrown away with its temp dir: nothing in it needs an orderly shutdown.
+# Ray's raylet and gcs_server take about 10 s to act on SIGTERM, so a longer grace made every
+# run 10 s longer per Ray head (charged to whichever test happened to run last).
+TEARDOWN_GRACE = 2.0
+
+
+def terminate(pids: list[int], grace: float = TEARDOWN_GRACE) -> None:
     """SIGTERM *pids*, then SIGKILL whatever is still alive after *grace* seconds."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in alive(pids):
@@ -184,6 +190,9 @@ def ray_head():
     env.update(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # else --node-ip-address 127.0.0.1 is replaced
         RAY_USAGE_STATS_ENABLED="0",
+        # The raylet's registration may take longer than Ray's default wait on a loaded machine
+        # (several test runs at once): wait, rather than fail every Ray test of the run.
+        RAY_raylet_start_wait_time_s="180",
         # Token auth, explicitly: Ray turns it on by itself when ~/.ray/auth_token exists,
         # so the tests pin the mode and the token rather than depend on the home directory.
         RAY_AUTH_MODE="token",
@@ -399,8 +408,12 @@ def other_user():
     name = "sfother"
     try:
         pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    except KeyError:  # another test process may be adding it at the same moment: then it exists after
+        made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], capture_output=True, text=True)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            pytest.fail(f"useradd {name} failed: {made.stderr.strip()}")
     entry = pwd.getpwnam(name)
 
     def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:

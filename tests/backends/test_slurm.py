@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from starforge.backends.base import wait
+from starforge.backends.binding import Binding
 from starforge.backends.slurm import _PREPARE, JOB_ITEMS, SlurmBackend, batch_script, query_state, sbatch_command
 from starforge.errors import BackendError, ManifestError
 from starforge.experiment.submit import submit_experiment
@@ -164,7 +165,8 @@ def test_batch_script_and_settings(tmp_path):
 
     spec = JobSpec.from_dict(example())
     settings = {"launch": "per-node", "nodes": 2, "partition": "gpu", "time": "01:00:00", "sbatch_args": ["--qos=high"]}
-    text = batch_script(tmp_path / "job dir", spec, settings)
+    bound = Binding("a" * 64, "b" * 64)
+    text = batch_script(tmp_path / "job dir", spec, settings, bound)
     # No value of the job in the script: sbatch reads #SBATCH lines itself, so the job's
     # paths and names are sbatch arguments, the shared directory the script's argument.
     assert "#SBATCH" not in text and str(tmp_path) not in text and spec.name not in text
@@ -173,16 +175,18 @@ def test_batch_script_and_settings(tmp_path):
     assert f"--output={tmp_path}/job dir/slurm/output.log" in argv and f"--chdir={tmp_path}/job dir" in argv
     assert {"--nodes=2", "--partition=gpu", "--time=01:00:00", f"--job-name={spec.name}", "--export=ALL"} <= set(argv)
     assert "--output=/j/%%j%%u/slurm/output.log" in sbatch_command(Path("/j/%j%u"), spec, {}, Path("/s"))
-    entry = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json"'
+    entry = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json" --spec-sha256 "$SPEC_SHA256"'
     assert f"on_each_node {entry}" in text
-    assert 'exec python3 "$local/.forge-runtime/starforge-runtime.zip" --spec "$local/jobspec.json" --verify-only' in text
+    assert 'exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only' in text
+    # the binding is in the script slurmctld stores at submit
+    assert f"\nRUNTIME_SHA256={'a' * 64}\nSPEC_SHA256={'b' * 64}\n" in text
     assert 'BASE="${TMPDIR:-/tmp}"' in text and 'LOCAL=$(mktemp -d "$BASE/starforge-${SLURM_JOB_ID:-job}.XXXXXXXXXX")' in text
-    assert "BASE=/local/scratch\n" in batch_script(tmp_path, spec, {"node_dir": "/local/scratch"})
-    once = batch_script(tmp_path, spec, {"launch": "once"})
+    assert "BASE=/local/scratch\n" in batch_script(tmp_path, spec, {"node_dir": "/local/scratch"}, bound)
+    once = batch_script(tmp_path, spec, {"launch": "once"}, bound)
     assert f"\n    {entry}" in once and "one_step" not in once
     # srun options and a container image apply to every step, the single run included
     boxed = batch_script(tmp_path, spec, {"launch": "once", "container": "nvcr.io/rl:24.05",
-                                          "srun_args": ["--mpi=none"], "container_mounts": ["/data:/data"]})
+                                          "srun_args": ["--mpi=none"], "container_mounts": ["/data:/data"]}, bound)
     opts = '--mpi=none --container-image=nvcr.io/rl:24.05 "--container-mounts=$CONTAINER_MOUNTS"'
     assert 'CONTAINER_MOUNTS="$SHARED:$SHARED,$BASE:$BASE,/data:/data"' in boxed
     assert f"--kill-on-bad-exit=1 {opts} \"$@\"; }}" in boxed
@@ -301,7 +305,7 @@ def test_the_prepare_step_refuses_a_node_dir_it_does_not_own(slurm_job_env, tmp_
         local.mkdir()
         local.chmod(0o770)
     proc = subprocess.run(
-        ["srun", "--nodes=1", "--ntasks=1", "bash", "-c", _PREPARE, "forge-prepare", str(shared), str(local), *JOB_ITEMS],
+        ["srun", "--nodes=1", "--ntasks=1", "bash", "-c", _PREPARE, "forge-prepare", str(shared), str(local), "0" * 64, "0" * 64, *JOB_ITEMS],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
     )  # fmt: skip
     assert proc.returncode == 10, proc.stdout + proc.stderr

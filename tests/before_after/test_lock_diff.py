@@ -207,3 +207,22 @@ def test_plugin_diff_on_oci(project, oci_server):
     doc = json.loads(project.forge("plugin", "diff", "alice/opsd-patch@1.2.0", "@1.3.0", "--json", ok=False).stdout)
     assert doc["fields"]["files"]["changed"] == ["opsd_patch.py", "plugin.yaml"]
     assert "+    return 'v13'" in doc["diff"]
+
+
+def test_an_old_schema_lock_and_no_git_repository(bumped, tmp_path):
+    data = json.loads(bumped.lock.read_text())
+    data["schema"] = "forge/lock/v1"
+    for entry in data["plugins"]:
+        entry["signature"] = {"status": "unsigned"}
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(data))
+    run = bumped.forge("lock", "diff", str(old), str(bumped.lock), ok=False)
+    assert run.returncode == 15
+    assert run.stderr.splitlines()[0] == f"error: {old} is a forge/lock/v1 lock; the diff compares plugins.lock.json files of the current schema"
+    assert run.stderr.splitlines()[1].startswith("hint: rewrite it with 'forge lock'")
+    elsewhere = tmp_path / "not-a-repo"
+    elsewhere.mkdir()
+    shutil.copy(bumped.lock, elsewhere / "plugins.lock.json")
+    run = bumped.forge("lock", "diff", cwd=elsewhere, ok=False)
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[0] == f"error: --git HEAD: {elsewhere} is not in a git repository"

@@ -522,6 +522,14 @@ def config_bound():
         main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
     assert cfg.actor_rollout_ref.actor.loss_scale_factor == 24, cfg.actor_rollout_ref.actor.loss_scale_factor
     assert "verl-dr-grpo: actor loss_scale_factor set to rollout.response_length=24" in err.getvalue(), err.getvalue()
+    # the worker's actor config, built from that config as verl's engine worker builds it, carries the bound
+    # to verl's loss: the hand case's token sums over 4 responses x 24
+    from verl.utils.config import omega_conf_to_dataclass
+
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    with redirect_stderr(io.StringIO()):
+        loss, _ = run_ppo_loss(v1_mini_batch(micro_batch_size_per_gpu=2), actor, hand_leaf())
+    assert type(actor).__name__ == "FSDPActorConfig" and close(loss, -2.25 / 4 / 24), (type(actor), loss)
     cfg = config(loss_scale_factor=24)
     with redirect_stderr(io.StringIO()):
         main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
@@ -536,8 +544,8 @@ def config_bound():
     with redirect_stderr(io.StringIO()):
         main_ppo.validate_config(cfg, use_reference_policy=False, use_critic=False)
     assert cfg.actor_rollout_ref.actor.loss_scale_factor is None  # another loss: left alone
-    print("config: loss_scale_factor filled from rollout.response_length=24, accepted when equal, "
-          "refused when it differs; other losses untouched")
+    print(f"config: loss_scale_factor filled from rollout.response_length=24 (worker loss {loss!r} = -2.25/4/24), "
+          "accepted when equal, refused when it differs; other losses untouched")
 
 
 FIXED_MODE = "seq-mean-token-sum-norm"

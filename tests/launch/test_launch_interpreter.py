@@ -42,10 +42,12 @@ def venv(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def test_entry_parses_on_old_interpreters():
-    # The entry runs under any python3 of the node: a 3.6 interpreter must get our exit 11,
-    # not a SyntaxError from f-strings, annotations or the walrus.
-    tree = ast.parse(SOURCE.read_text(), feature_version=(3, 4))
+@pytest.mark.parametrize("source", [SOURCE, SOURCE.parent / "binding.py"], ids=["interpreter", "binding"])
+def test_entry_parses_on_old_interpreters(source: Path):
+    # The entry (and the binding check it imports) runs under any python3 of the node: a
+    # 3.6 interpreter must get our exit 11, not a SyntaxError from f-strings, annotations
+    # or the walrus.
+    tree = ast.parse(source.read_text(), feature_version=(3, 4))
     for node in ast.walk(tree):
         assert not isinstance(node, (ast.JoinedStr, ast.NamedExpr, ast.AnnAssign)), ast.dump(node)[:80]
         if isinstance(node, ast.arg):
@@ -151,3 +153,119 @@ def test_node_entry_refuses_an_unreadable_spec(tmp_path: Path):
     assert proc.returncode == 2 and "cannot read the JobSpec" in proc.stderr
     proc = subprocess.run([sys.executable, str(SOURCE)], capture_output=True, text=True)
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+# -- proving the job's Python (SPEC §9): CPython >= 3.10, not what answers a probe ------------
+
+
+def _entry_job(tmp_path: Path, python: str | None, entrypoint=("python", "-c", "print('TRAINED')")) -> Path:
+    """A job with a runtime zip the node entry runs from, and a plugin-less spec."""
+    from starforge.cluster import runtime_zip
+    from starforge.cluster.jobspec import SCHEMA, JobSpec, write_spec
+
+    job = tmp_path / "job"
+    (job / "recipe").mkdir(parents=True)
+    (job / "forge_plugins").mkdir()
+    (job / ".forge-runtime").mkdir()
+    runtime_zip.write_runtime_zip(str(job / ".forge-runtime" / "starforge-runtime.zip"))
+    data = {"schema": SCHEMA, "id": "proof-1", "name": "proof", "created": "2026-11-29T12:00:00Z",
+            "entrypoint": list(entrypoint), "hyperparams": {}, "plugins": [], "recipe": {"plugins": []},
+            "core_version": "0.1.0", "backend": "local", "extra": {}}  # fmt: skip
+    if python:
+        data["python"] = python
+    write_spec(JobSpec.from_dict(data), job / "jobspec.json")
+    return job
+
+
+def _run_entry(job: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, str(job / ".forge-runtime" / "starforge-runtime.zip"), "--spec", str(job / "jobspec.json")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+
+
+def test_a_python_that_answers_the_probe_but_is_not_cpython_is_exit_11(tmp_path: Path):
+    # It answers "3.11" to the version probe, and instead of the launcher it "trains" and
+    # exits 0: before, the job succeeded with no plugin checked. It never confirms the
+    # entry's nonce, so the job is an unmet requirement.
+    marker = tmp_path / "impostor-ran"
+    impostor = _script(tmp_path / "fake" / "python3", f"#!/bin/sh\ncase \"$*\" in *version_info*) printf 3.11; exit 0;; esac\ntouch {marker}\nexit 0\n")
+    job = _entry_job(tmp_path, str(impostor))
+    proc = _run_entry(job)
+    assert proc.returncode == 11, proc.stdout + proc.stderr
+    assert f"the job's Python {impostor} did not prove to be CPython 3.10 or newer running the StarForge launcher" in proc.stderr
+    assert marker.exists()  # it did run; what changed is that the job does not pass as launched
+    status = json.loads((job / "status.json").read_text())
+    assert (status["phase"], status["code"]) == ("requires", 11)
+
+
+def test_a_real_cpython_elsewhere_confirms_and_runs_the_launcher(tmp_path: Path, venv: Path):
+    job = _entry_job(tmp_path, str(venv / "python"))
+    proc = _run_entry(job)
+    assert proc.returncode == 0, proc.stderr
+    assert "TRAINED" in proc.stdout
+    assert f"python  : {venv / 'python'}" in proc.stderr
+    assert "FORGE_PYTHON_PROOF" not in json.dumps(dict(os.environ))  # (nothing leaked into this process)
+
+
+def test_the_nonce_never_reaches_the_trainer(tmp_path: Path, venv: Path):
+    job = _entry_job(tmp_path, str(venv / "python"),
+                     ("python", "-c", "import os; print('PROOF', os.environ.get('FORGE_PYTHON_PROOF'))"))
+    proc = _run_entry(job)
+    assert proc.returncode == 0, proc.stderr
+    assert "PROOF None" in proc.stdout
+
+
+def test_the_entrys_own_interpreter_is_asked_without_starting_one(tmp_path: Path, monkeypatch):
+    # The job's Python is the entry's own: its own sys.implementation decides, no process starts.
+    import types
+
+    job = _entry_job(tmp_path, None)
+    from starforge.cluster import binding  # noqa: F401  (imported before the interpreter's name changes)
+
+    monkeypatch.setattr(sys, "implementation", types.SimpleNamespace(**{**vars(sys.implementation), "name": "pypy"}))
+    started = []
+    monkeypatch.setattr("subprocess.Popen", lambda *a, **k: started.append(a) or (_ for _ in ()).throw(AssertionError("started")))
+    assert interpreter.main(["--spec", str(job / "jobspec.json")]) == 11
+    assert started == []
+    status = json.loads((job / "status.json").read_text())
+    assert status["code"] == 11 and "is pypy" in status["message"] and "needs CPython 3.10" in status["message"]
+
+
+# -- the job directory and .forge-runtime are never followed through a symlink ----------------
+
+
+@pytest.mark.parametrize("linked", [".forge-runtime", "job"])
+def test_a_symlinked_runtime_or_job_directory_is_refused(tmp_path: Path, linked: str):
+    job = _entry_job(tmp_path / "real", None)
+    if linked == "job":
+        link = tmp_path / "job-link"
+        link.symlink_to(job)
+        job = link
+    else:
+        elsewhere = tmp_path / "elsewhere"
+        (job / ".forge-runtime").rename(elsewhere)
+        (job / ".forge-runtime").symlink_to(elsewhere)
+    for argv in ([sys.executable, str(job / ".forge-runtime" / "starforge-runtime.zip")], [sys.executable, "-m", "starforge.launch"]):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+        proc = subprocess.run([*argv, "--spec", str(job / "jobspec.json")], capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 10, proc.stderr
+        assert "is a symbolic link; a job directory and its runtime are never followed through one" in proc.stderr
+        assert "TRAINED" not in proc.stdout
+
+
+def test_a_world_writable_runtime_directory_is_tightened_and_anothers_refused(tmp_path: Path):
+    from starforge.cluster.environment import prepare_runtime
+
+    job = _entry_job(tmp_path, None)
+    (job / ".forge-runtime").chmod(0o777)
+    (job / ".forge-runtime" / "bootstrap").mkdir(mode=0o777)
+    (job / ".forge-runtime" / "bootstrap").chmod(0o777)
+    prepare_runtime(str(job), {})
+    assert (job / ".forge-runtime").stat().st_mode & 0o777 == 0o755
+    assert (job / ".forge-runtime" / "bootstrap").stat().st_mode & 0o777 == 0o755
+    if os.geteuid() == 0:  # another user's directory is not ours to use
+        os.chown(job / ".forge-runtime", 65534, 65534)
+        with pytest.raises(OSError, match="belongs to another user"):
+            prepare_runtime(str(job), {})

@@ -21,6 +21,7 @@ BULKY = {
         "bulky/__init__.py": "def install(params):\n    pass\n",
         "bulky/helpers.py": "VALUE = 'helpers'\n",
         "bulky/data.txt": "data\n",
+        "bulky/conf/deep/x.json": '{"k": 1}\n',
         "bulky/big.bin": "x" * BIG,
     },
 }
@@ -141,6 +142,53 @@ def test_data_file_read_through_importlib_resources_is_hashed(builder):
     assert worker_record(job)["plugins"][0]["hashed_files"] == ["bulky/__init__.py", "bulky/data.txt"]
     job, result = run(builder, "change", READ_RESOURCE, "bulky/data.txt")
     assert_stopped(job, result, "changed: bulky/data.txt")
+
+
+# Nested resources: importlib.resources used to wrap the snapshot's legacy reader, which
+# knows only the package's own directory ("Can't open orphan path").
+READ_NESTED = (
+    "import importlib.resources as r\n"
+    "conf = r.files('bulky') / 'conf'\n"
+    "print('ran', (conf / 'deep' / 'x.json').read_text().strip(), ','.join(p.name for p in conf.iterdir()),\n"
+    "      r.files('bulky').joinpath('conf/deep/x.json').is_file(), (conf / 'deep').is_dir())\n"
+    "with r.as_file(conf / 'deep' / 'x.json') as copy:\n"
+    "    print('copy', open(copy).read().strip())\n"
+)
+
+
+def test_nested_resources_are_read_through_the_snapshot_and_hashed(builder):
+    job, result = run(builder, "none", READ_NESTED)
+    assert "child exit 0" in result.stdout, result.stderr
+    assert """ran {"k": 1} deep True True""" in result.stdout and """copy {"k": 1}""" in result.stdout
+    assert "bulky/conf/deep/x.json" in worker_record(job)["plugins"][0]["hashed_files"]
+    job, result = run(builder, "change", READ_NESTED, "bulky/conf/deep/x.json")
+    assert_stopped(job, result, "changed: bulky/conf/deep/x.json")
+
+
+def test_nested_resources_in_the_launchers_snapshot(tmp_path):
+    import importlib.resources
+    import sys
+
+    from starforge.cluster.loader import SnapshotFinder
+
+    contents = {"nestpkg/__init__.py": b"", "nestpkg/data/a/b.txt": b"deep", "nestpkg/top.txt": b"top"}
+    finder = SnapshotFinder(str(tmp_path / "nestpkg-root"), contents, ["nestpkg"])
+    sys.meta_path.insert(0, finder)
+    try:
+        import nestpkg  # noqa: F401
+
+        root = importlib.resources.files("nestpkg")
+        assert (root / "data" / "a" / "b.txt").read_bytes() == b"deep"
+        assert root.joinpath("top.txt").read_text() == "top"
+        assert sorted(p.name for p in root.iterdir()) == ["__init__.py", "data", "top.txt"]
+        assert not (root / ".." / ".." / "etc" / "passwd").is_file()  # nothing outside the tree
+        with pytest.raises(FileNotFoundError):
+            (root / "data" / "missing.txt").read_bytes()
+        with pytest.raises(ValueError, match="read-only"):
+            (root / "top.txt").open("w")
+    finally:
+        sys.meta_path.remove(finder)
+        sys.modules.pop("nestpkg", None)
 
 
 def test_a_worker_cannot_catch_the_mismatch(builder):

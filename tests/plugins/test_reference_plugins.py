@@ -121,6 +121,15 @@ def test_dr_grpo_advantages_are_mean_centred_without_std(alg):
     assert alg.ADVANTAGE_ESTIMATORS["grpo"](REWARDS, 8, 1e-6) == CENTRED
 
 
+def test_dr_grpo_advantages_of_degenerate_groups_are_zero(alg):
+    install("dr-grpo")
+    # an all-equal group is centred to 0 (no std to divide by); the other group keeps r - mean
+    rewards = [0.75] * 4 + [1.0, 0.0, 0.5, 0.5]
+    assert alg.compute_advantages(rewards, 4) == [0.0] * 4 + [0.5, -0.5, 0.0, 0.0]
+    # groups of one: r - mean(group) = r - r
+    assert alg.ADVANTAGE_ESTIMATORS["grpo"]([1.0, 0.25, 0.0], 1, 1e-6) == [0.0, 0.0, 0.0]
+
+
 def test_dr_grpo_reduction_divides_by_the_generation_bound_the_trainer_passes(alg, capsys):
     install("dr-grpo")
     losses = [[1.0, 2.0, 3.0], [4.0]]

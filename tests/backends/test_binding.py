@@ -1,0 +1,204 @@
+"""Binding what was staged to what runs (SPEC §9 "Binding"), on every backend.
+
+At staging the laptop computes the sha256 of the runtime zip and of jobspec.json; each
+backend hands them to the job over its own channel (local: the launcher's arguments;
+Slurm: the batch script slurmctld stores; Ray: the entrypoint and runtime_env fixed at
+submission). A zip changed after staging never runs; a JobSpec changed after staging is
+refused by the launcher, and by any process of the job that reads it later (exit 10).
+Real local supervisor, real one-node Slurm, real loopback Ray.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from starforge.backends.base import wait
+from starforge.backends.local import LocalBackend
+from starforge.backends.ray import RayBackend
+from starforge.backends.slurm import SlurmBackend
+from starforge.backends.store import JobStore
+from starforge.experiment.lock import open_experiment_registry
+from starforge.experiment.stage import load_plan, stage_job
+
+BIN = Path(sys.executable).parent
+BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}
+
+# A trainer that, once running, rewrites the job's jobspec.json (as anything that can
+# write the staged directory could) and then starts a Python process of the job: that
+# process must refuse the changed spec before trusting its per-file map.
+TAMPER_THEN_SPAWN = '''\
+import os
+import subprocess
+import sys
+
+spec = os.environ["FORGE_JOBSPEC"]
+os.chmod(spec, 0o644)
+with open(spec) as f:
+    text = f.read()
+with open(spec, "w") as f:
+    f.write(text.replace('"patched"', '"evil"'))
+child = subprocess.run([sys.executable, "-c", "from workload import algo; print(algo.tag())"], capture_output=True, text=True)
+print("CHILD %d %s" % (child.returncode, " ".join((child.stdout + child.stderr).split())), flush=True)
+'''
+
+# The same inside a Ray job: the task's worker process is started after the change.
+RAY_TAMPER_THEN_TASK = '''\
+import os
+
+import ray
+
+spec = os.environ["FORGE_JOBSPEC"]
+os.chmod(spec, 0o644)
+with open(spec) as f:
+    text = f.read()
+with open(spec, "w") as f:
+    f.write(text.replace('"patched"', '"evil"'))
+
+
+@ray.remote(max_retries=0)
+def task():
+    from workload import algo
+
+    return algo.tag()
+
+
+ray.init()
+try:  # a worker that refuses the job dies at start-up: Ray may retry it rather than fail the task
+    print("TASK ok " + ray.get(task.remote(), timeout=90), flush=True)
+except Exception as exc:
+    print("TASK failed " + type(exc).__name__, flush=True)
+'''
+
+
+@pytest.fixture
+def on_backend(request, monkeypatch, tmp_path):
+    """``(name, fixtures)`` for the backend under test, its engine started and configured."""
+    name = request.param
+    if name == "slurm":
+        request.getfixturevalue("slurm_env")
+        monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
+    elif name == "ray":
+        request.getfixturevalue("ray_client")
+    return name
+
+
+def _stage(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str, files: dict | None = None):
+    settings = {"staging": str(tmp_path / "shared")} if backend_name == "slurm" else None
+    exp = make_experiment(entrypoint, backend_name, settings)
+    for rel, text in (files or {}).items():
+        (exp / rel).write_text(text)
+    plan = load_plan(exp, backend=backend_name)
+    backend = BACKENDS[backend_name](plan.experiment.backend_settings(backend_name), JobStore(tmp_path / "jobs"))
+    job_dir = backend.staging_dir(exp, plan.spec.id)
+    stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
+    return backend, plan, Path(job_dir)
+
+
+def _after_staging(monkeypatch, backend_name: str, change) -> None:
+    """Apply *change* to the staged job before the job reads it.
+
+    Local and Slurm read the staged directory itself: change it now. Ray reads the package
+    the laptop uploads at submit (after rewriting the job's runtime from its own install):
+    change the directory just before it is packed, so the package differs from staging.
+    """
+    if backend_name != "ray":
+        change()
+        return
+    from starforge.backends import ray
+
+    original = ray.build_package
+
+    def build_changed(job_dir):
+        change()
+        return original(job_dir)
+
+    monkeypatch.setattr(ray, "build_package", build_changed)
+
+
+def _run(backend, plan, job_dir: Path):
+    chunks: list[str] = []
+    record = wait(backend, backend.submit(job_dir, plan.spec, detach=False), chunks.append)
+    return record, "".join(chunks)
+
+
+def _evil_zip(marker: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("__main__.py", f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\nprint('RESULTS evil')\n")
+    return buf.getvalue()
+
+
+ALL = pytest.mark.parametrize("on_backend", ["local", "slurm", "ray"], indirect=True)
+
+
+@ALL
+def test_a_runtime_zip_changed_after_staging_never_runs(on_backend, make_experiment, tmp_path, monkeypatch):
+    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.train")
+    marker = tmp_path / "evil-zip-ran"
+    _after_staging(monkeypatch, on_backend, lambda: (job_dir / ".forge-runtime" / "starforge-runtime.zip").write_bytes(_evil_zip(marker)))
+
+    record, log = _run(backend, plan, job_dir)
+    assert (record.status, record.exit_code) == ("failed", 10), log
+    assert "the job's runtime zip" in log and "changed after staging" in log, log
+    assert not marker.exists() and "RESULTS" not in log
+
+
+# On Ray the JobSpec of the package is refused too, but first by Ray's own job supervisor
+# actor, which starts with the job's runtime_env (so with the bootstrap): it never starts,
+# and Ray gives up on it only after minutes. Ray's refusal in a worker is tested below.
+@pytest.mark.parametrize("on_backend", ["local", "slurm"], indirect=True)
+def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, make_experiment, tmp_path, monkeypatch):
+    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.train")
+    spec = job_dir / "jobspec.json"
+
+    def inject() -> None:  # an injected hyperparameter, per-file map untouched: no digest sees it
+        spec.chmod(0o644)
+        spec.write_text(spec.read_text().replace('"patched"', '"evil"'))
+
+    _after_staging(monkeypatch, on_backend, inject)
+
+    record, log = _run(backend, plan, job_dir)
+    assert (record.status, record.exit_code) == ("failed", 10), log
+    assert "the JobSpec" in log and "changed after staging" in log, log
+    assert "RESULTS" not in log and "evil:" not in log
+
+
+@pytest.mark.parametrize("on_backend", ["local", "slurm"], indirect=True)
+def test_a_jobspec_changed_after_launch_is_refused_by_a_new_process(on_backend, make_experiment, tmp_path):
+    backend, plan, job_dir = _stage(
+        make_experiment, on_backend, tmp_path, "python -m workload.tamper", {"workload/tamper.py": TAMPER_THEN_SPAWN}
+    )
+    record, log = _run(backend, plan, job_dir)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log  # the trainer itself carried on
+    [child] = [line for line in log.splitlines() if line.startswith("CHILD ")]
+    assert child.startswith("CHILD 10 ") and "the JobSpec" in child and "changed after staging" in child, child
+    assert "evil:" not in child
+
+
+@pytest.mark.parametrize("on_backend", ["ray"], indirect=True)
+def test_a_jobspec_changed_after_launch_is_refused_by_a_ray_worker(on_backend, make_experiment, tmp_path):
+    backend, plan, job_dir = _stage(
+        make_experiment, on_backend, tmp_path, "python -m workload.ray_tamper", {"workload/ray_tamper.py": RAY_TAMPER_THEN_TASK}
+    )
+    record, log = _run(backend, plan, job_dir)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    [task] = [line for line in log.splitlines() if line.startswith("TASK ")]
+    # Without the binding the task ran, patched with the injected label ("TASK ok evil:…").
+    assert task.startswith("TASK failed"), task  # no worker ran it for the changed JobSpec
+
+
+def test_the_launcher_refuses_a_malformed_binding(tmp_path):
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "starforge.launch", "--spec", str(tmp_path / "jobspec.json"), "--spec-sha256", "abc"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 2 and "--spec-sha256 needs a sha256" in proc.stderr

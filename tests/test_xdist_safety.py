@@ -1,0 +1,110 @@
+"""The suite runs on every core (``pytest -n auto``): what keeps that safe and cheap.
+
+Session fixtures are per worker process (free loopback ports, their own temp dirs, stopped
+by their own PIDs). The tests that use an expensive service — the Ray head, the Slurm
+cluster, the trainer venvs' Ray heads — are put in one xdist group per service
+(tests/conftest.py) that ``-n N`` schedules as one unit each, so each service starts
+once per run and its tests never race each other for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+pytest.importorskip("xdist", reason="pytest-xdist is part of the test extra (pip install '.[test]')")
+
+PROBE = '''
+import json, os
+
+def pytest_collection_finish(session):
+    out = [{"id": item.nodeid, "fixtures": sorted(item.fixturenames),
+            "frameworks": item.get_closest_marker("frameworks") is not None} for item in session.items]
+    with open(os.environ["PROBE_OUT"], "w") as f:
+        json.dump(out, f)
+'''
+
+
+def _pytest(args, cwd, env_extra=None, timeout=300):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FORGE_"))}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_test_of_a_service_is_in_that_services_group(tmp_path):
+    """The real suite's tests, collected the way a worker does: the groups it reports to the scheduler."""
+    (tmp_path / "group_probe.py").write_text(PROBE)
+    out, groups_dir = tmp_path / "items.json", tmp_path / "groups"
+    groups_dir.mkdir()
+    proc = _pytest(["--collect-only", "-q", "-p", "group_probe", "tests/backends", "tests/frameworks"], REPO,
+                   {"PROBE_OUT": str(out), "PYTHONPATH": str(tmp_path), "PYTEST_XDIST_WORKER": "gw7",
+                    "FORGE_TEST_GROUPS": str(groups_dir)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    items = json.loads(out.read_text())
+    groups = json.loads((groups_dir / "gw7.json").read_text())
+    counts = Counter(groups.values())
+    assert counts["ray"] >= 3 and counts["slurm"] >= 3 and counts["frameworks"] >= 3, counts
+    for item in items:
+        group = groups.get(item["id"])
+        if "slurm_cluster" in item["fixtures"]:
+            assert group == "slurm", item
+        elif "ray_head" in item["fixtures"]:
+            assert group == "ray", item
+        elif "ray_head_in" in item["fixtures"] or item["frameworks"]:
+            assert group == "frameworks", item
+        else:
+            assert group is None, item
+
+
+SUITE = '''
+import os, time
+import pytest
+
+def _record(kind):
+    with open(os.path.join(os.environ["RECORD_DIR"], f"{kind}-{os.getpid()}-{time.monotonic_ns()}"), "w") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "none"))
+
+@pytest.fixture(scope="session")
+def ray_head():
+    _record("start")
+    yield "head"
+
+@pytest.mark.parametrize("i", range(8))
+def test_uses_the_service(ray_head, i):
+    _record("ray")
+    time.sleep(0.05)
+
+@pytest.mark.parametrize("i", range(8))
+def test_plain(i):
+    _record("plain")
+    time.sleep(0.05)
+'''
+
+
+def test_n_alone_runs_a_services_tests_on_one_worker_and_starts_it_once(tmp_path):
+    """``pytest -n 2`` with the suite's conftest: the session service starts once, all its tests on one worker."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(REPO / "tests" / "conftest.py", suite / "conftest.py")
+    (suite / "test_service.py").write_text(SUITE)
+    record = tmp_path / "record"
+    record.mkdir()
+    proc = _pytest(["-q", "-n", "2", "--rootdir", str(suite), str(suite)], suite, {"RECORD_DIR": str(record)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "16 passed" in proc.stdout
+    seen: dict = {}
+    for path in record.iterdir():
+        seen.setdefault(path.name.split("-")[0], []).append(path.read_text())
+    assert len(seen["ray"]) == 8 and len(seen["plain"]) == 8
+    assert all(w.startswith("gw") for w in seen["ray"] + seen["plain"])  # it did run distributed
+    assert len(set(seen["ray"])) == 1, seen["ray"]  # every test of the service on one worker
+    assert len(seen["start"]) == 1, seen["start"]  # so the service started once
