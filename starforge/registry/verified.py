@@ -128,6 +128,7 @@ def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | No
     """The comparable form of a manifest (plugin.yaml data or a :class:`PluginManifest`) and
     its top-level names; raise :class:`ManifestError` when *manifest* is not a valid plugin.yaml."""
     from packaging.utils import canonicalize_name
+    from packaging.version import Version
 
     m = manifest if isinstance(manifest, PluginManifest) else PluginManifest.from_mapping(dict(manifest), "record")
     params = {}
@@ -136,7 +137,7 @@ def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | No
         params[key] = (p.type, _value(p.default) if p.has_default else ("absent",), p.description, choices)
     out = {
         "name": m.name,
-        "version": m.version,
+        "version": Version(m.version),  # PEP 440 equality: 1.2 is 1.2.0
         "kind": m.kind,
         "load": m.load,
         "entrypoint": m.entrypoint,
