@@ -314,37 +314,62 @@ def trust_list(path: str | os.PathLike | None = None) -> list:
 def verify_published(registry, info, trust: Trust | None = None, require: bool = False) -> str:
     """Signature status of a published version, for the lock file: ``verified``, ``unsigned`` or ``unverified``.
 
-    - The owner has trusted keys: the stored envelope must verify (:func:`verify_envelope`)
-      → ``"verified"``; a missing envelope raises :class:`SignatureError` (a stripped
-      signature is an error, never a downgrade).
+    - The owner has trusted keys: one of the stored envelopes must verify
+      (:func:`verify_envelope`) → ``"verified"``; a missing envelope raises
+      :class:`SignatureError` (a stripped signature is an error, never a downgrade). Other
+      envelopes beside a valid one (a re-sign, a rotated key) break nothing; when none
+      verifies, the newest one's failure is reported.
     - No key is trusted for the owner: with *require* (``--require-signatures``) this is a
       :class:`SignatureError`; otherwise ``"unsigned"`` when there is no envelope and
       ``"unverified"`` when there is one (nobody to check it against).
 
     *trust* defaults to the user's trust file; *info* is a :class:`PublishedVersion`.
     """
+    return verify_published_envelope(registry, info, trust, require)[0]
+
+
+def verify_published_envelope(registry, info, trust: Trust | None = None, require: bool = False) -> tuple:
+    """``(status, envelope)``: :func:`verify_published`'s status and the envelope that verified
+    (``"verified"``), else the newest envelope stored (or None)."""
     trust = trust if trust is not None else load_trust()
-    envelope = registry.signature(info)
-    rule = trust_rule(trust.key_ids(info.owner), signed=envelope is not None, require=require)
+    envelopes = stored_envelopes(registry, info)
+    newest = envelopes[-1] if envelopes else None
+    rule = trust_rule(trust.key_ids(info.owner), signed=bool(envelopes), require=require)
     if rule == NO_TRUSTED_KEY:
         raise SignatureError(
             f"{info.ref}: signatures are required, but no key is trusted for owner {info.owner}",
             hint=f"forge trust add {info.owner} PUBKEY.pub",
         )
     if rule in (UNSIGNED, UNVERIFIED):
-        return rule
+        return rule, newest
     if rule == MISSING:
         raise SignatureError(
             f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
             hint=("a signature may have been stripped; do not use this version until its publisher signs it: "
                   "'forge plugin publish DIR --sign' attaches a signature to a published version"),
         )
-    assert envelope is not None
-    verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version, tree_digest=info.tree_digest, trust=trust)
-    from .registry.cache import remember_signature
+    failures: list = []
+    for envelope in reversed(envelopes):
+        try:
+            verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
+                            tree_digest=info.tree_digest, trust=trust)
+        except SignatureError as exc:
+            failures.append(exc)
+            continue
+        from .registry.cache import remember_signature
 
-    remember_signature(info, envelope)  # lets a pulled version be staged offline; re-verified on use
-    return VERIFIED
+        remember_signature(info, envelope)  # lets a pulled version be staged offline; re-verified on use
+        return VERIFIED, envelope
+    raise failures[0]
+
+
+def stored_envelopes(registry, info) -> list:
+    """Every envelope *registry* holds for *info*, oldest first (``signatures()`` where the registry has it)."""
+    many = getattr(registry, "signatures", None)
+    if many is not None:
+        return list(many(info))
+    one = registry.signature(info)
+    return [] if one is None else [one]
 
 
 # -- internals ----------------------------------------------------------------------------

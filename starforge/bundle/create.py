@@ -189,7 +189,14 @@ def _locked_version(reg, lock, entry, fetch, published_version):
     check_record(registry_label(reg.url), "the registry record", served.ref, tree, served.manifest, served.top_level,
                  served.files or None)
     check_entry(entry, tree)
-    envelope = reg.signature(served) if served.signed or entry.signed else None
+    from ..experiment.locked_signature import enforced, staged_envelope
+    from ..signing import load_trust
+
+    if enforced(entry):
+        # the envelope by the locked key (cache first, else the registry): the one the lock names
+        envelope = staged_envelope(entry, lambda: (reg, served), load_trust())
+    else:
+        envelope = reg.signature(served) if served.signed or entry.signed else None
     _check_envelope(entry, envelope)
     return replace(served, size=archive.stat().st_size), archive, envelope
 

@@ -18,11 +18,66 @@ from dataclasses import dataclass, replace
 from ..errors import NotFoundError, UsageError
 from ..registry.base import Progress, PublishedVersion, PublishResult, Registry, parse_ref
 
+VERIFIED = "verified"
+NOT_VERIFIED = "signature not verified here"
+
+
+@dataclass(frozen=True)
+class CarriedSignature:
+    """One signature envelope of a copied version, and what became of it."""
+
+    key_ids: tuple
+    status: str  # VERIFIED | NOT_VERIFIED
+    copied: bool  # the target now serves it
+    why_not: str = ""  # when not copied: why (never silently)
+
 
 @dataclass(frozen=True)
 class Copied:
     version: PublishedVersion
     result: PublishResult
+    signatures: tuple = ()  # CarriedSignature per envelope the source holds
+
+    @property
+    def label(self) -> str:
+        """``signed``, ``signature not verified here``, or ``unsigned``, as the copy may claim it."""
+        stored = [s for s in self.signatures if s.copied]
+        if any(s.status == VERIFIED for s in stored):
+            return "signed"
+        return NOT_VERIFIED if stored else "unsigned"
+
+
+def checked_envelopes(info: PublishedVersion, envelopes: list, trust, require: bool) -> list:
+    """``[(envelope, status)]`` for the envelopes *info*'s source holds, each checked before it
+    may be copied (SPEC §6): an owner with trusted keys here — the signature over the exact
+    bytes, the statement against the version, the key trusted (``verified``); else the
+    statement against the version only (``signature not verified here``). One that fails is
+    a :class:`SignatureError` (nothing is copied). With *require*, a version needs a verified
+    one, and only verified ones are kept."""
+    from ..cluster.dsse import check_statement, verify_envelope
+    from ..errors import SignatureError
+
+    out = []
+    trusted = trust.key_ids(info.owner)
+    for envelope in envelopes:
+        try:
+            if trusted:
+                verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
+                                tree_digest=info.tree_digest, trust=trust)
+                out.append((envelope, VERIFIED))
+            else:
+                check_statement(envelope, owner=info.owner, name=info.name, version=info.version,
+                                tree_digest=info.tree_digest)
+                out.append((envelope, NOT_VERIFIED))
+        except SignatureError as exc:
+            raise SignatureError(f"{info.ref}: refusing to copy a signature that does not check out: {exc.message}",
+                                 hint="nothing was copied; ask the publisher to sign the version again, or trust the "
+                                      "key it was signed with (forge trust add OWNER PUBKEY.pub)") from None
+    if require and not any(status == VERIFIED for _, status in out):
+        why = "it has no signature" if not out else f"no key is trusted for owner {info.owner} here"
+        raise SignatureError(f"{info.ref}: --require-signatures copies only versions with a signature verified here; {why}",
+                             hint=f"forge trust add {info.owner} PUBKEY.pub, or copy without --require-signatures")
+    return out
 
 
 def refuse_data_prep(info: PublishedVersion) -> None:
@@ -65,27 +120,43 @@ def locked_versions(registry: Registry, lock) -> list[PublishedVersion]:
 
 
 def copy_versions(source: Registry, target: Registry, versions: list[PublishedVersion],
-                  progress=None) -> list[Copied]:
-    """Publish each of *versions* (from *source*) to *target*, with its signature envelope.
+                  progress=None, *, trust=None, require_signatures: bool = False) -> list[Copied]:
+    """Publish each of *versions* (from *source*) to *target*, with its signature envelopes.
 
     *progress(description, total)* is a context manager yielding a ``(done, total)``
     callback or None. Data-prep plugins are copied too: they travel between laptops
-    (SPEC §3), they only never enter a job.
+    (SPEC §3), they only never enter a job. Before anything is copied, every envelope is
+    checked (:func:`checked_envelopes`; *trust* defaults to the user's trust file). An
+    envelope the target cannot hold (a directory registry keeps one per version) is
+    reported in :attr:`Copied.signatures`, never dropped silently.
     """
     from ..registry.cache import fetch
-
-    out = []
     from ..registry.verified import check_record, registry_label, tree_of_archive
+    from ..signing import load_trust, stored_envelopes
 
-    for info in versions:
+    trust = trust if trust is not None else load_trust()
+    checked = [checked_envelopes(info, stored_envelopes(source, info), trust, require_signatures) for info in versions]
+    out = []
+    for info, envelopes in zip(versions, checked):
         archive = fetch(source, info)
         # an edited record is never carried: its metadata must be what the verified tree says
         tree = tree_of_archive(archive, info.tree_digest, info.ref)
         check_record(registry_label(source.url), "the registry record", info.ref, tree, info.manifest, info.top_level,
                      info.files or None)
         info = replace(info, size=archive.stat().st_size)
-        envelope = source.signature(info) if info.signed else None
-        out.append(Copied(version=info, result=_publish(target, archive, info, envelope, progress)))
+        # verified envelopes first: where the target keeps one per version, that is the one it keeps
+        ordered = [e for e in envelopes if e[1] == VERIFIED] + [e for e in envelopes if e[1] != VERIFIED]
+        first = ordered[0][0] if ordered else None
+        result = _publish(target, archive, info, first, progress)
+        carried = []
+        for envelope, status in ordered:
+            from ..experiment.locked_signature import key_ids
+
+            stored = target.attach_signature(result.version, envelope)
+            carried.append(CarriedSignature(
+                key_ids=tuple(key_ids(envelope)), status=status, copied=stored,
+                why_not="" if stored else f"registry {target.url} keeps one signature per version and holds another"))
+        out.append(Copied(version=info, result=result, signatures=tuple(carried)))
     return out
 
 

@@ -70,7 +70,11 @@ class _Envelopes:
         self.envelopes = envelopes
 
     def signature(self, info: PublishedVersion) -> bytes | None:
-        return self.envelopes.get(info.ref)
+        found = self.envelopes.get(info.ref) or []
+        return found[-1] if found else None
+
+    def signatures(self, info: PublishedVersion) -> list:
+        return list(self.envelopes.get(info.ref) or [])
 
 
 def verify_bundle(
@@ -193,15 +197,16 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
                               f"the lock names {entry.digest} (archive {entry.artifact_digest})",
                               hint="the bundle does not carry what its lock names; it was altered")
         blob(layer_desc["digest"], f"the archive of {entry.ref}")
-        envelope = None
+        envelopes = []
         for sig in signed.get(desc["digest"], []):
             layer = envelope_descriptor(sig, desc["digest"])
             if layer is not None:
                 owners[layer["digest"]] = f"the signature of {entry.ref}"
-                envelope = blob(layer["digest"], f"the signature of {entry.ref}", SMALL_MAX)
-                assert envelope is not None
-                _check_digest(envelope, layer["digest"], name, f"the signature of {entry.ref}")
-        found.append((entry, desc["digest"], info, envelope))
+                one = blob(layer["digest"], f"the signature of {entry.ref}", SMALL_MAX)
+                assert one is not None
+                _check_digest(one, layer["digest"], name, f"the signature of {entry.ref}")
+                envelopes.append(one)
+        found.append((entry, desc["digest"], info, envelopes))
 
     # Every blob's content against its name (archives included), with progress.
     digests = reader.blob_digests()
@@ -220,12 +225,15 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     # Tree digests and signatures.
     from ..archive import unpack
     from ..experiment.lock import check_entry
+    from ..experiment.locked_signature import enforced, locked_envelope, missing_error
     from ..registry.verified import check_record, read_tree
-    from ..signing import verify_published
+    from ..signing import load_trust, verify_published
 
-    registry = _Envelopes({info.ref: env for _, _, info, env in found if env is not None})
+    trust = trust if trust is not None else load_trust()
+    registry = _Envelopes({info.ref: envs for _, _, info, envs in found if envs})
     result = VerifiedBundle(path=name, lock_bytes=lock_bytes, blobs=len(digests), size=reader.file_size)
-    for entry, manifest_digest, info, envelope in found:
+    for entry, manifest_digest, info, envelopes in found:
+        envelope = envelopes[-1] if envelopes else None
         archive = kept[info.artifact_digest]
         tree = Path(tempfile.mkdtemp(dir=work, prefix=".tree-"))
         try:
@@ -243,6 +251,11 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
             shutil.rmtree(tree, ignore_errors=True)
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
         status = verify_published(registry, info, trust, require=require)
+        if enforced(entry):
+            # the lock says who signed it: the bundle must carry a valid envelope by that key
+            envelope = locked_envelope(entry, envelopes, trust)
+            if envelope is None:
+                raise missing_error(entry, envelopes, f"bundle {name}")
         if entry.signed and envelope is None:
             from ..errors import SignatureError
 

@@ -1,4 +1,4 @@
-"""``forge lock [DIR] [--check] [--offline] [--upgrade [NAME]] [--require-signatures]``."""
+"""``forge lock [DIR] [--check] [--offline] [--upgrade [NAME]] [--accept-signature NAME] [--require-signatures]``."""
 
 from __future__ import annotations
 
@@ -38,11 +38,21 @@ class LockCommand(click.Command):
         "write DIR before it (forge lock DIR --upgrade [NAME])."
     ),
 )
+@click.option(
+    "--accept-signature",
+    "accept_signature",
+    multiple=True,
+    metavar="NAME",
+    help=(
+        "Record the signature the registry now serves for plugin NAME (or its absence), keeping its "
+        "version: after its publisher re-signed it or rotated keys. Repeatable."
+    ),
+)
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--registry", metavar="URL", help="Registry to resolve against (default: FORGE_REGISTRY, forge.yaml, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lock (and what changed) as JSON.")
-def lock(directory, check, offline, upgrade, require_signatures, registry, insecure, as_json) -> None:
+def lock(directory, check, offline, upgrade, accept_signature, require_signatures, registry, insecure, as_json) -> None:
     """Resolve forge.yaml's plugins into plugins.lock.json.
 
     Each plugin is pinned to an exact version and its digests.
@@ -54,13 +64,16 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
     nothing and fails, saying why and what to run, whenever 'forge lock' would change the
     file or the registry serves other content for a locked version (a moved tag). Editing
     config: never makes the lock stale. "signature verified" is decided by this machine's
-    trust file and never written to the lock (--json: "signatures").
+    trust file and never written to the lock (--json: "signatures"). A plugin locked as
+    signed by a key needs the registry to keep serving a valid signature by that key;
+    --accept-signature NAME records a changed one.
 
     \b
     Example:
       forge lock examples/quickstart
       forge lock --check              # in CI
       forge lock --upgrade opsd-patch
+      forge lock --accept-signature opsd-patch  # its publisher re-signed it
       forge lock experiments/exp7 --upgrade   # every plugin of exp7
 
     'forge lock diff' shows what changed between two locks (see 'forge lock diff --help').
@@ -72,6 +85,9 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
         raise UsageError("--offline only goes with --check", hint="forge lock --check --offline")
     if check and upgrade:
         raise UsageError("--check writes nothing, so it cannot --upgrade")
+    if check and accept_signature:
+        raise UsageError("--check writes nothing, so it cannot --accept-signature",
+                         hint=f"forge lock --accept-signature {accept_signature[0]}")
     if upgrade not in (None, "*"):
         _refuse_directory_as_upgrade_name(upgrade, directory)
     exp = load_experiment(directory)
@@ -85,7 +101,8 @@ def lock(directory, check, offline, upgrade, require_signatures, registry, insec
         click.echo(f"ok: {exp.lock_path} matches {where} ({len(result.plugins)} plugin{'s' if len(result.plugins) != 1 else ''})")
         return
     reg = open_experiment_registry(exp, registry, insecure=insecure)
-    locked = lock_experiment(exp, reg, upgrade=ALL if upgrade == "*" else upgrade, require_signatures=require_signatures)
+    locked = lock_experiment(exp, reg, upgrade=ALL if upgrade == "*" else upgrade, require_signatures=require_signatures,
+                             accept_signature=set(accept_signature))
     if as_json:
         click.echo(
             json.dumps(

@@ -15,15 +15,19 @@ from .output import plural
 @click.option("--from", "source", required=True, metavar="URL", help="Registry to copy from.")
 @click.option("--to", "target", required=True, metavar="URL", help="Registry to copy into.")
 @click.option("--lock", "lock_dir", type=click.Path(file_okay=False), help="Copy exactly the versions this experiment's lock names.")
+@click.option("--require-signatures", is_flag=True,
+              help="Copy only versions with a signature verified here (by a key trusted for the owner), and only those signatures.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was copied as JSON.")
-def copy(ref, source, target, lock_dir, insecure, as_json) -> None:
+def copy(ref, source, target, lock_dir, require_signatures, insecure, as_json) -> None:
     """Copy plugin versions, with their signatures, from one registry to another by digest.
 
     REF is owner/name (every version), owner/name@VERSION or owner/name@SPECIFIER (every
     version it admits); --lock DIR copies the versions DIR's plugins.lock.json names. The
     target's immutability rules apply: the same content is a no-op, other content under an
-    existing version is refused.
+    existing version is refused. Every signature is checked before it is copied: one that
+    fails is refused; one whose owner has no trusted key here is copied as "signature not
+    verified here"; none is dropped silently.
 
     \b
     Example:
@@ -45,13 +49,20 @@ def copy(ref, source, target, lock_dir, insecure, as_json) -> None:
         versions = locked_versions(src, fresh_lock(load_experiment(lock_dir)))
     else:
         versions = matching_versions(src, ref)
-    copied = copy_versions(src, dst, versions, progress=transfer_progress)
+    copied = copy_versions(src, dst, versions, progress=transfer_progress, require_signatures=require_signatures)
     if as_json:
         out = [{"ref": c.version.ref, "tree_digest": c.version.tree_digest, "created": c.result.created,
-                "signed": c.version.signed, "signature_attached": c.result.signature_attached} for c in copied]
+                "signed": c.label == "signed", "signature": c.label,
+                "signature_attached": c.result.signature_attached,
+                "signatures": [{"key_ids": list(s.key_ids), "status": s.status, "copied": s.copied,
+                                "why_not": s.why_not or None} for s in c.signatures]} for c in copied]
         click.echo(json.dumps({"from": src.url, "to": dst.url, "copied": out}, indent=2, sort_keys=True))
         return
     for c in copied:
         what = "copied" if c.result.created else "already there"
-        click.echo(f"{what} {c.version.ref} {c.version.tree_digest}" + (" (signed)" if c.version.signed else ""))
+        label = "" if c.label == "unsigned" else f" ({c.label})"
+        click.echo(f"{what} {c.version.ref} {c.version.tree_digest}{label}")
+        for s in c.signatures:
+            if not s.copied:
+                click.echo(f"  signature by key {', '.join(s.key_ids) or '(no key id)'} not copied: {s.why_not}")
     click.echo(f"{plural(len(copied), 'version')} from {src.url} to {dst.url}")

@@ -220,6 +220,26 @@ def verify_envelope(
     raise SignatureError(f"{ref} is signed by key {good[0]}, which is not trusted for owner {owner}", hint=hint)
 
 
+def check_statement(envelope: bytes, *, owner: str, name: str, version: str, tree_digest: str) -> list:
+    """Check what can be checked of an envelope without a key: it is a well-formed DSSE
+    envelope whose publish statement names ``owner/name@version`` and *tree_digest*. Return
+    the key ids it names; raise :class:`SignatureError` otherwise. The signature itself is
+    *not* verified (nobody to verify it against)."""
+    ref = subject_name(owner, name, version)
+    payload_type, payload, signatures = _parse_envelope(envelope, ref)
+    if payload_type != PAYLOAD_TYPE:
+        raise SignatureError(f"signature of {ref} has payload type '{payload_type}', expected '{PAYLOAD_TYPE}'")
+    subject = _parse_statement(payload, ref)["subject"][0]
+    s_owner, s_name, s_version = _split_subject(subject["name"])
+    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
+        raise SignatureError(f"signature is for {subject['name']}, not {ref}: a signature cannot be moved onto another "
+                             "name or version")
+    signed_digest = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
+    if signed_digest != tree_digest:
+        raise SignatureError(f"signature of {ref} is for tree digest {signed_digest}, but the registry serves {tree_digest}")
+    return [s["keyid"] for s in signatures if s["keyid"]]
+
+
 # -- internals ----------------------------------------------------------------------------
 
 def _parse_envelope(envelope: bytes, ref: str):

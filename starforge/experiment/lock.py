@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..cluster.jsonload import loads as load_json
 from ..errors import LockError, ManifestError, NotFoundError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
@@ -30,6 +29,7 @@ from .lockfile import (
     LockEntry,
     LockFile,
     check_conflicts,
+    check_module_names,
     read_lock,
     stale_reasons,
     write_lock,
@@ -103,19 +103,10 @@ def load_builtins(exp: Experiment) -> list:
 
 
 def signature_facts(registry, info) -> dict | None:
-    """What the registry holds as *info*'s signature: ``{envelope_digest, key_id}`` or None."""
-    import hashlib
+    """What the registry holds as *info*'s (newest) signature: ``{envelope_digest, key_id}`` or None."""
+    from .locked_signature import facts_of
 
-    envelope = registry.signature(info)
-    if envelope is None:
-        return None
-    key_id = None
-    try:
-        sigs = load_json(envelope).get("signatures") or []
-        key_id = next((s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]), None)
-    except (ValueError, AttributeError):
-        pass
-    return {"envelope_digest": "sha256:" + hashlib.sha256(envelope).hexdigest(), "key_id": key_id}
+    return facts_of(registry.signature(info))
 
 
 def entry_from_tree(info, tree, request: str, signature: dict | None) -> LockEntry:
@@ -166,9 +157,12 @@ def lock_experiment(
     upgrade: str | set | None = None,
     require_signatures: bool = False,
     trust=None,
+    accept_signature: set | None = None,
 ) -> LockResult:
-    """Resolve *exp*'s plugins and write the lock; *upgrade* is a set of names or :data:`ALL`."""
-    result = resolve_lock(exp, registry, upgrade=upgrade, require_signatures=require_signatures, trust=trust)
+    """Resolve *exp*'s plugins and write the lock; *upgrade* is a set of names or :data:`ALL`;
+    *accept_signature* names plugins whose signature is recorded as the registry serves it now."""
+    result = resolve_lock(exp, registry, upgrade=upgrade, require_signatures=require_signatures, trust=trust,
+                          accept_signature=accept_signature)
     return replace(result, written=write_lock(result.lock, exp.lock_path))
 
 
@@ -180,16 +174,26 @@ def resolve_lock(
     require_signatures: bool = False,
     trust=None,
     previous: LockFile | None = None,
+    accept_signature: set | None = None,
 ) -> LockResult:
     """What :func:`lock_experiment` would write (``written`` is False); writes nothing.
 
-    *previous* defaults to the lock file next to forge.yaml.
+    *previous* defaults to the lock file next to forge.yaml. An entry locked as signed by
+    key K keeps its signature facts while the registry serves a valid envelope by K over the
+    locked statement (other envelopes beside it break nothing); otherwise this raises
+    :class:`~starforge.errors.SignatureError`, unless the plugin is named in
+    *accept_signature* (``forge lock --accept-signature NAME``): then the signature served
+    now (or its absence) is recorded, the version unchanged.
     """
+    from ..registry.cache import remember_envelope
     from ..registry.resolve import resolve
-    from ..signing import verify_published
+    from ..signing import load_trust, verify_published_envelope
+    from .locked_signature import check_served, enforced, facts_of
 
     previous = read_lock(exp.lock_path) if previous is None else previous
     upgrade = _upgrade_names(exp, upgrade)
+    accept = _plugin_names(exp, accept_signature, "--accept-signature")
+    trust = trust if trust is not None else load_trust()
     builtins = load_builtins(exp)
     entries: list = []
     changes: list = []
@@ -221,13 +225,19 @@ def resolve_lock(
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
         tree = checked_tree(registry, info)
-        verdicts[req.name] = verify_published(registry, info, trust, require=require_signatures)
-        facts = signature_facts(registry, info)
         same_version = before is not None and before.owner == req.owner and before.version == info.version
-        if before is not None and same_version and before.signed and (before.signature or {}).get("envelope_digest"):
-            # the same version keeps what the lock recorded: a mirror may carry no envelope or
-            # re-serialize it (an owner with trusted keys was verified above either way)
-            facts = before.signature
+        locked_envelope: bytes | None = None
+        if before is not None and same_version and enforced(before) and req.name not in accept:
+            # the locked signature facts are enforced: the registry must still serve a valid
+            # envelope by the locked key (a re-sign or a rotated key beside it breaks nothing)
+            locked_envelope = check_served(before, registry, info, trust)
+        verdicts[req.name], envelope = verify_published_envelope(registry, info, trust, require=require_signatures)
+        facts = facts_of(envelope)
+        if locked_envelope is not None:
+            assert before is not None
+            facts, envelope = before.signature, locked_envelope
+        if envelope is not None:
+            remember_envelope(info.owner, info.name, info.version, info.tree_digest, envelope)  # offline staging
         if before is not None and same_version:
             # the locked metadata must be what the verified tree says (compared canonically,
             # so a lock written by an earlier release stays as it is); a mirror may serve
@@ -256,6 +266,7 @@ def resolve_lock(
         if [e.name for e in previous.plugins if e.name in kept] != [n for n in order if previous.get(n)]:
             changes.append(f"load order is now {', '.join(order)}")
     shadowed = check_conflicts([e.loaded() for e in entries], [b.loaded() for b in builtins])
+    check_module_names([e.loaded() for e in entries], exp.root)
     lock = LockFile(plugins=tuple(entries), registry=registry.url)
     return LockResult(lock=lock, written=False, changes=changes, shadowed=shadowed, verdicts=verdicts)
 
@@ -266,14 +277,18 @@ def _field_changes(before: LockEntry, after: LockEntry) -> list:
         return []
     out = []
     if before.signature != after.signature:
+        from .locked_signature import short_key
+
         if after.signature is None:
-            out.append(f"{after.ref}: signature no longer recorded")
+            old_key = (before.signature or {}).get("key_id")
+            out.append(f"{after.ref}: signature changed: key {short_key(old_key)} -> none")
         elif before.signature is None:
             out.append(f"{after.ref}: signature recorded ({after.signature['envelope_digest']}, key {after.signature['key_id']})")
         elif before.signature.get("envelope_digest") is None:
             out.append(f"{after.ref}: signature facts recorded ({after.signature['envelope_digest']}, key {after.signature['key_id']})")
         else:
-            out.append(f"{after.ref}: signature is now {after.signature['envelope_digest']} (key {after.signature['key_id']})")
+            out.append(f"{after.ref}: signature changed: key {short_key(before.signature.get('key_id'))} -> "
+                       f"{short_key(after.signature.get('key_id'))} ({after.signature['envelope_digest']})")
     a, b = before.to_dict(), after.to_dict()
     others = sorted(k for k in set(a) | set(b) if k not in ("signature", "request") and a.get(k) != b.get(k))
     if others:
@@ -291,6 +306,7 @@ def fresh_lock(exp: Experiment, builtins: list | None = None) -> LockFile:
         raise LockError(f"{exp.lock_path.name} is stale: {'; '.join(reasons)}", hint=_stale_hint(exp, lock))
     builtins = load_builtins(exp) if builtins is None else builtins
     check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
+    check_module_names([e.loaded() for e in lock.plugins], exp.root)
     return lock
 
 
@@ -392,6 +408,17 @@ def _upgrade_names(exp: Experiment, upgrade) -> set:
             hint=f"plugins: {', '.join(sorted(names)) or 'none'}",
         )
     return upgrade
+
+
+def _plugin_names(exp: Experiment, names, option: str) -> set:
+    """*names* (plugin names) checked against forge.yaml's requests."""
+    known = {r.name for r in exp.plugins}
+    names = set(names or ())
+    unknown = sorted(names - known)
+    if unknown:
+        raise UsageError(f"{option} {unknown[0]}: no plugin of that name in forge.yaml",
+                         hint=f"plugins: {', '.join(sorted(known)) or 'none'}")
+    return names
 
 
 def _stale_hint(exp: Experiment, lock: LockFile) -> str:

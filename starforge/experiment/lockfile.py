@@ -386,3 +386,24 @@ def check_conflicts(packages: Iterable[LoadedPlugin], builtins: Iterable[LoadedP
                 )
             owners[module] = p
     return shadowed
+
+
+
+def check_module_names(packages: Iterable[LoadedPlugin], recipe_dir: str | os.PathLike | None = None) -> None:
+    """Refuse a locked package providing a top-level module it must not: a reserved,
+    standard-library or training-stack name (``forge plugin publish`` refuses those, but a
+    hand-made registry or bundle skips publish), or a name of the recipe's own packages
+    under *recipe_dir* (the experiment directory), naming both
+    (:func:`starforge.cluster.shadowing.shadowing`, the launcher's rule too)."""
+    from ..cluster.shadowing import recipe_top_level, shadowing
+
+    recipe = recipe_top_level(os.fspath(recipe_dir)) if recipe_dir is not None else {}
+    for p in packages:
+        problem = shadowing(p.label, p.top_level, recipe)
+        if problem is not None:
+            raise LockError(
+                problem,
+                hint="forge plugin publish refuses a plugin shadowing the standard library, the training stack or a "
+                     "name StarForge needs; rename the module (after the plugin) and publish a new version — or, "
+                     "for the recipe's own package, rename that",
+            )

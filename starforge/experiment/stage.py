@@ -202,15 +202,27 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     trust file instead. The others need no registry, so they still stage offline.
     """
     from ..cluster.dsse import UNVERIFIED, trust_rule
-    from ..errors import RegistryError
+    from ..errors import RegistryError, SignatureError
     from ..registry.cache import cached_signature
     from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
+    from .locked_signature import staged_envelope
 
     trust = trust if trust is not None else load_trust()
     out = {}
     for entry in lock.plugins:
+        # an entry locked as signed by key K needs a valid envelope by K (cache first, else the registry)
+        locked = staged_envelope(entry, lambda e=entry: _served_for_signature(e, registry, lock.registry), trust)
         if trust_rule(trust.key_ids(entry.owner), signed=True, require=require) == UNVERIFIED:
             continue  # nothing to check it against, and nothing requires it
+        if locked is not None:
+            try:
+                verify_envelope(locked, owner=entry.owner, name=entry.name, version=entry.version,
+                                tree_digest=entry.digest, trust=trust)
+            except SignatureError:
+                pass  # the locked key is not trusted here: another envelope may be by a trusted key
+            else:
+                out[entry.ref] = VERIFIED
+                continue
         try:
             served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
         except RegistryError:  # not a moved tag (LockError): the registry cannot answer
@@ -238,10 +250,20 @@ def carried_signatures(lock: LockFile, registry) -> dict:
     """
     from ..errors import LockError, RegistryError
     from ..registry.cache import cached_signature
+    from ..signing import load_trust
+    from .locked_signature import enforced, locked_envelope
 
     out = {}
+    trust = load_trust()
     for entry in lock.plugins:
-        envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
+        envelope = None
+        if enforced(entry):
+            # the envelope the lock names (verify_signatures found it, and the cache keeps it)
+            from ..registry.cache import cached_envelopes
+
+            envelope = locked_envelope(entry, cached_envelopes(entry.owner, entry.name, entry.version, entry.digest), trust)
+        if envelope is None:
+            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
         if envelope is None and entry.signed:
             try:
                 envelope = registry.signature(_served(entry, registry, lock.registry))
@@ -280,6 +302,15 @@ SIGNATURE_UNCHECKED = (
     "and its owner's signature must be checked (a trusted key, --require-signatures, or a lock that "
     "recorded it verified), but the cache holds no verified signature for it"
 )
+
+
+def _served_for_signature(entry, registry, locked_from: str | None):
+    """``(registry, record)`` to ask for *entry*'s envelopes; :class:`RegistryError` when there is none to ask."""
+    from ..errors import RegistryError
+
+    if registry is None:
+        raise RegistryError("no registry was given")
+    return registry, _served(entry, registry, locked_from, SIGNATURE_UNCHECKED)
 
 
 def _served(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):

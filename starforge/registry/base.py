@@ -121,7 +121,18 @@ class Registry(abc.ABC):
 
     @abc.abstractmethod
     def signature(self, info: PublishedVersion) -> bytes | None:
-        """The DSSE envelope bytes stored for *info*, or None."""
+        """The DSSE envelope bytes stored for *info* (the newest, where there are several), or None."""
+
+    def attach_signature(self, info: PublishedVersion, envelope: bytes) -> bool:
+        """Store *envelope* beside the published *info*; True when the registry now serves it
+        (it was there already, or was added), False when it keeps one envelope per version and
+        holds another one."""
+        return envelope in self.signatures(info)
+
+    def signatures(self, info: PublishedVersion) -> list:
+        """Every DSSE envelope stored for *info* (a re-sign or a rotated key adds one), newest last."""
+        envelope = self.signature(info)
+        return [] if envelope is None else [envelope]
 
 
 def check_identity(registry_url: str, where: str, asked: tuple, record: dict) -> None:

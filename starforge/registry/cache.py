@@ -148,6 +148,55 @@ def cached_signature(
         return None
 
 
+def envelope_dir(owner: str, name: str, version: str, tree_digest: str, cache: str | os.PathLike | None = None) -> Path:
+    """Where the cache keeps every envelope ``forge lock`` saw for a version, by the envelope's digest."""
+    single = signature_cache_path(owner, name, version, tree_digest, cache)
+    return single.with_name(single.name[: -len(".dsse.json")] + ".envelopes")
+
+
+def remember_envelope(owner: str, name: str, version: str, tree_digest: str, envelope: bytes,
+                      cache: str | os.PathLike | None = None) -> None:
+    """Keep *envelope* (whatever it proves: its users check it) under its digest, for offline staging (best effort)."""
+    import hashlib
+
+    from ..cluster import atomic
+
+    try:
+        path = envelope_dir(owner, name, version, tree_digest, cache) / f"{hashlib.sha256(envelope).hexdigest()}.dsse.json"
+        if not path.exists():
+            make_dirs(path.parent)
+            atomic.write_file(path, envelope)
+    except (OSError, RegistryError, ValueError):
+        pass  # the cache only saves asking the registry again
+
+
+def cached_envelopes(owner: str, name: str, version: str, tree_digest: str,
+                     cache: str | os.PathLike | None = None) -> list:
+    """Every envelope the cache holds for the version (:func:`remember_signature`'s, then
+    :func:`remember_envelope`'s), unverified: check them before use."""
+    import hashlib
+
+    out = []
+    one = cached_signature(owner, name, version, tree_digest, cache)
+    if one is not None:
+        out.append(one)
+    try:
+        folder = envelope_dir(owner, name, version, tree_digest, cache)
+        names = sorted(os.listdir(folder))
+    except (OSError, RegistryError, ValueError):
+        return out
+    for entry in names:
+        if not entry.endswith(".dsse.json"):
+            continue
+        try:
+            data = (folder / entry).read_bytes()
+        except OSError:
+            continue
+        if hashlib.sha256(data).hexdigest() == entry[: -len(".dsse.json")] and data not in out:
+            out.append(data)
+    return out
+
+
 def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLike | None = None) -> Path:
     """The path of *info*'s archive in the cache, downloading it only when it is not there.
 

@@ -143,6 +143,19 @@ class DirectoryRegistry(Registry):
 
     # -- writing -------------------------------------------------------------------------
 
+    def attach_signature(self, info: PublishedVersion, envelope: bytes) -> bool:
+        """One envelope per version here: stored when the version has none yet."""
+        plugin_dir = self._plugin_dir(info.owner, info.name)
+        with exclusive_lock(plugin_dir / ".lock"):
+            stored = self._stored_version(info.owner, info.name, info.version)
+            if stored is None or self._read_entry(info.owner, info.name, stored).tree_digest != info.tree_digest:
+                return False
+            path = plugin_dir / f"{stored}{SIG_SUFFIX}"
+            if path.exists():
+                return path.read_bytes() == envelope
+            atomic.write_file(path, envelope, fsync=True)
+            return True
+
     def publish(
         self, archive: Path, info: PublishedVersion, signature: bytes | None = None, progress: Progress | None = None
     ) -> PublishResult:

@@ -264,16 +264,38 @@ class OciRegistry(Registry):
         return [d for d in found if isinstance(d, dict) and d.get("artifactType") == SIGNATURE_TYPE]
 
     def signature(self, info: PublishedVersion) -> bytes | None:
+        found = self._envelopes(info, newest_only=True)
+        return found[-1] if found else None
+
+    def signatures(self, info: PublishedVersion) -> list:
+        return self._envelopes(info)
+
+    def attach_signature(self, info: PublishedVersion, envelope: bytes) -> bool:
+        if envelope in self._envelopes(info):
+            return True
         repo = self.repository(info.owner, info.name)
         got, _ = self._checked(info)
+        subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
+        self._attach_signature(repo, subject, envelope, info.ref)
+        return True
+
+    def _envelopes(self, info: PublishedVersion, newest_only: bool = False) -> list:
+        """The envelopes referring to *info*'s manifest, oldest first (only the newest with *newest_only*)."""
+        repo = self.repository(info.owner, info.name)
+        got, _ = self._checked(info)
+        out: list = []
         for desc in reversed(self._signatures(repo, got.digest)):
             sig = self.client.get_manifest(repo, desc["digest"])
             if sig is None:
                 continue
             layer = envelope_descriptor(sig.json(), got.digest)
             if layer is not None:
-                return self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX)
-        return None
+                envelope = self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX)
+                if envelope not in out:
+                    out.insert(0, envelope)
+                if newest_only:
+                    break
+        return out
 
     def _put_manifest(self, repo: str, reference: str, body: bytes, media_type: str, pushed: dict):
         """PUT a manifest whose blobs (or, for an index, manifests) we pushed; *pushed* maps

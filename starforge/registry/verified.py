@@ -50,7 +50,7 @@ class VerifiedTree:
 
 def read_tree(root: str | os.PathLike, files: Mapping[str, str], tree_digest: str, label: str) -> VerifiedTree:
     """The :class:`VerifiedTree` of the unpacked, verified tree at *root* (*files*: its hash map)."""
-    from ..authoring.checks import top_level_names
+    from ..cluster.shadowing import top_level_names
     from ..yamlio import load_yaml
 
     source = f"{label}: {MANIFEST_FILE} in the verified tree"
@@ -128,6 +128,7 @@ def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | No
     """The comparable form of a manifest (plugin.yaml data or a :class:`PluginManifest`) and
     its top-level names; raise :class:`ManifestError` when *manifest* is not a valid plugin.yaml."""
     from packaging.utils import canonicalize_name
+    from packaging.version import Version
 
     m = manifest if isinstance(manifest, PluginManifest) else PluginManifest.from_mapping(dict(manifest), "record")
     params = {}
@@ -136,7 +137,7 @@ def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | No
         params[key] = (p.type, _value(p.default) if p.has_default else ("absent",), p.description, choices)
     out = {
         "name": m.name,
-        "version": m.version,
+        "version": Version(m.version),  # PEP 440 equality: 1.2 is 1.2.0
         "kind": m.kind,
         "load": m.load,
         "entrypoint": m.entrypoint,

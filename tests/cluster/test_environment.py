@@ -100,3 +100,39 @@ def test_job_environment_without_a_base_path(tmp_path, monkeypatch):
     env = job_environment("job", "job/jobspec.json", "j-2")
     assert env["PYTHONPATH"] == os.pathsep.join([runtime_paths("job")["bootstrap"], str(tmp_path / "job" / "recipe")])
     assert env["FORGE_JOBSPEC"] == str(tmp_path / "job" / "jobspec.json")
+
+
+def test_a_runtime_directory_others_may_write_is_tightened(tmp_path, umask0):
+    base = tmp_path / ".forge-runtime"
+    base.mkdir(mode=0o777)
+    (base / "bootstrap").mkdir(mode=0o775)
+    os.chmod(base, 0o777)
+    paths = prepare_runtime(str(tmp_path), HYPER)
+    assert stat.S_IMODE(os.stat(paths["dir"]).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(paths["bootstrap"]).st_mode) == 0o755
+
+
+def test_a_symlinked_runtime_directory_is_refused_and_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / ".forge-runtime").symlink_to(elsewhere)
+    with pytest.raises(OSError, match=r"\.forge-runtime is a symbolic link; the job's runtime directory is never followed"):
+        prepare_runtime(str(job), HYPER)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_file_where_the_runtime_directory_goes_is_refused(tmp_path):
+    (tmp_path / ".forge-runtime").write_text("")
+    with pytest.raises(OSError, match=r"\.forge-runtime is not a directory"):
+        prepare_runtime(str(tmp_path), HYPER)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another user needs root")
+def test_a_runtime_directory_of_another_user_is_refused(tmp_path):
+    base = tmp_path / ".forge-runtime"
+    base.mkdir()
+    os.chown(base, 65534, 65534)
+    with pytest.raises(OSError, match=r"\.forge-runtime belongs to another user \(uid 65534\)"):
+        prepare_runtime(str(tmp_path), HYPER)

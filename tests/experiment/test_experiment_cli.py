@@ -534,6 +534,8 @@ def test_a_pulled_signed_version_stages_offline_and_is_verified_against_the_trus
     data = json.loads(envelope)
     data["payloadType"] = data["payloadType"] + "x"
     kept.write_text(json.dumps(data))
+    for copy in kept.parent.glob("1.2.0.envelopes/*"):  # every cached copy (kept by digest for the lock)
+        copy.write_text(json.dumps(data))
     tampered = project.forge("submit", "--registry", str(other), ok=False)
     assert tampered.returncode == 9, tampered.stderr
     # no kept envelope: the error says why the registry is needed and which one the lock used

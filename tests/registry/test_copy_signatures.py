@@ -1,0 +1,124 @@
+"""`forge plugin copy` checks every signature envelope before copying it (SPEC §6), across
+directory and real OCI registries: a bad one is refused, one the copier cannot verify is
+labelled "signature not verified here" (never "signed"), none is dropped silently, and
+``--require-signatures`` copies only what verifies here."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from test_locked_signatures import NAME, VERSION, envelope_by, set_envelopes
+from test_tree_metadata import OWNER, User, write_experiment, write_plugin
+
+
+def _url(kind: str, request, tmp_path: Path, label: str) -> str:
+    if kind == "directory":
+        return str(tmp_path / f"{label}-registry")
+    server = request.getfixturevalue("oci_registry")
+    return f"oci://127.0.0.1:{server.port}/{label}-{tmp_path.name.replace('_', '-').lower()[-36:]}"
+
+
+@pytest.fixture(params=[("directory", "oci"), ("oci", "directory")], ids=["dir-to-oci", "oci-to-dir"])
+def pair(request, tmp_path):
+    src, dst = request.param
+    return _url(src, request, tmp_path, "src"), _url(dst, request, tmp_path, "dst")
+
+
+@pytest.fixture
+def user(tmp_path) -> User:
+    user = User(tmp_path / "user")
+    user.forge("key", "generate")
+    user.forge("key", "generate", "--name", "second")
+    return user
+
+
+def _publish_signed(user: User, registry: str, tmp_path: Path) -> None:
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
+
+
+def _copy(user: User, src: str, dst: str, *extra, ok=True):
+    return user.forge("plugin", "copy", f"{OWNER}/{NAME}", "--from", src, "--to", dst, *extra, ok=ok)
+
+
+def _served(registry: str) -> list:
+    from starforge.registry.factory import open_registry
+    from starforge.signing import stored_envelopes
+
+    reg = open_registry(registry)
+    return stored_envelopes(reg, reg.get(OWNER, NAME, VERSION))
+
+
+def test_a_trusted_owners_signature_is_verified_and_copied(user, pair, tmp_path):
+    src, dst = pair
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    _publish_signed(user, src, tmp_path)
+    out = _copy(user, src, dst)
+    assert "copied alice/opsd-patch@1.0.0 " in out.stdout and out.stdout.splitlines()[0].endswith(" (signed)")
+    assert _served(dst) == _served(src)
+    exp = write_experiment(tmp_path / "exp", dst)
+    assert "signature verified" in user.forge("lock", exp).stdout
+
+
+def test_an_unverifiable_signature_is_copied_labelled_not_verified_here(user, pair, tmp_path):
+    src, dst = pair
+    _publish_signed(user, src, tmp_path)  # nobody trusted here
+    out = _copy(user, src, dst)
+    first = out.stdout.splitlines()[0]
+    assert first.endswith(" (signature not verified here)") and "(signed)" not in out.stdout
+    assert _served(dst) == _served(src)  # carried, not dropped
+    data = json.loads(_copy(user, src, dst, "--json").stdout)["copied"][0]
+    assert data["signature"] == "signature not verified here" and data["signed"] is False
+    assert data["signatures"][0]["status"] == "signature not verified here" and data["signatures"][0]["copied"]
+
+
+def test_a_bad_envelope_is_refused_and_nothing_is_copied(user, tmp_path, request):
+    src, dst = _url("directory", request, tmp_path, "src"), _url("oci", request, tmp_path, "dst")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    _publish_signed(user, src, tmp_path)
+    good = json.loads(_served(src)[0])
+    statement = json.loads(base64.b64decode(good["payload"]))
+    statement["predicate"]["note"] = "altered after signing"
+    good["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    set_envelopes(src, [json.dumps(good).encode()])
+    refused = _copy(user, src, dst, ok=False)
+    assert refused.returncode == 9, refused.stderr
+    assert "alice/opsd-patch@1.0.0: refusing to copy a signature that does not check out: signature of" in refused.stderr
+    assert "does not verify" in refused.stderr
+    with pytest.raises(Exception):
+        _served(dst)  # the version was not copied at all
+
+    # an owner nobody trusts here: the statement is still checked against the version
+    (user.home / "trust.json").unlink()
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src2", version="1.0.1"), "--registry", src, "--sign")
+    moved = (Path(src) / "plugins" / OWNER / NAME / "1.0.1.dsse.json").read_bytes()
+    set_envelopes(src, [moved])  # 1.0.1's envelope under 1.0.0
+    refused = _copy(user, src, dst, ok=False)
+    assert refused.returncode == 9 and "signature is for alice/opsd-patch@1.0.1, not alice/opsd-patch@1.0.0" in refused.stderr
+
+
+def test_require_signatures_copies_only_what_verifies_here(user, pair, tmp_path):
+    src, dst = pair
+    _publish_signed(user, src, tmp_path)
+    refused = _copy(user, src, dst, "--require-signatures", ok=False)
+    assert refused.returncode == 9
+    assert "--require-signatures copies only versions with a signature verified here" in refused.stderr
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    assert _copy(user, src, dst, "--require-signatures").stdout.splitlines()[0].endswith(" (signed)")
+
+
+def test_a_second_signature_the_target_cannot_hold_is_reported_not_dropped(user, tmp_path, request):
+    src, dst = _url("oci", request, tmp_path, "src"), _url("directory", request, tmp_path, "dst")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "second.pub")
+    _publish_signed(user, src, tmp_path)
+    set_envelopes(src, [envelope_by(user, src, "second")], keep=True)  # re-signed with a second key
+    assert len(_served(src)) == 2
+    out = _copy(user, src, dst)
+    assert out.stdout.splitlines()[0].endswith(" (signed)")
+    second = json.loads(user.forge("key", "list", "--json").stdout)
+    second_id = next(k["key_id"] for k in second if k["name"] == "second")
+    assert f"signature by key {second_id} not copied: registry {dst} keeps one signature per version" in out.stdout
+    assert len(_served(dst)) == 1
