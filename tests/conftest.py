@@ -28,11 +28,11 @@ def isolated_forge_home(tmp_path_factory, monkeypatch):
 # cores. tests/test_xdist_safety.py checks both.
 #
 # How: each worker writes which of its collected tests belong to which service to a folder
-# the controller made (FORGE_TEST_GROUPS); the controller's scheduler (xdist's load-by-scope,
+# the controller made (STARFORGE_TEST_GROUPS_DIR); the controller's scheduler (xdist's load-by-scope,
 # each other test a scope of its own) reads it. xdist's own `loadgroup` cannot be used: it
 # renames node ids, which pytest 9.2 no longer lets a plugin do.
 SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in", "frameworks"))
-GROUPS_ENV = "FORGE_TEST_GROUPS"
+GROUPS_ENV = "STARFORGE_TEST_GROUPS_DIR"
 
 
 def service_group(item) -> str | None:

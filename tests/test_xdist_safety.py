@@ -34,7 +34,7 @@ def pytest_collection_finish(session):
 
 
 def _pytest(args, cwd, env_extra=None, timeout=300):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FORGE_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FORGE_", "STARFORGE_"))}
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -47,7 +47,7 @@ def test_every_test_of_a_service_is_in_that_services_group(tmp_path):
     groups_dir.mkdir()
     proc = _pytest(["--collect-only", "-q", "-p", "group_probe", "tests/backends", "tests/frameworks"], REPO,
                    {"PROBE_OUT": str(out), "PYTHONPATH": str(tmp_path), "PYTEST_XDIST_WORKER": "gw7",
-                    "FORGE_TEST_GROUPS": str(groups_dir)})
+                    "STARFORGE_TEST_GROUPS_DIR": str(groups_dir)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     items = json.loads(out.read_text())
     groups = json.loads((groups_dir / "gw7.json").read_text())
