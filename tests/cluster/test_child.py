@@ -31,7 +31,9 @@ def test_a_child_ended_by_a_signal_returns_128_plus_the_signal():
 
 
 def test_a_missing_program_is_127_with_an_entrypoint_failure(tmp_path):
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     code, failure = run_child([str(tmp_path / "no-such-trainer"), "--lr", "1"])
+    assert {s: signal.getsignal(s) for s in before} == before  # the launcher's handlers are back
     assert code == 127
     assert (failure.phase, failure.code, failure.plugin) == ("entrypoint", 127, None)
     assert failure.message.startswith(f"cannot run '{tmp_path / 'no-such-trainer'}': ")
