@@ -297,19 +297,18 @@ def run_proven(interpreter, args, env):
     read_end, write_end = os.pipe()
     env = dict(env)
     env[PROOF_ENV] = "%d:%s" % (write_end, nonce)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        child = subprocess.Popen([interpreter] + list(args), env=env, pass_fds=(write_end,))
-    except OSError as exc:
-        os.close(read_end)
-        os.close(write_end)
-        raise JobPythonError("the job's Python %s cannot run: %s" % (interpreter, exc))
-    os.close(write_end)
+    # The handlers go in before the child starts: a signal that arrives while it starts is
+    # held and passed on once it exists, instead of ending this entry and leaving the
+    # launcher running on its own.
+    started = []
+    pending = []
 
     def forward(signum, frame):
+        if not started:
+            pending.append(signum)
+            return
         try:
-            child.send_signal(signum)
+            started[0].send_signal(signum)
         except OSError:
             pass
 
@@ -318,6 +317,18 @@ def run_proven(interpreter, args, env):
         if signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, forward)
     try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            child = subprocess.Popen([interpreter] + list(args), env=env, pass_fds=(write_end,))
+        except OSError as exc:
+            os.close(read_end)
+            os.close(write_end)
+            raise JobPythonError("the job's Python %s cannot run: %s" % (interpreter, exc))
+        os.close(write_end)
+        started.append(child)
+        for signum in pending:
+            forward(signum, None)
         got = b""
         while len(got) < 256:
             chunk = os.read(read_end, 256)

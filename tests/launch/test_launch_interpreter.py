@@ -269,3 +269,35 @@ def test_a_world_writable_runtime_directory_is_tightened_and_anothers_refused(tm
         os.chown(job / ".forge-runtime", 65534, 65534)
         with pytest.raises(OSError, match="belongs to another user"):
             prepare_runtime(str(job), {})
+
+
+def test_the_entry_passes_sigterm_on_to_the_proven_launcher(tmp_path):
+    """Where the job's Python is another interpreter the entry stays as the launcher's
+    parent: a SIGTERM to the entry (Slurm's, a user's kill) reaches the launcher."""
+    import signal
+    import time
+
+    ready = tmp_path / "ready"
+    fake = tmp_path / "python-launcher"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import os, pathlib, sys, time\n"
+        f"fd, nonce = os.environ[{interpreter.PROOF_ENV!r}].split(':')\n"
+        "os.write(int(fd), nonce.encode()); os.close(int(fd))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('up')\n"
+        "time.sleep(60)\n"
+    )
+    fake.chmod(0o755)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import os, sys; sys.path.insert(0, {str(Path(interpreter.__file__).parents[2])!r});"
+         "from starforge.cluster.interpreter import run_proven;"
+         f"print(run_proven({str(fake)!r}, [], dict(os.environ)))"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists()
+    parent.send_signal(signal.SIGTERM)  # the entry only, not its process group
+    out, _ = parent.communicate(timeout=30)
+    assert parent.returncode == 0 and out.strip() == str(128 + signal.SIGTERM)  # the launcher got it and ended by it
