@@ -17,15 +17,21 @@ def _advantages(out: str, scale: str) -> list:
     return ast.literal_eval(line.split(" = ", 1)[1])
 
 
-def test_quickstart_runs_and_reruns(tmp_path):
+def _run_quickstart(tmp_path) -> tuple:
+    """Run examples/quickstart.sh in a copy of the repository; return (repo, env, result)."""
     repo = tmp_path / "repo"
-    debris = shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__", "*.pyc")
-    shutil.copytree(REPO / "examples", repo / "examples", ignore=debris)
-    shutil.copytree(REPO / "forge_plugins", repo / "forge_plugins", ignore=debris)
+    if not repo.exists():
+        debris = shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__", "*.pyc")
+        shutil.copytree(REPO / "examples", repo / "examples", ignore=debris)
+        shutil.copytree(REPO / "forge_plugins", repo / "forge_plugins", ignore=debris)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     env["QUICKSTART_PYTHON"] = sys.executable
+    result = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    return repo, env, result
 
-    first = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+
+def test_quickstart_runs_and_reruns(tmp_path):
+    repo, env, first = _run_quickstart(tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     out = first.stdout
     assert "published starforge/opsd-patch@1.2.0 sf1:" in out
@@ -38,7 +44,7 @@ def test_quickstart_runs_and_reruns(tmp_path):
     lock_bytes = lock.read_bytes()
     assert (repo / ".forge-home" / "registry").is_dir()  # state stays inside the checkout
 
-    second = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    repo, env, second = _run_quickstart(tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
     published = [p for p in (REPO / "forge_plugins").iterdir() if (p / "plugin.yaml").is_file()]
     assert second.stdout.count("already published starforge/") == len(published) >= 7
@@ -50,13 +56,7 @@ def test_quickstart_runs_and_reruns(tmp_path):
 def test_the_next_commands_it_prints_work_in_a_new_shell(tmp_path):
     """Its closing 'Next' lines run as written in a shell that has neither forge on PATH nor
     FORGE_HOME set, and show the job it ran."""
-    repo = tmp_path / "repo"
-    debris = shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__", "*.pyc")
-    shutil.copytree(REPO / "examples", repo / "examples", ignore=debris)
-    shutil.copytree(REPO / "forge_plugins", repo / "forge_plugins", ignore=debris)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
-    env["QUICKSTART_PYTHON"] = sys.executable
-    run = subprocess.run(["bash", "examples/quickstart.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    repo, env, run = _run_quickstart(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("== done. Next"))
