@@ -845,8 +845,17 @@ def test_a_racing_write_that_lands_after_the_read_back_is_caught_by_the_settle_r
     assert OciRegistry(oci_registry.url).get("settle", "p", version).tree_digest == info_b.tree_digest
 
 
-def test_eight_racing_publishers_one_winner_the_rest_told_of_the_conflict(oci_registry, tmp_path):
-    """Bounded version of bench/oci_publish_race.py: 2 rounds of 8 racing publishers."""
+def test_eight_racing_publishers_the_tag_holder_was_told_published_the_rest_of_the_conflict(oci_registry, tmp_path):
+    """Bounded version of bench/oci_publish_race.py: 2 rounds of 8 racing publishers.
+
+    What always holds is asserted: the publisher whose write the tag holds was told
+    "published", every other one either was too or was told of the conflict naming its
+    digest. That only one is told "published" is best effort on a registry without
+    conditional writes (SPEC §5): a publisher stalled between its last read and its write
+    for longer than the winner's settle wait (a thread starved on a loaded CI worker) lands
+    after that wait. The settle read itself is pinned by the deterministic interleaving of
+    the test above; how often two are told "published" is measured by the bench
+    (docs/registry.md), not asserted here."""
     for round_ in range(2):
         version = f"4.0.{round_}"
         plugins = [make_plugin(tmp_path, "racers", "p", version, body=f"{round_}-{i}") for i in range(8)]
@@ -855,7 +864,7 @@ def test_eight_racing_publishers_one_winner_the_rest_told_of_the_conflict(oci_re
         outcomes = race_publishers(oci_registry.url, plugins)
         final = OciRegistry(oci_registry.url).get("racers", "p", version).tree_digest
         told_published = {plugins[i][1].tree_digest for i, o in enumerate(outcomes) if not isinstance(o, Exception)}
-        assert told_published == {final}, outcomes  # whoever heard "published" holds the tag
+        assert final in told_published, outcomes  # the tag holder heard "published"
         for i, outcome in enumerate(outcomes):
             assert outcome is not None
             if isinstance(outcome, Exception):
