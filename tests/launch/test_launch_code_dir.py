@@ -38,9 +38,11 @@ WORKER_MODULES_WITHOUT_TARGET = [
     "starforge.cluster.ray_init", "starforge.cluster.record", "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check (with
-# packaging's version and specifiers) and patching (the plugin's own `from starforge import patching`).
+# packaging's version and specifiers) and patching with its target language (the plugin's own
+# `from starforge import patching`).
 WORKER_MODULES_WITH_TARGET = sorted(WORKER_MODULES_WITHOUT_TARGET + [
-    "starforge.cluster.loader", "starforge.cluster.patching", "starforge.cluster.requires", "starforge.patching",
+    "starforge.cluster.loader", "starforge.cluster.patch_targets", "starforge.cluster.patching",
+    "starforge.cluster.requires", "starforge.patching",
 ])
 VENDORED_FOR_REQUIRES = [
     "starforge.cluster._vendor", "starforge.cluster._vendor.packaging", "starforge.cluster._vendor.packaging._ranges",

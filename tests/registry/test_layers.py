@@ -23,7 +23,9 @@ def imported(module: str) -> set:
 
 
 def test_base_imports_no_backend_and_no_backend_imports_the_factory():
-    assert imported("base").isdisjoint({"directory", "oci", "factory", "oci_client"})
-    for backend in ("directory", "oci", "oci_client", "artifact", "cache", "progress", "resolve", "publish"):
+    assert imported("base").isdisjoint({"directory", "oci", "factory", "oci_client", "oci_auth", "oci_credentials",
+                                        "oci_location"})
+    for backend in ("directory", "oci", "oci_client", "oci_auth", "oci_credentials", "oci_location", "artifact", "cache",
+                    "progress", "resolve", "publish"):
         assert "factory" not in imported(backend), backend
     assert {"directory", "oci"} <= imported("factory")
