@@ -185,7 +185,7 @@ def resolve_lock(
     *accept_signature* (``forge lock --accept-signature NAME``): then the signature served
     now (or its absence) is recorded, the version unchanged.
     """
-    from ..registry.cache import remember_envelope
+    from ..registry.cache import remember_envelope, remember_verified
     from ..registry.resolve import resolve
     from ..signing import load_trust, verify_published_envelope
     from .locked_signature import check_served, enforced, facts_of
@@ -231,7 +231,8 @@ def resolve_lock(
             # the locked signature facts are enforced: the registry must still serve a valid
             # envelope by the locked key (a re-sign or a rotated key beside it breaks nothing)
             locked_envelope = check_served(before, registry, info, trust)
-        verdicts[req.name], envelope = verify_published_envelope(registry, info, trust, require=require_signatures)
+        verdict = verify_published_envelope(registry, info, trust, require=require_signatures)
+        verdicts[req.name], envelope = remember_verified(info, verdict), verdict[1]
         facts = facts_of(envelope)
         if locked_envelope is not None:
             assert before is not None

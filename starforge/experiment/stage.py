@@ -203,8 +203,8 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     """
     from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..errors import RegistryError, SignatureError
-    from ..registry.cache import cached_signature
-    from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
+    from ..registry.cache import cached_signature, remember_verified
+    from ..signing import VERIFIED, load_trust, verify_envelope, verify_published_envelope
     from .locked_signature import staged_envelope
 
     trust = trust if trust is not None else load_trust()
@@ -234,7 +234,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
             )
             status = VERIFIED
         else:
-            status = verify_published(registry, served, trust, require=require)
+            status = remember_verified(served, verify_published_envelope(registry, served, trust, require=require))
         out[entry.ref] = status
     return out
 

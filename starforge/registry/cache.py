@@ -20,7 +20,8 @@ against the trust file again.
 :func:`materialize` unpacks a fetched archive into a new directory and checks the tree
 digest of what was written (naming the files that differ) before the directory appears.
 Neither checks signatures: callers that need them call
-:func:`starforge.signing.verify_published` first.
+:func:`starforge.signing.verify_published_envelope` first and hand its verdict to
+:func:`remember_verified` (verification writes nothing itself: signing sits below the registry).
 
 Laptop side.
 """
@@ -125,17 +126,28 @@ def signature_cache_path(
     return cache_root(cache) / "signatures" / tree_key / owner / name / f"{canonical_version(version)}.dsse.json"
 
 
-def remember_signature(info: PublishedVersion, envelope: bytes, cache: str | os.PathLike | None = None) -> None:
-    """Keep *envelope*, which verified for *info*, for offline staging (best effort)."""
-    from ..cluster import atomic
-
+def remember_signature(owner: str, name: str, version: str, tree_digest: str, envelope: bytes,
+                       cache: str | os.PathLike | None = None) -> None:
+    """Keep *envelope*, which verified for the version, for offline staging (best effort)."""
     try:
-        path = signature_cache_path(info.owner, info.name, info.version, info.tree_digest, cache)
+        path = signature_cache_path(owner, name, version, tree_digest, cache)
         make_dirs(path.parent)
         if not path.exists() or path.read_bytes() != envelope:
             atomic.write_file(path, envelope)
     except (OSError, RegistryError, ValueError):
         pass  # the cache only saves asking the registry again
+
+
+def remember_verified(info: PublishedVersion, verdict: tuple, cache: str | os.PathLike | None = None) -> str:
+    """Keep the envelope of *verdict* (``(status, envelope)`` from
+    :func:`starforge.signing.verify_published_envelope`) when it verified for *info*, so the
+    version can be staged offline (every use verifies it again); return the status."""
+    from ..signing import VERIFIED
+
+    status, envelope = verdict
+    if status == VERIFIED and envelope is not None:
+        remember_signature(info.owner, info.name, info.version, info.tree_digest, envelope, cache)
+    return status
 
 
 def cached_signature(
