@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import deferred
+from . import hyperparams_and_deferred as deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
 from .binding import SPEC_ARG, SPEC_ENV, is_sha256

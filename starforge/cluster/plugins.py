@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .deferred import freeze, hyperparams_from_env, registry
 from .errors import InstallError, UsageError
+from .hyperparams_and_deferred import freeze, hyperparams_from_env, registry
 
 if TYPE_CHECKING:
     from typing import Any, Mapping
