@@ -5,7 +5,7 @@ launcher: one read of every byte; any other process: the listing, then each file
 it is read), check ``requires``, import the entrypoint from the verified snapshot,
 then call ``install(params)`` (eager) or register it (deferred). The launcher runs all of
 it up front (:meth:`Job.load_all`); any other Python process of the job runs it from the
-bootstrap (:meth:`Job.boot`, through :mod:`.process`), postponing a plugin that declares
+bootstrap (:meth:`Job.boot`, through :mod:`.process_job`), postponing a plugin that declares
 ``targets`` until one of its targets is imported.
 
 Failures are :class:`~.errors.LaunchFailure` (phase, exit code, plugin). Standard library

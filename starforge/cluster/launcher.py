@@ -239,7 +239,7 @@ def launch(
     when the spec was staged by another version (:func:`_same_runtime`).
     """
     from .environment import job_environment, prepare_runtime
-    from .process import load_job
+    from .process_job import load_job
     from .ray_init import watch_ray_init
 
     spec_path = os.path.abspath(spec_arg)

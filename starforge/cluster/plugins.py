@@ -129,7 +129,7 @@ def load_environment(name: str, **ctx: Any) -> Any:
             return registry.environments[name]
         if not registry.booted:
             _bootstrap_from_env()
-        from .process import current_job
+        from .process_job import current_job
 
         job = current_job()
         item = job.environment_item(name) if job is not None and not registry.disabled else None
@@ -192,7 +192,7 @@ def _job_env(env: Mapping[str, str]) -> bool:
 def _bootstrap_from_env() -> None:
     """Fill this process's registry from the job environment (no-op outside a job)."""
     if _job_env(os.environ):
-        from .process import boot_process
+        from .process_job import boot_process
 
         boot_process(reason="install_deferred")
     registry.booted = True
