@@ -30,7 +30,7 @@ from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, V
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
-from .plan import Item, plan
+from .load_order import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
