@@ -64,10 +64,10 @@ from .oci_client import (
     ManifestBlobUnknownError,
     OciClient,
     file_digest,
-    find_credentials,
-    parse_oci_url,
     sha256_digest,
 )
+from .oci_credentials import find_credentials
+from .oci_location import parse_oci_url
 
 CONFIG_MAX = 64 << 20
 # After writing a tag, publish reads it back, waits this long and reads it once more: a
