@@ -99,7 +99,7 @@ class Job:
                             contents = self._check_files(item)
                         else:
                             item.check = "tree"
-                            contents = verify_tree(item.root, entry.digest, entry.files or None)
+                            contents = verify_tree(item.root, entry.tree_digest, entry.files or None)
                     except VerificationError as exc:
                         raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
                     finally:
@@ -156,7 +156,7 @@ class Job:
         verification exit code, whatever code was importing or reading it.
         """
         entry = item.entry
-        check_bound(entry.digest, entry.files)
+        check_bound(entry.tree_digest, entry.files)
         check_listing(item.root, entry.files)
 
         def mismatch(message: str) -> None:
@@ -267,7 +267,7 @@ class Job:
                             contents = self._check_files(item)
                         else:
                             item.check = "tree"
-                            contents = verify_tree(item.root, item.entry.digest, item.entry.files or None)
+                            contents = verify_tree(item.root, item.entry.tree_digest, item.entry.files or None)
                     item.verified = True
                 except VerificationError as exc:
                     raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
