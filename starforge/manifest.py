@@ -17,9 +17,12 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .errors import ManifestError
+
+if TYPE_CHECKING:
+    from .cluster.jobspec import PluginEntry
 
 SCHEMA = "forge/plugin/v1"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -172,6 +175,28 @@ class PluginManifest:
         return manifest_dict(
             self.name, self.version, self.kind, self.entrypoint, self.load, self.targets,
             self.requires.to_dict(), {k: p.to_dict() for k, p in self.params.items()}, self.description,
+        )
+
+    def plugin_entry(self, tree_digest: str, top_level, files: Mapping[str, str], *, owner: str | None = None,
+                     version: str | None = None) -> "PluginEntry":
+        """The JobSpec's plugin entry for the tree with this manifest: the one place a
+        manifest's fields become an entry (a lock entry holds it; a built-in's is built
+        here too). *version* is the registry's canonical version (default: as written)."""
+        from .cluster.jobspec import PluginEntry
+
+        return PluginEntry(
+            name=self.name,
+            version=self.version if version is None else version,
+            tree_digest=tree_digest,
+            kind=self.kind,
+            load=self.load,
+            entrypoint=self.entrypoint,
+            owner=owner,
+            targets=tuple(self.targets),
+            requires=self.requires.to_dict(),
+            top_level=tuple(top_level),
+            files=dict(files),
+            params={k: p.to_dict() for k, p in self.params.items()},
         )
 
     @classmethod

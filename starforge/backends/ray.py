@@ -44,7 +44,7 @@ from ..cluster.ray_init import WORKER_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
-from .base import LIVE, Backend, JobRecord, node_entry, refuse_unknown_settings
+from .base import LIVE, Backend, JobRecord, node_entry
 from .binding import Binding, binding_for
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
@@ -142,12 +142,6 @@ def auth_token(env: Mapping[str, str] | None = None) -> str | None:
         default = Path.home() / ".ray" / "auth_token"
         token = default.read_text().strip() if default.is_file() else None
     return token or None
-
-
-def check_settings(settings: Mapping[str, Any]) -> dict:
-    """Refuse unknown keys of the ``ray:`` mapping, naming the closest known one."""
-    refuse_unknown_settings("ray", settings, SETTINGS)
-    return dict(settings)
 
 
 def build_package(job_dir: Path) -> tuple[str, bytes]:
@@ -252,9 +246,7 @@ class RayBackend(Backend):
     """Runs jobs on a Ray cluster through its Jobs REST API."""
 
     name = "ray"
-
-    def __init__(self, settings=None, store=None) -> None:
-        super().__init__(check_settings(settings or {}), store)
+    settings_keys = SETTINGS  # forge.yaml's ray: mapping; unknown keys are refused (the default check)
 
     def _client(self, address: str) -> RayJobsClient:
         return RayJobsClient(address, auth_token())

@@ -192,9 +192,9 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         assert config_raw is not None
         _check_digest(config_raw, config_desc["digest"], name, f"the config of {entry.ref}")
         info = _as_bundle_error(lambda: plugin_version((entry.owner, entry.name, entry.version), data, config_raw, where, "bundle"))
-        if info.tree_digest != entry.digest or info.artifact_digest != entry.artifact_digest:
+        if info.tree_digest != entry.tree_digest or info.artifact_digest != entry.artifact_digest:
             raise BundleError(f"{where}: holds tree digest {info.tree_digest} (archive {info.artifact_digest}), "
-                              f"the lock names {entry.digest} (archive {entry.artifact_digest})",
+                              f"the lock names {entry.tree_digest} (archive {entry.artifact_digest})",
                               hint="the bundle does not carry what its lock names; it was altered")
         blob(layer_desc["digest"], f"the archive of {entry.ref}")
         envelopes = []

@@ -16,7 +16,7 @@ import types
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from .plan import Item
+    from .load_order import Item
 
 
 def spec_from_other_finders(hook: Any, fullname: str, path: Any, target: Any) -> Any:

@@ -42,7 +42,7 @@ def _copy(value):
 class PluginEntry(Record):
     """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in.
 
-    Fields: name, version, digest, kind, load, entrypoint, owner (None for a built-in),
+    Fields: name, version, tree_digest (the JSON key is ``digest``), kind, load, entrypoint, owner (None for a built-in),
     targets, requires, top_level, files (relpath -> sha256 hex: mismatch reports, and the hashes a worker
     checks each file against as it reads it), params,
     signature (the publisher's DSSE envelope as JSON text, None when the job carries none).
@@ -50,7 +50,7 @@ class PluginEntry(Record):
 
     name: str
     version: str
-    digest: str
+    tree_digest: str
     kind: str
     load: str
     entrypoint: str
@@ -61,15 +61,15 @@ class PluginEntry(Record):
     files: dict[str, str]
     params: dict[str, Any]
     signature: str | None
-    __slots__ = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
+    __slots__ = ("name", "version", "tree_digest", "kind", "load", "entrypoint", "owner", "targets",
                  "requires", "top_level", "files", "params", "signature")
 
-    def __init__(self, name: str, version: str, digest: str, kind: str, load: str, entrypoint: str,
+    def __init__(self, name: str, version: str, tree_digest: str, kind: str, load: str, entrypoint: str,
                  owner: str | None = None, targets: tuple = (), requires: dict | None = None,
                  top_level: tuple = (), files: dict | None = None, params: dict | None = None,
                  signature: str | None = None) -> None:
         self._set(
-            name, version, digest, kind, load, entrypoint, owner, targets, {} if requires is None else requires,
+            name, version, tree_digest, kind, load, entrypoint, owner, targets, {} if requires is None else requires,
             top_level, {} if files is None else files, {} if params is None else params, signature,
         )
 
@@ -80,6 +80,7 @@ class PluginEntry(Record):
 
     def to_dict(self) -> dict:
         d = {f: _copy(getattr(self, f)) for f in self._fields}
+        d["digest"] = d.pop("tree_digest")  # the JSON key
         d["ref"] = self.ref
         d["targets"] = list(self.targets)
         d["top_level"] = list(self.top_level)
@@ -129,7 +130,7 @@ class PluginEntry(Record):
         return cls(
             name=name,
             version=version,
-            digest=digest,
+            tree_digest=digest,
             kind=kind,
             load=load,
             entrypoint=entrypoint,

@@ -124,15 +124,8 @@ def lock_entries(spec: JobSpec) -> list:
     """The JobSpec's packages as lock entries (fetched by tree digest; the archive digest is unknown)."""
     from .lockfile import LockEntry
 
-    return [
-        LockEntry(
-            owner=p.owner or "", name=p.name, version=p.version, request=f"{p.owner}/{p.name}@=={p.version}",
-            digest=p.digest, artifact_digest="sha256:" + "0" * 64, kind=p.kind, load=p.load, entrypoint=p.entrypoint,
-            requires=dict(p.requires), targets=tuple(p.targets), params=dict(p.params), top_level=tuple(p.top_level),
-            files=dict(p.files),
-        )
-        for p in spec.plugins
-    ]
+    return [LockEntry(plugin=p, request=f"{p.owner}/{p.name}@=={p.version}", artifact_digest="sha256:" + "0" * 64)
+            for p in spec.plugins]
 
 
 def candidate_registries(record, explicit: str | None, insecure: bool) -> list:
@@ -181,12 +174,12 @@ def fetch_plugin(old_id: str, entry, target: Path, registries: list):
         except AttributeError:  # no registry at all and not in the cache
             break
         got = tree_digest(target)
-        if got == entry.digest:
+        if got == entry.tree_digest:
             return reg
         reasons.append(f"unpacked files have digest {got}")
         shutil.rmtree(target, ignore_errors=True)
     raise _refuse(
-        old_id, f"plugin {entry.ref} with tree digest {entry.digest} (what the job ran) is neither in the cache nor served "
+        old_id, f"plugin {entry.ref} with tree digest {entry.tree_digest} (what the job ran) is neither in the cache nor served "
         f"by any configured registry" + (f"; {reasons[-1]}" if reasons else ""),
         "pass --registry URL of a registry holding that version as published; a version whose content changed is not "
         "the one the job ran",

@@ -1,4 +1,4 @@
-"""The registry interface every backend implements, and plugin references.
+"""The registry interface every registry kind implements, and plugin references.
 
 A published plugin version is identified by ``owner/name@version`` and bound to its tree
 digest. Versions are immutable: the same tree digest again is a no-op, another digest under

@@ -33,6 +33,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from ..cluster import atomic
 from ..cluster.digest import diff_maps, digest_of_map, hash_file
@@ -252,33 +253,41 @@ def materialize(
     only when neither holds the files. Nothing appears at *dest* unless every file checked out.
     """
     dest = _check_dest(dest)
-    if materialize_cached(info, dest, cache=cache) is not None:
+    if materialize_cached(info.owner, info.name, info.version, info.tree_digest, dest,
+                          artifact_digest=info.artifact_digest, files=info.files, cache=cache) is not None:
         return dest
     archive = fetch(registry, info, cache=cache)
-    _unpack_verified(info, archive, dest)
+    _unpack_verified(info.ref, info.tree_digest, info.files, archive, dest)
     remember_tree(info.tree_digest, info.artifact_digest, cache)
     return dest
 
 
-def materialize_cached(info: PublishedVersion, dest: str | os.PathLike, *, cache: str | os.PathLike | None = None) -> Path | None:
-    """Like :func:`materialize` from the cache alone; None when the cache does not hold *info*'s files.
+def materialize_cached(owner: str, name: str, version: str, tree_digest: str, dest: str | os.PathLike, *,
+                       artifact_digest: str | None = None, files: Mapping[str, str] | None = None,
+                       cache: str | os.PathLike | None = None) -> Path | None:
+    """Like :func:`materialize` from the cache alone, for ``owner/name@version`` with
+    *tree_digest*; None when the cache does not hold its files.
 
-    Any cached archive whose files have *info*'s tree digest will do, whatever its own
-    digest: the archive another registry served for the same files is the same plugin.
+    The archive *artifact_digest* (when known) is looked up first, then any cached archive
+    whose files have *tree_digest*, whatever its own digest: the archive another registry
+    served for the same files is the same plugin. *files* (the per-file hashes, when known)
+    only name the files that differ in an error.
     """
     dest = _check_dest(dest)
-    archive = lookup(info, cache)
+    ref = f"{owner}/{name}@{version}"
+    archive = _cached_archive(artifact_digest, cache) if artifact_digest else None
     if archive is not None:
-        _unpack_verified(info, archive, dest)
-        remember_tree(info.tree_digest, info.artifact_digest, cache)
+        _unpack_verified(ref, tree_digest, files, archive, dest)
+        assert artifact_digest is not None
+        remember_tree(tree_digest, artifact_digest, cache)
         return dest
-    archive = lookup_tree(info.tree_digest, cache)
+    archive = lookup_tree(tree_digest, cache)
     if archive is None:
         return None
     try:
-        _unpack_verified(info, archive, dest)
+        _unpack_verified(ref, tree_digest, files, archive, dest)
     except ArchiveError:
-        _forget_tree(info.tree_digest, cache)
+        _forget_tree(tree_digest, cache)
         return None
     return dest
 
@@ -290,8 +299,9 @@ def _check_dest(dest: str | os.PathLike) -> Path:
     return dest
 
 
-def _unpack_verified(info: PublishedVersion, archive: Path, dest: Path) -> None:
-    """Unpack *archive* to *dest* only when its files have *info*'s tree digest."""
+def _unpack_verified(ref: str, tree_digest: str, expected_files: Mapping[str, str] | None, archive: Path,
+                     dest: Path) -> None:
+    """Unpack *archive* to *dest* only when its files have *tree_digest* (the version *ref*'s)."""
     from ..archive import unpack
 
     parent = dest.absolute().parent
@@ -301,10 +311,10 @@ def _unpack_verified(info: PublishedVersion, archive: Path, dest: Path) -> None:
         tree = staging / "tree"
         files = unpack(archive, tree)
         got = digest_of_map(files)
-        if got != info.tree_digest:
-            detail = diff_maps(info.files, files).describe() if info.files else "per-file hashes unknown"
+        if got != tree_digest:
+            detail = diff_maps(expected_files, files).describe() if expected_files else "per-file hashes unknown"
             raise ArchiveError(
-                f"{info.ref}: unpacked files have tree digest {got}, expected {info.tree_digest}; {detail}",
+                f"{ref}: unpacked files have tree digest {got}, expected {tree_digest}; {detail}",
                 hint="the archive does not hold the files that were published; do not use it",
             )
         if dest.is_dir():

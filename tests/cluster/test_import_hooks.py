@@ -12,7 +12,7 @@ import pytest
 
 from starforge.cluster.import_hooks import ModuleWatcher, PostImportLoader, TargetWatcher, spec_from_other_finders
 from starforge.cluster.jobspec import PluginEntry
-from starforge.cluster.plan import Item
+from starforge.cluster.load_order import Item
 
 
 def waiting(name: str, *targets: str) -> Item:

@@ -1,4 +1,4 @@
-"""The OCI backend against a real registry (Debian docker-registry on 127.0.0.1)."""
+"""The OCI registry kind against a real registry (Debian docker-registry on 127.0.0.1)."""
 
 from __future__ import annotations
 
