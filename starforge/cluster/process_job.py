@@ -79,7 +79,8 @@ def boot_process(reason: str = "start-up") -> Job | None:
             job_python = os.environ.get("FORGE_PYTHON")
             other = bool(job_python) and not same_interpreter(sys.executable, job_python)
             run_or_exit(job, lambda: job.boot(reason, other))
-            watch_ray_init()
+        # Ray workers this process starts carry the job's plugins (its own opt-out is its own)
+        watch_ray_init()
         # Written now (a worker may be killed, skipping atexit) and again at exit.
         job.write_provenance()
         import atexit

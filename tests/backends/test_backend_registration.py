@@ -16,7 +16,7 @@ from tiny_backend import REGISTRATION
 
 from starforge.backends import BACKENDS
 from starforge.backends.base import get_backend
-from starforge.errors import ManifestError
+from starforge.errors import ManifestError, UsageError
 from starforge.experiment.config import load_experiment
 
 HERE = Path(__file__).resolve().parent
@@ -78,6 +78,14 @@ def test_its_forge_yaml_section_is_parsed_and_checked_by_the_backend(tiny, exp):
     with pytest.raises(ManifestError, match=r"unknown key 'tinny' \(did you mean 'tiny'\?\)") as info:
         load_experiment(exp)
     assert info.value.hint.endswith("backend, strict_deferred, ray, slurm, tiny, registry, python, plan")
+    # the errors that list backends name it
+    (exp / "forge.yaml").write_text(FORGE_YAML.replace("backend: tiny", "backend: tinny"))
+    with pytest.raises(ManifestError, match=r"expected one of local, ray, slurm, tiny, got 'tinny' \(did you mean 'tiny'\?\)") as info:
+        load_experiment(exp)
+    assert info.value.hint == "backends: local, ray, slurm, tiny (default local)"
+    with pytest.raises(UsageError, match=r"unknown backend 'tinny' \(did you mean 'tiny'\?\)") as info:
+        get_backend("tinny")
+    assert info.value.hint == "backends: local, ray, slurm, tiny"
 
 
 def test_without_the_line_there_is_no_such_backend_nor_section(exp):
