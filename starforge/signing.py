@@ -238,9 +238,9 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
 
     Adding a key that is already trusted for the owner changes nothing.
     """
-    from .manifest import NAME_MAX, NAME_RE
+    from .cluster.names import is_plugin_name
 
-    if not NAME_RE.match(owner) or len(owner) > NAME_MAX:
+    if not is_plugin_name(owner):
         raise UsageError(f"'{owner}' is not a valid owner", hint="lowercase letters, digits and single dashes")
     text = str(public_key)
     if "-----BEGIN" in text:

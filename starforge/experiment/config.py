@@ -51,8 +51,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends import backend_names, settings_sections
+from ..cluster.names import is_plugin_name
 from ..errors import ManifestError, UsageError
-from ..manifest import NAME_RE, closest
+from ..manifest import closest
 from ..yamlio import YamlDoc, load_yaml_file
 from .overrides import NON_FINITE_HINT, first_non_finite, yaml_float
 
@@ -324,7 +325,7 @@ def _plan(v: _Validator, value: Any) -> tuple:
             raise v.fail(path, f"plan.acknowledge[{i}]: expected a mapping with plugin and replaces, got {_kind(entry)}", hint=example)
         v.keys(path, entry, ACK_KEYS, ("plugin", "replaces"))
         plugin = v.string(path + ("plugin",), entry["plugin"])
-        if not NAME_RE.match(plugin):
+        if not is_plugin_name(plugin):
             raise v.fail(path + ("plugin",), f"plan.acknowledge[{i}].plugin: '{plugin}' is not a plugin name (the manifest name, no owner)",
                          hint=example)
         replaces = v.string(path + ("replaces",), entry["replaces"])
@@ -384,7 +385,7 @@ def _builtins(v: _Validator, value: Any) -> tuple:
     out: list = []
     for i, item in enumerate(value):
         path = ("recipe", "plugins", i)
-        if not isinstance(item, str) or not NAME_RE.match(item) or len(item) > 64:
+        if not isinstance(item, str) or not is_plugin_name(item):
             raise v.fail(path, f"recipe.plugins[{i}]: {item!r} is not a plugin name (lowercase letters, digits, single dashes)")
         if item in out:
             raise v.fail(path, f"recipe.plugins[{i}]: '{item}' is listed twice")

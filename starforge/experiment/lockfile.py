@@ -40,8 +40,9 @@ from ..cluster import atomic
 from ..cluster.digest import is_digest
 from ..cluster.jobspec import PluginEntry
 from ..cluster.jsonload import loads as load_json
+from ..cluster.names import is_plugin_name
 from ..errors import LockError
-from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
+from ..manifest import KINDS, LOADS, manifest_dict
 
 SCHEMA = "forge/lock/v2"
 OLD_SCHEMAS = ("forge/lock/v1",)  # read, and rewritten by forge lock
@@ -145,7 +146,7 @@ class LockEntry:
 
         for key in ("owner", "name"):
             value = text(key)
-            if not NAME_RE.match(value):
+            if not is_plugin_name(value):
                 raise LockError(f"{where}.{key}: {value!r} is not a valid {key}")
         digest = text("digest")
         if not is_digest(digest):

@@ -118,10 +118,11 @@ def signature_cache_path(
     owner: str, name: str, version: str, tree_digest: str, cache: str | os.PathLike | None = None
 ) -> Path:
     """Where the cache keeps the envelope verified for ``owner/name@version`` with *tree_digest*."""
-    from ..manifest import NAME_RE, canonical_version
+    from ..cluster.names import is_plugin_name
+    from ..manifest import canonical_version
 
     for part in (owner, name):
-        if not NAME_RE.match(part):
+        if not is_plugin_name(part):
             raise RegistryError(f"'{part}' is not a valid owner or plugin name")
     tree_key = tree_index_path(tree_digest, cache).name  # validates the digest: sf1-<hex>
     return cache_root(cache) / "signatures" / tree_key / owner / name / f"{canonical_version(version)}.dsse.json"

@@ -34,7 +34,7 @@ WORKER_MODULES_WITHOUT_TARGET = [
     "starforge", "starforge.cluster", "starforge.cluster.atomic", "starforge.cluster.attempts",
     "starforge.cluster.digest", "starforge.cluster.errors", "starforge.cluster.exits",
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
-    "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order",
+    "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
     "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
     "starforge.cluster.record", "starforge.cluster.utctime",
 ]
