@@ -260,10 +260,10 @@ def worker_check(runs: int, plugin_mib: float) -> int:
         modules = [rel for rel in entry.files if rel.endswith(".py")]
 
         def whole() -> None:
-            verify_tree(root, entry.digest, entry.files)
+            verify_tree(root, entry.tree_digest, entry.files)
 
         def lazy() -> None:
-            check_bound(entry.digest, entry.files)
+            check_bound(entry.tree_digest, entry.files)
             check_listing(root, entry.files)
             files = HashedFiles(root, entry.files)
             for rel in modules:

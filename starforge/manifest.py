@@ -17,15 +17,29 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .cluster.names import (
+    ENTRYPOINT_PATTERN,
+    MODULE_PATTERN,
+    NAME_MAX,
+    PLUGIN_NAME_PATTERN,
+    is_entrypoint,
+    is_module,
+    is_plugin_name,
+)
 from .errors import ManifestError
 
+if TYPE_CHECKING:
+    from .cluster.jobspec import PluginEntry
+
 SCHEMA = "forge/plugin/v1"
-NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-NAME_MAX = 64
-ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# The name rules are cluster/names.py's (the JobSpec checks them too): checks call its
+# is_plugin_name / is_entrypoint / is_module; these compiled patterns are its patterns, for
+# the JSON schema and editors.
+NAME_RE = re.compile(PLUGIN_NAME_PATTERN)
+ENTRYPOINT_RE = re.compile(ENTRYPOINT_PATTERN)
+MODULE_RE = re.compile(MODULE_PATTERN)
 PARAM_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
 DIST_RE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
 KINDS = ("algorithm", "environment", "data-prep")
@@ -82,7 +96,7 @@ def canonical_version(text: str) -> str:
 
 def check_name(name: object, what: str = "name") -> str:
     """Validate a plugin or owner name; used before any path is built from it."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
+    if not isinstance(name, str) or not is_plugin_name(name):
         raise ManifestError(
             f"invalid {what} {name!r}: lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters"
         )
@@ -172,6 +186,28 @@ class PluginManifest:
         return manifest_dict(
             self.name, self.version, self.kind, self.entrypoint, self.load, self.targets,
             self.requires.to_dict(), {k: p.to_dict() for k, p in self.params.items()}, self.description,
+        )
+
+    def plugin_entry(self, tree_digest: str, top_level, files: Mapping[str, str], *, owner: str | None = None,
+                     version: str | None = None) -> "PluginEntry":
+        """The JobSpec's plugin entry for the tree with this manifest: the one place a
+        manifest's fields become an entry (a lock entry holds it; a built-in's is built
+        here too). *version* is the registry's canonical version (default: as written)."""
+        from .cluster.jobspec import PluginEntry
+
+        return PluginEntry(
+            name=self.name,
+            version=self.version if version is None else version,
+            tree_digest=tree_digest,
+            kind=self.kind,
+            load=self.load,
+            entrypoint=self.entrypoint,
+            owner=owner,
+            targets=tuple(self.targets),
+            requires=self.requires.to_dict(),
+            top_level=tuple(top_level),
+            files=dict(files),
+            params={k: p.to_dict() for k, p in self.params.items()},
         )
 
     @classmethod
@@ -279,7 +315,7 @@ class _Validator:
 
     def name(self, value: Any) -> str:
         name = self.string(("name",), value)
-        if not NAME_RE.match(name) or len(name) > NAME_MAX:
+        if not is_plugin_name(name):
             raise self.fail(
                 ("name",),
                 f"'{name}' is not a valid name: lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters",
@@ -303,7 +339,7 @@ class _Validator:
 
     def entrypoint(self, value: Any) -> str:
         entrypoint = self.string(("entrypoint",), value)
-        if not ENTRYPOINT_RE.match(entrypoint):
+        if not is_entrypoint(entrypoint):
             raise self.fail(("entrypoint",), f"'{entrypoint}' is not 'dotted.module:function'")
         return entrypoint
 
@@ -318,7 +354,7 @@ class _Validator:
         if not isinstance(value, list):
             raise self.fail(("targets",), f"expected a list of module names, got {_type_name(value)}")
         for i, item in enumerate(value):
-            if not isinstance(item, str) or not MODULE_RE.match(item):
+            if not is_module(item):
                 raise self.fail(("targets", i), f"{item!r} is not a dotted module name")
         return tuple(value)
 

@@ -3,19 +3,18 @@
     from starforge import patching
     patching.replace("verl.trainer.ppo.core_algos:compute_grpo_outcome_advantage", my_fn)
 
-Implemented on the cluster side, in :mod:`starforge.cluster.patching`.
+Implemented on the cluster side, in :mod:`starforge.cluster.patching` (targets: :mod:`starforge.cluster.patch_targets`).
 """
 
 from __future__ import annotations
 
+from .cluster.patch_targets import Target, parse_target
 from .cluster.patching import (
     Patch,
     PatchError,
     PatchTargetError,
-    Target,
     acting_for,
     current_plugin,
-    parse_target,
     patch,
     patches,
     records,

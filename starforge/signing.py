@@ -238,9 +238,9 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
 
     Adding a key that is already trusted for the owner changes nothing.
     """
-    from .manifest import NAME_MAX, NAME_RE
+    from .cluster.names import is_plugin_name
 
-    if not NAME_RE.match(owner) or len(owner) > NAME_MAX:
+    if not is_plugin_name(owner):
         raise UsageError(f"'{owner}' is not a valid owner", hint="lowercase letters, digits and single dashes")
     text = str(public_key)
     if "-----BEGIN" in text:
@@ -330,7 +330,11 @@ def verify_published(registry, info, trust: Trust | None = None, require: bool =
 
 def verify_published_envelope(registry, info, trust: Trust | None = None, require: bool = False) -> tuple:
     """``(status, envelope)``: :func:`verify_published`'s status and the envelope that verified
-    (``"verified"``), else the newest envelope stored (or None)."""
+    (``"verified"``), else the newest envelope stored (or None).
+
+    A verdict only: nothing is written. A caller that wants a verified envelope kept for
+    offline staging hands the verdict to :func:`starforge.registry.cache.remember_verified`.
+    """
     trust = trust if trust is not None else load_trust()
     envelopes = stored_envelopes(registry, info)
     newest = envelopes[-1] if envelopes else None
@@ -356,9 +360,6 @@ def verify_published_envelope(registry, info, trust: Trust | None = None, requir
         except SignatureError as exc:
             failures.append(exc)
             continue
-        from .registry.cache import remember_signature
-
-        remember_signature(info, envelope)  # lets a pulled version be staged offline; re-verified on use
         return VERIFIED, envelope
     raise failures[0]
 

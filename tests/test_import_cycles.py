@@ -30,3 +30,36 @@ def test_the_cluster_side_and_its_public_names_have_no_cycles():
 
 def test_the_whole_package_has_no_cycles():
     assert cycles(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []
+
+
+# Arrows that would run back up the layers (low module -> package above it). The laptop's
+# layers, bottom up: cluster/, then manifest and signing, then registry/, then experiment/
+# and bundle/, then cli/. Verification returns a verdict; whoever holds the cache remembers it.
+UPWARD = (
+    ("starforge.signing", ("starforge.registry", "starforge.experiment", "starforge.bundle", "starforge.cli")),
+    ("starforge.manifest", ("starforge.registry", "starforge.signing", "starforge.experiment", "starforge.bundle",
+                            "starforge.cli")),
+    ("starforge.registry", ("starforge.experiment", "starforge.bundle", "starforge.cli")),
+)
+
+
+def upward_arrows(graph: dict) -> list:
+    return sorted(
+        f"{module} -> {target} (line {lines[0]})"
+        for low, above in UPWARD
+        for module, edges in graph.items() if module == low or module.startswith(low + ".")
+        for target, lines in edges.items() if any(target == a or target.startswith(a + ".") for a in above)
+    )
+
+
+def test_the_upward_arrow_finder_finds_a_lazy_one(tmp_path):
+    root = tmp_path / "starforge"
+    (root / "registry").mkdir(parents=True)
+    for f in ("__init__.py", "registry/__init__.py", "registry/cache.py"):
+        (root / f).write_text("")
+    (root / "signing.py").write_text("def verify():\n    from .registry.cache import remember\n")
+    assert upward_arrows(package_graph(root, "starforge")) == ["starforge.signing -> starforge.registry.cache (line 2)"]
+
+
+def test_no_import_runs_back_up_the_layers():
+    assert upward_arrows(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []

@@ -76,7 +76,7 @@ def test_parse_json_invalid_raises_jsons_error(text):
 def test_hyperparams_copy_is_a_json_round_trip_keeping_key_order():
     import enum
 
-    from starforge.cluster.deferred import freeze as _freeze
+    from starforge.cluster.hyperparams_and_deferred import freeze as _freeze
 
     class Level(enum.IntEnum):
         HIGH = 2

@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 
 from .. import __version__
+from ..cluster.names import NAME_MAX, is_plugin_name
 from ..errors import UsageError
-from ..manifest import KINDS, LOADS, NAME_MAX, NAME_RE
+from ..manifest import KINDS, LOADS
 
 TEMPLATES = {
     ("algorithm", "eager"): "algorithm-eager",
@@ -68,7 +69,7 @@ def core_spec(version: str = __version__) -> str:
 def _check_name(name: str) -> None:
     from ..cluster.shadowing import RESERVED_NAMES, STDLIB_NAMES, TRAINING_STACK
 
-    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
+    if not is_plugin_name(name):
         raise UsageError(
             f"invalid plugin name {name!r}",
             hint=f"lowercase letters, digits and single dashes, starting with a letter, at most {NAME_MAX} characters (example: opsd-patch)",

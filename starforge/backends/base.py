@@ -50,13 +50,30 @@ from .store import JobStore
 
 
 class Backend(abc.ABC):
-    """One place jobs run. Subclasses set ``name`` and implement the four methods."""
+    """One place jobs run. Subclasses set ``name`` and implement the four methods.
+
+    A backend owns its ``forge.yaml`` section (the top-level mapping named after it, when
+    its :data:`~starforge.backends.BACKENDS` entry says it has one): ``settings_keys`` are
+    the keys it may hold, :meth:`check_settings` fills in defaults and refuses bad values.
+    """
 
     name: str = ""
+    settings_keys: tuple[str, ...] = ()  # the keys of forge.yaml's `<name>:` mapping
 
     def __init__(self, settings: Mapping[str, Any] | None = None, store: "JobStore | None" = None) -> None:
-        self.settings = dict(settings or {})
+        self.settings = self.check_settings(settings or {})
         self.store = store if store is not None else JobStore()
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> dict:
+        """forge.yaml's ``<name>:`` mapping checked, with the backend's defaults filled in.
+
+        Runs when the backend is opened, before anything is staged; a bad key or value is
+        a :class:`ManifestError` naming it (``forge.yaml: unknown key 'ray.adress' …``).
+        The default refuses keys not in ``settings_keys``.
+        """
+        refuse_unknown_settings(cls.name, settings, cls.settings_keys)
+        return dict(settings)
 
     def _save_new_record(self, job_dir: Path, spec, created: str | None = None, **fields: Any) -> JobRecord:
         """Save and return the first record of the job staged in *job_dir*: ``pending``, created
@@ -122,8 +139,13 @@ class Backend(abc.ABC):
 
 def get_backend(name: str, settings: Mapping[str, Any] | None = None, store=None) -> Backend:
     """The backend called *name* (``local``, ``ray``, ``slurm``) with its settings from forge.yaml."""
-    target = BACKENDS.get(name)
-    if target is None:
+    return backend_class(name)(settings, store)
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class :data:`~starforge.backends.BACKENDS` registers as *name*, imported now."""
+    entry = BACKENDS.get(name)
+    if entry is None:
         from ..manifest import closest
 
         guess = closest(name, BACKENDS)
@@ -131,14 +153,14 @@ def get_backend(name: str, settings: Mapping[str, Any] | None = None, store=None
             f"unknown backend '{name}'" + (f" (did you mean '{guess}'?)" if guess else ""),
             hint=f"backends: {', '.join(BACKENDS)}",
         )
-    module_name, cls_name = target.split(":")
+    module_name, cls_name = entry.target.split(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
         raise BackendError(f"the '{name}' backend is not available in this build") from None
-    return getattr(module, cls_name)(settings, store)
+    return getattr(module, cls_name)
 
 
 def refuse_unknown_settings(backend: str, settings: Mapping[str, Any], known: tuple) -> None:

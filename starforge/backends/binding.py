@@ -46,3 +46,23 @@ def bind_staged(built: str | os.PathLike, job_dir: str | os.PathLike) -> Binding
 def binding_for(job_dir: str | os.PathLike) -> Binding:
     """The binding computed when this process staged *job_dir*, else the files' own now."""
     return _staged.get(str(Path(job_dir).resolve())) or compute(job_dir)
+
+
+def check_runtime(job_dir: str | os.PathLike, expected: str) -> str:
+    """Why the job's runtime zip must not run ("" when it is the one staged).
+
+    Checked outside the zip, before it runs (a zip cannot vouch for itself), by whoever
+    starts the node entry on this machine: the local supervisor, ``forge plan``.
+    """
+    from ..cluster.binding import mismatch_message
+    from ..cluster.interpreter import linked_job_path
+
+    linked = linked_job_path(str(job_dir))
+    if linked:
+        return f"{linked} is a symbolic link; a job directory and its runtime are never followed through one"
+    path = runtime_paths(str(job_dir))["zip"]
+    try:
+        got = sha256_file(path)
+    except OSError as exc:
+        return f"cannot read the job's runtime zip {path}: {exc.strerror or exc}"
+    return "" if got == expected else mismatch_message("the job's runtime zip", path, got, expected)

@@ -37,7 +37,7 @@ from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry
-from .binding import binding_for
+from .binding import binding_for, check_runtime
 from .store import JobStore
 
 LOG_NAME = "log.txt"
@@ -219,7 +219,7 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
             store.save(record.with_changes(status="cancelled", finished=utc_now(), message="cancelled before it started"))
             return 0
         with _open_log(job_dir, buffering=0) as log:
-            refused = _check_runtime(job_dir, runtime_sha256)
+            refused = check_runtime(job_dir, runtime_sha256)
             if refused:
                 log.write(f"error: {refused}\n".encode())
                 _write_status(job_dir, "verify", 10, refused)
@@ -253,23 +253,6 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
 
     store.update(job_id, finish)
     return 0
-
-
-def _check_runtime(job_dir: Path, expected: str) -> str:
-    """Why the job's runtime zip must not run ("" when it is the one staged)."""
-    from ..cluster.binding import mismatch_message, sha256_file
-    from ..cluster.environment import runtime_paths
-    from ..cluster.interpreter import linked_job_path
-
-    linked = linked_job_path(str(job_dir))
-    if linked:
-        return f"{linked} is a symbolic link; a job directory and its runtime are never followed through one"
-    path = runtime_paths(str(job_dir))["zip"]
-    try:
-        got = sha256_file(path)
-    except OSError as exc:
-        return f"cannot read the job's runtime zip {path}: {exc.strerror or exc}"
-    return "" if got == expected else mismatch_message("the job's runtime zip", path, got, expected)
 
 
 def _write_status(job_dir: Path, phase: str, code: int, message: str) -> None:

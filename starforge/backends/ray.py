@@ -8,10 +8,12 @@ here):
    directory uploads nothing new: ``GET /api/packages/gcs/<name>.zip``, ``PUT`` on 404;
 2. submits ``POST /api/jobs/`` with that package as ``runtime_env.working_dir``, the
    launcher as the entrypoint (Ray runs it with the extracted package as its working
-   directory, so ``jobspec.json`` is found beside it), the launcher's bootstrap environment
-   as ``runtime_env.env_vars`` and the launcher's Ray hook as
-   ``runtime_env.worker_process_setup_hook``, so every Ray worker of the job verifies and
-   applies the plugins too;
+   directory, so ``jobspec.json`` is found beside it), and as ``runtime_env.env_vars`` the
+   JobSpec's binding and, dormant as JSON in one variable, the bootstrap environment of
+   the job's workers: the launcher's ``ray.init`` wrapper hands it to the workers with the
+   launcher's Ray hook, so every Ray worker of the job verifies and applies the plugins
+   too, while Ray's own job supervisor actor (which Ray starts with the job's
+   ``runtime_env`` before the entrypoint) runs none of StarForge;
 3. maps ``GET /api/jobs/<id>`` (status, ``driver_exit_code``, ``message``), ``/logs`` and
    ``/stop`` onto the job record.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import stat
 import time
@@ -37,10 +40,11 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..cluster.binding import SPEC_ENV
+from ..cluster.ray_init import WORKER_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
-from .base import LIVE, Backend, JobRecord, node_entry, refuse_unknown_settings
+from .base import LIVE, Backend, JobRecord, node_entry
 from .binding import Binding, binding_for
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
@@ -68,17 +72,16 @@ def launcher_command(binding: Binding) -> str:
     had); the zip's entry resolves the job's Python there (SPEC §14) and starts the
     launcher under it, so nothing of StarForge needs installing on the cluster. Before,
     :data:`ZIP_CHECK` compares the zip with the *binding* written into the entrypoint at
-    submission, and the JobSpec's hash goes to the entry as ``--spec-sha256``.
-    ``runtime_env.env_vars`` reach the entrypoint too; the launcher must not bootstrap
-    itself as a worker from them (it sets up its own environment), so ``FORGE_JOBSPEC`` is
-    dropped for it. The launcher's ``ray.init`` wrapper finds the job's setup hook in the
-    job config Ray gives the driver, and does not repeat it.
+    submission, and the JobSpec's hash goes to the entry as ``--spec-sha256``. A JobSpec
+    or zip changed in the uploaded package is refused here, by the entrypoint (exit 10,
+    the usual error line and ``status.json``): nothing of StarForge runs in Ray's job
+    supervisor, which starts it.
     """
     import shlex
 
     python, zip_path, *entry_args = node_entry("python3", spec_sha256=binding.spec_sha256)
     argv = [python, "-c", ZIP_CHECK, zip_path, binding.runtime_sha256, *entry_args]
-    return "env -u FORGE_JOBSPEC " + " ".join(shlex.quote(a) for a in argv)
+    return " ".join(shlex.quote(a) for a in argv)
 
 # Ray job status -> record status
 STATUS: Mapping[Any, str] = {  # Ray's status (from JSON) -> ours
@@ -139,12 +142,6 @@ def auth_token(env: Mapping[str, str] | None = None) -> str | None:
         default = Path.home() / ".ray" / "auth_token"
         token = default.read_text().strip() if default.is_file() else None
     return token or None
-
-
-def check_settings(settings: Mapping[str, Any]) -> dict:
-    """Refuse unknown keys of the ``ray:`` mapping, naming the closest known one."""
-    refuse_unknown_settings("ray", settings, SETTINGS)
-    return dict(settings)
 
 
 def build_package(job_dir: Path) -> tuple[str, bytes]:
@@ -249,34 +246,34 @@ class RayBackend(Backend):
     """Runs jobs on a Ray cluster through its Jobs REST API."""
 
     name = "ray"
-
-    def __init__(self, settings=None, store=None) -> None:
-        super().__init__(check_settings(settings or {}), store)
+    settings_keys = SETTINGS  # forge.yaml's ray: mapping; unknown keys are refused (the default check)
 
     def _client(self, address: str) -> RayJobsClient:
         return RayJobsClient(address, auth_token())
 
     def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
-        from ..launch import RAY_SETUP_HOOK, bootstrap_env
+        from ..launch import bootstrap_env
 
         job_dir = Path(job_dir)
         address = resolve_address(self.settings)
         # Relative paths: Ray unpacks the package elsewhere on each node and starts the
         # entrypoint and every worker inside it. This also writes .forge-runtime/ into the
         # job directory, so it must come before the package is built.
-        env = without_credentials({str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()})
+        workers = without_credentials({str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()})
         bound = binding_for(job_dir)
-        env[SPEC_ENV] = bound.spec_sha256  # Ray workers compare their jobspec.json with it
+        env = {
+            SPEC_ENV: bound.spec_sha256,  # Ray workers compare their jobspec.json with it
+            # Dormant until the driver's ray.init hands it, with our setup hook, to the
+            # job's workers: Ray starts its job supervisor actor with this runtime_env too,
+            # and the bootstrap must not act there (cluster/ray_init.py).
+            WORKER_ENV: json.dumps(workers, sort_keys=True),
+        }
         name, data = build_package(job_dir)
         with self._client(address) as client:
             uri = client.upload_package(name, data)
             request = {
                 "entrypoint": launcher_command(bound),
-                "runtime_env": {
-                    "working_dir": uri,
-                    "env_vars": env,
-                    "worker_process_setup_hook": RAY_SETUP_HOOK,
-                },
+                "runtime_env": {"working_dir": uri, "env_vars": env},
                 "metadata": {"forge_job_id": spec.id, "forge_job_name": spec.name},
             }
             for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources"):

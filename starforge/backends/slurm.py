@@ -60,7 +60,7 @@ from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
-from .base import Backend, JobRecord, exit_status, follow_file, refuse_unknown_settings
+from .base import Backend, JobRecord, exit_status, follow_file
 from .binding import Binding, binding_for
 
 SETTINGS = (
@@ -89,29 +89,6 @@ PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", 
 SUCCEEDED = {"COMPLETED"}
 CANCELLED = {"CANCELLED"}
 FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT"}
-
-
-def check_settings(settings: Mapping[str, Any]) -> dict:
-    """The ``slurm:`` mapping with unknown keys and bad values refused."""
-    refuse_unknown_settings("slurm", settings, SETTINGS)
-    refuse_control_characters("", None, settings)
-    out = dict(settings)
-    launch = out.setdefault("launch", "once")
-    if launch not in LAUNCH_MODES:
-        raise ManifestError(f"forge.yaml: slurm.launch: expected once or per-node, got {launch!r}")
-    for key in ("nodes", "cpus_per_task", "gpus_per_node"):
-        value = out.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ManifestError(f"forge.yaml: slurm.{key}: expected a positive integer, got {value!r}")
-    for key in ("staging", "partition", "account", "time", "node_dir", "python", "container"):
-        value = out.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ManifestError(f"forge.yaml: slurm.{key}: expected a string, got {value!r}")
-    for key in ("sbatch_args", "srun_args", "container_mounts"):
-        args = out.get(key, [])
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ManifestError(f"forge.yaml: slurm.{key}: expected a list of strings")
-    return out
 
 
 def step_options(settings: Mapping[str, Any]) -> list[str]:
@@ -352,9 +329,29 @@ class SlurmBackend(Backend):
     """Runs jobs with sbatch on a Slurm cluster."""
 
     name = "slurm"
+    settings_keys = SETTINGS  # forge.yaml's slurm: mapping, checked by check_settings
 
-    def __init__(self, settings=None, store=None) -> None:
-        super().__init__(check_settings(settings or {}), store)
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> dict:
+        """The ``slurm:`` mapping with unknown keys and bad values refused, ``launch`` defaulted."""
+        out = super().check_settings(settings)
+        refuse_control_characters("", None, settings)
+        launch = out.setdefault("launch", "once")
+        if launch not in LAUNCH_MODES:
+            raise ManifestError(f"forge.yaml: slurm.launch: expected once or per-node, got {launch!r}")
+        for key in ("nodes", "cpus_per_task", "gpus_per_node"):
+            value = out.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ManifestError(f"forge.yaml: slurm.{key}: expected a positive integer, got {value!r}")
+        for key in ("staging", "partition", "account", "time", "node_dir", "python", "container"):
+            value = out.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ManifestError(f"forge.yaml: slurm.{key}: expected a string, got {value!r}")
+        for key in ("sbatch_args", "srun_args", "container_mounts"):
+            args = out.get(key, [])
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise ManifestError(f"forge.yaml: slurm.{key}: expected a list of strings")
+        return out
 
     def staging_dir(self, experiment_dir: Path, job_id: str) -> Path:
         """``$FORGE_SLURM_STAGING/<id>``, else ``slurm.staging/<id>``, else the experiment's ``.forge/jobs/<id>``."""

@@ -94,7 +94,7 @@ def create_bundle(
     total)* is a context manager yielding a ``(done, total)`` callback or None.
     """
     from ..experiment.config import load_experiment
-    from ..experiment.lock import fresh_lock, open_experiment_registry, published_version
+    from ..experiment.lock import fresh_lock, open_experiment_registry
     from ..registry.cache import fetch
 
     exp = load_experiment(Path(directory))
@@ -108,7 +108,7 @@ def create_bundle(
     reg = open_experiment_registry(exp, registry, insecure=insecure)
 
     try:
-        versions = [_locked_version(reg, lock, entry, fetch, published_version) for entry in lock.plugins]
+        versions = [_locked_version(reg, lock, entry, fetch) for entry in lock.plugins]
         size, bundled = write_bundle(dest, lock_bytes, versions, progress)
     except DamagedBlob as exc:
         exc.path.unlink(missing_ok=True)  # a damaged cache entry: the next run fetches it again
@@ -155,31 +155,32 @@ def _plugin_descriptor(art: PluginArtifact, served) -> dict:
             "annotations": {REF_NAME: ref_name(served.owner, served.name, art.tag)}}
 
 
-def _locked_version(reg, lock, entry, fetch, published_version):
+def _locked_version(reg, lock, entry, fetch):
     """``(PublishedVersion, cached archive, envelope or None)`` of one lock entry, checked against the lock."""
     from ..experiment.lock import _get_locked, moved_tag_error
     from ..registry.cache import cached_path
 
     served = _get_locked(reg, entry, lock.registry)
-    if served.tree_digest != entry.digest:
+    if served.tree_digest != entry.tree_digest:
         raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
     if (served.manifest or {}).get("kind") == "data-prep":
         raise UsageError(f"{entry.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
                          hint="a bundle carries a locked job's plugins; share data-prep plugins with forge plugin copy")
-    # The lock's archive digest is what the far side fetches by: bundle exactly that archive.
+    # The lock's archive digest is what the far side fetches by: bundle exactly that archive
+    # (the registry's record of the version, asked for the archive the lock names).
     if served.artifact_digest != entry.artifact_digest:
         served = replace(served, artifact_digest=entry.artifact_digest, size=0)
     # A cached archive is hashed once, while it is copied into the bundle (write_layout
     # refuses one that does not match); only a missing one is fetched (and verified) here.
     archive = cached_path(entry.artifact_digest)
     if not archive.is_file():
-        archive = fetch(reg, published_version(entry) if served.size == 0 else served)
+        archive = fetch(reg, served)
     # the metadata comes from the verified tree: a record or lock entry that disagrees is refused
     from ..experiment.lock import check_entry
     from ..registry.verified import check_record, registry_label, tree_of_archive
 
     try:
-        tree = tree_of_archive(archive, entry.digest, entry.ref)
+        tree = tree_of_archive(archive, entry.tree_digest, entry.ref)
     except ArchiveError:
         from ..cluster.digest import hash_file
 

@@ -113,7 +113,7 @@ def locked_versions(registry: Registry, lock) -> list[PublishedVersion]:
         except NotFoundError:
             raise NotFoundError(f"the lock pins {entry.ref}, which {registry.url} does not have",
                                 hint="copy from the registry the lock was made with (--from URL)") from None
-        if info.tree_digest != entry.digest:
+        if info.tree_digest != entry.tree_digest:
             raise moved_tag_error(entry, info.tree_digest, registry, lock.registry)
         out.append(info)
     return out

@@ -192,9 +192,9 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         assert config_raw is not None
         _check_digest(config_raw, config_desc["digest"], name, f"the config of {entry.ref}")
         info = _as_bundle_error(lambda: plugin_version((entry.owner, entry.name, entry.version), data, config_raw, where, "bundle"))
-        if info.tree_digest != entry.digest or info.artifact_digest != entry.artifact_digest:
+        if info.tree_digest != entry.tree_digest or info.artifact_digest != entry.artifact_digest:
             raise BundleError(f"{where}: holds tree digest {info.tree_digest} (archive {info.artifact_digest}), "
-                              f"the lock names {entry.digest} (archive {entry.artifact_digest})",
+                              f"the lock names {entry.tree_digest} (archive {entry.artifact_digest})",
                               hint="the bundle does not carry what its lock names; it was altered")
         blob(layer_desc["digest"], f"the archive of {entry.ref}")
         envelopes = []
@@ -226,8 +226,9 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     from ..archive import unpack
     from ..experiment.lock import check_entry
     from ..experiment.locked_signature import enforced, locked_envelope, missing_error
+    from ..registry.cache import remember_verified
     from ..registry.verified import check_record, read_tree
-    from ..signing import load_trust, verify_published
+    from ..signing import load_trust, verify_published_envelope
 
     trust = trust if trust is not None else load_trust()
     registry = _Envelopes({info.ref: envs for _, _, info, envs in found if envs})
@@ -250,7 +251,7 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         finally:
             shutil.rmtree(tree, ignore_errors=True)
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
-        status = verify_published(registry, info, trust, require=require)
+        status = remember_verified(info, verify_published_envelope(registry, info, trust, require=require))
         if enforced(entry):
             # the lock says who signed it: the bundle must carry a valid envelope by that key
             envelope = locked_envelope(entry, envelopes, trust)

@@ -123,7 +123,7 @@ def lock(directory, check, offline, upgrade, accept_signature, require_signature
     for entry in locked.lock.plugins:
         note = f"; {entry.note}" if entry.note else ""
         verdict = locked.verdicts.get(entry.name, "unsigned")
-        click.echo(f"  {entry.ref}  {entry.digest}  ({entry.kind}, {entry.load}, signature {verdict}{note})")
+        click.echo(f"  {entry.ref}  {entry.tree_digest}  ({entry.plugin.kind}, {entry.plugin.load}, signature {verdict}{note})")
     for name in locked.shadowed:
         click.echo(f"  note: built-in {name} is shadowed by the locked package of the same name")
     state = "wrote" if locked.written else "unchanged:"

@@ -7,13 +7,13 @@ import sys
 
 import click
 
-from ..backends import BACKEND_NAMES
+from .choices import BackendChoice
 
 
 @click.command("plan")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a hyperparameter, as forge submit does.")
-@click.option("--backend", type=click.Choice(BACKEND_NAMES),
+@click.option("--backend", type=BackendChoice(),
               help="Run the load phase as a short CPU-only job on this backend (where the job's Python exists).")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")

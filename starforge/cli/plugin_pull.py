@@ -25,17 +25,17 @@ def pull(ref, output, registry, insecure, require_signatures, as_json) -> None:
       forge plugin pull alice/opsd-patch@1.2.0 -o /tmp/opsd-patch
       forge plugin pull alice/opsd-patch@~=1.2 --json
     """
-    from ..registry.cache import materialize
+    from ..registry.cache import materialize, remember_verified
     from ..registry.factory import open_registry
     from ..registry.resolve import resolve
-    from ..signing import verify_published
+    from ..signing import verify_published_envelope
 
     reg = open_registry(registry, insecure=insecure)
     from .plugin_show import with_default_owner
 
     ref = with_default_owner(ref)
     info = resolve(reg, ref)
-    status = verify_published(reg, info, require=require_signatures)
+    status = remember_verified(info, verify_published_envelope(reg, info, require=require_signatures))
     dest = materialize(reg, info, Path(output) if output else Path(info.name))
     if as_json:
         import json

@@ -11,12 +11,13 @@ import click
 def describe(registry, ref: str) -> dict:
     """The resolved version of *ref* as a dict, with ``signature: {status, error}``."""
     from ..errors import SignatureError
+    from ..registry.cache import remember_verified
     from ..registry.resolve import resolve
-    from ..signing import verify_published
+    from ..signing import verify_published_envelope
 
     info = resolve(registry, ref)
     try:
-        signature = {"status": verify_published(registry, info), "error": None}
+        signature = {"status": remember_verified(info, verify_published_envelope(registry, info)), "error": None}
     except SignatureError as exc:
         signature = {"status": "refused", "error": exc.message}
     return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature}

@@ -7,14 +7,14 @@ import sys
 
 import click
 
-from ..backends import BACKEND_NAMES
+from .choices import BackendChoice
 from .output import JobOutput, note
 
 
 @click.command("submit")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a hyperparameter (+KEY=VALUE adds a new key).")
-@click.option("--backend", type=click.Choice(BACKEND_NAMES), help="Where to run (default: forge.yaml's backend).")
+@click.option("--backend", type=BackendChoice(), help="Where to run (default: forge.yaml's backend).")
 @click.option("--dry-run", is_flag=True, help="Print the JobSpec JSON; stage and run nothing.")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")

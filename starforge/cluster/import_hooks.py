@@ -5,7 +5,7 @@ A finder placed first on ``sys.meta_path`` asks the other finders for the module
 that a callback runs right after the module has executed. The one mechanism behind three
 uses: plugins that wait for a target (:class:`TargetWatcher`), ``ray.init`` wrapped when
 ``ray`` is imported (:mod:`.ray_init`), and patches applied when their target module is
-imported (:mod:`.patching`). Standard library only.
+imported (:mod:`.patching`, through a :class:`ModuleWatcher`). Standard library only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import types
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from .plan import Item
+    from .load_order import Item
 
 
 def spec_from_other_finders(hook: Any, fullname: str, path: Any, target: Any) -> Any:
@@ -104,3 +104,37 @@ class TargetWatcher:
             self.forget(item)
         if due:
             self.on_import(due, module_name)
+
+
+class ModuleWatcher:
+    """A meta-path finder that calls *imported(module)* once a module *wanted(name)* accepts has executed.
+
+    It imports nothing itself: it only wraps the real loader (modules without
+    ``exec_module`` are left alone). :meth:`install` puts it first on ``sys.meta_path``,
+    :meth:`remove` takes it off.
+    """
+
+    def __init__(self, wanted: Callable[[str], bool], imported: Callable[[types.ModuleType], None]) -> None:
+        self.wanted = wanted
+        self.imported = imported
+        self.local = threading.local()  # busy while asking the other finders (no re-entry)
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if not self.wanted(fullname) or getattr(self.local, "busy", False):
+            return None
+        spec = spec_from_other_finders(self, fullname, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = PostImportLoader(spec.loader, self.imported)
+        return spec
+
+    def install(self) -> None:
+        """Put this finder first on ``sys.meta_path`` (moving it there if it is further down)."""
+        if sys.meta_path and sys.meta_path[0] is self:
+            return
+        self.remove()
+        sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)

@@ -5,7 +5,7 @@ launcher: one read of every byte; any other process: the listing, then each file
 it is read), check ``requires``, import the entrypoint from the verified snapshot,
 then call ``install(params)`` (eager) or register it (deferred). The launcher runs all of
 it up front (:meth:`Job.load_all`); any other Python process of the job runs it from the
-bootstrap (:meth:`Job.boot`, through :mod:`.process`), postponing a plugin that declares
+bootstrap (:meth:`Job.boot`, through :mod:`.process_job`), postponing a plugin that declares
 ``targets`` until one of its targets is imported.
 
 Failures are :class:`~.errors.LaunchFailure` (phase, exit code, plugin). Standard library
@@ -23,14 +23,14 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import deferred
+from . import hyperparams_and_deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
-from .plan import Item, plan
+from .load_order import Item, plan
 from .provenance import patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
@@ -57,7 +57,7 @@ class Job:
         self.watcher: TargetWatcher | None = None
         self.attempt = attempt_number(os.environ)
         self.mode = "launch" if role == "launcher" else "bootstrap"  # or verify-only, other-interpreter
-        self.params = deferred.set_hyperparams(spec.hyperparams)
+        self.params = hyperparams_and_deferred.set_hyperparams(spec.hyperparams)
         self._recipe_names: dict[str, str] | None = None  # the recipe's own top-level names, listed once
         self.environment: dict | None = None  # the launcher's fingerprint (cluster/fingerprint.py)
         self.environments: dict[str, tuple] = {}  # name -> (ctx keys, time) of each environment loaded here
@@ -99,7 +99,7 @@ class Job:
                             contents = self._check_files(item)
                         else:
                             item.check = "tree"
-                            contents = verify_tree(item.root, entry.digest, entry.files or None)
+                            contents = verify_tree(item.root, entry.tree_digest, entry.files or None)
                     except VerificationError as exc:
                         raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
                     finally:
@@ -156,7 +156,7 @@ class Job:
         verification exit code, whatever code was importing or reading it.
         """
         entry = item.entry
-        check_bound(entry.digest, entry.files)
+        check_bound(entry.tree_digest, entry.files)
         check_listing(item.root, entry.files)
 
         def mismatch(message: str) -> None:
@@ -200,7 +200,7 @@ class Job:
                         ) from None
                     item.status = "loaded"
                 else:
-                    deferred.register(entry.name, item.ref, func)
+                    hyperparams_and_deferred.register(entry.name, item.ref, func)
                     item.status = "registered"
             except LaunchFailure as failure:
                 item.status = "failed"
@@ -267,7 +267,7 @@ class Job:
                             contents = self._check_files(item)
                         else:
                             item.check = "tree"
-                            contents = verify_tree(item.root, item.entry.digest, item.entry.files or None)
+                            contents = verify_tree(item.root, item.entry.tree_digest, item.entry.files or None)
                     item.verified = True
                 except VerificationError as exc:
                     raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
@@ -352,9 +352,9 @@ class Job:
         if waiting:
             self.watcher = TargetWatcher(waiting, self._targets_imported)
             sys.meta_path.insert(0, self.watcher)
-        deferred.registry.activate = self.activate_by_name
-        deferred.registry.listing = self.deferred_names
-        deferred.registry.installed = self.write_provenance
+        hyperparams_and_deferred.registry.activate = self.activate_by_name
+        hyperparams_and_deferred.registry.listing = self.deferred_names
+        hyperparams_and_deferred.registry.installed = self.write_provenance
 
     def _targets_imported(self, due: list[Item], module_name: str) -> None:
         """Activate the plugins waiting for *module_name*, now imported; a failure ends the process."""
@@ -378,13 +378,13 @@ class Job:
         return False
 
     def deferred_not_installed(self) -> list[Item]:
-        installed = {d["name"] for d in deferred.deferred_status() if d["installed"]}
+        installed = {d["name"] for d in hyperparams_and_deferred.deferred_status() if d["installed"]}
         return [i for i in self.items if i.status == "registered" and i.entry.name not in installed]
 
     # -- provenance -------------------------------------------------------------------------
 
     def record(self) -> dict:
-        installs = {d["name"]: d for d in deferred.deferred_status()}
+        installs = {d["name"]: d for d in hyperparams_and_deferred.deferred_status()}
         plugins = []
         for item in self.items:
             rec = item.to_record()

@@ -3,7 +3,7 @@
 
 Everything the cluster side needs is in here as JSON (manifest fields, targets, top-level
 module names, digests and per-file hashes), so the launcher needs no YAML parser. Names are
-validated against the manifest pattern before any path is built from them.
+validated by :mod:`.names` (the rules ``plugin.yaml`` is checked by) before any path is built from them.
 
 Shared: standard library only (``packaging`` is not needed to read a spec).
 
@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from .digest import is_digest
 from .errors import SpecError, VerificationError
+from .names import is_entrypoint, is_job_id, is_module, is_plugin_name
 from .record import Record
 
 SCHEMA = "forge/jobspec/v1"
@@ -42,7 +43,7 @@ def _copy(value):
 class PluginEntry(Record):
     """One plugin the job carries: a locked package (``owner`` set) or a recipe built-in.
 
-    Fields: name, version, digest, kind, load, entrypoint, owner (None for a built-in),
+    Fields: name, version, tree_digest (the JSON key is ``digest``), kind, load, entrypoint, owner (None for a built-in),
     targets, requires, top_level, files (relpath -> sha256 hex: mismatch reports, and the hashes a worker
     checks each file against as it reads it), params,
     signature (the publisher's DSSE envelope as JSON text, None when the job carries none).
@@ -50,7 +51,7 @@ class PluginEntry(Record):
 
     name: str
     version: str
-    digest: str
+    tree_digest: str
     kind: str
     load: str
     entrypoint: str
@@ -61,15 +62,15 @@ class PluginEntry(Record):
     files: dict[str, str]
     params: dict[str, Any]
     signature: str | None
-    __slots__ = ("name", "version", "digest", "kind", "load", "entrypoint", "owner", "targets",
+    __slots__ = ("name", "version", "tree_digest", "kind", "load", "entrypoint", "owner", "targets",
                  "requires", "top_level", "files", "params", "signature")
 
-    def __init__(self, name: str, version: str, digest: str, kind: str, load: str, entrypoint: str,
+    def __init__(self, name: str, version: str, tree_digest: str, kind: str, load: str, entrypoint: str,
                  owner: str | None = None, targets: tuple = (), requires: dict | None = None,
                  top_level: tuple = (), files: dict | None = None, params: dict | None = None,
                  signature: str | None = None) -> None:
         self._set(
-            name, version, digest, kind, load, entrypoint, owner, targets, {} if requires is None else requires,
+            name, version, tree_digest, kind, load, entrypoint, owner, targets, {} if requires is None else requires,
             top_level, {} if files is None else files, {} if params is None else params, signature,
         )
 
@@ -80,6 +81,7 @@ class PluginEntry(Record):
 
     def to_dict(self) -> dict:
         d = {f: _copy(getattr(self, f)) for f in self._fields}
+        d["digest"] = d.pop("tree_digest")  # the JSON key
         d["ref"] = self.ref
         d["targets"] = list(self.targets)
         d["top_level"] = list(self.top_level)
@@ -108,7 +110,7 @@ class PluginEntry(Record):
         if load not in LOADS:
             raise SpecError(f"{where}.load: expected eager or deferred, got {load!r}")
         entrypoint = _str(data.get("entrypoint"), f"{where}.entrypoint")
-        if not _is_entrypoint(entrypoint):
+        if not is_entrypoint(entrypoint):
             raise SpecError(f"{where}.entrypoint: {entrypoint!r} is not 'module:function'")
         targets = _modules(data.get("targets", []), f"{where}.targets")
         top_level = _modules(data.get("top_level", []), f"{where}.top_level")
@@ -129,7 +131,7 @@ class PluginEntry(Record):
         return cls(
             name=name,
             version=version,
-            digest=digest,
+            tree_digest=digest,
             kind=kind,
             load=load,
             entrypoint=entrypoint,
@@ -219,7 +221,7 @@ class JobSpec(Record):
         if data.get("schema") != SCHEMA:
             raise SpecError(f"jobspec.schema: expected '{SCHEMA}', got {data.get('schema')!r}")
         job_id = _str(data.get("id"), "jobspec.id")
-        if not _is_job_id(job_id):
+        if not is_job_id(job_id):
             raise SpecError(f"jobspec.id: {job_id!r} is not a valid job id")
         entrypoint = data.get("entrypoint")
         if isinstance(entrypoint, str):
@@ -260,7 +262,7 @@ class JobSpec(Record):
             raise SpecError(f"jobspec.recipe.digest: expected 'sf1:<64 hex>', got {recipe_digest!r}")
         replay = data.get("replay")
         if replay is not None:
-            if not _is_mapping(replay) or not isinstance(replay.get("of"), str) or not _is_job_id(replay["of"]):
+            if not _is_mapping(replay) or not isinstance(replay.get("of"), str) or not is_job_id(replay["of"]):
                 raise SpecError("jobspec.replay: expected an object whose 'of' is a job id")
             if not isinstance(replay.get("strict", False), bool) or not (
                 replay.get("environment") is None or _is_mapping(replay.get("environment"))
@@ -325,37 +327,6 @@ def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
     write_file(path, spec.to_json())
 
 
-# The name checks below are plain string tests rather than regular expressions: every
-# process of a job reads the spec, and compiling four patterns cost each ~0.4 ms. Each
-# accepts exactly the strings its pattern would match in full:
-#   plugin name  [a-z][a-z0-9]*(-[a-z0-9]+)*
-#   module       [A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*
-#   entrypoint   <module>:[A-Za-z_][A-Za-z0-9_]*
-#   job id       [A-Za-z0-9][A-Za-z0-9._-]{0,127}
-_LOWER_DIGITS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-def _is_name(text: str) -> bool:
-    if not text or not ("a" <= text[0] <= "z"):
-        return False
-    return all(part and _LOWER_DIGITS.issuperset(part) for part in text.split("-"))
-
-
-def _is_module(text: str) -> bool:
-    # An ASCII string is an identifier exactly when it matches [A-Za-z_][A-Za-z0-9_]*.
-    return text.isascii() and all(part.isidentifier() for part in text.split("."))
-
-
-def _is_entrypoint(text: str) -> bool:
-    module, colon, func = text.partition(":")
-    return bool(colon) and _is_module(module) and func.isascii() and func.isidentifier()
-
-
-def _is_job_id(text: str) -> bool:
-    return 0 < len(text) <= 128 and text[0] not in "._-" and _ID_CHARS.issuperset(text)
-
-
 def _is_mapping(value: object) -> bool:
     return isinstance(value, Mapping)
 
@@ -367,13 +338,13 @@ def _str(value, where: str) -> str:
 
 
 def _name(value, where: str) -> str:
-    if not isinstance(value, str) or not _is_name(value) or len(value) > 64:
+    if not is_plugin_name(value):
         raise SpecError(f"{where}: {value!r} is not a valid plugin name")
     return value
 
 
 def _modules(value, where: str) -> tuple:
-    if not isinstance(value, list) or not all(isinstance(m, str) and _is_module(m) for m in value):
+    if not isinstance(value, list) or not all(is_module(m) for m in value):
         raise SpecError(f"{where}: expected a list of dotted module names")
     return tuple(value)
 

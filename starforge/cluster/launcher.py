@@ -16,15 +16,15 @@ from __future__ import annotations
 import os
 import sys
 
-from . import deferred
+from . import hyperparams_and_deferred as deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
 from .binding import SPEC_ARG, SPEC_ENV, is_sha256
-from .child import run_child
+from .child_process import run_child
 from .codedir import remove_own_code_dir
 from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
-from .flags import apply_flags, in_process_form
 from .interpreter import _spec_path, confirm_python, linked_job_path, runs_in_job_python
+from .interpreter_flags import apply_flags, in_process_form
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
@@ -240,7 +240,7 @@ def launch(
     when the spec was staged by another version (:func:`_same_runtime`).
     """
     from .environment import job_environment, prepare_runtime
-    from .process import load_job
+    from .process_job import load_job
     from .ray_init import watch_ray_init
 
     spec_path = os.path.abspath(spec_arg)

@@ -1,11 +1,7 @@
 """The supported way for a plugin to patch a training framework: idempotent, stacked, recorded.
 
-A target names what to patch:
-
-- ``"module:attr"``               a module attribute (a function, a class, a constant)
-- ``"module:Class.method"``       an attribute reached through attributes (methods, nested)
-- ``"module:REGISTRY[key]"``      an entry of a dict the framework dispatches through
-                                  (key quoted or bare: ``REG['grpo']``, ``REG[grpo]``)
+A target names what to patch (:mod:`.patch_targets`): ``"module:attr"``,
+``"module:Class.method"`` or ``"module:REGISTRY[key]"``.
 
 A wrapper receives the current callable first and decides whether to call it::
 
@@ -24,7 +20,8 @@ Patching is idempotent (the same plugin patching the same target with the same f
 by qualified name, does not wrap twice), fails loudly when the target is missing, stacks
 in load order, rebinds ``from m import f`` copies held by other imported modules, can wait
 for the target module to be imported, can be undone, and records every patch for
-provenance (:func:`records`).
+provenance (:func:`records`). Here: the patch stacks on each patched place, this process's
+patches, the API, and waiting for a module's import.
 
 Cluster side: standard library only.
 """
@@ -35,7 +32,6 @@ import contextlib
 import contextvars
 import functools
 import importlib
-import re
 import sys
 import threading
 import time
@@ -43,8 +39,8 @@ import types
 from typing import TYPE_CHECKING
 
 from .errors import PatchError, PatchTargetError
-from .import_hooks import PostImportLoader, spec_from_other_finders
-from .record import Record
+from .import_hooks import ModuleWatcher
+from .patch_targets import Target, module_not_found, no_attribute, parse_target, resolve
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -54,10 +50,8 @@ __all__ = [
     "Patch",
     "PatchError",
     "PatchTargetError",
-    "Target",
     "acting_for",
     "current_plugin",
-    "parse_target",
     "patch",
     "patches",
     "records",
@@ -66,70 +60,12 @@ __all__ = [
     "wrap",
 ]
 
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_TARGET_RE = re.compile(
-    rf"^(?P<module>{_IDENT}(?:\.{_IDENT})*):(?P<path>{_IDENT}(?:\.{_IDENT})*)(?:\[(?P<key>[^\[\]]*)\])?$"
-)
-_BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
-_TARGET_FORMS = "'module:attr', 'module:Class.method' or 'module:REGISTRY[key]'"
-
-
 class _Absent:
     def __repr__(self) -> str:
         return "<absent>"
 
 
 _ABSENT: Any = _Absent()
-
-
-# -- targets ------------------------------------------------------------------------------
-
-
-class Target(Record):
-    """A parsed patch target. ``str(target)`` is its canonical form (a key quoted only when it must be).
-
-    Fields ``module``, ``path`` (tuple of attribute names) and ``key`` (None unless a
-    registry entry); immutable, compared and hashed by value.
-    """
-
-    module: str
-    path: tuple[str, ...]
-    key: str | None
-    __slots__ = ("module", "path", "key")
-
-    def __init__(self, module: str, path: tuple, key: str | None = None) -> None:
-        self._set(module, path, key)
-
-    def __str__(self) -> str:
-        text = f"{self.module}:{'.'.join(self.path)}"
-        if self.key is not None:
-            text += f"[{self.key}]" if _BARE_KEY_RE.match(self.key) else f"[{self.key!r}]"
-        return text
-
-
-def parse_target(text: str) -> Target:
-    """Parse a target string.
-
-    >>> parse_target("verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY[grpo]")
-    Target(module='verl.trainer.ppo.core_algos', path=('ADV_ESTIMATOR_REGISTRY',), key='grpo')
-    """
-    if not isinstance(text, str):
-        raise PatchTargetError(f"a patch target is a string, got {type(text).__name__} {text!r}", target=repr(text))
-    match = _TARGET_RE.match(text.strip())
-    if match is None:
-        raise PatchTargetError(
-            f"invalid patch target {text!r}: expected {_TARGET_FORMS}",
-            target=text,
-            hint="write the module's dotted name, a colon, then the attribute path",
-        )
-    key = match.group("key")
-    if key is not None:
-        key = key.strip()
-        if len(key) >= 2 and key[0] == key[-1] and key[0] in "'\"":
-            key = key[1:-1]
-        elif not key:
-            raise PatchTargetError(f"invalid patch target {text!r}: empty registry key", target=text)
-    return Target(match.group("module"), tuple(match.group("path").split(".")), key)
 
 
 # -- patches ------------------------------------------------------------------------------
@@ -379,7 +315,7 @@ def patch(target: str | Target, fn: Any, *, wrap: bool = True, rebind_aliases: b
             _history.append(p)
             _live[p._key] = p
             _pending.setdefault(t.module, []).append(p)
-            _ensure_hook()
+            _hook.install()
             return p
     # Import outside the lock: the import hook of another thread may need it.
     module = sys.modules[t.module] if _imported(t.module) else _import(t, p)
@@ -490,19 +426,11 @@ def _import(t: Target, p: Patch) -> types.ModuleType:
     try:
         return importlib.import_module(t.module)
     except ModuleNotFoundError as exc:
-        if exc.name and (t.module == exc.name or t.module.startswith(exc.name + ".")):
-            err = PatchTargetError(
-                f"patch target '{t}' not found: no module named '{exc.name}'",
-                target=str(t),
-                missing="module",
-                hint=_NOT_FOUND_HINT + " (or pass when_imported=True to wait for a module imported later)",
-            )
-            _fail(p, err)
-            raise err from None
-        raise
-
-
-_NOT_FOUND_HINT = "check the target against the framework version installed in the job"
+        err = module_not_found(t, exc)
+        if err is None:
+            raise
+        _fail(p, err)
+        raise err from None
 
 
 def _fail(p: Patch, err: Exception) -> None:
@@ -512,84 +440,19 @@ def _fail(p: Patch, err: Exception) -> None:
         _history.append(p)
 
 
-def _describe(obj: Any, walked: str) -> str:
-    if isinstance(obj, types.ModuleType):
-        return f"module '{obj.__name__}'"
-    if isinstance(obj, type):
-        return f"class '{walked}'"
-    return f"'{walked}' ({type(obj).__name__})"
-
-
-def _suggest(word: str, choices: Any) -> str:
-    import difflib  # only when a target is missing
-
-    names = [c for c in choices if isinstance(c, str)]
-    match = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
-    return f" (did you mean '{match[0]}'?)" if match else ""
-
-
-def _registry_key(owner: Any, key: str) -> Any:
-    if key in owner:
-        return key
-    # Registries keyed by str-valued enums: match the key's value or name.
-    matches = [k for k in owner if getattr(k, "value", None) == key or str(k) == key]
-    return matches[0] if len(matches) == 1 else _ABSENT
-
-
 def _slot_for(p: Patch, module: types.ModuleType) -> _Slot:
     t = p._target
     skey = (t.module, t.path, t.key)
     slot = _slots.get(skey)
     if slot is not None and slot.module is module and slot.layers:
         return slot
-    walk = t.path if t.key is not None else t.path[:-1]
-    obj: Any = module
-    for i, part in enumerate(walk):
-        try:
-            obj_next = getattr(obj, part)
-        except AttributeError:
-            walked = f"{t.module}:{'.'.join(walk[:i])}" if i else t.module
-            raise _no_attribute(t, obj, walked, part) from None
-        obj = obj_next
-    walked = f"{t.module}:{'.'.join(walk)}" if walk else t.module
-    if t.key is not None:
-        if not all(hasattr(obj, m) for m in ("__getitem__", "__setitem__", "__contains__", "__iter__")):
-            raise PatchTargetError(
-                f"patch target '{t}': '{walked}' is {type(obj).__name__}, not a registry mapping",
-                target=str(t),
-            )
-        name = _registry_key(obj, t.key)
-        if name is _ABSENT:
-            if not p.create:
-                keys = sorted(str(k) for k in obj)
-                raise PatchTargetError(
-                    f"patch target '{t}' not found: '{walked}' has no key '{t.key}'"
-                    + _suggest(t.key, keys)
-                    + f" (keys: {', '.join(keys) if keys else 'none'})",
-                    target=str(t),
-                    missing="key",
-                    hint=_NOT_FOUND_HINT,
-                )
-            name = t.key
-        slot = _Slot(t, module, obj, name, is_item=True)
-    else:
-        name = t.path[-1]
-        slot = _Slot(t, module, obj, name, is_item=False)
+    owner, name, is_item, walked = resolve(t, module, create=p.create)
+    slot = _Slot(t, module, owner, name, is_item=is_item)
     slot.capture()
     if slot.base is _ABSENT and not slot.is_item and not p.create:
-        raise _no_attribute(t, obj, walked, name)
+        raise no_attribute(t, owner, walked, name)
     _slots[skey] = slot
     return slot
-
-
-def _no_attribute(t: Target, obj: Any, walked: str, name: str) -> PatchTargetError:
-    """The error for a target whose attribute *name* is missing on *obj* (reached as *walked*)."""
-    return PatchTargetError(
-        f"patch target '{t}' not found: {_describe(obj, walked)} has no attribute '{name}'" + _suggest(name, dir(obj)),
-        target=str(t),
-        missing="attribute",
-        hint=_NOT_FOUND_HINT,
-    )
 
 
 def _apply(p: Patch, module: types.ModuleType) -> None:
@@ -640,7 +503,7 @@ def _undo(p: Patch) -> None:
         if not waiting:
             _pending.pop(p._target.module, None)
             if not _pending:
-                _remove_hook()
+                _hook.remove()
     elif p.status == "applied" and p._slot is not None:
         slot = p._slot
         slot.check_untouched()
@@ -705,42 +568,11 @@ def _rebind(slot: _Slot, old: Any, new: Any, *, scan: bool, skip: set) -> list:
 # -- waiting for an import ------------------------------------------------------------------
 
 
-class _ImportHook:
-    """Meta-path finder that never imports anything itself; it only wraps the real loader."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()  # busy while asking the other finders (no re-entry)
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in _pending or getattr(self.local, "busy", False):
-            return None
-        spec = spec_from_other_finders(self, fullname, path, target)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        spec.loader = PostImportLoader(spec.loader, _module_imported)
-        return spec
-
-
-_hook = _ImportHook()
-
-
-def _ensure_hook() -> None:
-    if sys.meta_path and sys.meta_path[0] is _hook:
-        return
-    _remove_hook()
-    sys.meta_path.insert(0, _hook)
-
-
-def _remove_hook() -> None:
-    while _hook in sys.meta_path:
-        sys.meta_path.remove(_hook)
-
-
 def _module_imported(module: types.ModuleType) -> None:
     with _lock:
         waiting = _pending.pop(module.__name__, [])
         if not _pending:
-            _remove_hook()
+            _hook.remove()
         first_error: Exception | None = None
         for p in waiting:
             try:
@@ -751,3 +583,6 @@ def _module_imported(module: types.ModuleType) -> None:
         if first_error is not None:
             # Raised from the import statement: the module is not left half-patched in use.
             raise first_error
+
+
+_hook = ModuleWatcher(lambda name: name in _pending, _module_imported)

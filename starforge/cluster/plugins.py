@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .deferred import freeze, hyperparams_from_env, registry
 from .errors import InstallError, UsageError
+from .hyperparams_and_deferred import freeze, hyperparams_from_env, registry
 
 if TYPE_CHECKING:
     from typing import Any, Mapping
@@ -129,7 +129,7 @@ def load_environment(name: str, **ctx: Any) -> Any:
             return registry.environments[name]
         if not registry.booted:
             _bootstrap_from_env()
-        from .process import current_job
+        from .process_job import current_job
 
         job = current_job()
         item = job.environment_item(name) if job is not None and not registry.disabled else None
@@ -192,7 +192,7 @@ def _job_env(env: Mapping[str, str]) -> bool:
 def _bootstrap_from_env() -> None:
     """Fill this process's registry from the job environment (no-op outside a job)."""
     if _job_env(os.environ):
-        from .process import boot_process
+        from .process_job import boot_process
 
         boot_process(reason="install_deferred")
     registry.booted = True

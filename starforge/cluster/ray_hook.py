@@ -23,7 +23,7 @@ import os
 import sys
 
 from .environment import runtime_paths
-from .process import boot_process
+from .process_job import boot_process
 from .ray_init import CHAINED_HOOK_ENV, CHAINED_PICKLED_ENV, SETUP_HOOK
 
 

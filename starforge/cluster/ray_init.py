@@ -31,7 +31,13 @@ SETUP_HOOK = "starforge.cluster.ray_hook.setup"  # :func:`.ray_hook.setup`
 # FORGE_CODE_DIR: Ray workers on the driver's node use the job's code directory (after the
 # bootstrap's checks); on other nodes it does not exist and they import from the zip.
 FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAMS", "FORGE_RUNTIME", "FORGE_ATTEMPT",
-             "FORGE_CODE_DIR", "PYTHONPATH")
+             "FORGE_CODE_DIR", "PYTHONPATH", "FORGE_SPEC_SHA256")
+# The Ray backend's job environment for the job's workers, as JSON among the submitted
+# job's env_vars. Dormant there: Ray starts its own job supervisor actor with the job's
+# runtime_env, and the bootstrap must not act in that process (a refusal there kills
+# the supervisor, and Ray reports it unschedulable minutes later instead of the job's own
+# exit 10). The driver's ``ray.init`` (wrapped here) hands it to the job's workers.
+WORKER_ENV = "FORGE_RAY_WORKER_ENV"
 
 
 def watch_ray_init() -> None:
@@ -100,15 +106,57 @@ def chain_runtime_env(runtime_env, environ=None) -> dict:
         else:
             raise TypeError(f"worker_process_setup_hook must be a function or a dotted name, got {type(user).__name__}")
     if job_setup_hook(environ) != SETUP_HOOK:
-        # The job was not submitted with our hook (a driver starting its own Ray, say):
-        # the driver's runtime_env carries it, with the job environment.
+        # The job was not submitted with our hook: the driver's runtime_env carries it,
+        # with the job environment: the one the Ray backend submitted for the workers
+        # (paths relative to the working_dir Ray unpacks on every node), else this
+        # process's own (a driver starting its own Ray). A variable the job already
+        # carries is not repeated (Ray refuses a driver runtime_env that repeats one).
         env["worker_process_setup_hook"] = SETUP_HOOK
-        for key in FORWARDED:
-            if key in environ and key not in env_vars:
-                env_vars[key] = environ[key]
+        job_vars = _job_env_vars(environ)
+        submitted = _submitted_worker_env(job_vars)
+        source = submitted if submitted is not None else {k: environ[k] for k in FORWARDED if k in environ}
+        for key, value in source.items():
+            if key not in env_vars and key not in job_vars:
+                env_vars[key] = value
     if env_vars:
         env["env_vars"] = env_vars
     return env
+
+
+def _job_runtime_env(environ) -> dict:
+    """The submitted job's runtime_env, from the job config Ray gives its driver ({} elsewhere)."""
+    raw = environ.get(RAY_JOB_CONFIG_ENV)
+    if not raw:
+        return {}
+    import json
+
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        return {}
+    runtime_env = config.get("runtime_env") if isinstance(config, dict) else None
+    return runtime_env if isinstance(runtime_env, dict) else {}
+
+
+def _job_env_vars(environ) -> dict:
+    env_vars = _job_runtime_env(environ).get("env_vars")
+    return env_vars if isinstance(env_vars, dict) else {}
+
+
+def _submitted_worker_env(job_vars: dict):
+    """The workers' environment the Ray backend submitted (:data:`WORKER_ENV`), or None."""
+    raw = job_vars.get(WORKER_ENV)
+    if not isinstance(raw, str):
+        return None
+    import json
+
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return None
+    return value
 
 
 def job_setup_hook(environ=None):
@@ -121,20 +169,11 @@ def job_setup_hook(environ=None):
     that starts or joins Ray without a job submission).
     """
     environ = os.environ if environ is None else environ
-    raw = environ.get(RAY_JOB_CONFIG_ENV)
-    if raw:
-        import json
-
-        try:
-            config = json.loads(raw)
-        except ValueError:
-            config = None
-        runtime_env = config.get("runtime_env") if isinstance(config, dict) else None
-        if isinstance(runtime_env, dict):
-            hook = runtime_env.get("worker_process_setup_hook")
-            env_vars = runtime_env.get("env_vars")
-            if hook is None and isinstance(env_vars, dict):
-                hook = env_vars.get(RAY_HOOK_ENV)
-            if hook is not None:
-                return hook
+    runtime_env = _job_runtime_env(environ)
+    hook = runtime_env.get("worker_process_setup_hook")
+    env_vars = runtime_env.get("env_vars")
+    if hook is None and isinstance(env_vars, dict):
+        hook = env_vars.get(RAY_HOOK_ENV)
+    if hook is not None:
+        return hook
     return environ.get(RAY_HOOK_ENV)

@@ -89,7 +89,7 @@ def check_items(items: Sequence, environ: Mapping[str, str] = os.environ) -> lis
                 owner=entry.owner,
                 name=entry.name,
                 version=entry.version,
-                tree_digest=entry.digest,
+                tree_digest=entry.tree_digest,
                 trust=trust,
             )
         except SignatureError as exc:

@@ -20,10 +20,13 @@ Keys (decisions where the spec is silent are marked *decided*):
 - ``config``: a mapping, flattened into dotted hyperparameter keys (``{grpo: {lr: 1e-6}}``
   becomes ``grpo.lr``); dotted keys may also be written directly. Two spellings of the
   same dotted key are an error.
-- ``backend``: ``local`` (default), ``ray`` or ``slurm``.
+- ``backend``: ``local`` (default), ``ray`` or ``slurm`` (any name in
+  :data:`starforge.backends.BACKENDS`).
 - ``strict_deferred``: ``true`` fails the job when a deferred plugin was never installed.
 - ``ray``, ``slurm``: mappings handed to that backend as its settings; the backend
-  validates their keys (*decided*: they belong to the backend, not to this schema).
+  validates their keys (*decided*: they belong to the backend, not to this schema). Every
+  backend whose :data:`~starforge.backends.BACKENDS` entry has a section gets such a key,
+  after ``strict_deferred``; here it is only checked to be a mapping.
 - ``python`` (optional): the job's Python (SPEC §14), an interpreter path (absolute, or
   relative to the experiment directory as it is staged: the job's ``recipe/``), or a
   command name looked up on the node's PATH; ``$VAR`` is expanded on the node. Worked out
@@ -45,17 +48,20 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..backends import BACKEND_NAMES
+from ..backends import backend_names, settings_sections
+from ..cluster.names import is_plugin_name
 from ..errors import ManifestError, UsageError
-from ..manifest import NAME_RE, closest
+from ..manifest import closest
 from ..yamlio import YamlDoc, load_yaml_file
 from .overrides import NON_FINITE_HINT, first_non_finite, yaml_float
 
 SCHEMA = "forge/job/v1"
 FILENAME = "forge.yaml"
-TOP_KEYS = (
+# forge.yaml's top-level keys: these, with each backend's section (settings_sections())
+# between strict_deferred and registry (top_keys()).
+KEYS_BEFORE_SECTIONS = (
     "schema",
     "name",
     "entrypoint",
@@ -64,12 +70,8 @@ TOP_KEYS = (
     "config",
     "backend",
     "strict_deferred",
-    "ray",
-    "slurm",
-    "registry",
-    "python",
-    "plan",
 )
+KEYS_AFTER_SECTIONS = ("registry", "python", "plan")
 PLAN_KEYS = ("acknowledge",)
 ACK_KEYS = ("plugin", "replaces", "reason")
 REQUIRED = ("schema", "name", "entrypoint")
@@ -116,8 +118,7 @@ class Experiment:
     config: dict = field(default_factory=dict)
     backend: str = "local"
     strict_deferred: bool = False
-    ray: dict = field(default_factory=dict)
-    slurm: dict = field(default_factory=dict)
+    sections: dict = field(default_factory=dict)  # backend name -> its forge.yaml section ({} when absent)
     registry: str | None = None
     python: str | None = None
     plan_acknowledge: tuple = ()  # forge plan: the replaces this experiment means ({plugin, replaces, reason})
@@ -140,8 +141,16 @@ class Experiment:
         return self.backend_settings(backend).get("python") or self.python
 
     def backend_settings(self, backend: str) -> dict:
-        """The ``ray:``/``slurm:`` mapping for *backend* (``{}`` for local)."""
-        return dict({"ray": self.ray, "slurm": self.slurm}.get(backend, {}))
+        """forge.yaml's ``<backend>:`` mapping (``ray:``, ``slurm:``; ``{}`` for local)."""
+        return dict(self.sections.get(backend, {}))
+
+    if not TYPE_CHECKING:  # for mypy, an Experiment has no attributes but its fields
+
+        def __getattr__(self, name: str) -> dict:
+            # exp.ray, exp.slurm: a backend's section by the backend's name
+            if name in settings_sections():
+                return self.sections.get(name, {})
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def flat_config(self) -> dict:
         """``config`` flattened to dotted keys (lists and scalars are leaves)."""
@@ -173,7 +182,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
     data = doc.data
     if not isinstance(data, dict):
         raise v.fail((), f"expected a mapping at the top level, got {_kind(data)}")
-    v.keys((), data, TOP_KEYS, REQUIRED)
+    v.keys((), data, top_keys(), REQUIRED)
     if data["schema"] != SCHEMA:
         raise v.fail(("schema",), f"schema: expected '{SCHEMA}', got {data['schema']!r}", hint=f"the first line of forge.yaml is: schema: {SCHEMA}")
     name = v.string(("name",), data["name"])
@@ -193,18 +202,19 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         raise v.fail(("config",), f"config: expected a mapping, got {_kind(config)}")
     _check_config(v, config, ("config",), {})
     backend = data.get("backend", "local")
-    if backend not in BACKEND_NAMES:
-        guess = closest(str(backend), BACKEND_NAMES)
+    names = backend_names()
+    if backend not in names:
+        guess = closest(str(backend), names)
         raise v.fail(
             ("backend",),
-            f"backend: expected one of {', '.join(BACKEND_NAMES)}, got {backend!r}" + (f" (did you mean '{guess}'?)" if guess else ""),
-            hint=f"backends: {', '.join(BACKEND_NAMES)} (default local)",
+            f"backend: expected one of {', '.join(names)}, got {backend!r}" + (f" (did you mean '{guess}'?)" if guess else ""),
+            hint=f"backends: {', '.join(names)} (default local)",
         )
     strict = data.get("strict_deferred", False)
     if not isinstance(strict, bool):
         raise v.fail(("strict_deferred",), f"strict_deferred: expected true or false, got {_kind(strict)} {strict!r}")
     settings = {}
-    for key in ("ray", "slurm"):
+    for key in settings_sections():
         value = data.get(key, {})
         if value is None:
             value = {}
@@ -230,14 +240,18 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         config=config,
         backend=backend,
         strict_deferred=strict,
-        ray=settings["ray"],
-        slurm=settings["slurm"],
+        sections=settings,
         registry=registry,
         python=python,
         plan_acknowledge=plan_ack,
         source=doc.source,
         lines=dict(doc.lines),
     )
+
+
+def top_keys() -> tuple:
+    """forge.yaml's top-level keys, every backend's section included."""
+    return KEYS_BEFORE_SECTIONS + settings_sections() + KEYS_AFTER_SECTIONS
 
 
 def flatten(mapping: dict, prefix: str = "") -> dict:
@@ -311,7 +325,7 @@ def _plan(v: _Validator, value: Any) -> tuple:
             raise v.fail(path, f"plan.acknowledge[{i}]: expected a mapping with plugin and replaces, got {_kind(entry)}", hint=example)
         v.keys(path, entry, ACK_KEYS, ("plugin", "replaces"))
         plugin = v.string(path + ("plugin",), entry["plugin"])
-        if not NAME_RE.match(plugin):
+        if not is_plugin_name(plugin):
             raise v.fail(path + ("plugin",), f"plan.acknowledge[{i}].plugin: '{plugin}' is not a plugin name (the manifest name, no owner)",
                          hint=example)
         replaces = v.string(path + ("replaces",), entry["replaces"])
@@ -371,7 +385,7 @@ def _builtins(v: _Validator, value: Any) -> tuple:
     out: list = []
     for i, item in enumerate(value):
         path = ("recipe", "plugins", i)
-        if not isinstance(item, str) or not NAME_RE.match(item) or len(item) > 64:
+        if not isinstance(item, str) or not is_plugin_name(item):
             raise v.fail(path, f"recipe.plugins[{i}]: {item!r} is not a plugin name (lowercase letters, digits, single dashes)")
         if item in out:
             raise v.fail(path, f"recipe.plugins[{i}]: '{item}' is listed twice")

@@ -56,7 +56,7 @@ class Builtin:
     manifest: PluginManifest
     files: tuple
     top_level: tuple
-    digest: str
+    tree_digest: str
 
     def loaded(self) -> LoadedPlugin:
         return LoadedPlugin(
@@ -96,7 +96,7 @@ def load_builtins(exp: Experiment) -> list:
                 manifest=manifest,
                 files=tuple(report.files),
                 top_level=tuple(report.top_level),
-                digest=report.digest,
+                tree_digest=report.digest,
             )
         )
     return out
@@ -129,25 +129,9 @@ def check_entry(entry: LockEntry, tree, lock_name: str = "plugins.lock.json") ->
     """Refuse a lock entry whose metadata disagrees with its version's verified tree (an edited lock)."""
     from ..registry.verified import check_record
 
-    check_record(lock_name, "the lock entry", entry.ref, tree, entry.manifest_dict(), entry.top_level, entry.files,
+    check_record(lock_name, "the lock entry", entry.ref, tree, entry.manifest_dict(), entry.plugin.top_level, entry.plugin.files,
                  hint=f"the lock was edited, or written from a tampered registry; restore {lock_name} from version "
                       f"control, or delete it and run: forge lock (it reads each version's metadata from its verified tree)")
-
-
-def published_version(entry: LockEntry):
-    """The ``PublishedVersion`` a lock entry stands for (to fetch it by digest)."""
-    from ..registry.base import PublishedVersion
-
-    return PublishedVersion(
-        owner=entry.owner,
-        name=entry.name,
-        version=entry.version,
-        tree_digest=entry.digest,
-        artifact_digest=entry.artifact_digest,
-        manifest=entry.manifest_dict(),
-        files=dict(entry.files),
-        top_level=tuple(entry.top_level),
-    )
 
 
 def lock_experiment(
@@ -185,7 +169,7 @@ def resolve_lock(
     *accept_signature* (``forge lock --accept-signature NAME``): then the signature served
     now (or its absence) is recorded, the version unchanged.
     """
-    from ..registry.cache import remember_envelope
+    from ..registry.cache import remember_envelope, remember_verified
     from ..registry.resolve import resolve
     from ..signing import load_trust, verify_published_envelope
     from .locked_signature import check_served, enforced, facts_of
@@ -211,7 +195,7 @@ def resolve_lock(
         if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
             assert previous is not None  # before came from it
             info = _get_locked(registry, before, previous.registry)
-            if info.tree_digest != before.digest:
+            if info.tree_digest != before.tree_digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
         else:
             info = resolve(registry, req.request)
@@ -219,7 +203,7 @@ def resolve_lock(
                 before is not None
                 and before.owner == req.owner
                 and info.version == before.version
-                and info.tree_digest != before.digest
+                and info.tree_digest != before.tree_digest
             ):
                 # re-resolving landed on the locked version, whose content changed: an
                 # upgrade never re-pins a moved tag
@@ -231,7 +215,8 @@ def resolve_lock(
             # the locked signature facts are enforced: the registry must still serve a valid
             # envelope by the locked key (a re-sign or a rotated key beside it breaks nothing)
             locked_envelope = check_served(before, registry, info, trust)
-        verdicts[req.name], envelope = verify_published_envelope(registry, info, trust, require=require_signatures)
+        verdict = verify_published_envelope(registry, info, trust, require=require_signatures)
+        verdicts[req.name], envelope = remember_verified(info, verdict), verdict[1]
         facts = facts_of(envelope)
         if locked_envelope is not None:
             assert before is not None
@@ -249,11 +234,11 @@ def resolve_lock(
         if entry.name != req.name:
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:
-            changes.append(f"added {entry.ref} ({entry.digest})")
+            changes.append(f"added {entry.ref} ({entry.tree_digest})")
         elif before.version != entry.version and request_changed:
-            changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} (request changed) ({entry.digest})")
+            changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} (request changed) ({entry.tree_digest})")
         elif before.version != entry.version:
-            changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.digest})")
+            changes.append(f"upgraded {req.name} {before.version} -> {entry.version} ({entry.tree_digest})")
         else:
             if before.request != entry.request:
                 changes.append(f"{req.name}: request is now {entry.request}; stays at {entry.version}")
@@ -384,7 +369,7 @@ def moved_tag_error(entry: LockEntry, served: str, registry, locked_from: str | 
     """
     recorded = locked_from or "not recorded in the lock"
     return LockError(
-        f"moved tag: {entry.ref} is locked at {entry.digest}, but registry {registry.url} now serves {served}",
+        f"moved tag: {entry.ref} is locked at {entry.tree_digest}, but registry {registry.url} now serves {served}",
         hint=(
             f"a published version must never change (the lock was made with registry {recorded}); "
             "do not use this copy. Restore the original content under that tag, or publish the new "

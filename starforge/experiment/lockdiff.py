@@ -39,23 +39,10 @@ MANIFEST_FIELDS = ("kind", "load", "entrypoint", "targets", "requires", "params"
 
 
 def facts_of_entry(entry: LockEntry) -> dict:
-    """What a lock records of one plugin, as the diff compares it."""
-    return {
-        "owner": entry.owner,
-        "name": entry.name,
-        "version": entry.version,
-        "digest": entry.digest,
-        "request": entry.request,
-        "kind": entry.kind,
-        "load": entry.load,
-        "entrypoint": entry.entrypoint,
-        "targets": list(entry.targets),
-        "requires": dict(entry.requires),
-        "params": dict(entry.params),
-        "top_level": list(entry.top_level),
-        "files": dict(entry.files),
-        "signature": dict(entry.signature) if entry.signature is not None else None,
-    }
+    """What a lock records of one plugin, as the diff compares it (the lock file's fields but the archive digest and note)."""
+    d = entry.to_dict()
+    return {k: d[k] for k in ("owner", "name", "version", "digest", "request", "kind", "load", "entrypoint", "targets",
+                              "requires", "params", "top_level", "files", "signature")}
 
 
 def facts_of_published(info) -> dict:
@@ -297,15 +284,12 @@ def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from:
     *registry* (the one in use), else the registry the lock names as its hint — whichever
     serves that version with that tree digest (the digest is the identity)."""
     from ..errors import ForgeError
-    from ..registry.base import PublishedVersion
     from ..registry.cache import materialize, materialize_cached
     from .stage import _served
 
-    info = PublishedVersion(
-        owner=facts["owner"], name=facts["name"], version=facts["version"], tree_digest=facts["digest"],
-        artifact_digest=artifact_digest or "sha256:" + "0" * 64, manifest={}, files=dict(facts.get("files") or {}),
-    )
-    if materialize_cached(info, dest) is not None:
+    wanted = _EntryView(facts)
+    if materialize_cached(wanted.owner, wanted.name, wanted.version, wanted.tree_digest, dest,
+                          artifact_digest=artifact_digest, files=facts.get("files") or None) is not None:
         return dest
     candidates = [registry] if registry is not None else []
     if locked_from and (registry is None or locked_from != registry.url):
@@ -318,11 +302,11 @@ def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from:
     reasons = []
     for reg in candidates:
         try:
-            return materialize(reg, _served(_EntryView(facts), reg, locked_from), dest)
+            return materialize(reg, _served(wanted, reg, locked_from), dest)
         except ForgeError as exc:
             reasons.append(exc.message)
     raise LockError(
-        f"{info.ref} ({_short(info.tree_digest)}) is not in the cache and no registry serves it"
+        f"{wanted.ref} ({_short(wanted.tree_digest)}) is not in the cache and no registry serves it"
         + (f": {reasons[-1]}" if reasons else ""),
         hint="pass --registry URL of a registry that serves this version (or pull it once: forge plugin pull)",
     )
@@ -332,7 +316,8 @@ class _EntryView:
     """The attributes of a lock entry that :func:`starforge.experiment.stage._served` reads."""
 
     def __init__(self, facts: dict) -> None:
-        self.owner, self.name, self.version, self.digest = facts["owner"], facts["name"], facts["version"], facts["digest"]
+        self.owner, self.name, self.version = facts["owner"], facts["name"], facts["version"]
+        self.tree_digest = facts["digest"]
 
     @property
     def ref(self) -> str:

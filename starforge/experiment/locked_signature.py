@@ -73,7 +73,7 @@ def satisfies(entry, envelope: bytes, trust) -> bool:
         only = Trust(owners={entry.owner: {locked_key: known[locked_key]}})
         try:
             verify_envelope(envelope, owner=entry.owner, name=entry.name, version=entry.version,
-                            tree_digest=entry.digest, trust=only)
+                            tree_digest=entry.tree_digest, trust=only)
         except SignatureError:
             return False
         return locked_key in key_ids(envelope)
@@ -97,7 +97,7 @@ def _statement_matches(entry, envelope: bytes) -> bool:
         signed = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         return False
-    return (owner, name) == (entry.owner, entry.name) and _same_version(version, entry.version) and signed == entry.digest
+    return (owner, name) == (entry.owner, entry.name) and _same_version(version, entry.version) and signed == entry.tree_digest
 
 
 def locked_envelope(entry, envelopes, trust) -> bytes | None:
@@ -150,7 +150,7 @@ def staged_envelope(entry, served_info, trust) -> bytes | None:
 
     if not enforced(entry):
         return None
-    cached = cached_envelopes(entry.owner, entry.name, entry.version, entry.digest)
+    cached = cached_envelopes(entry.owner, entry.name, entry.version, entry.tree_digest)
     envelope = locked_envelope(entry, cached, trust)
     if envelope is not None:
         return envelope
@@ -165,5 +165,5 @@ def staged_envelope(entry, served_info, trust) -> bytes | None:
             hint="do not use this version until the registry serves its signature again (then run forge lock --check)",
         ) from None
     envelope = check_served(entry, registry, info, trust)
-    remember_envelope(entry.owner, entry.name, entry.version, entry.digest, envelope)
+    remember_envelope(entry.owner, entry.name, entry.version, entry.tree_digest, envelope)
     return envelope

@@ -32,7 +32,7 @@ import contextlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -40,8 +40,9 @@ from ..cluster import atomic
 from ..cluster.digest import is_digest
 from ..cluster.jobspec import PluginEntry
 from ..cluster.jsonload import loads as load_json
+from ..cluster.names import is_plugin_name
 from ..errors import LockError
-from ..manifest import KINDS, LOADS, NAME_RE, manifest_dict
+from ..manifest import KINDS, LOADS, manifest_dict
 
 SCHEMA = "forge/lock/v2"
 OLD_SCHEMAS = ("forge/lock/v1",)  # read, and rewritten by forge lock
@@ -53,24 +54,34 @@ _ENVELOPE_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class LockEntry:
-    """One locked plugin package."""
+    """One locked plugin package: the JobSpec's entry for it (:attr:`plugin`, every fact of
+    the version's verified tree) plus what only the lock records.
 
-    owner: str
-    name: str
-    version: str
+    Built from the verified tree in one place (:meth:`from_tree`); staging puts
+    :attr:`plugin` into the JobSpec as it is. The file format is flat (``docs/lockfile.md``).
+    """
+
+    plugin: PluginEntry  # name, version, tree digest, manifest fields, top-level names, file hashes; owner set
     request: str  # the forge.yaml request this version satisfies, normalized
-    digest: str  # tree digest, sf1:...
     artifact_digest: str  # sha256:... of the archive (transport detail)
-    kind: str
-    load: str
-    entrypoint: str
-    requires: dict = field(default_factory=dict)
-    targets: tuple = ()
-    params: dict = field(default_factory=dict)  # key -> {type, default?, description?}
-    top_level: tuple = ()
-    files: dict = field(default_factory=dict)  # relpath -> sha256 hex
     signature: dict | None = None  # {envelope_digest, key_id} as the registry serves it; None: no envelope
     note: str = ""
+
+    @property
+    def owner(self) -> str:
+        return self.plugin.owner or ""
+
+    @property
+    def name(self) -> str:
+        return self.plugin.name
+
+    @property
+    def version(self) -> str:
+        return self.plugin.version
+
+    @property
+    def tree_digest(self) -> str:
+        return self.plugin.tree_digest
 
     @property
     def ref(self) -> str:
@@ -78,27 +89,25 @@ class LockEntry:
 
     def loaded(self) -> "LoadedPlugin":
         """This package as the conflict checks see it."""
-        return LoadedPlugin(label=self.ref, name=self.name, kind=self.kind, top_level=self.top_level)
-
-    def param_defaults(self) -> dict:
-        return {k: d["default"] for k, d in self.params.items() if isinstance(d, Mapping) and "default" in d}
+        return LoadedPlugin(label=self.ref, name=self.name, kind=self.plugin.kind, top_level=self.plugin.top_level)
 
     def to_dict(self) -> dict:
+        p = self.plugin
         d = {
             "owner": self.owner,
-            "name": self.name,
-            "version": self.version,
+            "name": p.name,
+            "version": p.version,
             "request": self.request,
-            "digest": self.digest,
+            "digest": p.tree_digest,
             "artifact_digest": self.artifact_digest,
-            "kind": self.kind,
-            "load": self.load,
-            "entrypoint": self.entrypoint,
-            "requires": dict(self.requires),
-            "targets": list(self.targets),
-            "params": dict(self.params),
-            "top_level": list(self.top_level),
-            "files": dict(self.files),
+            "kind": p.kind,
+            "load": p.load,
+            "entrypoint": p.entrypoint,
+            "requires": dict(p.requires),
+            "targets": list(p.targets),
+            "params": dict(p.params),
+            "top_level": list(p.top_level),
+            "files": dict(p.files),
             "signature": dict(self.signature) if self.signature is not None else None,
         }
         if self.note:
@@ -110,49 +119,14 @@ class LockEntry:
                   signature: dict | None) -> "LockEntry":
         """The entry of ``owner/<tree's name>@version``, every manifest field and the top-level
         names and file map read from its verified tree (a :class:`~starforge.registry.verified.VerifiedTree`)."""
-        m = tree.manifest
-        return cls(
-            owner=owner,
-            name=m.name,
-            version=version,
-            request=request,
-            digest=tree.tree_digest,
-            artifact_digest=artifact_digest,
-            kind=m.kind,
-            load=m.load,
-            entrypoint=m.entrypoint,
-            requires=m.requires.to_dict(),
-            targets=tuple(m.targets),
-            params={k: p.to_dict() for k, p in m.params.items()},
-            top_level=tuple(tree.top_level),
-            files=dict(tree.files),
-            signature=signature,
-            note=ENVIRONMENT_NOTE if m.kind == "environment" else "",
-        )
-
-    def to_plugin_entry(self) -> PluginEntry:
-        """The JobSpec entry for this plugin."""
-        return PluginEntry(
-            name=self.name,
-            version=self.version,
-            digest=self.digest,
-            kind=self.kind,
-            load=self.load,
-            entrypoint=self.entrypoint,
-            owner=self.owner,
-            targets=tuple(self.targets),
-            requires=dict(self.requires),
-            top_level=tuple(self.top_level),
-            files=dict(self.files),
-            params=dict(self.params),
-        )
+        plugin = tree.plugin_entry(owner, version)
+        return cls(plugin=plugin, request=request, artifact_digest=artifact_digest, signature=signature,
+                   note=ENVIRONMENT_NOTE if plugin.kind == "environment" else "")
 
     def manifest_dict(self) -> dict:
         """The plugin.yaml content this entry records (``PluginManifest.to_dict()`` without a description)."""
-        return manifest_dict(
-            self.name, self.version, self.kind, self.entrypoint, self.load, self.targets,
-            dict(self.requires), dict(self.params),
-        )
+        p = self.plugin
+        return manifest_dict(p.name, p.version, p.kind, p.entrypoint, p.load, p.targets, dict(p.requires), dict(p.params))
 
     @property
     def signed(self) -> bool:
@@ -172,7 +146,7 @@ class LockEntry:
 
         for key in ("owner", "name"):
             value = text(key)
-            if not NAME_RE.match(value):
+            if not is_plugin_name(value):
                 raise LockError(f"{where}.{key}: {value!r} is not a valid {key}")
         digest = text("digest")
         if not is_digest(digest):
@@ -187,24 +161,22 @@ class LockEntry:
         for key, shape in shapes.items():
             if not isinstance(data.get(key, shape()), shape):
                 raise LockError(f"{where}.{key}: expected {'an object' if shape is dict else 'a list'}")
-        return cls(
-            owner=data["owner"],
+        plugin = PluginEntry(
             name=data["name"],
             version=text("version"),
-            request=text("request"),
-            digest=digest,
-            artifact_digest=text("artifact_digest"),
+            tree_digest=digest,
             kind=kind,
             load=load,
             entrypoint=text("entrypoint"),
-            requires=dict(data.get("requires", {})),
+            owner=data["owner"],
             targets=tuple(data.get("targets", [])),
-            params=dict(data.get("params", {})),
+            requires=dict(data.get("requires", {})),
             top_level=tuple(data.get("top_level", [])),
             files=dict(data.get("files", {})),
-            signature=signature,
-            note=str(data.get("note", "")),
+            params=dict(data.get("params", {})),
         )
+        return cls(plugin=plugin, request=text("request"), artifact_digest=text("artifact_digest"), signature=signature,
+                   note=str(data.get("note", "")))
 
 
 def _signature_facts(value: Any, where: str, schema: str) -> dict | None:

@@ -249,6 +249,15 @@ def plan_experiment(
         local_python(plan.spec, job_dir)
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
+        from ..backends.binding import binding_for, check_runtime
+        from ..cluster.errors import VerificationError
+
+        # bound like a real launch (SPEC §9 "Binding"): the runtime zip checked here, outside
+        # it, before it runs; the JobSpec's sha256 handed to the node entry and the launcher
+        bound = binding_for(job_dir)
+        refused = check_runtime(job_dir, bound.runtime_sha256)
+        if refused:
+            raise VerificationError(f"forge plan: {refused}", hint="stage the job again (forge plan does so on every run)")
 
         env = child_environment()
         # what the frameworks imported write to their temporary directory (torch's
@@ -257,7 +266,7 @@ def plan_experiment(
         env.update(TMPDIR=str(tmp / "tmp"), TEMP=str(tmp / "tmp"), TMP=str(tmp / "tmp"))
 
         proc = subprocess.run(
-            node_entry(sys.executable, str(job_dir)) + ["--plan", str(ledger_path)],
+            node_entry(sys.executable, str(job_dir), bound.spec_sha256) + ["--plan", str(ledger_path)],
             cwd=job_dir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -46,7 +46,7 @@ from ..directories import PRIVATE, dir_mode, make_dirs
 from ..errors import BackendError, VerificationError
 from ..registry.verified import read_tree
 from .config import Experiment
-from .lock import Builtin, check_entry, fresh_lock, load_builtins, published_version
+from .lock import Builtin, check_entry, fresh_lock, load_builtins
 from .lockfile import LockFile, check_conflicts
 from .overrides import build_hyperparams, declared_params
 
@@ -91,20 +91,8 @@ def new_job_id(name: str, now: datetime | None = None) -> str:
 
 
 def builtin_entry(b: Builtin) -> PluginEntry:
-    m = b.manifest
-    return PluginEntry(
-        name=b.name,
-        version=m.version,
-        digest=b.digest,
-        kind=m.kind,
-        load=m.load,
-        entrypoint=m.entrypoint,
-        targets=tuple(m.targets),
-        requires=m.requires.to_dict(),
-        top_level=tuple(b.top_level),
-        files=file_map(b.root, b.files),
-        params={k: p.to_dict() for k, p in m.params.items()},
-    )
+    """The JobSpec's entry for a built-in: its manifest, its checked digest, its files hashed."""
+    return b.manifest.plugin_entry(b.tree_digest, b.top_level, file_map(b.root, b.files))
 
 
 def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan:
@@ -113,7 +101,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
     lock = fresh_lock(exp, builtins)
     shadowed = check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
     declared = declared_params(
-        [(e.ref, e.params) for e in lock.plugins]
+        [(e.ref, e.plugin.params) for e in lock.plugins]
         + [(f"built-in {b.name}", {k: p.to_dict() for k, p in b.manifest.params.items()})
            for b in builtins if b.name not in shadowed]
     )
@@ -131,7 +119,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         created=now.strftime(TIMESTAMP),
         entrypoint=list(exp.entrypoint),
         hyperparams=hyperparams,
-        plugins=tuple(e.to_plugin_entry() for e in lock.plugins),
+        plugins=tuple(e.plugin for e in lock.plugins),
         recipe_plugins=tuple(builtin_entry(b) for b in builtins),
         core_version=__version__,
         strict_deferred=exp.strict_deferred,
@@ -167,10 +155,10 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
             materialize_locked(entry, target, registry, plan.lock.registry)
             files = file_map(target)
             got = digest_of_map(files)
-            if got != entry.digest:
-                raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.digest}")
+            if got != entry.tree_digest:
+                raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.tree_digest}")
             # what the JobSpec says of the plugin is the lock entry: it must be what the staged tree says
-            check_entry(entry, read_tree(target, files, entry.digest, entry.ref), plan.experiment.lock_path.name)
+            check_entry(entry, read_tree(target, files, entry.tree_digest, entry.ref), plan.experiment.lock_path.name)
         copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
         # The recipe as staged, by tree digest: what `forge jobs replay` proves it runs again.
         spec = with_recipe_digest(plan.spec, tree_digest(tmp / "recipe"))
@@ -203,8 +191,8 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     """
     from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..errors import RegistryError, SignatureError
-    from ..registry.cache import cached_signature
-    from ..signing import VERIFIED, load_trust, verify_envelope, verify_published
+    from ..registry.cache import cached_signature, remember_verified
+    from ..signing import VERIFIED, load_trust, verify_envelope, verify_published_envelope
     from .locked_signature import staged_envelope
 
     trust = trust if trust is not None else load_trust()
@@ -217,7 +205,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
         if locked is not None:
             try:
                 verify_envelope(locked, owner=entry.owner, name=entry.name, version=entry.version,
-                                tree_digest=entry.digest, trust=trust)
+                                tree_digest=entry.tree_digest, trust=trust)
             except SignatureError:
                 pass  # the locked key is not trusted here: another envelope may be by a trusted key
             else:
@@ -226,15 +214,15 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
         try:
             served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
         except RegistryError:  # not a moved tag (LockError): the registry cannot answer
-            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
+            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
             if envelope is None:
                 raise
             verify_envelope(
-                envelope, owner=entry.owner, name=entry.name, version=entry.version, tree_digest=entry.digest, trust=trust
+                envelope, owner=entry.owner, name=entry.name, version=entry.version, tree_digest=entry.tree_digest, trust=trust
             )
             status = VERIFIED
         else:
-            status = verify_published(registry, served, trust, require=require)
+            status = remember_verified(served, verify_published_envelope(registry, served, trust, require=require))
         out[entry.ref] = status
     return out
 
@@ -261,9 +249,9 @@ def carried_signatures(lock: LockFile, registry) -> dict:
             # the envelope the lock names (verify_signatures found it, and the cache keeps it)
             from ..registry.cache import cached_envelopes
 
-            envelope = locked_envelope(entry, cached_envelopes(entry.owner, entry.name, entry.version, entry.digest), trust)
+            envelope = locked_envelope(entry, cached_envelopes(entry.owner, entry.name, entry.version, entry.tree_digest), trust)
         if envelope is None:
-            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.digest)
+            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
         if envelope is None and entry.signed:
             try:
                 envelope = registry.signature(_served(entry, registry, lock.registry))
@@ -325,7 +313,7 @@ def _served(entry, registry, locked_from: str | None = None, consequence: str = 
             f"the lock pins {entry.ref}, which registry {registry.url} does not have, {consequence}",
             hint=f"{registry_hint(registry, locked_from)}; registry said: {exc.message}",
         ) from None
-    if served.tree_digest != entry.digest:
+    if served.tree_digest != entry.tree_digest:
         raise moved_tag_error(entry, served.tree_digest, registry, locked_from)
     return served
 
@@ -342,8 +330,8 @@ def materialize_locked(entry, target: Path, registry, locked_from: str | None = 
     """
     from ..registry.cache import materialize, materialize_cached
 
-    locked = published_version(entry)
-    if materialize_cached(locked, target) is not None:
+    if materialize_cached(entry.owner, entry.name, entry.version, entry.tree_digest, target,
+                          artifact_digest=entry.artifact_digest, files=entry.plugin.files) is not None:
         return target
     return materialize(registry, _served(entry, registry, locked_from), target)
 
@@ -364,8 +352,8 @@ def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
                 if b is not None:
                     _copy_files(path, there / entry.name, b.files)
                     got = tree_digest(there / entry.name)
-                    if got != b.digest:
-                        raise VerificationError(f"built-in {b.name} changed while staging: digest {got}, checked {b.digest}")
+                    if got != b.tree_digest:
+                        raise VerificationError(f"built-in {b.name} changed while staging: digest {got}, checked {b.tree_digest}")
                 else:
                     walk(path, there / entry.name, False)
             elif entry.name in SKIP_FILES or entry.name.endswith(SKIP_SUFFIXES):

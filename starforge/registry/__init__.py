@@ -1,6 +1,6 @@
 """Where plugin packages live between the laptop and the cluster.
 
-``open_registry(url)`` picks a backend by URL: a directory path (the embedded default) or
+``open_registry(url)`` picks the registry kind by URL: a directory path (the embedded default) or
 ``oci://host[:port]/prefix``. Laptop side.
 """
 

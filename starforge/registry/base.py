@@ -1,4 +1,4 @@
-"""The registry interface every backend implements, and plugin references.
+"""The registry interface every registry kind implements, and plugin references.
 
 A published plugin version is identified by ``owner/name@version`` and bound to its tree
 digest. Versions are immutable: the same tree digest again is a no-op, another digest under
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..cluster.names import is_plugin_name
 from ..errors import UsageError
-from ..manifest import NAME_MAX, NAME_RE
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total); total 0 when unknown
 
@@ -43,7 +43,7 @@ def parse_ref(text: str) -> Ref:
     if not slash:
         raise UsageError(f"'{text}' is not a plugin reference", hint="write owner/name, owner/name@1.2.0 or owner/name@~=1.2")
     for part, what in ((owner, "owner"), (name, "name")):
-        if not NAME_RE.match(part) or len(part) > NAME_MAX:
+        if not is_plugin_name(part):
             raise UsageError(f"'{text}': '{part}' is not a valid {what}", hint="lowercase letters, digits and single dashes")
     spec = written.strip() or None
     if spec is not None:

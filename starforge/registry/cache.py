@@ -20,7 +20,8 @@ against the trust file again.
 :func:`materialize` unpacks a fetched archive into a new directory and checks the tree
 digest of what was written (naming the files that differ) before the directory appears.
 Neither checks signatures: callers that need them call
-:func:`starforge.signing.verify_published` first.
+:func:`starforge.signing.verify_published_envelope` first and hand its verdict to
+:func:`remember_verified` (verification writes nothing itself: signing sits below the registry).
 
 Laptop side.
 """
@@ -32,6 +33,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from ..cluster import atomic
 from ..cluster.digest import diff_maps, digest_of_map, hash_file
@@ -116,26 +118,38 @@ def signature_cache_path(
     owner: str, name: str, version: str, tree_digest: str, cache: str | os.PathLike | None = None
 ) -> Path:
     """Where the cache keeps the envelope verified for ``owner/name@version`` with *tree_digest*."""
-    from ..manifest import NAME_RE, canonical_version
+    from ..cluster.names import is_plugin_name
+    from ..manifest import canonical_version
 
     for part in (owner, name):
-        if not NAME_RE.match(part):
+        if not is_plugin_name(part):
             raise RegistryError(f"'{part}' is not a valid owner or plugin name")
     tree_key = tree_index_path(tree_digest, cache).name  # validates the digest: sf1-<hex>
     return cache_root(cache) / "signatures" / tree_key / owner / name / f"{canonical_version(version)}.dsse.json"
 
 
-def remember_signature(info: PublishedVersion, envelope: bytes, cache: str | os.PathLike | None = None) -> None:
-    """Keep *envelope*, which verified for *info*, for offline staging (best effort)."""
-    from ..cluster import atomic
-
+def remember_signature(owner: str, name: str, version: str, tree_digest: str, envelope: bytes,
+                       cache: str | os.PathLike | None = None) -> None:
+    """Keep *envelope*, which verified for the version, for offline staging (best effort)."""
     try:
-        path = signature_cache_path(info.owner, info.name, info.version, info.tree_digest, cache)
+        path = signature_cache_path(owner, name, version, tree_digest, cache)
         make_dirs(path.parent)
         if not path.exists() or path.read_bytes() != envelope:
             atomic.write_file(path, envelope)
     except (OSError, RegistryError, ValueError):
         pass  # the cache only saves asking the registry again
+
+
+def remember_verified(info: PublishedVersion, verdict: tuple, cache: str | os.PathLike | None = None) -> str:
+    """Keep the envelope of *verdict* (``(status, envelope)`` from
+    :func:`starforge.signing.verify_published_envelope`) when it verified for *info*, so the
+    version can be staged offline (every use verifies it again); return the status."""
+    from ..signing import VERIFIED
+
+    status, envelope = verdict
+    if status == VERIFIED and envelope is not None:
+        remember_signature(info.owner, info.name, info.version, info.tree_digest, envelope, cache)
+    return status
 
 
 def cached_signature(
@@ -240,33 +254,41 @@ def materialize(
     only when neither holds the files. Nothing appears at *dest* unless every file checked out.
     """
     dest = _check_dest(dest)
-    if materialize_cached(info, dest, cache=cache) is not None:
+    if materialize_cached(info.owner, info.name, info.version, info.tree_digest, dest,
+                          artifact_digest=info.artifact_digest, files=info.files, cache=cache) is not None:
         return dest
     archive = fetch(registry, info, cache=cache)
-    _unpack_verified(info, archive, dest)
+    _unpack_verified(info.ref, info.tree_digest, info.files, archive, dest)
     remember_tree(info.tree_digest, info.artifact_digest, cache)
     return dest
 
 
-def materialize_cached(info: PublishedVersion, dest: str | os.PathLike, *, cache: str | os.PathLike | None = None) -> Path | None:
-    """Like :func:`materialize` from the cache alone; None when the cache does not hold *info*'s files.
+def materialize_cached(owner: str, name: str, version: str, tree_digest: str, dest: str | os.PathLike, *,
+                       artifact_digest: str | None = None, files: Mapping[str, str] | None = None,
+                       cache: str | os.PathLike | None = None) -> Path | None:
+    """Like :func:`materialize` from the cache alone, for ``owner/name@version`` with
+    *tree_digest*; None when the cache does not hold its files.
 
-    Any cached archive whose files have *info*'s tree digest will do, whatever its own
-    digest: the archive another registry served for the same files is the same plugin.
+    The archive *artifact_digest* (when known) is looked up first, then any cached archive
+    whose files have *tree_digest*, whatever its own digest: the archive another registry
+    served for the same files is the same plugin. *files* (the per-file hashes, when known)
+    only name the files that differ in an error.
     """
     dest = _check_dest(dest)
-    archive = lookup(info, cache)
+    ref = f"{owner}/{name}@{version}"
+    archive = _cached_archive(artifact_digest, cache) if artifact_digest else None
     if archive is not None:
-        _unpack_verified(info, archive, dest)
-        remember_tree(info.tree_digest, info.artifact_digest, cache)
+        _unpack_verified(ref, tree_digest, files, archive, dest)
+        assert artifact_digest is not None
+        remember_tree(tree_digest, artifact_digest, cache)
         return dest
-    archive = lookup_tree(info.tree_digest, cache)
+    archive = lookup_tree(tree_digest, cache)
     if archive is None:
         return None
     try:
-        _unpack_verified(info, archive, dest)
+        _unpack_verified(ref, tree_digest, files, archive, dest)
     except ArchiveError:
-        _forget_tree(info.tree_digest, cache)
+        _forget_tree(tree_digest, cache)
         return None
     return dest
 
@@ -278,8 +300,9 @@ def _check_dest(dest: str | os.PathLike) -> Path:
     return dest
 
 
-def _unpack_verified(info: PublishedVersion, archive: Path, dest: Path) -> None:
-    """Unpack *archive* to *dest* only when its files have *info*'s tree digest."""
+def _unpack_verified(ref: str, tree_digest: str, expected_files: Mapping[str, str] | None, archive: Path,
+                     dest: Path) -> None:
+    """Unpack *archive* to *dest* only when its files have *tree_digest* (the version *ref*'s)."""
     from ..archive import unpack
 
     parent = dest.absolute().parent
@@ -289,10 +312,10 @@ def _unpack_verified(info: PublishedVersion, archive: Path, dest: Path) -> None:
         tree = staging / "tree"
         files = unpack(archive, tree)
         got = digest_of_map(files)
-        if got != info.tree_digest:
-            detail = diff_maps(info.files, files).describe() if info.files else "per-file hashes unknown"
+        if got != tree_digest:
+            detail = diff_maps(expected_files, files).describe() if expected_files else "per-file hashes unknown"
             raise ArchiveError(
-                f"{info.ref}: unpacked files have tree digest {got}, expected {info.tree_digest}; {detail}",
+                f"{ref}: unpacked files have tree digest {got}, expected {tree_digest}; {detail}",
                 hint="the archive does not hold the files that were published; do not use it",
             )
         if dest.is_dir():

@@ -28,11 +28,12 @@ from pathlib import Path
 from ..cluster import atomic
 from ..cluster.digest import hash_file
 from ..cluster.jsonload import loads as load_json
+from ..cluster.names import is_plugin_name
 from ..cluster.utctime import utc_now
 from ..directories import SHARED, make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
 from ..filelock import exclusive_lock
-from ..manifest import NAME_MAX, NAME_RE, canonical_version
+from ..manifest import canonical_version
 from .base import Progress, PublishedVersion, PublishResult, Registry, check_identity
 
 MARKER = "forge-registry.json"
@@ -366,7 +367,7 @@ def _is_version(text: str) -> bool:
 
 
 def _valid_name(text: str) -> bool:
-    return bool(NAME_RE.match(text)) and len(text) <= NAME_MAX
+    return is_plugin_name(text)
 
 
 def _check_name(text: str, what: str) -> None:

@@ -1,6 +1,6 @@
 """Open a registry by URL: the one place that knows every registry kind.
 
-``open_registry(url)`` picks a backend by URL: a directory path (the embedded default) or
+``open_registry(url)`` picks the registry kind by URL: a directory path (the embedded default) or
 ``oci://host[:port]/prefix``. It sits above :mod:`.base`, :mod:`.directory` and :mod:`.oci`,
 so those never import each other through it.
 

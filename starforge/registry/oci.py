@@ -37,9 +37,10 @@ import time
 from pathlib import Path
 
 from ..cluster.digest import digest_of_map, is_digest
+from ..cluster.names import is_plugin_name
 from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
-from ..manifest import NAME_MAX, NAME_RE, canonical_version
+from ..manifest import canonical_version
 from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     ANN_TREE_DIGEST,
     ARTIFACT_TYPE,
@@ -64,10 +65,10 @@ from .oci_client import (
     ManifestBlobUnknownError,
     OciClient,
     file_digest,
-    find_credentials,
-    parse_oci_url,
     sha256_digest,
 )
+from .oci_credentials import find_credentials
+from .oci_location import parse_oci_url
 
 CONFIG_MAX = 64 << 20
 # After writing a tag, publish reads it back, waits this long and reads it once more: a
@@ -127,7 +128,7 @@ class OciRegistry(Registry):
 
     def repository(self, owner: str, name: str) -> str:
         for part, what in ((owner, "owner"), (name, "name")):
-            if not NAME_RE.match(part) or len(part) > NAME_MAX:
+            if not is_plugin_name(part):
                 raise UsageError(f"'{part}' is not a valid {what}", hint="lowercase letters, digits and single dashes")
         return self.location.repository(owner, name)
 
@@ -161,7 +162,7 @@ class OciRegistry(Registry):
             if not repo.startswith(prefix):
                 continue
             parts = repo[len(prefix):].split("/")
-            if len(parts) != 2 or not all(NAME_RE.match(p) and len(p) <= NAME_MAX for p in parts):
+            if len(parts) != 2 or not all(is_plugin_name(p) for p in parts):
                 continue
             if owner is not None and parts[0] != owner:
                 continue

@@ -1,41 +1,31 @@
 """A small client for the OCI distribution API (blobs, manifests, tags, catalog, referrers).
 
 Laptop side (httpx). Knows nothing about plugins: :mod:`starforge.registry.oci` maps plugin
-versions onto what this client moves.
+versions onto what this client moves. Where the registry is: :mod:`.oci_location`; whose
+credentials: :mod:`.oci_credentials`; how a 401 is answered: :mod:`.oci_auth`.
 
-- ``oci://host[:port]/prefix`` → ``https://host[:port]``; plain HTTP only for a loopback
-  host (tried after HTTPS fails to handshake) or with ``insecure=True``.
-- Credentials: ``FORGE_REGISTRY_USER`` / ``FORGE_REGISTRY_PASSWORD``, else the Docker
-  ``config.json`` (``auths`` entries, ``credHelpers`` / ``credsStore`` helpers). Basic and
-  Bearer-token challenges are answered on the first 401.
 - Connection errors, 429 and 5xx are retried with exponential backoff, a bounded number of
   times; an interrupted blob upload starts again in a fresh upload session.
 - Downloads are hashed while they stream and cut off at the declared size.
-
->>> parse_oci_url("oci://registry.example.com:5000/team/forge")
-OciLocation(host='registry.example.com:5000', prefix='team/forge')
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import ipaddress
-import os
 import re
-import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
-from urllib.parse import urlsplit
 
 import httpx
 
 from ..cluster.jsonload import loads as load_json
-from ..errors import RegistryError, UsageError
+from ..errors import RegistryError
+from .oci_auth import USER_AGENT, Authorizer
+from .oci_credentials import Credentials
+from .oci_location import OciLocation
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -44,7 +34,6 @@ EMPTY_JSON = b"{}"
 
 MANIFEST_MAX = 4 << 20  # what registries must accept; we refuse to read more
 DEFAULT_CHUNK = 16 << 20
-USER_AGENT = "starforge-oci"
 
 Update = Callable[[int], None]  # called with the number of bytes just moved (negative: restarted)
 
@@ -62,173 +51,6 @@ def file_digest(path: Path) -> tuple[str, int]:
             h.update(chunk)
             size += len(chunk)
     return "sha256:" + h.hexdigest(), size
-
-
-# -- locations ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class OciLocation:
-    host: str  # host[:port] as written (IPv6 in brackets)
-    prefix: str  # repository prefix without slashes at either end; may be empty
-
-    @property
-    def hostname(self) -> str:
-        return urlsplit(f"//{self.host}").hostname or self.host
-
-    @property
-    def is_loopback(self) -> bool:
-        name = self.hostname
-        if name == "localhost" or name.endswith(".localhost"):
-            return True
-        try:
-            return ipaddress.ip_address(name).is_loopback
-        except ValueError:
-            return False
-
-    def repository(self, *parts: str) -> str:
-        """``prefix/part/...`` in lowercase (registries refuse uppercase repository names)."""
-        return "/".join(p for p in (self.prefix, *parts) if p).lower()
-
-
-_REPO_COMPONENT = re.compile(r"^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$")
-
-
-def parse_oci_url(url: str) -> OciLocation:
-    """Split ``oci://host[:port]/prefix``; raise :class:`UsageError` when malformed."""
-    if not url.startswith("oci://"):
-        raise UsageError(f"'{url}' is not an OCI registry URL", hint="write oci://host[:port]/prefix")
-    parts = urlsplit(url)
-    if not parts.netloc or parts.query or parts.fragment or "@" in parts.netloc:
-        raise UsageError(
-            f"'{url}' is not an OCI registry URL",
-            hint="write oci://host[:port]/prefix; credentials go in FORGE_REGISTRY_USER/FORGE_REGISTRY_PASSWORD",
-        )
-    try:
-        parts.port
-    except ValueError:
-        raise UsageError(f"'{url}': bad port") from None
-    prefix = parts.path.strip("/").lower()
-    for comp in prefix.split("/") if prefix else ():
-        if not _REPO_COMPONENT.match(comp):
-            raise UsageError(f"'{url}': '{comp}' is not a valid repository path component",
-                             hint="lowercase letters, digits and . _ - separators")
-    return OciLocation(host=parts.netloc.lower(), prefix=prefix)
-
-
-# -- credentials ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str  # or an identity (refresh) token when identity_token is True
-    source: str  # where they came from, for error messages
-    identity_token: bool = False
-    shown: str | None = None  # how messages name them; None: the user name
-
-    @property
-    def label(self) -> str:
-        """``of 'alice'``, or what stands for credentials whose user name must not be printed."""
-        return self.shown if self.shown is not None else f"of '{self.username}'"
-
-
-def _docker_config_path(env) -> Path:
-    if env.get("DOCKER_CONFIG"):
-        return Path(env["DOCKER_CONFIG"]) / "config.json"
-    return Path.home() / ".docker" / "config.json"
-
-
-def _auth_key_matches(key: str, host: str) -> bool:
-    """Whether a config.json ``auths`` key (``host``, ``https://host/v1/``...) names *host*."""
-    k = key.strip()
-    if "://" in k:
-        k = k.split("://", 1)[1]
-    k = k.split("/", 1)[0].lower()
-    if k == "index.docker.io" and host in ("docker.io", "registry-1.docker.io"):
-        return True
-    return k == host or (host.endswith(":443") and k == host[:-4])
-
-
-def _credential_helper(helper: str, host: str, source: str) -> Credentials | None:
-    exe = shutil.which(f"docker-credential-{helper}")
-    if exe is None:
-        raise RegistryError(f"{source} names credential helper '{helper}' but docker-credential-{helper} is not on PATH",
-                            hint="install the helper or remove it from config.json")
-    try:
-        out = subprocess.run([exe, "get"], input=host, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RegistryError(f"credential helper docker-credential-{helper} failed: {exc}") from None
-    if out.returncode != 0:
-        return None  # helpers exit non-zero for "no credentials for this server"
-    try:
-        data = load_json(out.stdout)
-        user, secret = data["Username"], data["Secret"]
-    except (ValueError, KeyError, TypeError):
-        raise RegistryError(f"credential helper docker-credential-{helper} printed no Username/Secret") from None
-    return Credentials(user, secret, f"docker-credential-{helper}", identity_token=(user == "<token>"))
-
-
-def find_credentials(host: str, env=None) -> Credentials | None:
-    """Credentials for *host*: environment first, then the Docker config.json."""
-    env = os.environ if env is None else env
-    user, password = env.get("FORGE_REGISTRY_USER"), env.get("FORGE_REGISTRY_PASSWORD")
-    if user or password:
-        if not (user and password):
-            raise UsageError("set both FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or neither")
-        return Credentials(user, password, "FORGE_REGISTRY_USER/FORGE_REGISTRY_PASSWORD")
-    path = _docker_config_path(env)
-    try:
-        config = load_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise RegistryError(f"{path}: cannot read Docker config: {exc}", hint="fix or move the file") from None
-    if not isinstance(config, dict):
-        return None
-    source = str(path)
-    helpers = config.get("credHelpers") or {}
-    for key, helper in helpers.items() if isinstance(helpers, dict) else ():
-        if _auth_key_matches(key, host):
-            return _credential_helper(helper, host, source)
-    for key, entry in (config.get("auths") or {}).items():
-        if not _auth_key_matches(key, host) or not isinstance(entry, dict):
-            continue
-        if entry.get("identitytoken"):
-            return Credentials("<token>", entry["identitytoken"], source, identity_token=True)
-        if entry.get("auth"):
-            # The 'auth' value is the secret itself (base64 of user:password): no message
-            # prints it or any part of it, the user name included (without a colon it is
-            # all password).
-            bad = RegistryError(f"{source}: the 'auth' entry for {key} is not base64 of user:password",
-                                hint=f"log in again (docker login {host}), or fix that entry")
-            try:
-                decoded = base64.b64decode(entry["auth"]).decode("utf-8")
-            except (ValueError, TypeError, UnicodeDecodeError):
-                raise bad from None
-            user, colon, password = decoded.partition(":")
-            if not colon or not user:
-                raise bad from None
-            return Credentials(user, password, source, shown=f"of the 'auth' entry for {key}")
-        if entry.get("username") and entry.get("password"):
-            return Credentials(entry["username"], entry["password"], source)
-    store = config.get("credsStore")
-    if isinstance(store, str) and store and shutil.which(f"docker-credential-{store}"):
-        # A default store whose helper is not installed (Docker Desktop's "desktop" on a
-        # machine without it) means no stored credentials, not an error.
-        return _credential_helper(store, host, source)
-    return None
-
-
-_CHALLENGE_PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
-
-
-def parse_challenge(header: str) -> tuple[str, dict]:
-    """``('bearer', {'realm': ..., 'service': ..., 'scope': ...})`` from a WWW-Authenticate value."""
-    scheme, _, rest = header.strip().partition(" ")
-    params = {}
-    for m in _CHALLENGE_PARAM.finditer(rest):
-        value = m.group(2) if m.group(2) is not None else m.group(3)
-        params[m.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
-    return scheme.lower(), params
 
 
 # -- the client -----------------------------------------------------------------------------
@@ -292,7 +114,6 @@ class OciClient:
     ) -> None:
         self.location = location
         self.insecure = insecure
-        self._credentials = credentials
         self.retries = max(1, retries)
         self.backoff = backoff
         self.chunk_size = max(1 << 16, chunk_size)
@@ -302,10 +123,10 @@ class OciClient:
             headers={"User-Agent": USER_AGENT},
             follow_redirects=False,
         )
+        self.auth = Authorizer(location, self._http, credentials, insecure=insecure, retries=self.retries,
+                               sleep=self._sleep)
         self.catalog_page = 1000  # repositories asked for per catalog page
         self._base: str | None = None
-        self._basic: str | None = None  # Authorization value once a Basic challenge was met
-        self._tokens: dict[str, str] = {}  # scope -> "Bearer <token>"
 
     def close(self) -> None:
         self._http.close()
@@ -313,9 +134,7 @@ class OciClient:
     @property
     def credentials(self) -> Credentials | None:
         """Resolved on first use, so an anonymous registry never runs a credential helper."""
-        if callable(self._credentials):
-            self._credentials = self._credentials()
-        return self._credentials
+        return self.auth.credentials
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -343,99 +162,6 @@ class OciClient:
 
     def _absolute(self, location: str) -> str:
         return str(httpx.URL(self.base + "/").join(location))
-
-    def _authorization(self, scope: str) -> str | None:
-        return self._tokens.get(scope) or self._basic
-
-    def _authenticate(self, response: httpx.Response, scope: str) -> None:
-        """Answer a 401 challenge once; raise when it cannot be answered."""
-        header = response.headers.get("www-authenticate", "")
-        scheme, params = parse_challenge(header)
-        creds = self.credentials
-        where = self.location.host
-        if scheme == "basic":
-            if creds is None:
-                raise RegistryError(
-                    f"{where} requires a login",
-                    hint="set FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or add the host to the Docker config.json",
-                )
-            if creds.identity_token:
-                raise RegistryError(f"{where} asks for a password but {creds.source} holds only an identity token")
-            raw = f"{creds.username}:{creds.password}".encode("utf-8")
-            self._basic = "Basic " + base64.b64encode(raw).decode("ascii")
-            return
-        if scheme == "bearer":
-            # Fetched afresh each time: a second 401 may be an expired token.
-            self._tokens[scope] = "Bearer " + self._fetch_token(params, scope)
-            return
-        raise RegistryError(f"{where} answered 401 with an unsupported challenge '{header or 'none'}'")
-
-    def _credentials_refused(self, response: httpx.Response, scope: str) -> bool:
-        """Whether a final 401 means the user's credentials were sent and refused.
-
-        Only under Basic auth: there the credentials go with every request, so a 401 after
-        them refuses them (unless the body says ``DENIED``, a refusal for this account).
-        Under Bearer auth wrong credentials are refused by the token endpoint already; a
-        401 with a token (``insufficient_scope``) is a resource this account may not see.
-        """
-        if self.credentials is None or self._authorization(scope) is None:
-            return False
-        scheme, _ = parse_challenge(response.headers.get("www-authenticate", ""))
-        return scheme == "basic" and not _says_denied(response)
-
-    def _denied(self, response: httpx.Response) -> RegistryError:
-        creds = self.credentials
-        if creds is None:
-            return RegistryError(
-                f"{self.location.host} refused anonymous access (HTTP {response.status_code})",
-                hint="set FORGE_REGISTRY_USER and FORGE_REGISTRY_PASSWORD, or add the host to the Docker config.json",
-            )
-        return RegistryError(
-            f"{self.location.host} refused the credentials {creds.label} (HTTP {response.status_code})",
-            hint=f"check the user name and password from {creds.source}",
-        )
-
-    def _fetch_token(self, params: dict, scope: str) -> str:
-        realm = params.get("realm")
-        if not realm:
-            raise RegistryError(f"{self.location.host} sent a Bearer challenge without a realm")
-        if urlsplit(realm).scheme != "https" and not (self.insecure or _is_loopback_url(realm)):
-            raise RegistryError(f"token endpoint {realm} is not HTTPS", hint="use --insecure only for a registry you trust")
-        scopes = [s for s in (params.get("scope") or scope).split(" ") if s]
-        creds = self.credentials
-        for attempt in range(self.retries):
-            try:
-                if creds is not None and creds.identity_token:
-                    form = {"grant_type": "refresh_token", "refresh_token": creds.password,
-                            "service": params.get("service", ""), "scope": " ".join(scopes), "client_id": USER_AGENT}
-                    r = self._http.post(realm, data=form)
-                else:
-                    query = [("service", params["service"])] if params.get("service") else []
-                    query += [("scope", s) for s in scopes]
-                    auth = (creds.username, creds.password) if creds is not None else None
-                    r = self._http.get(realm, params=query, auth=auth)
-            except httpx.TransportError as exc:
-                if attempt + 1 >= self.retries:
-                    raise RegistryError(f"cannot reach token endpoint {realm}: {exc}") from None
-                self._sleep(attempt, None)
-                continue
-            if r.status_code >= 500 or r.status_code == 429:
-                if attempt + 1 < self.retries:
-                    self._sleep(attempt, r)
-                    continue
-            break
-        if r.status_code in (401, 403):
-            raise self._denied(r)
-        if r.status_code != 200:
-            raise RegistryError(f"token endpoint {realm} answered HTTP {r.status_code}")
-        try:
-            body = r.json()
-            token = body.get("token") or body.get("access_token")
-        except ValueError:
-            token = None
-        if not isinstance(token, str) or not token:
-            raise RegistryError(f"token endpoint {realm} returned no token")
-        return token
 
     def _sleep(self, attempt: int, response: httpx.Response | None) -> None:
         delay = self.backoff * (2 ** attempt)
@@ -467,7 +193,7 @@ class OciClient:
         attempt = 0
         while True:
             hdrs = dict(headers or {})
-            authz = self._authorization(scope)
+            authz = self.auth.header(scope)
             if authz:
                 hdrs["Authorization"] = authz
             try:
@@ -480,7 +206,7 @@ class OciClient:
                 continue
             if r.status_code == 401 and auth_rounds < 2:
                 auth_rounds += 1
-                self._authenticate(r, scope)
+                self.auth.answer(r, scope)
                 continue
             if r.status_code in ok or r.status_code in allow:
                 return r
@@ -492,7 +218,7 @@ class OciClient:
 
     def error(self, r: httpx.Response, what: str) -> RegistryError:
         if r.status_code in (401, 403):
-            return self._denied(r)
+            return self.auth.denied(r)
         detail = ""
         errors: list = []
         try:
@@ -646,7 +372,7 @@ class OciClient:
         attempt = 0
         while True:
             hdrs = {}
-            authz = self._authorization(scope)
+            authz = self.auth.header(scope)
             if authz:
                 hdrs["Authorization"] = authz
             target = url
@@ -665,7 +391,7 @@ class OciClient:
             r.close()
             if r.status_code == 401 and auth_rounds < 2:
                 auth_rounds += 1
-                self._authenticate(r, scope)
+                self.auth.answer(r, scope)
                 continue
             if (r.status_code >= 500 or r.status_code == 429) and attempt + 1 < self.retries:
                 attempt += 1
@@ -731,10 +457,10 @@ class OciClient:
         catalog = key == "repositories"
         while url:
             r = self.request("GET", url, scope=scope, ok=(200,), allow=(401, 403, 404) if catalog else (404,))
-            if r.status_code == 401 and catalog and self._credentials_refused(r, scope):
+            if r.status_code == 401 and catalog and self.auth.credentials_refused(r, scope):
                 # still 401 after our credentials were sent: they are wrong, as publish and
                 # pull would say; not a catalog restricted to other accounts
-                raise self._denied(r)
+                raise self.auth.denied(r)
             if r.status_code in (401, 403, 404) and catalog:
                 # GHCR has no catalog; Harbor shows it to administrators only.
                 raise RegistryError(
@@ -779,16 +505,6 @@ def _chunks(source: bytes | Path, size: int) -> Iterator[bytes]:
             yield chunk
 
 
-def _says_denied(response: httpx.Response) -> bool:
-    """Whether an error body carries the distribution spec's ``DENIED`` code (access to
-    the resource refused to an account the registry accepted)."""
-    try:
-        errors = response.json().get("errors") or []
-    except (ValueError, AttributeError):
-        return False
-    return any(isinstance(e, dict) and str(e.get("code", "")).upper() == "DENIED" for e in errors)
-
-
 def _next_link(header: str) -> str:
     """The ``rel="next"`` target of an RFC 5988 Link header, or ''."""
     for part in header.split(","):
@@ -796,8 +512,3 @@ def _next_link(header: str) -> str:
         if m and re.search(r'rel\s*=\s*"?next"?', m.group(2)):
             return m.group(1)
     return ""
-
-
-def _is_loopback_url(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    return OciLocation(host=host, prefix="").is_loopback

@@ -12,8 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..cluster.names import is_plugin_name
 from ..errors import UsageError
-from ..manifest import NAME_MAX, NAME_RE
 from .base import Progress, PublishedVersion, PublishResult, Registry
 
 PUBLISH_PREFIX = "forge-publish-"
@@ -93,7 +93,7 @@ def owner_and_source(explicit: str | None = None) -> tuple[str, str]:
 
 
 def check_owner(owner: str, source: str) -> str:
-    if not NAME_RE.match(owner) or len(owner) > NAME_MAX:
+    if not is_plugin_name(owner):
         raise UsageError(
             f"owner '{owner}' (from {source}) is not a valid owner name",
             hint="owners are lowercase letters, digits and single dashes; pass --owner NAME or set FORGE_OWNER",

@@ -47,6 +47,10 @@ class VerifiedTree:
     top_level: tuple
     files: dict = field(default_factory=dict)  # relpath -> sha256 hex, as hashed while unpacking
 
+    def plugin_entry(self, owner: str, version: str):
+        """The JobSpec's entry for ``owner/<name>@version`` with these files (what a lock entry holds)."""
+        return self.manifest.plugin_entry(self.tree_digest, self.top_level, self.files, owner=owner, version=version)
+
 
 def read_tree(root: str | os.PathLike, files: Mapping[str, str], tree_digest: str, label: str) -> VerifiedTree:
     """The :class:`VerifiedTree` of the unpacked, verified tree at *root* (*files*: its hash map)."""

@@ -128,6 +128,26 @@ def _run(backend, plan, job_dir: Path):
     return record, "".join(chunks)
 
 
+# A job refused at start ends long before this; a job Ray cannot start (its own job
+# supervisor dying at start-up) stays pending for minutes before Ray gives up on it.
+RAY_BOUND = 180.0
+
+
+def _run_bounded(backend, plan, job_dir: Path):
+    """Submit and follow the job, as :func:`_run`, but stop waiting after :data:`RAY_BOUND` seconds."""
+    import time
+
+    record = backend.submit(job_dir, plan.spec, detach=True)
+    deadline = time.monotonic() + RAY_BOUND
+    while not record.final and time.monotonic() < deadline:
+        time.sleep(1.0)
+        record = backend.refresh(record)
+    log = "".join(backend.logs(record))
+    if not record.final:
+        backend.cancel(record)
+    return record, log
+
+
 def _evil_zip(marker: Path) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -150,12 +170,15 @@ def test_a_runtime_zip_changed_after_staging_never_runs(on_backend, make_experim
     assert not marker.exists() and "RESULTS" not in log
 
 
-# On Ray the JobSpec of the package is refused too, but first by Ray's own job supervisor
-# actor, which starts with the job's runtime_env (so with the bootstrap): it never starts,
-# and Ray gives up on it only after minutes. Ray's refusal in a worker is tested below.
-@pytest.mark.parametrize("on_backend", ["local", "slurm"], indirect=True)
+# On Ray the package's JobSpec is refused by the entrypoint, as elsewhere: Ray starts its
+# own job supervisor actor with the job's runtime_env, and nothing of StarForge acts there
+# (it used to: the supervisor refused the JobSpec and died at start-up, and Ray reported it
+# unschedulable some seven minutes later, without exit 10). Bounded, so that comes back as
+# a failure rather than a long wait.
+@ALL
 def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, make_experiment, tmp_path, monkeypatch):
-    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.train")
+    entrypoint = "python -m workload.ray_train" if on_backend == "ray" else "python -m workload.train"
+    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, entrypoint)
     spec = job_dir / "jobspec.json"
 
     def inject() -> None:  # an injected hyperparameter, per-file map untouched: no digest sees it
@@ -164,10 +187,31 @@ def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, 
 
     _after_staging(monkeypatch, on_backend, inject)
 
-    record, log = _run(backend, plan, job_dir)
-    assert (record.status, record.exit_code) == ("failed", 10), log
-    assert "the JobSpec" in log and "changed after staging" in log, log
+    record, log = (_run_bounded if on_backend == "ray" else _run)(backend, plan, job_dir)
+    assert (record.status, record.exit_code) == ("failed", 10), (record, log)
+    assert "error: the JobSpec" in log and "changed after staging" in log, log
     assert "RESULTS" not in log and "evil:" not in log
+    if on_backend == "ray":
+        assert "supervisor" not in record.message, record.message
+        shown = backend.refresh(backend.store.get(record.id))  # what `forge jobs show` reads
+        assert (shown.status, shown.exit_code) == ("failed", 10)
+
+
+@pytest.mark.parametrize("on_backend", ["ray"], indirect=True)
+def test_a_file_planted_in_the_package_is_refused_by_the_entrypoint(on_backend, make_experiment, tmp_path, monkeypatch):
+    # A changed listing stopped Ray's job supervisor at start-up the same way.
+    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.ray_train")
+    folder = job_dir / "forge_plugins" / "mark-worker"
+
+    def plant() -> None:
+        folder.chmod(0o755)
+        (folder / "planted.py").write_text("print('planted')\n")
+
+    _after_staging(monkeypatch, on_backend, plant)
+
+    record, log = _run_bounded(backend, plan, job_dir)
+    assert (record.status, record.exit_code) == ("failed", 10), (record, log)
+    assert "planted.py" in log and "RESULTS" not in log, log
 
 
 @pytest.mark.parametrize("on_backend", ["local", "slurm"], indirect=True)

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from starforge.cluster.import_hooks import PostImportLoader, TargetWatcher, spec_from_other_finders
+from starforge.cluster.import_hooks import ModuleWatcher, PostImportLoader, TargetWatcher, spec_from_other_finders
 from starforge.cluster.jobspec import PluginEntry
-from starforge.cluster.plan import Item
+from starforge.cluster.load_order import Item
 
 
 def waiting(name: str, *targets: str) -> Item:
@@ -144,3 +144,19 @@ def test_post_import_loader_calls_back_after_the_module_ran_and_passes_the_rest_
     loader.exec_module(module)
     assert seen == [42]
     assert spec.loader is not loader
+
+
+def test_a_module_watcher_calls_back_after_a_wanted_module_ran_and_stays_first_once_installed(app):
+    seen = []
+    watcher = ModuleWatcher(lambda name: name == f"{app}.algo", lambda module: seen.append((module.__name__, module.VALUE)))
+    sys.meta_path.append(watcher)
+    watcher.install()  # moved to the front, not added twice
+    watcher.install()
+    assert sys.meta_path[0] is watcher and sys.meta_path.count(watcher) == 1
+    importlib.import_module(f"{app}.other")
+    assert seen == []
+    module = importlib.import_module(f"{app}.algo")
+    assert seen == [(f"{app}.algo", 42)]
+    assert module.__loader__ is not None and not isinstance(module.__loader__, PostImportLoader)
+    watcher.remove()
+    assert watcher not in sys.meta_path

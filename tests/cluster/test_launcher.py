@@ -11,7 +11,7 @@ import pytest
 
 from starforge.cluster import launcher
 from starforge.cluster.jobspec import PluginEntry
-from starforge.cluster.plan import Item
+from starforge.cluster.load_order import Item
 
 
 @pytest.mark.parametrize("argv, message", [

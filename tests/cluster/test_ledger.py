@@ -11,7 +11,7 @@ import pytest
 from starforge.cluster.errors import InstallError, LaunchFailure, PluginImportError, VerificationError
 from starforge.cluster.jobspec import JobSpec, PluginEntry
 from starforge.cluster.ledger import BEGIN, END, SCHEMA, extract, import_targets, run_plan
-from starforge.cluster.plan import Item
+from starforge.cluster.load_order import Item
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from starforge.cluster import deferred, plugins
+from starforge.cluster import hyperparams_and_deferred as deferred
+from starforge.cluster import plugins
 from starforge.cluster.errors import InstallError, UsageError
 from starforge.cluster.plugins import (
     ContextMismatchError,

@@ -6,7 +6,7 @@ import pytest
 
 from starforge.cluster.errors import LaunchFailure
 from starforge.cluster.jobspec import PluginEntry
-from starforge.cluster.plan import Item
+from starforge.cluster.load_order import Item
 from starforge.cluster.signatures import check_items
 from starforge.signing import generate_key, sign_statement, trust_add
 

@@ -142,7 +142,7 @@ def test_deferred_plugins_get_the_policy_and_max_tokens(tmp_path):
     script = textwrap.dedent(
         """
         import runpy, sys
-        from starforge.cluster import deferred
+        from starforge.cluster import hyperparams_and_deferred as deferred
 
         seen = {}
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from starforge.cluster.jobspec import PluginEntry
 from starforge.errors import LockError
 from starforge.experiment.config import parse_request
 from starforge.experiment.lockfile import (
@@ -22,21 +23,19 @@ D2 = "sf1:" + "2" * 64
 
 
 def entry(name="opsd-patch", owner="alice", version="1.2.0", request=None, digest=D1, **kw):
-    return LockEntry(
-        owner=owner,
+    plugin = PluginEntry(
         name=name,
         version=version,
-        request=request or f"{owner}/{name}@~=1.2",
-        digest=digest,
-        artifact_digest="sha256:" + "a" * 64,
+        tree_digest=digest,
         kind=kw.pop("kind", "algorithm"),
         load=kw.pop("load", "eager"),
         entrypoint=kw.pop("entrypoint", "opsd_patch:install"),
+        owner=owner,
         top_level=kw.pop("top_level", ("opsd_patch",)),
         params={"opsd.scale": {"type": "float", "default": 1.0}},
         files={"plugin.yaml": "b" * 64},
-        **kw,
     )
+    return LockEntry(plugin=plugin, request=request or f"{owner}/{name}@~=1.2", artifact_digest="sha256:" + "a" * 64, **kw)
 
 
 def test_serialization_is_sorted_indented_and_round_trips(tmp_path):
@@ -61,7 +60,7 @@ def test_unchanged_lock_is_not_rewritten_and_a_mirror_does_not_count_as_a_change
     assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
     assert read_lock(path).registry == "/srv/registry"
     assert write_lock(LockFile(plugins=(entry(digest=D2),)), path) is True
-    assert read_lock(path).plugins[0].digest == D2
+    assert read_lock(path).plugins[0].tree_digest == D2
     assert [p.name for p in tmp_path.iterdir()] == ["plugins.lock.json"]  # no temp file left
 
 

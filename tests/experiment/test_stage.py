@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from starforge.cluster.jobspec import PluginEntry
 from starforge.errors import NotFoundError, RegistryError
 from starforge.experiment.config import load_experiment
 from starforge.experiment.lockfile import LockEntry, LockFile
@@ -52,9 +53,9 @@ def test_a_failed_staging_leaves_nothing_behind(tmp_path, monkeypatch):
     exp_dir = tmp_path / "exp"
     exp_dir.mkdir()
     (exp_dir / "forge.yaml").write_text("schema: forge/job/v1\nname: d\nentrypoint: python -m t\nplugins: [alice/gone@1.0.0]\n")
-    entry = LockEntry(owner="alice", name="gone", version="1.0.0", request="alice/gone@==1.0.0", digest="sf1:" + "1" * 64,
-                      artifact_digest="sha256:" + "2" * 64, kind="algorithm", load="eager", entrypoint="gone:install",
-                      top_level=("gone",))
+    entry = LockEntry(plugin=PluginEntry(name="gone", version="1.0.0", tree_digest="sf1:" + "1" * 64, kind="algorithm",
+                                         load="eager", entrypoint="gone:install", owner="alice", top_level=("gone",)),
+                      request="alice/gone@==1.0.0", artifact_digest="sha256:" + "2" * 64)
     (exp_dir / "plugins.lock.json").write_text(LockFile(plugins=(entry,)).to_json())
     plan = plan_job(load_experiment(exp_dir))
     from starforge.registry.factory import open_registry

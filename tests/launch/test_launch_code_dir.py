@@ -34,17 +34,18 @@ OTHER_USER = "forge-other"
 # plugin runs). Pinned: a module added to a worker's start is a decision, not an accident.
 WORKER_MODULES_WITHOUT_TARGET = [
     "starforge", "starforge.cluster", "starforge.cluster.atomic", "starforge.cluster.attempts",
-    "starforge.cluster.codedir", "starforge.cluster.deferred", "starforge.cluster.digest", "starforge.cluster.errors",
-    "starforge.cluster.exits",
-    "starforge.cluster.import_hooks", "starforge.cluster.interpreter", "starforge.cluster.job",
-    "starforge.cluster.jobspec", "starforge.cluster.plan", "starforge.cluster.process", "starforge.cluster.provenance",
-    "starforge.cluster.ray_init", "starforge.cluster.record", "starforge.cluster.utctime",
+    "starforge.cluster.codedir", "starforge.cluster.digest", "starforge.cluster.errors", "starforge.cluster.exits",
+    "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
+    "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
+    "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
+    "starforge.cluster.record", "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check (with
 # packaging's version: the plugin's specifiers are plain, `>=X`, so no SpecifierSet) and
-# patching (the plugin's own `from starforge import patching`).
+# patching with its target language (the plugin's own `from starforge import patching`).
 WORKER_MODULES_WITH_TARGET = sorted(WORKER_MODULES_WITHOUT_TARGET + [
-    "starforge.cluster.loader", "starforge.cluster.patching", "starforge.cluster.requires", "starforge.patching",
+    "starforge.cluster.loader", "starforge.cluster.patch_targets", "starforge.cluster.patching",
+    "starforge.cluster.requires", "starforge.patching",
 ])
 VENDORED_FOR_REQUIRES = [
     "starforge.cluster._vendor", "starforge.cluster._vendor.packaging", "starforge.cluster._vendor.packaging.version",

@@ -17,7 +17,7 @@ NOT_INSTALLED = (
 
 SHOW = """
 import json, sys
-from starforge.cluster import process
+from starforge.cluster import process_job as process
 job = process.current_job()
 print("ROLE", job.role if job else None)
 print("WRITE_THROUGH", sys.stdout.write_through)

@@ -71,7 +71,7 @@ def test_summary_of_a_job_without_records_is_empty(tmp_path):
 def test_records_carry_the_scheduler_ids_without_importing_ray(builder):
     trainer = """
     import subprocess, sys
-    from starforge.cluster import process
+    from starforge.cluster import process_job as process
     process.current_job().write_provenance()
     print("ray imported:", "ray" in sys.modules)
     subprocess.run([sys.executable, "-c", "pass"], check=True, env={**__import__("os").environ, "SLURM_PROCID": "3"})

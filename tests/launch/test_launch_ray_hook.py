@@ -117,6 +117,28 @@ def test_chain_runtime_env_moves_the_entrypoint_hook_behind_ours():
         chain_runtime_env({"worker_process_setup_hook": 3}, environ)
 
 
+def test_the_ray_backends_worker_environment_reaches_the_workers_through_the_driver():
+    from starforge.cluster.ray_init import WORKER_ENV
+
+    # What the Ray backend submits: the binding, and the workers' environment dormant as
+    # JSON (Ray's job supervisor starts with these env_vars and must not bootstrap).
+    workers = {"FORGE_JOBSPEC": "jobspec.json", "FORGE_JOB_DIR": ".", "PYTHONPATH": ".forge-runtime/bootstrap:recipe"}
+    job_vars = {"FORGE_SPEC_SHA256": "a" * 64, WORKER_ENV: json.dumps(workers)}
+    driver = {  # the launcher's own environment: absolute paths on this node
+        "FORGE_JOBSPEC": "/tmp/ray/wd/jobspec.json", "PYTHONPATH": "/tmp/ray/wd/.forge-runtime/bootstrap",
+        "FORGE_SPEC_SHA256": "a" * 64, **job_vars,
+        RAY_JOB_CONFIG_ENV: json.dumps({"runtime_env": {"working_dir": "gcs://x.zip", "env_vars": job_vars}}),
+    }
+    chained = chain_runtime_env({"worker_process_setup_hook": "mylib.setup"}, driver)
+    # the submitted (relative) values, not the driver's; nothing the job carries is repeated
+    assert chained == {"worker_process_setup_hook": RAY_SETUP_HOOK, "env_vars": {**workers, CHAINED_HOOK_ENV: "mylib.setup"}}
+    # A driver starting its own Ray forwards its own environment, the binding included.
+    own = {k: v for k, v in driver.items() if k != RAY_JOB_CONFIG_ENV and k != WORKER_ENV}
+    assert chain_runtime_env(None, own)["env_vars"] == {
+        "FORGE_JOBSPEC": "/tmp/ray/wd/jobspec.json", "PYTHONPATH": "/tmp/ray/wd/.forge-runtime/bootstrap", "FORGE_SPEC_SHA256": "a" * 64,
+    }
+
+
 def test_relative_job_environment_survives_a_child_in_another_directory(builder, tmp_path):
     """Ray form: env vars relative to the unpacked job dir, worker started inside it."""
     job = builder.job(plugins=[demo_plugin()])

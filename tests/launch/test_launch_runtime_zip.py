@@ -124,7 +124,7 @@ def malicious_zip(marker: str) -> bytes:
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("starforge/__init__.py", "__version__ = '0.1.0'\n")
         zf.writestr("starforge/cluster/__init__.py", "")
-        zf.writestr("starforge/cluster/process.py", f"def boot_process(reason=''):\n    print({marker!r})\n")
+        zf.writestr("starforge/cluster/process_job.py", f"def boot_process(reason=''):\n    print({marker!r})\n")
     return buf.getvalue()
 
 

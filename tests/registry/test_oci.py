@@ -1,4 +1,4 @@
-"""The OCI backend against a real registry (Debian docker-registry on 127.0.0.1)."""
+"""The OCI registry kind against a real registry (Debian docker-registry on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError
 from starforge.registry.base import PublishedVersion
 from starforge.registry.factory import open_registry
 from starforge.registry.oci import ARTIFACT_TYPE, CONFIG_TYPE, LAYER_TYPE, SIGNATURE_TYPE, OciRegistry
-from starforge.registry.oci_client import OciClient, parse_challenge, parse_oci_url
+from starforge.registry.oci_auth import parse_challenge
+from starforge.registry.oci_client import OciClient
+from starforge.registry.oci_location import parse_oci_url
 
 pytestmark = pytest.mark.oci
 

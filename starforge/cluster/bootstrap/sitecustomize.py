@@ -60,7 +60,7 @@ def _forge_bootstrap():
             _sys.path.remove(runtime)
         _sys.path.insert(_bootstrap_index() + 1, runtime)
     try:
-        from starforge.cluster.process import boot_process
+        from starforge.cluster.process_job import boot_process
     except BaseException as exc:
         _sys.stderr.write(
             "forge: process %d cannot import the starforge runtime (%s: %s); FORGE_RUNTIME=%r\n"

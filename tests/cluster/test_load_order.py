@@ -1,4 +1,4 @@
-"""``plan``: which plugins of a JobSpec a process loads, in which order, and what it refuses."""
+"""``load_order``: which plugins of a JobSpec a process loads, in which order, and what it refuses."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from starforge.cluster.errors import LaunchFailure
 from starforge.cluster.jobspec import JobSpec, PluginEntry
-from starforge.cluster.plan import Item, plan
+from starforge.cluster.load_order import Item, plan
 
 DIGEST = "sf1:" + "ab" * 32
 

@@ -48,7 +48,7 @@ class Item:
             "ref": e.ref,
             "name": e.name,
             "version": e.version,
-            "digest": e.digest,
+            "digest": e.tree_digest,
             "source": "builtin" if self.builtin else "package",
             "kind": e.kind,
             "load": e.load,

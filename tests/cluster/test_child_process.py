@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from starforge.cluster.child import run_child
+from starforge.cluster.child_process import run_child
 
 
 def test_the_childs_exit_code_is_returned_without_a_failure(tmp_path):
@@ -52,7 +52,7 @@ def test_a_program_that_cannot_be_executed_is_126(tmp_path):
 DRIVER = textwrap.dedent(
     """
     import os, signal, sys, threading, time
-    from starforge.cluster.child import run_child
+    from starforge.cluster.child_process import run_child
 
     ready = sys.argv[1]
     if sys.argv[2] == "ignore-hup":

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from starforge.cluster.flags import apply_flags, in_process_form
+from starforge.cluster.interpreter_flags import apply_flags, in_process_form
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_u_and_X_options_take_effect_in_the_process():
     script = textwrap.dedent(
         """
         import faulthandler, sys, tracemalloc
-        from starforge.cluster.flags import apply_flags, in_process_form
+        from starforge.cluster.interpreter_flags import apply_flags, in_process_form
         flags, module, script, args = in_process_form(["python", "-u", "-X", "faulthandler", "-X", "tracemalloc=7", "t.py"])
         apply_flags(flags)
         print("write_through", sys.stdout.write_through, sys.stderr.write_through)

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 
-from . import deferred
+from . import hyperparams_and_deferred
 from .errors import LaunchFailure, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .interpreter import same_interpreter
@@ -68,10 +68,10 @@ def boot_process(reason: str = "start-up") -> Job | None:
         except SpecError as exc:
             die(None, LaunchFailure(SpecError, None, f"{spec_path}: {exc}"))
         assert job is not None
-        deferred.registry.booted = True
+        hyperparams_and_deferred.registry.booted = True
         if os.environ.get("FORGE_DISABLE") == "1":
             job.disabled = True
-            deferred.registry.disabled = True
+            hyperparams_and_deferred.registry.disabled = True
             for item in job.items:
                 if item.status == "planned":
                     item.status = "disabled"
@@ -79,7 +79,8 @@ def boot_process(reason: str = "start-up") -> Job | None:
             job_python = os.environ.get("FORGE_PYTHON")
             other = bool(job_python) and not same_interpreter(sys.executable, job_python)
             run_or_exit(job, lambda: job.boot(reason, other))
-            watch_ray_init()
+        # Ray workers this process starts carry the job's plugins (its own opt-out is its own)
+        watch_ray_init()
         # Written now (a worker may be killed, skipping atexit) and again at exit.
         job.write_provenance()
         import atexit
