@@ -336,6 +336,9 @@ def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require
     Today's trust policy applies. Refuses, naming what differs, when a plugin, the
     recipe or the runtime no longer matches (exit 10). The new job compares its
     environment fingerprint with ID's and warns on a difference (--strict: refuses).
+    A job of an older starforge-core that recorded no recipe digest or runtime sha256
+    is replayed with a note saying what cannot be proved (its staged recipe, this
+    starforge-core's runtime); --strict refuses it.
     Its record, JobSpec and provenance say 'replay of ID'. Waits and exits with the new
     job's exit code, as forge submit does.
 

@@ -21,6 +21,14 @@ strict}``: the launcher compares the environment fingerprint ID recorded with it
 on a difference and, with ``strict``, refuses (exit 11). The new job's record says
 ``replay_of``.
 
+A job staged by an older starforge-core recorded no recipe digest, no runtime sha256 and
+no environment fingerprint, so what cannot be proved is said, not refused (``--strict``
+refuses, naming each): the recipe runs as staged; the runtime is this starforge-core's
+(an unrecorded zip is never run: it cannot be proved, and a zip from before the binding
+refuses the ``--spec-sha256`` every backend passes today); the new JobSpec records what
+was not proved (``replay.unproven``), the recipe's digest and its own core version, so the
+replay itself can be replayed exactly.
+
 Laptop side.
 """
 
@@ -83,14 +91,18 @@ def _old_spec(record, job_dir: Path) -> JobSpec:
         raise _refuse(record.id, f"its JobSpec cannot be read: {exc}", "the staged job directory was changed") from None
 
 
-def check_recipe(record, job_dir: Path, spec: JobSpec) -> None:
-    """The staged ``recipe/`` still has the tree digest its JobSpec recorded."""
+def check_recipe(record, job_dir: Path, spec: JobSpec) -> str:
+    """The staged ``recipe/`` still has the tree digest its JobSpec recorded.
+
+    Returns "" when proved, else why it cannot be (a JobSpec of an older starforge-core
+    records no digest); raises when it differs.
+    """
     from ..cluster.digest import tree_digest
     from ..cluster.errors import VerificationError
 
     if not spec.recipe_digest:
-        raise _refuse(record.id, "its JobSpec records no recipe digest (it was staged by an older starforge-core), so "
-                      "the recipe cannot be proved to be the one it ran", "submit the experiment again instead (forge submit)")
+        return (f"job {record.id} was staged by an older starforge-core that recorded no recipe digest: the recipe as staged "
+                f"in {job_dir / 'recipe'} runs, but cannot be proved to be the one it ran")
     try:
         got = tree_digest(job_dir / "recipe")
     except (OSError, VerificationError) as exc:
@@ -99,17 +111,23 @@ def check_recipe(record, job_dir: Path, spec: JobSpec) -> None:
         raise _refuse(record.id, f"the recipe as staged in {job_dir / 'recipe'} changed since the job ran: tree digest {got}, "
                       f"recorded {spec.recipe_digest}",
                       "the staged copy was edited; replay runs only what the job ran (forge submit runs today's tree)")
+    return ""
 
 
-def check_runtime(record, job_dir: Path) -> Path:
-    """The staged runtime zip still has the sha256 the job record holds; its path."""
+def check_runtime(record, job_dir: Path) -> str:
+    """The staged runtime zip still has the sha256 the job record holds.
+
+    Returns "" when proved, else why it cannot be (a record of an older starforge-core
+    holds no sha256: this starforge-core's runtime runs instead); raises when it differs.
+    """
+    from .. import __version__
     from ..cluster.digest import hash_file
     from ..cluster.environment import runtime_paths
 
     path = Path(runtime_paths(str(job_dir))["zip"])
     if not record.runtime_sha256:
-        raise _refuse(record.id, "its record holds no runtime sha256 (it was submitted by an older starforge-core)",
-                      "submit the experiment again instead (forge submit)")
+        return (f"job {record.id} was submitted by an older starforge-core that recorded no runtime sha256: its runtime "
+                f"zip cannot be proved to be the one it ran, so the replay runs this starforge-core's runtime ({__version__})")
     try:
         got = hash_file(path)
     except OSError as exc:
@@ -117,7 +135,7 @@ def check_runtime(record, job_dir: Path) -> Path:
     if got != record.runtime_sha256:
         raise _refuse(record.id, f"its runtime zip {path} changed since the job was submitted: sha256 {got}, recorded "
                       f"{record.runtime_sha256}", "the staged runtime was replaced; replay runs only the runtime the job ran")
-    return path
+    return ""
 
 
 def lock_entries(spec: JobSpec) -> list:
@@ -218,21 +236,26 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
                           require=require_signatures)
         shutil.copytree(old_dir / "recipe", tmp / "recipe", symlinks=True)
         got = tree_digest(tmp / "recipe")
-        if got != spec.recipe_digest:
+        if got != spec.recipe_digest:  # (an unproved recipe: the digest replay_spec took from the staged copy)
             raise _refuse(record.id, f"the recipe changed while it was copied: tree digest {got}, recorded {spec.recipe_digest}",
                           "try again")
         write_spec(spec, tmp / "jobspec.json")
-        old_zip = runtime_paths(str(old_dir))["zip"]
-        paths = runtime_paths(str(tmp))
-        for folder in (paths["dir"], paths["bootstrap"]):
-            os.makedirs(folder, mode=0o755, exist_ok=True)
-        shutil.copyfile(old_zip, paths["zip"])
-        if hash_file(paths["zip"]) != record.runtime_sha256:
-            raise _refuse(record.id, "the runtime zip changed while it was copied", "try again")
-        with zipfile.ZipFile(paths["zip"]) as zf:
-            bootstrap = zf.read("starforge/cluster/bootstrap/sitecustomize.py")
-        Path(paths["bootstrap"], "sitecustomize.py").write_bytes(bootstrap)
-        Path(paths["hyperparams"]).write_text(format_json(dict(spec.hyperparams)) + "\n", encoding="utf-8")
+        if record.runtime_sha256:
+            old_zip = runtime_paths(str(old_dir))["zip"]
+            paths = runtime_paths(str(tmp))
+            for folder in (paths["dir"], paths["bootstrap"]):
+                os.makedirs(folder, mode=0o755, exist_ok=True)
+            shutil.copyfile(old_zip, paths["zip"])
+            if hash_file(paths["zip"]) != record.runtime_sha256:
+                raise _refuse(record.id, "the runtime zip changed while it was copied", "try again")
+            with zipfile.ZipFile(paths["zip"]) as zf:
+                bootstrap = zf.read("starforge/cluster/bootstrap/sitecustomize.py")
+            Path(paths["bootstrap"], "sitecustomize.py").write_bytes(bootstrap)
+            Path(paths["hyperparams"]).write_text(format_json(dict(spec.hyperparams)) + "\n", encoding="utf-8")
+        else:  # no runtime was recorded: this starforge-core's, built for the job as staging does
+            from ..cluster.environment import prepare_runtime
+
+            prepare_runtime(str(tmp), spec.hyperparams)
         for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
             make_read_only(path)
         os.rename(tmp, job_dir)
@@ -242,19 +265,34 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
     return job_dir
 
 
-def replay_spec(old: JobSpec, old_id: str, backend: str, settings: dict, environment: dict | None, strict: bool) -> JobSpec:
-    """The new job's JobSpec: *old* with a new id and creation time, *backend*, and ``replay``."""
+def replay_spec(old: JobSpec, old_id: str, backend: str, settings: dict, environment: dict | None, strict: bool,
+                unproven: tuple = (), recipe_digest: str | None = None) -> JobSpec:
+    """The new job's JobSpec: *old* with a new id and creation time, *backend*, and ``replay``.
+
+    *unproven* names what could not be proved to be what *old* ran (``recipe``,
+    ``runtime``, for a job of an older starforge-core): it goes into ``replay.unproven``;
+    an unproved recipe is recorded by *recipe_digest* (its staged copy's), an unproved
+    runtime is this starforge-core's, and the JobSpec says so in ``core_version``.
+    """
+    from .. import __version__
     from ..cluster.utctime import TIMESTAMP
     from .stage import new_job_id
 
     now = datetime.now(timezone.utc)
+    replay: dict = {"of": old_id, "environment": environment, "strict": strict}
+    if unproven:
+        replay["unproven"] = list(unproven)
     changes: dict = {
         "id": new_job_id(old.name, now),
         "created": now.strftime(TIMESTAMP),
         "backend": backend,
         "extra": dict(old.extra) if backend == old.backend else ({backend: settings} if settings else {}),
-        "replay": {"of": old_id, "environment": environment, "strict": strict},
+        "replay": replay,
     }
+    if "recipe" in unproven:
+        changes["recipe_digest"] = recipe_digest
+    if "runtime" in unproven:
+        changes["core_version"] = __version__
     return JobSpec(*(changes[f] if f in changes else getattr(old, f) for f in old._fields))
 
 
@@ -286,17 +324,32 @@ def replay_job(
 
     record, old_dir = _old_job(job_id, store)
     old_spec = _old_spec(record, old_dir)
-    check_recipe(record, old_dir, old_spec)
-    check_runtime(record, old_dir)
-    environment = recorded_environment(old_dir)
     notes = []
+    unproven: list = []  # what a job of an older starforge-core did not record
+    for what, why in (("recipe", check_recipe(record, old_dir, old_spec)), ("runtime", check_runtime(record, old_dir))):
+        if why:
+            unproven.append(what)
+            notes.append(why)
+    environment = recorded_environment(old_dir)
     if environment is None:
         message = (f"job {record.id} recorded no environment fingerprint on this machine"
                    + (" (Ray provenance stays on the cluster)" if record.backend == "ray" else ""))
-        if strict:
-            raise _refuse(record.id, f"--strict: {message}, so the environment cannot be compared",
-                          "replay without --strict (the new job says it was not compared)")
         notes.append(message + "; the environment is not compared")
+    if strict and (unproven or environment is None):
+        missing = unproven + ([] if environment is not None else ["environment"])
+        raise _refuse(record.id, f"--strict: what it ran cannot be proved or compared: {', '.join(missing)} ("
+                      + "; ".join(notes) + ")",
+                      "replay without --strict: it says what it cannot prove, and the new job records it")
+    recipe_digest = None
+    if "recipe" in unproven:
+        from ..cluster.digest import tree_digest
+        from ..cluster.errors import VerificationError
+
+        try:
+            recipe_digest = tree_digest(old_dir / "recipe")
+        except (OSError, VerificationError) as exc:
+            raise _refuse(record.id, f"its staged recipe {old_dir / 'recipe'} cannot be read: {exc}",
+                          "the staged job directory was changed") from None
     backend = backend or record.backend
     settings: dict = {}
     exp_dir = Path(record.experiment) if record.experiment else None
@@ -304,7 +357,7 @@ def replay_job(
         from .config import load_experiment
 
         settings = load_experiment(exp_dir).backend_settings(backend)
-    spec = replay_spec(old_spec, record.id, backend, settings, environment, strict)
+    spec = replay_spec(old_spec, record.id, backend, settings, environment, strict, tuple(unproven), recipe_digest)
     registries = candidate_registries(record, registry, insecure)
     if dry_run:
         scratch = Path(tempfile.mkdtemp(prefix="forge-replay-"))

@@ -154,6 +154,58 @@ def test_a_replaced_runtime_zip_is_refused(qs):
     assert "its runtime zip" in run.stderr.splitlines()[0] and "changed since the job was submitted" in run.stderr
 
 
+def test_a_job_of_an_older_starforge_core_replays_saying_what_it_cannot_prove(qs):
+    old_id, first = qs.submit()
+    job_dir = qs.job_dir(old_id)
+    # What an older starforge-core left: no recipe digest in the JobSpec, no runtime sha256
+    # in the record, and its own runtime zip (one from before the binding refuses the
+    # --spec-sha256 every backend passes today; this one would say so if it ran).
+    spec_path = job_dir / "jobspec.json"
+    data = json.loads(spec_path.read_text())
+    digest = data["recipe"].pop("digest")
+    _writable(spec_path)
+    spec_path.write_text(json.dumps(data))
+    [record_path] = [p for p in qs.home.rglob(f"{old_id}.json") if p.parent.name == "jobs"]
+    record = json.loads(record_path.read_text())
+    record["runtime_sha256"] = ""
+    record_path.write_text(json.dumps(record))
+    zip_path = job_dir / ".forge-runtime" / "starforge-runtime.zip"
+    _writable(zip_path)
+    zip_path.write_bytes(_zip({"__main__.py": "print('OLD RUNTIME RAN')\nraise SystemExit(2)\n"}))
+
+    run = qs.forge("jobs", "replay", old_id, ok=0)
+    out = run.stdout + run.stderr
+    assert _numbers(out) == _numbers(first)  # the same plugins by digest, hyperparams and recipe: the same numbers
+    assert "OLD RUNTIME RAN" not in out  # an unproved runtime never runs
+    notes = [ln for ln in run.stderr.splitlines() if ln.startswith("note: ")]
+    assert any("older starforge-core that recorded no recipe digest" in n and "cannot be proved" in n for n in notes), notes
+    assert any("recorded no runtime sha256" in n and "runs this starforge-core's runtime" in n for n in notes), notes
+    new_id = next(ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("job     :"))
+    new = qs.record(new_id)
+    spec = json.loads((Path(new["dir"]) / "jobspec.json").read_text())
+    assert spec["replay"]["of"] == old_id and spec["replay"]["unproven"] == ["recipe", "runtime"]
+    assert spec["recipe"]["digest"] == digest  # recorded now, so the replay itself replays exactly
+    assert new["runtime_sha256"] and new["replay_of"] == old_id
+    again = qs.forge("jobs", "replay", new_id, "--dry-run", ok=0)
+    assert "older starforge-core" not in again.stderr and "unproven" not in json.loads(again.stdout)["replay"]
+
+    strict = qs.forge("jobs", "replay", old_id, "--strict", ok=10)
+    line = strict.stderr.splitlines()[0]
+    assert line.startswith(f"error: cannot replay job {old_id}: --strict: what it ran cannot be proved or compared: recipe, runtime")
+    assert len(json.loads(qs.forge("jobs", "list", "--json", ok=0).stdout)) == 2  # nothing submitted
+
+
+def _zip(files: dict) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return buf.getvalue()
+
+
 def test_environment_difference_warns_and_strict_refuses(qs):
     old_id, first = qs.submit()
     for path in (qs.job_dir(old_id) / "provenance").rglob("*.json"):
