@@ -339,7 +339,7 @@ def _check_members(members: list[tarfile.TarInfo], name: str, *, max_bytes: int,
 def unpack(
     archive: str | os.PathLike,
     target: str | os.PathLike,
-    expected_digest: str | None = None,
+    tree_digest: str | None = None,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_files: int = DEFAULT_MAX_FILES,
@@ -347,7 +347,7 @@ def unpack(
 ) -> dict[str, str]:
     """Extract *archive* to the new directory *target*; return ``{relpath: sha256 hex}``.
 
-    *target* must not exist, or be an empty directory. With *expected_digest*, the tree
+    *target* must not exist, or be an empty directory. With *tree_digest*, the tree
     digest of the extracted files must equal it. Raises :class:`ArchiveError`; on any
     error nothing is left at *target* (or beside it).
     """
@@ -384,11 +384,11 @@ def unpack(
                 checked = _check_members(members, label, max_bytes=max_bytes, max_files=max_files)
                 staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(target)}.", suffix=".unpack")
                 file_map = _extract(tar, checked, staging, label)
-        if expected_digest is not None:
+        if tree_digest is not None:
             got = digest_of_map(file_map)
-            if got != expected_digest:
+            if got != tree_digest:
                 raise ArchiveError(
-                    f"{label}: tree digest mismatch (expected {expected_digest}, got {got})",
+                    f"{label}: tree digest mismatch (expected {tree_digest}, got {got})",
                     hint="the archive does not hold the files it was published with",
                 )
         os.chmod(staging, dir_mode(0o755))

@@ -430,16 +430,16 @@ def check_listing(root: str | os.PathLike, expected_files: Mapping[str, str]) ->
         raise VerificationError(f"{os.fspath(root)}: files differ from the JobSpec; {diff.describe()}")
 
 
-def check_bound(expected: str, expected_files: Mapping[str, str]) -> None:
-    """Check that the per-file map *expected_files* digests to the tree digest *expected*.
+def check_bound(tree_digest: str, expected_files: Mapping[str, str]) -> None:
+    """Check that the per-file map *expected_files* digests to *tree_digest*.
 
     This binds the map to the digest: a per-file hash is only as good as the tree digest
     it is part of.
     """
     got = digest_of_map(expected_files)
-    if got != expected:
+    if got != tree_digest:
         raise VerificationError(
-            f"the JobSpec's per-file hashes digest to {got}, not to its tree digest {expected}"
+            f"the JobSpec's per-file hashes digest to {got}, not to its tree digest {tree_digest}"
         )
 
 
@@ -530,9 +530,9 @@ def _read_fd(fd: int, size: int) -> bytes:
 
 
 def verify_tree(
-    root: str | os.PathLike, expected: str, expected_files: Mapping[str, str] | None = None
+    root: str | os.PathLike, tree_digest: str, expected_files: Mapping[str, str] | None = None
 ) -> dict[str, bytes]:
-    """Read *root* once and check its digest; return the verified bytes.
+    """Read *root* once and check it has *tree_digest*; return the verified bytes.
 
     On mismatch the error names the files added, removed and changed when the expected
     per-file map is known.
@@ -541,7 +541,7 @@ def verify_tree(
     sha256 = sha256_for(sum(len(b) for b in contents.values()))
     actual = {p: sha256(b).hexdigest() for p, b in contents.items()}
     got = _digest_of_map(actual, sha256)
-    if got != expected:
+    if got != tree_digest:
         detail = diff_maps(expected_files, actual).describe() if expected_files else "per-file hashes unknown"
-        raise VerificationError(f"{os.fspath(root)}: digest mismatch (expected {expected}, got {got}); {detail}")
+        raise VerificationError(f"{os.fspath(root)}: digest mismatch (expected {tree_digest}, got {got}); {detail}")
     return contents
