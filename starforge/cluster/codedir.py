@@ -52,7 +52,7 @@ _SPECIFIER_MODULES = ("starforge.cluster._vendor.packaging._ranges", "starforge.
 # == or != and a release, in every comma-separated clause.
 PLAIN_SPECIFIER = r"\s*(>=|<=|==|!=)\s*([0-9]+(?:\.[0-9]+)*)\s*"
 # The job's code zip in the code directory: the runtime zip's sources, with the compiled
-# code of RUNTIME_MODULES beside them (PEP 552 pycs, checked against the source's hash).
+# code of RUNTIME_MODULES beside them (PEP 552 hash-based pycs, written with the source).
 CODE_ZIP = "runtime-code.zip"
 
 
@@ -98,9 +98,11 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     *compiled* (the modules to compile; the job's Python is this interpreter), the
     directory holds one file besides its key, ``runtime-code.zip``: the runtime zip's
     sources with the compiled code of those modules beside them, compiled here from those
-    sources as hash-checked pycs (PEP 552: each is used only while its source in the same
-    zip has the hash it records), and every process of the job imports from it: one file
-    written on the node instead of a file per module. Without *compiled* (the launcher runs
+    sources as hash-based pycs (PEP 552; "unchecked": the source and its code are written
+    together, in one file nothing else writes, so no process reads and hashes the source
+    again; ``--check-hash-based-pycs always`` still can, and finds the hash right), and every
+    process of the job imports from it: one file written on the node instead of a file per
+    module. Without *compiled* (the launcher runs
     under another interpreter), the sources are unpacked into the directory instead, and the
     interpreter keeps each module's code in ``__pycache__`` the first time a process of the
     job imports it. The directory is made by ``tempfile.mkdtemp`` under the job's ``TMPDIR``
@@ -174,10 +176,10 @@ def _add_compiled(out, code_zip, name, date_time, source, modules):
     if module not in modules:
         return
     # As zipimport compiles a source of the zip: its path inside the zip, line endings
-    # normalized. The pyc records the source's hash and asks for the check (flags 0b11).
+    # normalized. The pyc records the source's hash, unchecked by default (flags 0b01).
     text = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     compiled = compile(text, os.path.join(code_zip, *name.split("/")), "exec", dont_inherit=True)
-    header = importlib.util.MAGIC_NUMBER + (3).to_bytes(4, "little") + importlib.util.source_hash(source)
+    header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source)
     add(name[:-3] + ".pyc", header + marshal.dumps(compiled))
 
 

@@ -307,10 +307,10 @@ def test_the_code_directory_holds_the_runtime_compiled_by_the_entry_itself(tmp_p
     pycs = {name for name in kept if name.endswith(".pyc")}
     modules = {name[:-4].replace("/", ".").removesuffix(".__init__") for name in pycs}
     assert modules == set(RUNTIME_MODULES)
-    for name in pycs:  # PEP 552 pycs of this interpreter, checked against their source's hash
+    for name in pycs:  # PEP 552 hash-based pycs of this interpreter, with their source's hash
         data = kept[name]
         source = kept[name[:-1]]
-        assert data[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(data[4:8], "little") == 0b11
+        assert data[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(data[4:8], "little") == 0b01
         assert data[8:16] == importlib.util.source_hash(source)
         assert marshal.loads(data[16:]).co_filename == str(path / CODE_ZIP / name[:-1])
 
@@ -396,3 +396,17 @@ def test_the_entry_compiles_packaging_only_for_what_the_jobs_requirements_use():
     both = ["_ranges", "_vendor", "packaging", "specifiers", "version"]
     assert vendored({"core": ">=0.1"}, {"python": "~=3.11"}) == both  # a built-in's requires count too
     assert vendored({"packages": {"torch": ">=2"}}) == both  # installed versions may carry a local part
+
+
+def test_the_compiled_code_records_its_sources_hash(tmp_path):
+    # Unchecked by default (source and code are written together, in one file); an
+    # interpreter told to check every hash-based pyc finds each hash right and loads the code.
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    path = _made_in(tmp_path, zip_path)
+    probe = (f"import sys; sys.path.insert(0, {str(path / CODE_ZIP)!r}); import starforge.cluster.job as job; "
+             "print(job.__file__)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "--check-hash-based-pycs", "always", "-c", probe], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(path / CODE_ZIP / "starforge" / "cluster" / "job.pyc")
