@@ -36,7 +36,7 @@ RUNTIME_MODULES = (
     "starforge.cluster.binding", "starforge.cluster.child_process", "starforge.cluster.codedir",
     "starforge.cluster.interpreter", "starforge.cluster.interpreter_flags", "starforge.cluster.record",
     "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec", "starforge.cluster.readonly",
-    "starforge.cluster.utctime", "starforge.cluster.launcher", "starforge.cluster.runtime_zip",
+    "starforge.cluster.utctime", "starforge.cluster.entrypoint", "starforge.cluster.launcher", "starforge.cluster.runtime_zip",
     "starforge.cluster.environment", "starforge.cluster.exits", "starforge.cluster.import_hooks",
     "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.job", "starforge.cluster.ray_init",
     "starforge.cluster.process_job", "starforge.cluster.fingerprint", "starforge.cluster.shadowing",

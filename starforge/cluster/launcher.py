@@ -20,11 +20,10 @@ from . import hyperparams_and_deferred as deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
 from .binding import SPEC_ARG, SPEC_ENV, is_sha256
-from .child_process import run_child
 from .codedir import remove_own_code_dir
-from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
-from .interpreter import _spec_path, confirm_python, linked_job_path, runs_in_job_python
-from .interpreter_flags import apply_flags, in_process_form
+from .entrypoint import run_entrypoint
+from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
+from .interpreter import _spec_path, confirm_python, linked_job_path
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
@@ -488,112 +487,6 @@ def _installed_by_other_processes(job) -> set:
             if isinstance(p, dict) and p.get("installed_later"):
                 names.add(p.get("name"))
     return names
-
-
-def run_entrypoint(argv: list[str], recipe: str):
-    """Run the entrypoint; return (exit code, LaunchFailure or None).
-
-    ``python [flags] -m mod ...`` and ``python [flags] script ...`` run in this process when
-    every flag can be honoured here; anything else runs as a child process.
-    """
-    python = runs_in_job_python(argv, recipe, sys.executable)
-    form = in_process_form(argv) if python else None
-    try:
-        os.chdir(recipe)
-    except OSError as exc:
-        failure = LaunchFailure(SpecError, None, f"cannot enter the job's recipe directory {recipe}: {exc}")
-        return failure.code, failure
-    if form is None:
-        return run_child(argv)
-    flags, module, script, args = form
-    import runpy
-
-    sys.stdout.flush()
-    apply_flags(flags)
-    try:
-        if module is not None:
-            sys.path[:] = _trainer_sys_path(os.getcwd())
-            sys.argv = [module] + list(args)
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            sys.path[:] = _trainer_sys_path(os.path.dirname(os.path.realpath(script)))
-            sys.argv = [script] + list(args)
-            runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it
-        return 0, None
-    except SystemExit as exc:
-        return _exit_code(exc.code), None
-    except KeyboardInterrupt:
-        import traceback
-
-        traceback.print_exc()
-        return 130, None
-    except BaseException as exc:
-        import traceback
-
-        install = _install_error(exc)
-        if install is not None:
-            detail = "".join(traceback.format_exception(type(exc), exc, _trim(exc.__traceback__)))
-            ref = getattr(install, "plugin", None)
-            failure = LaunchFailure(InstallError, ref, install.message, detail)
-            return failure.code, failure
-        traceback.print_exception(type(exc), exc, _trim(exc.__traceback__))
-        return 1, None
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-
-
-def _trainer_sys_path(first: str) -> list:
-    """``sys.path`` as ``python -m``/``python script`` started with the job environment has it.
-
-    *first* (the working directory, or the script's directory), then the entries of
-    ``PYTHONPATH`` (the job's bootstrap, its runtime zip and ``recipe/`` first), then the interpreter's own
-    (standard library, site-packages); nothing of the launcher's.
-    """
-    env_entries: list = []
-    for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        if p:
-            p = os.path.abspath(p)
-            if p not in env_entries:
-                env_entries.append(p)
-    runtime_zip = os.environ.get("FORGE_RUNTIME", "")
-    if runtime_zip and os.path.isfile(runtime_zip) and os.path.abspath(runtime_zip) not in env_entries:
-        # where the bootstrap puts it in every other process: right after itself
-        env_entries.insert(1 if env_entries else 0, os.path.abspath(runtime_zip))
-    rest = [p for p in sys.path if p not in env_entries]
-    return [first] + env_entries + rest
-
-
-def _exit_code(code) -> int:
-    if code is None:
-        return 0
-    if isinstance(code, bool):
-        return int(code)
-    if isinstance(code, int):
-        return code
-    sys.stderr.write(f"{code}\n")
-    return 1
-
-
-def _install_error(exc: BaseException | None) -> InstallError | None:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, InstallError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__context__
-    return None
-
-
-def _trim(tb):
-    """Drop the launcher's and runpy's own frames from the top of a trainer traceback."""
-    import runpy
-
-    here = os.path.abspath(__file__)  # from the job's code zip: its .pyc, compiled as the .py beside it
-    skip = {here, os.path.splitext(here)[0] + ".py", os.path.abspath(runpy.__file__), "<frozen runpy>"}
-    while tb is not None and (tb.tb_frame.f_code.co_filename in skip or os.path.abspath(tb.tb_frame.f_code.co_filename) in skip):
-        tb = tb.tb_next
-    return tb
 
 
 def _make_job_read_only(job) -> None:
