@@ -24,7 +24,6 @@ import json
 import os
 import sys
 import time
-import types
 
 CHUNK = 1 << 20  # input read and output written in blocks of about this size
 PROGRESS_EVERY = 0.2  # seconds between progress lines
@@ -67,7 +66,9 @@ def load_step(header: dict):
     func = getattr(module, func_name, None)
     if not callable(func):
         raise Refused(0, f"{label}: '{module_name}' has no callable '{func_name}'")
-    params = types.MappingProxyType(json.loads(json.dumps(header["params"])))
+    from starforge.cluster.hyperparams_and_deferred import freeze
+
+    params = freeze(header["params"])  # read-only, nested values too
     try:
         step = func(params)
     except Exception as exc:

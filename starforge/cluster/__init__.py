@@ -19,4 +19,6 @@ Modules, one concept each, in the order a launch uses them:
 - :mod:`.exits` — ending a process on failure; :mod:`.import_hooks` — post-import hooks
 - :mod:`.hyperparams_and_deferred` — this process's hyperparams and deferred plugins; :mod:`.plugins`, :mod:`.patching` — the runtime API
 - :mod:`.provenance` — records; :mod:`.ray_init`, :mod:`.ray_hook` — Ray; :mod:`.environment`, :mod:`.runtime_zip` — the job's runtime
+- :mod:`.interpreter` — the job's Python and the node entry (:mod:`.node_entry`, the zip's ``__main__``);
+  :mod:`.codedir` — the job's code directory: the runtime compiled once per job on the node
 """

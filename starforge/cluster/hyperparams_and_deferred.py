@@ -93,10 +93,64 @@ def hyperparams_from_env(env: Mapping[str, str]) -> dict:
     return {}
 
 
+_READ_ONLY = "the job's hyperparams are read-only (shared by every plugin and the trainer); copy the value to change it"
+_read_only_types: tuple | None = None
+
+
+def read_only_types() -> tuple:
+    """``(ReadOnlyDict, ReadOnlyList)``: a JSON object or array inside the hyperparams.
+
+    A ``dict`` / ``list`` (equality with plain ones, ``json.dumps``, ``isinstance``) whose
+    mutating methods raise :class:`TypeError`; a pickle or copy of one (as Ray sends it to
+    a task) is a plain, mutable ``dict`` / ``list``, so it unpickles anywhere. Made on
+    first use: creating the two classes costs a process about 0.2 ms, which jobs whose
+    hyperparams are all flat values (the usual dotted keys) never pay.
+    """
+    global _read_only_types
+    if _read_only_types is None:
+
+        def refuse(self, *args, **kwargs):
+            raise TypeError(_READ_ONLY)
+
+        def plain(self, protocol=2):
+            base = type(self).__mro__[1]
+            return (base, (base(self),))
+
+        class ReadOnlyDict(dict):
+            __slots__ = ()
+            __setitem__ = __delitem__ = __ior__ = refuse
+            clear = pop = popitem = setdefault = update = refuse
+            __reduce_ex__ = plain
+
+        class ReadOnlyList(list):
+            __slots__ = ()
+            __setitem__ = __delitem__ = __iadd__ = __imul__ = refuse
+            append = extend = insert = pop = remove = clear = sort = reverse = refuse
+            __reduce_ex__ = plain
+
+        _read_only_types = (ReadOnlyDict, ReadOnlyList)
+    return _read_only_types
+
+
+def _read_only(value, types_: tuple):
+    if type(value) is dict:
+        return types_[0]({k: _read_only(v, types_) for k, v in value.items()})
+    if type(value) is list:
+        return types_[1]([_read_only(v, types_) for v in value])
+    return value
+
+
 def freeze(values: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A private deep copy behind a read-only view: what a JSON round trip gives (key order kept).
+    """A private deep copy behind a read-only view: what a JSON round trip gives (key order kept),
+    every nested object and array read-only too (:func:`read_only_types`).
 
     Plugins and the trainer see the same values and none of them can change what another
     one reads.
     """
-    return types.MappingProxyType(json.loads(json.dumps(dict(values))))
+    data = json.loads(json.dumps(dict(values)))
+    nested = [k for k, v in data.items() if type(v) is dict or type(v) is list]
+    if nested:
+        types_ = read_only_types()
+        for key in nested:
+            data[key] = _read_only(data[key], types_)
+    return types.MappingProxyType(data)

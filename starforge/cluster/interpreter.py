@@ -1,14 +1,14 @@
 # The job's Python (SPEC §14): which interpreter trains, worked out on the node.
 #
-# This module is also the runtime zip's entry (``python3 starforge-runtime.zip --spec
-# jobspec.json``): started under whatever ``python3`` the node has, it resolves the job's
-# Python, unpacks the zip's sources into the job's code directory on this node
-# (:func:`make_code_dir`), and runs the launcher from there: in this very process when
-# the job's Python is this interpreter (no second interpreter start), else by
-# re-executing ``<job python> -m starforge.launch`` with the code directory and the zip
-# first on PYTHONPATH. It therefore parses and runs on old interpreters (no f-strings, no
-# annotations, no walrus): a node whose python is older than 3.10 gets a clean exit 11
-# and a status.json, never a SyntaxError.
+# This module's main() is also the runtime zip's entry (``python3 starforge-runtime.zip
+# --spec jobspec.json``, through node_entry.py): started under whatever ``python3`` the
+# node has, it resolves the job's Python, makes the job's code directory on this node
+# (codedir.py: the runtime compiled once for the job), and runs the launcher from there:
+# in this very process when the job's Python is this interpreter (no second interpreter
+# start), else by re-executing ``<job python> -m starforge.launch`` with the code
+# directory and the zip first on PYTHONPATH. It therefore parses and runs on old
+# interpreters (no f-strings, no annotations, no walrus): a node whose python is older
+# than 3.10 gets a clean exit 11 and a status.json, never a SyntaxError.
 #
 # Standard library only.
 """Resolve the job's Python from the JobSpec, the entrypoint and the backend default.
@@ -24,16 +24,15 @@ import os
 import re
 import sys
 
+try:
+    from .codedir import CODE_DIR_ENV, CODE_ZIP, make_code_dir, modules_to_compile, remove_own_code_dir
+except ImportError:  # not imported as a module: node_entry.py (or the end of this file) ran codedir.py in this namespace
+    pass
+
 MIN_VERSION = (3, 10)
 REQUIRES_EXIT = 11  # the launcher's "unmet requirement" exit code
 VERIFY_EXIT = 10  # the launcher's "verification failed"
 SPEC_EXIT = 2
-# The job's code directory on this node (see make_code_dir), and the key file in it that
-# says for which job and which runtime zip it was made; bootstrap/sitecustomize.py checks
-# both before a process imports from it.
-CODE_DIR_ENV = "FORGE_CODE_DIR"
-CODE_KEY = "forge-code.json"
-CODE_SCHEMA = "forge/code-dir/v1"
 
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 # The `#!/bin/sh` wrapper that pip (distlib) and conda write when the interpreter path is
@@ -418,72 +417,11 @@ def _spec_path(argv):
     return None
 
 
-def make_code_dir(zip_path, job_dir, job_id):
-    """A new directory holding the runtime zip's sources for this job on this node.
+def main(argv=None, zip_path=None):
+    """The node entry: resolve the job's Python and run the launcher under it.
 
-    Every Python process of the job imports StarForge from it instead of from the zip, so
-    the interpreter compiles each module once, in the first process that imports it, and
-    keeps the code in the directory's ``__pycache__``, as it does for any installed
-    package (``zipimport`` keeps none: every process used to compile the whole runtime).
-    The directory is made by ``tempfile.mkdtemp`` under the job's ``TMPDIR`` (an
-    unpredictable name, mode 0700, this user's), holds sources only, and is keyed by the
-    zip's sha256, the job's id and directory, and this process's pid in ``forge-code.json``;
-    a process of the job uses it only when all of that holds for it
-    (``bootstrap/sitecustomize.py``), and the launcher of that pid removes it when it
-    ends. It is never shared: each launch makes its own.
+    *zip_path*: the runtime zip this runs from (:mod:`.node_entry`, the zip's ``__main__``).
     """
-    import hashlib
-    import io
-    import shutil
-    import tempfile
-    import zipfile
-
-    with open(zip_path, "rb") as f:
-        data = f.read()
-    path = tempfile.mkdtemp(prefix="forge-code-")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            for name in zf.namelist():
-                parts = name.split("/")
-                if parts[0] != "starforge" or name.endswith("/"):
-                    continue  # __main__.py (this module) stays in the zip
-                if "" in parts or "." in parts or ".." in parts or "\\" in name:
-                    raise ValueError("unexpected name in the runtime zip: %r" % name)
-                dest = os.path.join(path, *parts)
-                if not os.path.isdir(os.path.dirname(dest)):
-                    os.makedirs(os.path.dirname(dest), 0o700)
-                with os.fdopen(os.open(dest, flags, 0o600), "wb") as out:
-                    out.write(zf.read(name))
-        key = {"schema": CODE_SCHEMA, "job_id": job_id, "job_dir": job_dir, "pid": os.getpid(),
-               "runtime_zip": os.path.abspath(zip_path), "runtime_sha256": hashlib.sha256(data).hexdigest()}
-        with os.fdopen(os.open(os.path.join(path, CODE_KEY), flags, 0o600), "w") as out:
-            json.dump(key, out, sort_keys=True)
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    return path
-
-
-def remove_own_code_dir(environ=None):
-    """Remove the code directory the node entry made for this process (same pid), if any."""
-    environ = os.environ if environ is None else environ
-    path = environ.get(CODE_DIR_ENV)
-    if not path:
-        return
-    try:
-        with open(os.path.join(path, CODE_KEY), "rb") as f:
-            mine = json.loads(f.read().decode("utf-8")).get("pid") == os.getpid()
-    except (IOError, OSError, ValueError, AttributeError):
-        return
-    if mine:
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def main(argv=None):
-    """The node entry: resolve the job's Python and run the launcher under it."""
     argv = list(sys.argv[1:] if argv is None else argv)
     spec_arg = _spec_path(argv)
     if spec_arg is None:
@@ -533,17 +471,19 @@ def main(argv=None):
         sys.stderr.write("error: %s\n" % message)
         _write_status(job_dir, REQUIRES_EXIT, message)
         return REQUIRES_EXIT
-    here = os.path.dirname(os.path.abspath(__file__))  # the zip, when run as its __main__
+    here = zip_path or os.path.dirname(os.path.abspath(__file__))  # the zip
     first = [here]
     os.environ.pop(CODE_DIR_ENV, None)  # only the directory made here, for this launch
     os.environ.pop(PROOF_ENV, None)
     if os.path.isfile(here):
         try:
-            code_dir = make_code_dir(here, job_dir, spec.get("id"))
+            # Compiled here when this interpreter is the job's Python (the code is this
+            # interpreter's); else unpacked, for the job's Python to compile on import.
+            code_dir = make_code_dir(here, job_dir, spec.get("id"), modules_to_compile(spec) if own else ())
         except Exception as exc:  # the zip still runs, compiled in each process as before
             sys.stderr.write("warning : no code directory for this job (%s); every process compiles the runtime\n" % exc)
         else:
-            first = [code_dir, here]
+            first = [os.path.join(code_dir, CODE_ZIP) if own else code_dir, here]
             os.environ[CODE_DIR_ENV] = code_dir
     old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in first]
     os.environ["PYTHONPATH"] = os.pathsep.join(first + old)
@@ -551,15 +491,9 @@ def main(argv=None):
     os.environ["FORGE_PYTHON_FROM"] = how
     if own:
         # The job's Python is this interpreter: `-m starforge.launch` runs here, from the
-        # code directory, without a second interpreter start (it exits with its code).
+        # job's code zip, without a second interpreter start (it exits with its code).
         import runpy
 
-        if len(first) > 1:
-            # The code directory is the job's own: the launcher keeps the runtime's compiled
-            # code there even when the job's environment says not to write bytecode
-            # (PYTHONDONTWRITEBYTECODE, -B), and gives the trainer that setting back
-            # (sys.flags.dont_write_bytecode) before it runs.
-            sys.dont_write_bytecode = False
         sys.path[0:0] = [p for p in first if p not in sys.path[:1]]
         sys.argv[:] = [sys.argv[0] if sys.argv else "starforge.launch"] + argv
         runpy.run_module("starforge.launch", run_name="__main__", alter_sys=True)
@@ -576,5 +510,8 @@ def main(argv=None):
         remove_own_code_dir()  # made here, under this pid: the child launcher leaves it
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python interpreter.py --spec …`: codedir.py beside it, as node_entry.py does
+    _codedir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "codedir.py")
+    with open(_codedir, "rb") as _f:
+        exec(compile(_f.read(), _codedir, "exec", dont_inherit=True))  # noqa: S102
     sys.exit(main())

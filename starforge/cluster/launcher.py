@@ -21,8 +21,9 @@ from .atomic import write_file
 from .attempts import attempt_number, next_attempt
 from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .child_process import run_child
+from .codedir import remove_own_code_dir
 from .errors import DeferredNotInstalledError, InstallError, LaunchFailure, RequirementError, SpecError, VerificationError
-from .interpreter import _spec_path, confirm_python, linked_job_path, remove_own_code_dir, runs_in_job_python
+from .interpreter import _spec_path, confirm_python, linked_job_path, runs_in_job_python
 from .interpreter_flags import apply_flags, in_process_form
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
@@ -292,7 +293,6 @@ def launch(
             for line in hiding_lines(item.ref):
                 say(line)
 
-    _keep_runtime_code(job)
     if verify_only:
         return _verify_only(job, on_item)
     if plan_out is None and spec.plan and not cmd:
@@ -453,30 +453,6 @@ def _record_environment(job) -> LaunchFailure | None:
     return None
 
 
-def _keep_runtime_code(job) -> None:
-    """Give this process the interpreter's own bytecode setting back, the runtime imported.
-
-    The node entry lets the launcher write the runtime's compiled code into the job's code
-    directory even where the job's environment writes no bytecode (``-B``,
-    ``PYTHONDONTWRITEBYTECODE``): the directory is the job's own. The runtime modules a
-    worker imports later (the loader, patching and, where a plugin declares ``requires``,
-    the vendored packaging) are imported now, before any code of the job is; then the
-    setting is the interpreter's again, for the plugins, the recipe and the trainer.
-    """
-    if sys.dont_write_bytecode != bool(sys.flags.dont_write_bytecode):
-        import importlib
-
-        from . import loader, patching  # noqa: F401  (imported for their compiled code)
-        from .requires import packaging_version
-
-        for public in ("starforge.patching", "starforge.plugins"):  # what plugins import (SPEC §1)
-            importlib.import_module(public)
-
-        if any(item.entry.requires for item in job.items):
-            packaging_version()
-    sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
-
-
 def _verify_only(job, on_item) -> int:
     """``--verify-only``: every plugin verified and requirement-checked; nothing else."""
     job.mode = "verify-only"
@@ -613,7 +589,8 @@ def _trim(tb):
     """Drop the launcher's and runpy's own frames from the top of a trainer traceback."""
     import runpy
 
-    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    here = os.path.abspath(__file__)  # from the job's code zip: its .pyc, compiled as the .py beside it
+    skip = {here, os.path.splitext(here)[0] + ".py", os.path.abspath(runpy.__file__), "<frozen runpy>"}
     while tb is not None and (tb.tb_frame.f_code.co_filename in skip or os.path.abspath(tb.tb_frame.f_code.co_filename) in skip):
         tb = tb.tb_next
     return tb

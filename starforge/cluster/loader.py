@@ -11,7 +11,7 @@ names that is not in the snapshot fails to import instead of falling through to 
 (a file added after verification is never executed).
 
 The code is compiled from those bytes. Compiled code is kept in one place only: the job's
-code directory on this node (:func:`.interpreter.make_code_dir`: made by this job's node
+code directory on this node (:func:`.codedir.make_code_dir`: made by this job's node
 entry under the job's ``TMPDIR``, mode 0700, this user's, checked by every process before
 it imports from it), under the sha256 of the very bytes that were verified and compiled,
 so the first process of the job that imports a module compiles it and the others load
@@ -32,15 +32,14 @@ import os
 import sys
 from typing import Iterable, Mapping
 
-from .interpreter import CODE_KEY
+from .codedir import code_root
 
 PLUGIN_CODE_DIR = "plugin-code"
 
 
 def _job_code_dir() -> str | None:
     """The job's code directory when this runtime was imported from one (else None)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return root if os.path.isfile(os.path.join(root, CODE_KEY)) else None
+    return code_root(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 _CODE_DIR = _job_code_dir()

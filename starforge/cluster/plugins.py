@@ -42,7 +42,8 @@ class ContextMismatchError(UsageError, ValueError):
 
 
 def hyperparams() -> Mapping[str, Any]:
-    """The job's hyperparams as a read-only mapping of flat dotted keys to JSON values.
+    """The job's hyperparams as a read-only mapping of flat dotted keys to JSON values
+    (nested objects and arrays read-only too: a ``dict``/``list`` whose changes raise ``TypeError``).
 
     Taken from the launched job; else from the JSON file named by ``FORGE_HYPERPARAMS``;
     else from the JobSpec named by ``FORGE_JOBSPEC``. Outside a job it is empty.

@@ -10,24 +10,70 @@ never shadowed, nor used.
 
 from __future__ import annotations
 
+import operator
+import re
 import sys
 
+from .codedir import PLAIN_SPECIFIER
 from .errors import LaunchFailure, RequirementError
 from .jobspec import PluginEntry
 
 
-def _packaging():
-    """``(SpecifierSet, Version, InvalidSpecifier, InvalidVersion)`` from the vendored packaging."""
+def _specifiers():
+    """``(SpecifierSet, InvalidSpecifier)`` from the vendored packaging."""
     from ._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from ._vendor.packaging.version import InvalidVersion, Version
 
-    return SpecifierSet, Version, InvalidSpecifier, InvalidVersion
+    return SpecifierSet, InvalidSpecifier
 
 
 def packaging_version():
     """``(Version, InvalidVersion)`` from the vendored packaging."""
-    SpecifierSet, Version, InvalidSpecifier, InvalidVersion = _packaging()
+    from ._vendor.packaging.version import InvalidVersion, Version
+
     return Version, InvalidVersion
+
+
+# A clause packaging answers by comparing versions alone: >=, <=, == or != and a release
+# (digits and dots: no wildcard, no local, no pre-, post- or dev-release, no epoch).
+# packaging's own Specifier.contains does exactly that for these clauses when the version
+# tested has no local part (``_fast_match``); anything else goes to its SpecifierSet, whose
+# module (with its range engine) costs every process that checks a ``requires`` more than
+# the rest of the check together.
+_PLAIN = re.compile(PLAIN_SPECIFIER)  # the node entry compiles the specifiers module only for others
+_COMPARE = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne}
+
+
+def plain_clauses(spec: str) -> list | None:
+    """``[(operator, release)]`` when every clause of *spec* is plain (see ``_PLAIN``), else None."""
+    clauses = []
+    for clause in spec.split(","):
+        match = _PLAIN.fullmatch(clause)
+        if match is None:
+            return None
+        clauses.append((match.group(1), match.group(2)))
+    return clauses
+
+
+def satisfies(spec: str, have: str) -> bool:
+    """Whether the version *have* satisfies the specifier *spec*, pre-releases included (they
+    are facts, not choices); False when *have* is not a version. Raises packaging's
+    ``InvalidSpecifier`` for an invalid *spec*. Every verdict is packaging's: a plain
+    specifier compared with its ``Version``, any other with its ``SpecifierSet``."""
+    Version, InvalidVersion = packaging_version()
+    plain = plain_clauses(spec)
+    if plain is None:
+        SpecifierSet, _ = _specifiers()
+        specifiers = SpecifierSet(spec)
+    try:
+        version = Version(have)
+    except InvalidVersion:
+        return False
+    if plain is not None and version.local is None:
+        return all(_COMPARE[op](version, Version(release)) for op, release in plain)
+    if plain is not None:
+        SpecifierSet, _ = _specifiers()
+        specifiers = SpecifierSet(spec)
+    return bool(specifiers.contains(version, prereleases=True))
 
 
 def check_requires(entry: PluginEntry) -> None:
@@ -37,7 +83,6 @@ def check_requires(entry: PluginEntry) -> None:
         return
     from .. import __version__
 
-    SpecifierSet, Version, InvalidSpecifier, InvalidVersion = _packaging()
     core = req.get("core")
     python = req.get("python")
     have_py = "%d.%d.%d" % sys.version_info[:3]
@@ -49,11 +94,9 @@ def check_requires(entry: PluginEntry) -> None:
 
     def satisfied(spec: str, have: str, what: str) -> bool:
         try:
-            return bool(SpecifierSet(spec).contains(Version(have), prereleases=True))
-        except InvalidSpecifier:
+            return satisfies(spec, have)
+        except ValueError:  # packaging's InvalidSpecifier
             raise LaunchFailure(RequirementError, entry.ref, f"{entry.ref}: invalid specifier for {what}: {spec!r}") from None
-        except InvalidVersion:
-            return False
 
     if core and not satisfied(core, __version__, "starforge-core"):
         raise unmet("starforge-core", core, __version__)

@@ -3,7 +3,7 @@
 The zip is what a node needs of StarForge and nothing else, so nothing of StarForge has to
 be installed where the job runs (SPEC §11, §14)::
 
-    __main__.py                                   # the node entry (interpreter.py): `python3 ZIP --spec …`
+    __main__.py                                   # the node entry (node_entry.py, running interpreter.py): `python3 ZIP --spec …`
     starforge/__init__.py                         # the version
     starforge/plugins.py, starforge/patching.py   # the public names of SPEC §1 ...
     starforge/launch/__init__.py, __main__.py     # ... and ``python -m starforge.launch``
@@ -18,7 +18,7 @@ modes, sorted names). ``packaging`` is committed in this folder (``_vendor/``, p
 ``vendor.txt``), so every installation builds the same zip, and a zip without it cannot be
 built (:func:`zip_sources` refuses). ``packaging`` imports itself only relatively, so under
 ``starforge.cluster._vendor`` it needs no rewriting, and a trainer importing ``packaging``
-gets its own. The zip's root ``__main__.py`` is :mod:`.interpreter`, so backends start a
+gets its own. The zip's root ``__main__.py`` is :mod:`.node_entry` (running :mod:`.interpreter`), so backends start a
 job with ``python3 .forge-runtime/starforge-runtime.zip --spec jobspec.json`` under any
 ``python3`` of the node: it resolves the job's Python and re-executes ``<job python> -m
 starforge.launch`` with the zip first on ``PYTHONPATH``. Standard library only.
@@ -53,16 +53,19 @@ def read_own(rel: str) -> bytes:
 
 def running_from(zip_path: str) -> bool:
     """True when this package was imported from the zip at *zip_path*, or from the job's
-    code directory the node entry unpacked it into (:func:`.interpreter.make_code_dir`)."""
+    code directory the node entry unpacked it into (:func:`.codedir.make_code_dir`)."""
     zip_path = os.path.abspath(zip_path)
     if os.path.abspath(__file__).startswith(zip_path + os.sep):
         return True
     import json
 
-    from .interpreter import CODE_KEY
+    from .codedir import CODE_KEY, code_root
 
+    root = code_root(os.path.dirname(os.path.dirname(_HERE)))
+    if root is None:
+        return False
     try:
-        with open(os.path.join(os.path.dirname(os.path.dirname(_HERE)), CODE_KEY), "rb") as f:
+        with open(os.path.join(root, CODE_KEY), "rb") as f:
             return bool(json.loads(f.read()).get("runtime_zip") == zip_path)
     except (OSError, ValueError, AttributeError):
         return False
@@ -75,7 +78,7 @@ def zip_sources() -> dict[str, str]:
     every ``requires`` check with it.
     """
     package = os.path.dirname(_HERE)
-    out: dict[str, str] = {"__main__.py": os.path.join(_HERE, "interpreter.py")}
+    out: dict[str, str] = {"__main__.py": os.path.join(_HERE, "node_entry.py")}
     for rel in PUBLIC_MODULES:
         out["starforge/" + rel] = os.path.join(package, *rel.split("/"))
     _add_tree(out, _HERE, "starforge/cluster/")

@@ -176,6 +176,33 @@ def test_hyperparams_are_a_read_only_copy_of_what_was_set(reg):
         values["grpo.lr"] = 1.0  # type: ignore[index]
 
 
+def test_nested_hyperparams_are_read_only_too_and_still_behave_as_json_values(reg):
+    import copy
+    import json
+    import pickle
+
+    deferred.set_hyperparams({"sched.milestones": [10, [20]], "sched.warmup": {"steps": 5, "ranges": [[1, 2]]}})
+    values = hyperparams()
+    milestones, warmup = values["sched.milestones"], values["sched.warmup"]
+    for attempt in (
+        lambda: milestones.append(1), lambda: milestones.__setitem__(0, 1), lambda: milestones.__delitem__(0),
+        lambda: milestones.__iadd__([1]), lambda: milestones.sort(), lambda: milestones[1].append(1),
+        lambda: warmup.__setitem__("steps", 0), lambda: warmup.update(steps=0), lambda: warmup.pop("steps"),
+        lambda: warmup.setdefault("new", 1), lambda: warmup.__ior__({"steps": 0}), lambda: warmup["ranges"][0].extend([3]),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            attempt()
+    # still the JSON values they were: equal to lists and dicts, a list and a dict, serializable
+    assert milestones == [10, [20]] and warmup == {"steps": 5, "ranges": [[1, 2]]}
+    assert isinstance(milestones, list) and isinstance(warmup, dict)
+    assert json.loads(json.dumps(dict(values))) == {"sched.milestones": [10, [20]], "sched.warmup": {"steps": 5, "ranges": [[1, 2]]}}
+    # a copy (or a pickle, as Ray sends it to a task) is an ordinary, mutable value
+    for mine in (copy.deepcopy(warmup), pickle.loads(pickle.dumps(warmup))):
+        mine["ranges"][0].append(3)
+        assert type(mine) is dict and mine["ranges"] == [[1, 2, 3]]
+    assert warmup == {"steps": 5, "ranges": [[1, 2]]}
+
+
 def test_hyperparams_outside_a_job_come_from_the_environment_or_are_empty(reg, tmp_path, monkeypatch):
     reg.hyperparams = None
     assert dict(hyperparams()) == {}

@@ -82,3 +82,40 @@ def test_the_vendored_packaging_is_used_not_the_environments():
     assert Version("1.0.0rc1") < Version("1.0.0")
     with pytest.raises(InvalidVersion):
         Version("not a version")
+
+
+VERSIONS = ["0", "0.1", "0.1.0", "0.1.0a1", "0.1.0.dev1", "0.1.0.post1", "0.1.0rc2.post1.dev3", "0.2", "1!0.1",
+            "3.10", "3.10.0", "3.11.7", "3.13.0rc1", "3.9.18", "10.0", "0.1.0+local", "3.10.0+cu121",
+            "1.0.post0.dev0", "v0.1", " 0.1 ", "not a version"]
+PLAIN = [">=0.1", "<=0.1", "==0.1", "!=0.1", ">=3.10", ">=3.10,<=3.12", " >= 3.10 , != 3.11.7 ", "==3.10.0", "!=0",
+         ">=0,<=0", "==1", ">=0.1.0.0"]
+OTHERS = ["~=3.10", "<3.12", ">0.1", "==3.*", "==0.1+local", ">=0.1a1", "===0.1", ">=1!0", ""]
+
+
+@pytest.mark.parametrize("spec", PLAIN + OTHERS)
+def test_every_verdict_is_the_one_packagings_specifierset_gives(spec):
+    # Plain specifiers (>=, <=, ==, != and a release) are answered with packaging's Version
+    # alone, without importing its specifiers module; the verdicts are the same.
+    from starforge.cluster._vendor.packaging.specifiers import SpecifierSet
+    from starforge.cluster._vendor.packaging.version import InvalidVersion, Version
+    from starforge.cluster.requires import plain_clauses, satisfies
+
+    assert (plain_clauses(spec) is not None) == (spec in PLAIN)
+    for have in VERSIONS:
+        try:
+            expected = bool(SpecifierSet(spec).contains(Version(have), prereleases=True))
+        except InvalidVersion:
+            expected = False
+        assert satisfies(spec, have) is expected, (spec, have)
+
+
+def test_a_plain_requirement_is_checked_without_packagings_specifiers():
+    code = ("import sys; from starforge.cluster.jobspec import PluginEntry; "
+            "from starforge.cluster.requires import check_requires; "
+            "check_requires(PluginEntry('p', '1.0.0', 'sf1:' + '0' * 64, 'algorithm', 'eager', 'p:install', owner='a', "
+            "requires={'core': '>=0.1', 'python': '>=3.10,!=3.9.1'})); "
+            "print(sorted(m for m in sys.modules if '_vendor.packaging' in m))")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['starforge.cluster._vendor.packaging', 'starforge.cluster._vendor.packaging.version']"

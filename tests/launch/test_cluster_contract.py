@@ -102,7 +102,7 @@ def test_every_cluster_module_imports_from_the_zip_with_nothing_installed(tmp_pa
 
 def test_the_runtime_zip_names_what_the_contract_allows():
     names = runtime_zip.zip_sources()
-    # the zip's own entry (``python3 ZIP --spec …``) is the cluster's interpreter module
-    assert names.pop("__main__.py") == os.path.join(os.path.dirname(runtime_zip.__file__), "interpreter.py")
+    # the zip's own entry (``python3 ZIP --spec …``) is the cluster's stub running its interpreter module
+    assert names.pop("__main__.py") == os.path.join(os.path.dirname(runtime_zip.__file__), "node_entry.py")
     for name in names:
         assert name.startswith("starforge/cluster/") or name[len("starforge/"):] in runtime_zip.PUBLIC_MODULES, name

@@ -1,10 +1,11 @@
 """The job's code directory: the runtime compiled once per job on the node, never anyone else's.
 
-The node entry (``python3 <zip> --spec …``, as every backend starts a job) unpacks the
-runtime zip into a directory it makes under the job's ``TMPDIR`` and runs the launcher
-from there in its own process when the job's Python is its own; the job's processes keep
-their compiled code there, so a worker compiles nothing the first process compiled. A
-directory of another user, of another job, or made from another zip is never used.
+The node entry (``python3 <zip> --spec …``, as every backend starts a job) makes a
+directory under the job's ``TMPDIR`` holding the runtime zip's sources with their compiled
+code (one zip, compiled by the entry itself) and runs the launcher from there in its own
+process when the job's Python is its own; every process of the job imports that code, so
+no process of the job compiles the runtime after the entry. A directory of another user,
+of another job, or made from another zip is never used.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import stat
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
 from launch_jobs import demo_plugin
 
 from starforge.cluster import runtime_zip
-from starforge.cluster.interpreter import make_code_dir
+from starforge.cluster.codedir import CODE_ZIP, RUNTIME_MODULES, make_code_dir
 
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 OTHER_USER = "forge-other"
@@ -32,22 +34,21 @@ OTHER_USER = "forge-other"
 # plugin runs). Pinned: a module added to a worker's start is a decision, not an accident.
 WORKER_MODULES_WITHOUT_TARGET = [
     "starforge", "starforge.cluster", "starforge.cluster.atomic", "starforge.cluster.attempts",
-    "starforge.cluster.digest", "starforge.cluster.errors", "starforge.cluster.exits",
+    "starforge.cluster.codedir", "starforge.cluster.digest", "starforge.cluster.errors", "starforge.cluster.exits",
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
     "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
     "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
     "starforge.cluster.record", "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check (with
-# packaging's version and specifiers) and patching with its target language (the plugin's own
-# `from starforge import patching`).
+# packaging's version: the plugin's specifiers are plain, `>=X`, so no SpecifierSet) and
+# patching with its target language (the plugin's own `from starforge import patching`).
 WORKER_MODULES_WITH_TARGET = sorted(WORKER_MODULES_WITHOUT_TARGET + [
     "starforge.cluster.loader", "starforge.cluster.patch_targets", "starforge.cluster.patching",
     "starforge.cluster.requires", "starforge.patching",
 ])
 VENDORED_FOR_REQUIRES = [
-    "starforge.cluster._vendor", "starforge.cluster._vendor.packaging", "starforge.cluster._vendor.packaging._ranges",
-    "starforge.cluster._vendor.packaging.specifiers", "starforge.cluster._vendor.packaging.version",
+    "starforge.cluster._vendor", "starforge.cluster._vendor.packaging", "starforge.cluster._vendor.packaging.version",
 ]
 
 
@@ -77,8 +78,10 @@ def test_the_launcher_runs_in_the_entrys_own_interpreter_from_the_jobs_code_dire
     from app import algo
     code = os.environ["FORGE_CODE_DIR"]
     st = os.lstat(code)
+    runtime = {m: sys.modules[m].__file__ for m in sys.modules if m.startswith("starforge")}
     print("TRAINER " + json.dumps({"orig_argv": sys.orig_argv, "starforge": starforge.__file__, "code": code,
-                                   "mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid, "compute": algo.compute(1)}))
+                                   "mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid, "compute": algo.compute(1),
+                                   "runtime": runtime}))
     """
     job = builder.job(plugins=[demo_plugin()], trainer=textwrap.dedent(trainer))
     result = entry_launch(job)
@@ -91,7 +94,13 @@ def test_the_launcher_runs_in_the_entrys_own_interpreter_from_the_jobs_code_dire
     code = Path(seen["code"])
     assert code.parent == job.dir.parent / "node-tmp" and code.name.startswith("forge-code-")  # under the job's TMPDIR
     assert seen["mode"] == 0o700 and seen["uid"] == os.getuid()
-    assert seen["starforge"] == str(code / "starforge" / "__init__.py")
+    assert seen["starforge"] == str(code / CODE_ZIP / "starforge" / "__init__.pyc")
+    # Every module of StarForge the launcher imported is the entry's compiled code (zipimport
+    # names a module after its .pyc only when it loaded that code, not the source).
+    assert len(seen["runtime"]) > 25
+    for module, file in seen["runtime"].items():
+        assert file.startswith(str(code / CODE_ZIP) + os.sep) and file.endswith(".pyc"), (module, file)
+        assert module in RUNTIME_MODULES
     assert "runtime : starforge-core" in result.stderr and "from the job's runtime zip" in result.stderr
     assert not code.exists()  # the launcher that made it removed it when it ended
     assert job.plugin_lines(result) == ["plugin  : alice/demo-patch@1.0.0 loaded"]
@@ -103,7 +112,7 @@ import json, multiprocessing, os, sys
 def compiled():
     folder = os.environ["FORGE_CODE_DIR"]
     return {os.path.relpath(os.path.join(d, n), folder): os.stat(os.path.join(d, n)).st_mtime_ns
-            for d, _, names in os.walk(folder) for n in names if n.endswith(".pyc")}
+            for d, _, names in os.walk(folder) for n in names}
 
 def work(queue, import_target):
     if import_target:
@@ -111,7 +120,7 @@ def work(queue, import_target):
         value = algo.compute(1)
     else:
         value = None
-    mods = {m: getattr(sys.modules[m], "__cached__", None) for m in sys.modules if m.startswith("starforge")}
+    mods = {m: sys.modules[m].__file__ for m in sys.modules if m.startswith("starforge")}
     others = sorted(m for m in sys.modules if m.startswith(("cryptography", "packaging")))
     queue.put((value, mods, others, sys.dont_write_bytecode))
 
@@ -142,7 +151,7 @@ def test_workers_compile_nothing_the_first_process_compiled_and_import_a_pinned_
     before = seen["before"]
     plugin_code = sorted(k for k in before if k.startswith("plugin-code/"))
     assert len(plugin_code) == 2  # demo_patch and its helper, compiled by the launcher
-    assert any(k.startswith("starforge/cluster/__pycache__/job.") for k in before)
+    assert sorted(k for k in before if not k.startswith("plugin-code/")) == ["forge-code.json", CODE_ZIP]
     (v1, mods1, others1, nowrite1), after1, (v2, mods2, _, _), after2, (v3, mods3, others3, _), after3 = seen["runs"]
     assert (v1, v2, v3) == (20, 20, None) and nowrite1 is False  # the workers could have written code
     # Nothing new and nothing rewritten in the code directory after the first process: no
@@ -153,9 +162,8 @@ def test_workers_compile_nothing_the_first_process_compiled_and_import_a_pinned_
     assert sorted(m for m in mods3 if "_vendor" not in m) == WORKER_MODULES_WITHOUT_TARGET
     assert not [m for m in mods3 if "_vendor" in m]  # no target imported: requires not checked, no packaging
     assert others1 == [] and others3 == []  # neither the trainer's packaging nor cryptography
-    for module, cached in mods1.items():  # every module of StarForge came from the code directory's compiled code
-        assert cached and cached.startswith(seen["code"] + os.sep), (module, cached)
-        assert os.path.relpath(cached, seen["code"]) in before, module
+    for module, file in {**mods1, **mods3}.items():  # every module of StarForge: the entry's compiled code
+        assert file.startswith(os.path.join(seen["code"], CODE_ZIP) + os.sep) and file.endswith(".pyc"), (module, file)
 
 
 def foreign_code_dir(kind: str, job, tmp_path: Path) -> Path:
@@ -199,8 +207,20 @@ def foreign_code_dir(kind: str, job, tmp_path: Path) -> Path:
 
 
 def _plant(path: Path) -> None:
-    init = path / "starforge" / "__init__.py"
-    init.write_text(init.read_text() + "\nprint('PLANTED RUNTIME RAN')\n")
+    """A runtime that says so when it runs: in the directory's code zip (the source, its
+    compiled code dropped) and as a package folder in the directory itself."""
+    code_zip = path / CODE_ZIP
+    with zipfile.ZipFile(code_zip) as zf:
+        entries = {info.filename: zf.read(info) for info in zf.infolist()}
+    init = entries.pop("starforge/__init__.py") + b"\nprint('PLANTED RUNTIME RAN')\n"
+    entries.pop("starforge/__init__.pyc")
+    entries["starforge/__init__.py"] = init
+    code_zip.unlink()
+    with zipfile.ZipFile(code_zip, "w") as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+    (path / "starforge").mkdir()
+    (path / "starforge" / "__init__.py").write_bytes(init)
 
 
 def _ensure_other_user() -> None:
@@ -250,30 +270,59 @@ def test_a_code_directory_of_another_user_or_job_or_zip_is_never_used(builder, t
     assert f"does not use the code directory {planted} ({reason}" in result.stderr
 
 
-def test_the_code_directory_holds_sources_only_when_made(tmp_path):
-    zip_path = tmp_path / "runtime.zip"
-    runtime_zip.write_runtime_zip(str(zip_path))
+def _made_in(tmp_path: Path, zip_path: Path, **kwargs) -> Path:
     os.environ["TMPDIR"], old = str(tmp_path), os.environ.get("TMPDIR")
     try:
         import tempfile
 
         tempfile.tempdir = None
-        path = Path(make_code_dir(str(zip_path), "/jobs/j1", "j1"))
+        return Path(make_code_dir(str(zip_path), "/jobs/j1", "j1", **kwargs))
     finally:
         if old is None:
             del os.environ["TMPDIR"]
         else:
             os.environ["TMPDIR"] = old
         tempfile.tempdir = None
+
+
+def test_the_code_directory_holds_the_runtime_compiled_by_the_entry_itself(tmp_path):
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    path = _made_in(tmp_path, zip_path)
     assert path.parent == tmp_path and stat.S_IMODE(path.stat().st_mode) == 0o700
-    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
-    assert "forge-code.json" in files and "starforge/cluster/job.py" in files
-    assert not [f for f in files if f.endswith(".pyc")] and "__main__.py" not in files
+    assert sorted(p.name for p in path.iterdir()) == ["forge-code.json", CODE_ZIP]  # one file, not one per module
     key = json.loads((path / "forge-code.json").read_text())
     assert key["job_id"] == "j1" and key["job_dir"] == "/jobs/j1" and key["pid"] == os.getpid()
     import hashlib
+    import importlib.util
+    import marshal
 
     assert key["runtime_sha256"] == hashlib.sha256(zip_path.read_bytes()).hexdigest()
+    with zipfile.ZipFile(zip_path) as zf:
+        shipped = {name: zf.read(name) for name in zf.namelist() if name.startswith("starforge/")}
+    with zipfile.ZipFile(path / CODE_ZIP) as zf:
+        kept = {name: zf.read(name) for name in zf.namelist()}
+    sources = {name: data for name, data in kept.items() if not name.endswith(".pyc")}
+    assert sources == shipped  # the runtime's own sources, byte for byte; no __main__.py
+    pycs = {name for name in kept if name.endswith(".pyc")}
+    modules = {name[:-4].replace("/", ".").removesuffix(".__init__") for name in pycs}
+    assert modules == set(RUNTIME_MODULES)
+    for name in pycs:  # PEP 552 pycs of this interpreter, checked against their source's hash
+        data = kept[name]
+        source = kept[name[:-1]]
+        assert data[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(data[4:8], "little") == 0b11
+        assert data[8:16] == importlib.util.source_hash(source)
+        assert marshal.loads(data[16:]).co_filename == str(path / CODE_ZIP / name[:-1])
+
+
+def test_a_code_directory_for_another_interpreter_holds_the_sources_unpacked(tmp_path):
+    # The job's Python is not the entry's: its code is that interpreter's to compile, on import.
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    path = _made_in(tmp_path, zip_path, compiled=())
+    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    assert "forge-code.json" in files and "starforge/cluster/job.py" in files and CODE_ZIP not in files
+    assert not [f for f in files if f.endswith(".pyc")] and "__main__.py" not in files
 
 
 TAMPER_THEN_SPAWN = """
@@ -326,10 +375,24 @@ def test_the_runtime_code_is_kept_even_where_the_job_writes_no_bytecode(builder)
     assert "TRAINER writes True" in result.stdout
     seen = reported(result, "SPAWNED")
     before = seen["before"]
-    assert any(k.startswith("starforge/cluster/__pycache__/job.") for k in before)
+    assert CODE_ZIP in before
     (v1, mods1, _, nowrite1), after1 = seen["runs"][:2]
     assert v1 == 20 and nowrite1 is True
     assert after1 == before
-    for module, cached in mods1.items():  # loaded from the launcher's compiled code
-        assert os.path.relpath(cached, seen["code"]) in before, module
+    for module, file in mods1.items():  # loaded from the entry's compiled code
+        assert file.startswith(os.path.join(seen["code"], CODE_ZIP) + os.sep) and file.endswith(".pyc"), (module, file)
     assert not list((job.dir / "recipe").rglob("__pycache__"))  # the job's own files: no bytecode
+
+
+def test_the_entry_compiles_packaging_only_for_what_the_jobs_requirements_use():
+    from starforge.cluster.codedir import modules_to_compile
+
+    def vendored(*requires):
+        spec = {"plugins": [{"requires": r} for r in requires[:1]], "recipe": {"plugins": [{"requires": r} for r in requires[1:]]}}
+        return sorted(m.rsplit(".", 1)[-1] for m in modules_to_compile(spec) if "_vendor" in m)
+
+    assert vendored() == [] and vendored({}) == []  # no requires: no packaging in any process
+    assert vendored({"core": ">=0.1", "python": ">=3.10,!=3.12.0"}) == ["_vendor", "packaging", "version"]
+    both = ["_ranges", "_vendor", "packaging", "specifiers", "version"]
+    assert vendored({"core": ">=0.1"}, {"python": "~=3.11"}) == both  # a built-in's requires count too
+    assert vendored({"packages": {"torch": ">=2"}}) == both  # installed versions may carry a local part

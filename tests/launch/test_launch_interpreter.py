@@ -42,7 +42,8 @@ def venv(tmp_path: Path) -> Path:
     return bin_dir
 
 
-@pytest.mark.parametrize("source", [SOURCE, SOURCE.parent / "binding.py"], ids=["interpreter", "binding"])
+@pytest.mark.parametrize("source", [SOURCE, SOURCE.parent / "binding.py", SOURCE.parent / "node_entry.py",
+                                    SOURCE.parent / "codedir.py"], ids=["interpreter", "binding", "zip entry", "codedir"])
 def test_entry_parses_on_old_interpreters(source: Path):
     # The entry (and the binding check it imports) runs under any python3 of the node: a
     # 3.6 interpreter must get our exit 11, not a SyntaxError from f-strings, annotations

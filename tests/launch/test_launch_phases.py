@@ -250,6 +250,60 @@ def test_hyperparams_file_and_read_only_mapping(builder):
     assert "file {'demo.scale': 3, 'grpo.lr': 1e-06}" in result.stdout
 
 
+# The first plugin tries to change nested hyperparams in place (its own tweak of a shared
+# schedule); the second, and the trainer, must still read what the job was submitted with.
+MUTATING_PLUGIN = """
+def install(params):
+    tries = {
+        "append": "params['sched.milestones'].append(99)",
+        "item": "params['sched.milestones'][0] = 99",
+        "iadd": "m = params['sched.milestones']; m += [99]",
+        "nested key": "params['sched.warmup']['steps'] = 0",
+        "inner list": "params['sched.warmup']['ranges'][0].extend([7])",
+        "top key": "params['sched.milestones'] = []",
+    }
+    for what, statement in tries.items():
+        try:
+            exec(statement, {"params": params})
+            print("MUTATED", what, flush=True)
+        except TypeError as exc:
+            print("refused", what, "-", exc, flush=True)
+    mine = dict(params["sched.warmup"])  # a copy is the plugin's own to change
+    mine["steps"] = 1
+    print("copy", mine["steps"], flush=True)
+"""
+
+READING_PLUGIN = """
+import json
+
+def install(params):
+    print("second plugin sees", json.dumps(dict(params), sort_keys=True), flush=True)
+"""
+
+
+def test_a_plugin_cannot_change_nested_hyperparams_for_the_others(builder):
+    trainer = """
+    import json
+    from starforge.plugins import hyperparams
+    print("trainer sees", json.dumps(dict(hyperparams()), sort_keys=True))
+    """
+    plugins = [
+        {"name": "mutator", "files": {"mutator.py": MUTATING_PLUGIN}},
+        {"name": "reader", "files": {"reader.py": READING_PLUGIN}},
+    ]
+    hp = {"sched.milestones": [10, 20], "sched.warmup": {"steps": 5, "ranges": [[1, 2]]}}
+    job = builder.job(plugins=plugins, trainer=trainer, hyperparams=hp)
+    result = job.launch()
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert not [line for line in out if line.startswith("MUTATED")], result.stdout
+    refused = [line for line in out if line.startswith("refused ")]
+    assert len(refused) == 6 and all("hyperparams are read-only" in line for line in refused[:5]), refused
+    assert "copy 1" in out
+    unchanged = json.dumps(hp, sort_keys=True)
+    assert f"second plugin sees {unchanged}" in out and f"trainer sees {unchanged}" in out, result.stdout
+
+
 def test_status_json_is_complete_json(builder):
     job = builder.job(plugins=[demo_plugin()])
     job.launch()

@@ -155,7 +155,7 @@ def test_the_launcher_runs_from_the_zip_in_an_interpreter_with_nothing_installed
     print("compute(1) =", algo.compute(1))
     print("from zip:", ".forge-runtime/starforge-runtime.zip/" in starforge.__file__)
     print("own packaging:", importlib.util.find_spec("packaging") is not None)
-    print("vendored:", "starforge.cluster._vendor.packaging.specifiers" in sys.modules)
+    print("vendored:", "starforge.cluster._vendor.packaging.version" in sys.modules)
     """
     job = builder.job(plugins=[demo_plugin(requires={"core": ">=0.1", "python": ">=3.10"})], trainer=trainer)
     zip_path = job.dir / ZIP

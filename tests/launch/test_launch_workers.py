@@ -84,7 +84,7 @@ def test_worker_without_starforge_core_gets_the_plugins(builder, bare_python):
     import subprocess, sys
     code = ("import importlib.util, starforge, sys; from app import algo; "
             "print('bare', algo.compute(1), starforge.__file__.split('.forge-runtime')[1], "
-            "'starforge.cluster._vendor.packaging.specifiers' in sys.modules, importlib.util.find_spec('packaging'))")
+            "'starforge.cluster._vendor.packaging.version' in sys.modules, importlib.util.find_spec('packaging'))")
     subprocess.run([sys.argv[1], "-c", code], check=True)
     """
     job = builder.job(plugins=[demo_plugin(requires={"core": ">=0.1"}, targets=["app.algo"])], trainer=trainer)

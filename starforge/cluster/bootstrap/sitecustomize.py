@@ -49,7 +49,9 @@ def _forge_bootstrap():
     runtime = runtime_zip
     code_dir = _code_dir(runtime_zip)
     if code_dir:
-        runtime = code_dir  # the same sources, compiled once for the job
+        runtime = code_dir  # the same sources, compiled once for the job ...
+        if _os.path.isfile(_os.path.join(code_dir, "runtime-code.zip")):
+            runtime = _os.path.join(code_dir, "runtime-code.zip")  # ... in one zip, with their compiled code
     if runtime and _os.path.exists(runtime):
         # The job's runtime first: the starforge that staged the job wins over a
         # starforge-core installed in this environment (SPEC §11), and over any other
@@ -72,8 +74,9 @@ def _forge_bootstrap():
 def _code_dir(runtime_zip):
     """The job's code directory on this node (FORGE_CODE_DIR), when this process may use it.
 
-    The node entry unpacked the runtime zip's sources there, and the job's processes keep
-    the compiled code in its __pycache__. It is used only when it is a real directory of
+    The node entry put the runtime zip's sources there with their compiled code (one zip,
+    runtime-code.zip), or unpacked them for the job's processes to keep the compiled code
+    in its __pycache__. It is used only when it is a real directory of
     this user that nobody else can enter, and its key names this job and this very zip (by
     sha256); otherwise it is taken off sys.path and this process imports from the zip.
     """
@@ -84,7 +87,8 @@ def _code_dir(runtime_zip):
     reason = _code_dir_refusal(path, runtime_zip)
     if reason is None:
         return path
-    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != path]
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != path
+                    and not _os.path.abspath(p or _os.curdir).startswith(path + _os.sep)]
     if not _os.path.lexists(path):
         return None  # another node (a Ray worker), or the launcher has ended: nothing to say
     _sys.stderr.write("forge: process %d does not use the code directory %s (%s); the runtime zip is compiled here\n"
