@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -168,9 +169,9 @@ def test_a_re_sign_with_a_second_key_beside_the_locked_one_breaks_nothing(user, 
 def test_a_locked_signed_experiment_stages_offline_from_the_cache(user, registry, tmp_path):
     exp = signed_and_locked(user, registry, tmp_path, trusted=True)
     if registry.startswith("oci://"):
-        from conftest import free_port
-
-        gone = f"oci://127.0.0.1:{free_port()}/nothing-here"
+        with socket.socket() as unused:  # a loopback port nothing listens on
+            unused.bind(("127.0.0.1", 0))
+            gone = f"oci://127.0.0.1:{unused.getsockname()[1]}/nothing-here"
     else:
         gone = str(tmp_path / "moved-away")
         shutil.move(registry, gone + ".bak")
