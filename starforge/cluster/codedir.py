@@ -122,9 +122,8 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     path = tempfile.mkdtemp(prefix="forge-code-")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        code = io.BytesIO() if compiled else None
+        entries = []
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            out = zipfile.ZipFile(code, "w", zipfile.ZIP_STORED) if compiled else None
             for info in zf.infolist():
                 name = info.filename
                 parts = name.split("/")
@@ -132,19 +131,20 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
                     continue  # __main__.py (the node entry) stays in the zip
                 if "" in parts or "." in parts or ".." in parts or "\\" in name:
                     raise ValueError("unexpected name in the runtime zip: %r" % name)
-                source = zf.read(info)
-                if out is not None:
-                    _add_compiled(out, os.path.join(path, CODE_ZIP), name, info.date_time, source, compiled)
-                    continue
-                dest = os.path.join(path, *parts)
+                entries.append((name, info.date_time, zf.read(info)))
+        if compiled:
+            code_zip = os.path.join(path, CODE_ZIP)
+            pycs = compile_runtime([(name, source) for name, _, source in entries
+                                    if _module_name(name) in compiled], code_zip)
+            with os.fdopen(os.open(code_zip, flags, 0o600), "wb") as f:
+                f.write(_code_zip(entries, pycs))
+        else:
+            for name, _, source in entries:
+                dest = os.path.join(path, *name.split("/"))
                 if not os.path.isdir(os.path.dirname(dest)):
                     os.makedirs(os.path.dirname(dest), 0o700)
                 with os.fdopen(os.open(dest, flags, 0o600), "wb") as f:
                     f.write(source)
-            if out is not None:
-                out.close()
-                with os.fdopen(os.open(os.path.join(path, CODE_ZIP), flags, 0o600), "wb") as f:
-                    f.write(code.getvalue())
         key = {"schema": CODE_SCHEMA, "job_id": job_id, "job_dir": job_dir, "pid": os.getpid(),
                "runtime_zip": os.path.abspath(zip_path), "runtime_sha256": hashlib.sha256(data).hexdigest()}
         with os.fdopen(os.open(os.path.join(path, CODE_KEY), flags, 0o600), "w") as f:
@@ -155,32 +155,55 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     return path
 
 
-def _add_compiled(out, code_zip, name, date_time, source, modules):
-    """Add *source* as *name* to the code zip *out*, and for a module of *modules* its
-    compiled code as ``.pyc`` beside it: what ``zipimport`` loads instead of compiling."""
-    import importlib.util
-    import marshal
+def _module_name(name):
+    """``starforge.cluster.job`` for ``starforge/cluster/job.py`` (None for a file that is not a module)."""
+    if not name.endswith(".py"):
+        return None
+    module = name[:-3].replace("/", ".")
+    return module[:-len(".__init__")] if module.endswith(".__init__") else module
+
+
+def _code_zip(entries, pycs):
+    """The code zip's bytes: each ``(name, date_time, source)`` of *entries*, and beside a
+    module its compiled code from *pycs* (``{name: pyc bytes}``) as ``.pyc``."""
+    import io
     import zipfile
 
-    def add(entry, payload):
-        info = zipfile.ZipInfo(entry, date_time)
-        info.external_attr = 0o600 << 16
-        out.writestr(info, payload)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as out:
+        for name, date_time, source in entries:
+            for entry, payload in ((name, source), (name[:-3] + ".pyc", pycs.get(name))):
+                if payload is not None:
+                    info = zipfile.ZipInfo(entry, date_time)
+                    info.external_attr = 0o600 << 16
+                    out.writestr(info, payload)
+    return buf.getvalue()
 
-    add(name, source)
-    if not name.endswith(".py"):
-        return
-    module = name[:-3].replace("/", ".")
-    if module.endswith(".__init__"):
-        module = module[:-len(".__init__")]
-    if module not in modules:
-        return
-    # As zipimport compiles a source of the zip: its path inside the zip, line endings
-    # normalized. The pyc records the source's hash, unchecked by default (flags 0b01).
+
+def compile_runtime(sources, code_zip):
+    """``{name: pyc bytes}`` of *sources* (``[(name, source)]``), compiled as ``zipimport``
+    would compile them from *code_zip*.
+
+    In this process, one after the other: a forked child compiling half of them at the same
+    time was measured slower on the 2-CPU machine of docs/performance.md, in wall time as
+    well as in CPU (see "Start-up cost" there).
+    """
+    return dict((name, _pyc(name, source, code_zip)) for name, source in sources)
+
+
+def _pyc(name, source, code_zip):
+    """The pyc of the module *name* (``starforge/…/x.py``) of the code zip at *code_zip*.
+
+    Compiled as zipimport compiles a source of a zip (its path inside the zip, line endings
+    normalized); a hash-based pyc (PEP 552) recording the source's hash, unchecked by
+    default (flags 0b01): the source and its code are written together, in one file.
+    """
+    import importlib.util
+    import marshal
+
     text = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    compiled = compile(text, os.path.join(code_zip, *name.split("/")), "exec", dont_inherit=True)
-    header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source)
-    add(name[:-3] + ".pyc", header + marshal.dumps(compiled))
+    code = compile(text, os.path.join(code_zip, *name.split("/")), "exec", dont_inherit=True)
+    return importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
 def remove_own_code_dir(environ=None):
