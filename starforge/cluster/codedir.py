@@ -50,34 +50,43 @@ _VERSION_MODULES = ("starforge.cluster._vendor", "starforge.cluster._vendor.pack
 _SPECIFIER_MODULES = ("starforge.cluster._vendor.packaging._ranges", "starforge.cluster._vendor.packaging.specifiers")
 # A version specifier that packaging answers with its Version alone (requires.py): >=, <=,
 # == or != and a release, in every comma-separated clause.
-PLAIN_SPECIFIER = r"\s*(>=|<=|==|!=)\s*([0-9]+(?:\.[0-9]+)*)\s*"
+RELEASE = r"[0-9]+(?:\.[0-9]+)*"
+PLAIN_SPECIFIER = r"\s*(>=|<=|==|!=)\s*(" + RELEASE + r")\s*"
 # The job's code zip in the code directory: the runtime zip's sources, with the compiled
 # code of RUNTIME_MODULES beside them (PEP 552 hash-based pycs, written with the source).
 CODE_ZIP = "runtime-code.zip"
 
 
 def modules_to_compile(spec):
-    """The RUNTIME_MODULES the job's processes will import, as the JobSpec *spec* says: the
-    vendored packaging's version module only where a plugin declares ``requires``, its
-    specifiers only where a specifier is not plain or installed packages are checked
-    (their versions may carry a local part, which takes packaging's SpecifierSet)."""
+    """The RUNTIME_MODULES the job's processes will import, as the JobSpec *spec* says.
+
+    The vendored packaging only as far as the plugins' ``requires`` need it (requires.py):
+    none where every specifier is plain and the versions checked are bare releases (the
+    running Python's, and starforge-core's where it is a release); its version module for
+    a starforge-core of another kind (``0.2.0.dev1``); its specifiers too for a specifier
+    that is not plain, or for installed packages (their versions may carry a local part).
+    """
     entries = list(spec.get("plugins") or [])
     recipe = spec.get("recipe")
     if isinstance(recipe, dict):
         entries += list(recipe.get("plugins") or [])
+    core_release = bool(re.match(RELEASE + "$", str(spec.get("core_version") or "")))
     versions = specifiers = False
-    plain = re.compile(PLAIN_SPECIFIER)
+    plain = re.compile(PLAIN_SPECIFIER + "$")
     for entry in entries:
         requires = entry.get("requires") if isinstance(entry, dict) else None
-        if not isinstance(requires, dict) or not any(requires.values()):
+        if not isinstance(requires, dict):
             continue
-        versions = True
         for key in ("core", "python"):
             value = requires.get(key)
-            if value and (not isinstance(value, str) or not all(plain.fullmatch(c) for c in value.split(","))):
-                specifiers = True
+            if not value:
+                continue
+            if not isinstance(value, str) or not all(plain.match(c) for c in value.split(",")):
+                versions = specifiers = True
+            elif key == "core" and not core_release:
+                versions = True
         if requires.get("packages"):
-            specifiers = True
+            versions = specifiers = True
     return tuple(m for m in RUNTIME_MODULES if (m not in _VERSION_MODULES or versions)
                  and (m not in _SPECIFIER_MODULES or specifiers))
 

@@ -14,7 +14,7 @@ import operator
 import re
 import sys
 
-from .codedir import PLAIN_SPECIFIER
+from .codedir import PLAIN_SPECIFIER, RELEASE
 from .errors import LaunchFailure, RequirementError
 from .jobspec import PluginEntry
 
@@ -39,8 +39,21 @@ def packaging_version():
 # tested has no local part (``_fast_match``); anything else goes to its SpecifierSet, whose
 # module (with its range engine) costs every process that checks a ``requires`` more than
 # the rest of the check together.
-_PLAIN = re.compile(PLAIN_SPECIFIER)  # the node entry compiles the specifiers module only for others
+# Where the version tested is a bare release too (``3.11.7``, ``0.1.0``: what the running
+# interpreter and a released starforge-core are), the comparison is the one PEP 440 (and
+# packaging's Version) makes between two releases: their numbers, trailing zeros dropped;
+# then packaging is not imported at all.
+_PLAIN = re.compile(PLAIN_SPECIFIER)  # the node entry compiles packaging only for what the job needs
+_RELEASE = re.compile(RELEASE)
 _COMPARE = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne}
+
+
+def _release_key(release: str) -> tuple:
+    """How PEP 440 orders a bare release: its numbers, trailing zeros dropped (``3.10`` is ``3.10.0``)."""
+    parts = [int(p) for p in release.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 def plain_clauses(spec: str) -> list | None:
@@ -58,9 +71,13 @@ def satisfies(spec: str, have: str) -> bool:
     """Whether the version *have* satisfies the specifier *spec*, pre-releases included (they
     are facts, not choices); False when *have* is not a version. Raises packaging's
     ``InvalidSpecifier`` for an invalid *spec*. Every verdict is packaging's: a plain
-    specifier compared with its ``Version``, any other with its ``SpecifierSet``."""
-    Version, InvalidVersion = packaging_version()
+    specifier compared with its ``Version`` (or, for a bare release, as it compares two
+    releases), any other with its ``SpecifierSet``."""
     plain = plain_clauses(spec)
+    if plain is not None and _RELEASE.fullmatch(have):
+        key = _release_key(have)
+        return all(_COMPARE[op](key, _release_key(release)) for op, release in plain)
+    Version, InvalidVersion = packaging_version()
     if plain is None:
         SpecifierSet, _ = _specifiers()
         specifiers = SpecifierSet(spec)

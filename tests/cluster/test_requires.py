@@ -109,7 +109,7 @@ def test_every_verdict_is_the_one_packagings_specifierset_gives(spec):
         assert satisfies(spec, have) is expected, (spec, have)
 
 
-def test_a_plain_requirement_is_checked_without_packagings_specifiers():
+def test_a_plain_requirement_on_bare_releases_is_checked_without_importing_packaging():
     code = ("import sys; from starforge.cluster.jobspec import PluginEntry; "
             "from starforge.cluster.requires import check_requires; "
             "check_requires(PluginEntry('p', '1.0.0', 'sf1:' + '0' * 64, 'algorithm', 'eager', 'p:install', owner='a', "
@@ -118,4 +118,4 @@ def test_a_plain_requirement_is_checked_without_packagings_specifiers():
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['starforge.cluster._vendor.packaging', 'starforge.cluster._vendor.packaging.version']"
+    assert out.strip() == "[]"  # starforge-core 0.1.0 and the running Python are bare releases

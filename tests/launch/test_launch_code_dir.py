@@ -40,16 +40,15 @@ WORKER_MODULES_WITHOUT_TARGET = [
     "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
     "starforge.cluster.record", "starforge.cluster.utctime",
 ]
-# ... and, once the target is imported: the snapshot loader, the requirement check (with
-# packaging's version: the plugin's specifiers are plain, `>=X`, so no SpecifierSet) and
+# ... and, once the target is imported: the snapshot loader, the requirement check and
 # patching with its target language (the plugin's own `from starforge import patching`).
 WORKER_MODULES_WITH_TARGET = sorted(WORKER_MODULES_WITHOUT_TARGET + [
     "starforge.cluster.loader", "starforge.cluster.patch_targets", "starforge.cluster.patching",
     "starforge.cluster.requires", "starforge.patching",
 ])
-VENDORED_FOR_REQUIRES = [
-    "starforge.cluster._vendor", "starforge.cluster._vendor.packaging", "starforge.cluster._vendor.packaging.version",
-]
+# The plugin's requires are plain (`>=X`) and the versions checked bare releases (the
+# running Python's and starforge-core's): decided without importing packaging at all.
+VENDORED_FOR_REQUIRES: list = []
 
 
 def entry_launch(job, *cmd: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -388,14 +387,18 @@ def test_the_entry_compiles_packaging_only_for_what_the_jobs_requirements_use():
     from starforge.cluster.codedir import modules_to_compile
 
     def vendored(*requires):
-        spec = {"plugins": [{"requires": r} for r in requires[:1]], "recipe": {"plugins": [{"requires": r} for r in requires[1:]]}}
+        spec = {"core_version": "0.1.0", "plugins": [{"requires": r} for r in requires[:1]],
+                "recipe": {"plugins": [{"requires": r} for r in requires[1:]]}}
         return sorted(m.rsplit(".", 1)[-1] for m in modules_to_compile(spec) if "_vendor" in m)
 
     assert vendored() == [] and vendored({}) == []  # no requires: no packaging in any process
-    assert vendored({"core": ">=0.1", "python": ">=3.10,!=3.12.0"}) == ["_vendor", "packaging", "version"]
+    # plain specifiers against bare releases (the running Python, a released starforge-core): none
+    assert vendored({"core": ">=0.1", "python": ">=3.10,!=3.12.0"}) == []
     both = ["_ranges", "_vendor", "packaging", "specifiers", "version"]
     assert vendored({"core": ">=0.1"}, {"python": "~=3.11"}) == both  # a built-in's requires count too
     assert vendored({"packages": {"torch": ">=2"}}) == both  # installed versions may carry a local part
+    dev = {"core_version": "0.2.0.dev1", "plugins": [{"requires": {"core": ">=0.1"}}]}  # not a bare release
+    assert sorted(m.rsplit(".", 1)[-1] for m in modules_to_compile(dev) if "_vendor" in m) == ["_vendor", "packaging", "version"]
 
 
 def test_the_compiled_code_records_its_sources_hash(tmp_path):

@@ -87,7 +87,8 @@ def test_worker_without_starforge_core_gets_the_plugins(builder, bare_python):
             "'starforge.cluster._vendor.packaging.version' in sys.modules, importlib.util.find_spec('packaging'))")
     subprocess.run([sys.argv[1], "-c", code], check=True)
     """
-    job = builder.job(plugins=[demo_plugin(requires={"core": ">=0.1"}, targets=["app.algo"])], trainer=trainer)
+    # `~=0.1` is not a plain specifier: packaging decides it, from the zip
+    job = builder.job(plugins=[demo_plugin(requires={"core": "~=0.1"}, targets=["app.algo"])], trainer=trainer)
     result = job.launch("python", "-m", "app.train", bare_python)
     assert result.returncode == 0, result.stderr
     # requires checked with the vendored packaging; the worker's own namespace has none
