@@ -24,12 +24,17 @@ import re
 CODE_DIR_ENV = "FORGE_CODE_DIR"
 CODE_KEY = "forge-code.json"
 CODE_SCHEMA = "forge/code-dir/v1"
+# The job directory's pointer to the code directory of one node, for the job's processes
+# that do not inherit FORGE_CODE_DIR (Ray workers: their environment is fixed at submission):
+# <job dir>/.forge-runtime/code-dir@<node tag>, holding the directory's path. A process
+# checks what it points to exactly as it checks FORGE_CODE_DIR.
+POINTER_PREFIX = "code-dir@"
 
 # The runtime's modules that the launcher and the job's other processes import at start
 # (the pinned lists of tests/launch/test_launch_code_dir.py), in the order the launcher
-# imports them: the node entry compiles these into the job's code zip. Any other module of
-# the runtime (signature checks, the plan ledger, the Ray hook) is compiled from the same
-# zip's source where it is imported.
+# imports them (then the Ray setup hook a Ray worker imports): the node entry compiles these
+# into the job's code zip. Any other module of the runtime (signature checks, the plan
+# ledger) is compiled from the same zip's source where it is imported.
 RUNTIME_MODULES = (
     "starforge", "starforge.launch", "starforge.launch.__main__", "starforge.cluster", "starforge.cluster.errors",
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.atomic", "starforge.cluster.attempts",
@@ -44,6 +49,7 @@ RUNTIME_MODULES = (
     "starforge.cluster._vendor.packaging.version", "starforge.cluster._vendor.packaging._ranges",
     "starforge.cluster._vendor.packaging.specifiers", "starforge.cluster.loader", "starforge.cluster.patch_targets",
     "starforge.cluster.patching", "starforge.patching", "starforge.cluster.plugins", "starforge.plugins",
+    "starforge.cluster.ray_hook",
 )
 _VERSION_MODULES = ("starforge.cluster._vendor", "starforge.cluster._vendor.packaging",
                     "starforge.cluster._vendor.packaging.version")
@@ -215,18 +221,64 @@ def _pyc(name, source, code_zip):
     return importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
+def node_tag():
+    """This node as the job directory's pointers name it: ``<host name>+<pid namespace inode>``
+    (bootstrap/sitecustomize.py computes the same)."""
+    host = "".join(c if c.isalnum() or c in ".-" else "_" for c in os.uname()[1])[:63] or "host"
+    try:
+        host += "+%d" % os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        pass
+    return host
+
+
+def pointer_path(job_dir):
+    """Where this node's pointer to the job's code directory is: ``.forge-runtime/code-dir@<node tag>``."""
+    return os.path.join(job_dir, ".forge-runtime", POINTER_PREFIX + node_tag())
+
+
+def write_pointer(job_dir, code_dir):
+    """Point this node's processes of the job at *code_dir* (written atomically); False when it cannot be."""
+    path = pointer_path(job_dir)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(code_dir)
+        os.rename(tmp, path)
+        return True
+    except (IOError, OSError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
 def remove_own_code_dir(environ=None):
-    """Remove the code directory the node entry made for this process (same pid), if any."""
+    """Remove the code directory the node entry made for this process (same pid), if any,
+    and this node's pointer to it in the job directory."""
     environ = os.environ if environ is None else environ
     path = environ.get(CODE_DIR_ENV)
     if not path:
         return
     try:
         with open(os.path.join(path, CODE_KEY), "rb") as f:
-            mine = json.loads(f.read().decode("utf-8")).get("pid") == os.getpid()
+            key = json.loads(f.read().decode("utf-8"))
+        mine = key.get("pid") == os.getpid()
     except (IOError, OSError, ValueError, AttributeError):
         return
-    if mine:
-        import shutil
+    if not mine:
+        return
+    import shutil
 
-        shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)
+    if isinstance(key.get("job_dir"), str):
+        pointer = pointer_path(key["job_dir"])
+        try:
+            with open(pointer) as f:
+                ours = f.read() == path
+            if ours:
+                os.unlink(pointer)
+        except (IOError, OSError):
+            pass

@@ -501,7 +501,8 @@ from workload import algo
 def task():
     from workload import algo
 
-    return {"where": "task", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN")}
+    return {"where": "task", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN"),
+            "runtime": sys.modules["starforge"].__file__}
 
 
 @ray.remote
@@ -509,7 +510,8 @@ class Actor:
     def tag(self):
         from workload import algo
 
-        return {"where": "actor", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN")}
+        return {"where": "actor", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN"),
+                "runtime": sys.modules["starforge"].__file__}
 
 
 def main():

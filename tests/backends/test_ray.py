@@ -65,6 +65,10 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
     results = _results(log)
     assert [r["where"] for r in results] == ["task", "task", "actor", "driver"]
     assert all(r["tag"] == f"patched:plain:{r['pid']}" for r in results), results
+    # Ray workers (their environment fixed at submission) find the job's code directory on
+    # this node through the job directory's pointer: they run the entry's compiled code.
+    for r in results[:3]:
+        assert "/forge-code-" in r["runtime"] and r["runtime"].endswith("/runtime-code.zip/starforge/__init__.pyc"), r
 
     # The record is in the store with the Ray handle; `forge jobs` reads it from there.
     stored = JobStore().get(record.id)

@@ -413,3 +413,63 @@ def test_the_compiled_code_records_its_sources_hash(tmp_path):
     out = subprocess.run([sys.executable, "--check-hash-based-pycs", "always", "-c", probe], env=env,
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(path / CODE_ZIP / "starforge" / "cluster" / "job.pyc")
+
+
+WORKER_WITHOUT_THE_ENTRYS_ENVIRONMENT = """
+import os, subprocess, sys
+code = os.environ["FORGE_CODE_DIR"]
+pointer = [n for n in os.listdir(os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime")) if n.startswith("code-dir@")]
+print("pointer", pointer, open(os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime", pointer[0])).read() == code)
+# As a Ray worker starts: the job's variables as they were at submission, so no FORGE_CODE_DIR
+# and no code zip on PYTHONPATH.
+env = {k: v for k, v in os.environ.items() if k != "FORGE_CODE_DIR"}
+env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep) if not p.startswith(code))
+probe = "import starforge; from app import algo; print('worker', algo.compute(1), starforge.__file__)"
+child = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+print("child exit", child.returncode, "code", code)
+sys.stdout.write(child.stdout)
+sys.stderr.write(child.stderr)
+"""
+
+
+def test_a_process_without_the_entrys_environment_finds_the_code_directory_through_the_job_directory(builder):
+    job = builder.job(plugins=[demo_plugin(targets=["app.algo"])], trainer=WORKER_WITHOUT_THE_ENTRYS_ENVIRONMENT)
+    result = entry_launch(job)
+    assert result.returncode == 0, result.stderr
+    assert "pointer ['code-dir@" in result.stdout and "'] True" in result.stdout
+    assert "child exit 0" in result.stdout
+    code = result.stdout.split("child exit 0 code ")[1].split()[0]
+    assert f"worker 20 {code}/{CODE_ZIP}/starforge/__init__.pyc" in result.stdout  # the job's compiled code
+    assert "does not use the code directory" not in result.stderr
+    # The launcher removed the directory and this node's pointer to it.
+    assert not Path(code).exists()
+    assert not [p for p in (job.dir / ".forge-runtime").iterdir() if p.name.startswith("code-dir@")]
+
+
+POINTED_AT_A_PLANTED_DIR = """
+import os, subprocess, sys
+runtime = os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime")
+(pointer,) = [n for n in os.listdir(runtime) if n.startswith("code-dir@")]
+with open(os.path.join(runtime, pointer), "w") as f:
+    f.write(os.environ["PLANTED_CODE_DIR"])
+env = {k: v for k, v in os.environ.items() if k != "FORGE_CODE_DIR"}
+code = os.environ["FORGE_CODE_DIR"]
+env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep) if not p.startswith(code))
+probe = "import starforge; from app import algo; print('worker', algo.compute(1), starforge.__file__)"
+child = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+print("child exit", child.returncode)
+sys.stdout.write(child.stdout)
+sys.stderr.write(child.stderr)
+"""
+
+
+@pytest.mark.parametrize("kind, reason", [("another job", "made for another job"), ("another zip", "made from another runtime zip")])
+def test_a_pointer_to_a_code_directory_of_another_job_or_zip_is_never_used(builder, tmp_path, kind, reason):
+    job = builder.job(plugins=[demo_plugin()], trainer=POINTED_AT_A_PLANTED_DIR)
+    planted = foreign_code_dir(kind, job, tmp_path)
+    result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
+    assert result.returncode == 0, result.stderr
+    assert "child exit 0" in result.stdout
+    assert "PLANTED RUNTIME RAN" not in result.stdout + result.stderr
+    assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
+    assert f"does not use the code directory {planted} ({reason}" in result.stderr

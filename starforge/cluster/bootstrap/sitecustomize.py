@@ -80,7 +80,7 @@ def _code_dir(runtime_zip):
     this user that nobody else can enter, and its key names this job and this very zip (by
     sha256); otherwise it is taken off sys.path and this process imports from the zip.
     """
-    path = _os.environ.get("FORGE_CODE_DIR")
+    path = _os.environ.get("FORGE_CODE_DIR") or _pointed_code_dir()
     if not path:
         return None
     path = _os.path.abspath(path)
@@ -94,6 +94,23 @@ def _code_dir(runtime_zip):
     _sys.stderr.write("forge: process %d does not use the code directory %s (%s); the runtime zip is compiled here\n"
                       % (_os.getpid(), path, reason))
     return None
+
+
+def _pointed_code_dir():
+    """The code directory this node's pointer in the job directory names (for a process
+    whose environment was fixed before the node entry ran: a Ray worker), or None."""
+    host = "".join(c if c.isalnum() or c in ".-" else "_" for c in _os.uname()[1])[:63] or "host"
+    try:
+        host += "+%d" % _os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        pass
+    job_dir = _os.environ.get("FORGE_JOB_DIR") or _os.path.dirname(_os.environ["FORGE_JOBSPEC"])
+    try:
+        fd = _os.open(_os.path.join(job_dir, ".forge-runtime", "code-dir@" + host), _os.O_RDONLY | getattr(_os, "O_NOFOLLOW", 0))
+        with _os.fdopen(fd, "rb") as f:
+            return f.read(4096).decode("utf-8", "replace") or None
+    except OSError:
+        return None
 
 
 def _code_dir_refusal(path, runtime_zip):
