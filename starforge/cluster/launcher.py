@@ -305,10 +305,15 @@ def launch(
 
         stopped = run_plan(job, on_item, plan_out)
         return _fail(job_dir, stopped, job) if stopped is not None else 0
+    from .loader import hold_compiled, keep_compiled
+
+    hold_compiled()  # the plugin code compiled here, kept as one file for the job's other processes
     try:
         job.load_all(on_item)
     except LaunchFailure as failure:
         return _fail(job_dir, failure, job)
+    finally:
+        keep_compiled()
 
     try:
         prepare_runtime(job_dir, spec.hyperparams)

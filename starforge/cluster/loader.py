@@ -43,6 +43,57 @@ def _job_code_dir() -> str | None:
 
 
 _CODE_DIR = _job_code_dir()
+# The launcher compiles every eagerly installed module of the job: it holds that code in
+# memory (hold_compiled) and writes it as one file (keep_compiled), one file created on the
+# node instead of one per module; the job's other processes read it once.
+_held: dict | None = None
+_kept: dict | None = None
+
+
+def _tag() -> str:
+    return sys.implementation.cache_tag + (f".opt-{sys.flags.optimize}" if sys.flags.optimize else "")
+
+
+def hold_compiled() -> None:
+    """In the launcher: hold the plugin code compiled from now on, for :func:`keep_compiled`."""
+    global _held
+    if _CODE_DIR is not None:
+        _held = {}
+
+
+def keep_compiled() -> None:
+    """Write the code held since :func:`hold_compiled` as one file of the code directory
+    (``plugin-code/launcher.<cache tag>.bin``, atomically); code compiled later is kept one
+    file per module, as in every other process."""
+    global _held
+    held, _held = _held, None
+    if not held or _CODE_DIR is None:
+        return
+    from .atomic import write_file
+
+    try:
+        os.makedirs(os.path.join(_CODE_DIR, PLUGIN_CODE_DIR), mode=0o700, exist_ok=True)
+        write_file(os.path.join(_CODE_DIR, PLUGIN_CODE_DIR, f"launcher.{_tag()}.bin"),
+                   importlib.util.MAGIC_NUMBER + marshal.dumps(held), 0o600)
+    except OSError:
+        pass  # the job's other processes compile for themselves
+
+
+def _kept_by_launcher(name: str):
+    """The marshalled code the launcher kept under *name*, or None (the file read once per process)."""
+    global _kept
+    if _kept is None:
+        _kept = {}
+        try:
+            with open(os.path.join(str(_CODE_DIR), PLUGIN_CODE_DIR, f"launcher.{_tag()}.bin"), "rb") as f:
+                data = f.read()
+            if data.startswith(importlib.util.MAGIC_NUMBER):
+                kept = marshal.loads(data[len(importlib.util.MAGIC_NUMBER):])
+                _kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    found = _kept.get(name)
+    return found if isinstance(found, bytes) else None
 
 
 def compile_verified(source: bytes, filename: str):
@@ -55,11 +106,13 @@ def compile_verified(source: bytes, filename: str):
     """
     cache = None
     if _CODE_DIR is not None:
-        opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
         name = (f"{hashlib.sha256(source).hexdigest()}-{hashlib.sha256(filename.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
-                f".{sys.implementation.cache_tag}{opt}.pyc")
+                f".{_tag()}.pyc")
         cache = os.path.join(_CODE_DIR, PLUGIN_CODE_DIR, name)
+        kept = _kept_by_launcher(name)
         try:
+            if kept is not None:
+                return marshal.loads(kept)
             with open(cache, "rb") as f:
                 data = f.read()
             if data.startswith(importlib.util.MAGIC_NUMBER):
@@ -67,7 +120,9 @@ def compile_verified(source: bytes, filename: str):
         except (OSError, ValueError, EOFError, TypeError):
             pass
     code = compile(source, filename, "exec", dont_inherit=True)
-    if cache is not None:
+    if cache is not None and _held is not None:
+        _held[name] = marshal.dumps(code)
+    elif cache is not None:
         from .atomic import write_file
 
         try:
