@@ -160,7 +160,8 @@ def breakdown():
     """-X importtime of one worker of each kind, as one JSON line of raw reports."""
     import subprocess
     code_dir = dict(os.environ)
-    zip_only = {k: v for k, v in os.environ.items() if k != "FORGE_CODE_DIR"}
+    # a code directory not on this node: passed over (the job directory's pointer is not read)
+    zip_only = dict(os.environ, FORGE_CODE_DIR=os.path.join(os.environ["FORGE_JOB_DIR"], "no-code-dir-here"))
     bare = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     boot = os.path.join(os.environ["FORGE_JOB_DIR"], ".forge-runtime")
     bare["PYTHONPATH"] = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)

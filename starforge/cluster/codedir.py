@@ -120,7 +120,7 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     module. Without *compiled* (the launcher runs
     under another interpreter), the sources are unpacked into the directory instead, and the
     interpreter keeps each module's code in ``__pycache__`` the first time a process of the
-    job imports it. The directory is made by ``tempfile.mkdtemp`` under the job's ``TMPDIR``
+    job imports it. The directory is made as ``tempfile.mkdtemp`` makes one (:func:`_make_private_dir`) under the job's ``TMPDIR``
     (an unpredictable name, mode 0700, this user's) and keyed by the zip's sha256, the job's
     id and directory, and this process's pid in ``forge-code.json``; a process of the job
     uses it only when all of that holds for it (``bootstrap/sitecustomize.py``), and the
@@ -129,12 +129,11 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     import hashlib
     import io
     import shutil
-    import tempfile
     import zipfile
 
     with open(zip_path, "rb") as f:
         data = f.read()
-    path = tempfile.mkdtemp(prefix="forge-code-")
+    path = _make_private_dir("forge-code-")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         entries = []
@@ -168,6 +167,30 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
         shutil.rmtree(path, ignore_errors=True)
         raise
     return path
+
+
+def _make_private_dir(prefix):
+    """A new directory ``<prefix><8 random characters>`` (mode 0700) in the first of
+    ``$TMPDIR``, ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``, ``/usr/tmp`` where one can be
+    made, as ``tempfile.mkdtemp`` does: its name unpredictable (``os.urandom``), made with
+    ``mkdir``, which fails rather than reuse anything there. Without importing ``tempfile``
+    (and ``random``), nor writing and removing a probe file first, as ``tempfile`` does."""
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789_"
+    folders = [os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP")] + ["/tmp", "/var/tmp", "/usr/tmp"]
+    error = None
+    for folder in [f for f in folders if f]:
+        for _ in range(100):
+            name = prefix + "".join(letters[b % len(letters)] for b in bytearray(os.urandom(8)))
+            path = os.path.join(os.path.abspath(folder), name)
+            try:
+                os.mkdir(path, 0o700)
+                return path
+            except FileExistsError:
+                continue
+            except OSError as exc:  # not there, not ours to write: the next one
+                error = exc
+                break
+    raise error or OSError("no directory to make the job's code directory in")
 
 
 def _module_name(name):
