@@ -75,6 +75,12 @@ class Backend(abc.ABC):
         refuse_unknown_settings(cls.name, settings, cls.settings_keys)
         return dict(settings)
 
+    @classmethod
+    def cpu_only_settings(cls, settings: Mapping[str, Any]) -> dict:
+        """*settings* for a short CPU-only job (``forge plan --backend``'s load phase): no GPU
+        request, one node, the entrypoint once. The default has nothing to drop."""
+        return dict(settings)
+
     def _save_new_record(self, job_dir: Path, spec, created: str | None = None, **fields: Any) -> JobRecord:
         """Save and return the first record of the job staged in *job_dir*: ``pending``, created
         at *created* (default: now), with the other :class:`JobRecord` *fields* given."""

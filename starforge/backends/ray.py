@@ -248,6 +248,14 @@ class RayBackend(Backend):
     name = "ray"
     settings_keys = SETTINGS  # forge.yaml's ray: mapping; unknown keys are refused (the default check)
 
+    @classmethod
+    def cpu_only_settings(cls, settings: Mapping[str, Any]) -> dict:
+        """No ``entrypoint_num_gpus``, no GPU-named ``entrypoint_resources``."""
+        out = {k: v for k, v in settings.items() if k != "entrypoint_num_gpus"}
+        if isinstance(out.get("entrypoint_resources"), dict):
+            out["entrypoint_resources"] = {k: v for k, v in out["entrypoint_resources"].items() if "gpu" not in k.lower()}
+        return out
+
     def _client(self, address: str) -> RayJobsClient:
         return RayJobsClient(address, auth_token())
 

@@ -332,6 +332,18 @@ class SlurmBackend(Backend):
     settings_keys = SETTINGS  # forge.yaml's slurm: mapping, checked by check_settings
 
     @classmethod
+    def cpu_only_settings(cls, settings: Mapping[str, Any]) -> dict:
+        """No ``gpus_per_node`` and no GPU options in ``sbatch_args``; one node, launched once."""
+        out = {k: v for k, v in settings.items() if k != "gpus_per_node"}
+        if "nodes" in out:
+            out["nodes"] = 1
+        if "launch" in out:
+            out["launch"] = "once"
+        if isinstance(out.get("sbatch_args"), list):
+            out["sbatch_args"] = [a for a in out["sbatch_args"] if not str(a).startswith(("--gres", "--gpus", "-G"))]
+        return out
+
+    @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> dict:
         """The ``slurm:`` mapping with unknown keys and bad values refused, ``launch`` defaulted."""
         out = super().check_settings(settings)

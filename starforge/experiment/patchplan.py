@@ -285,23 +285,6 @@ def plan_experiment(
     )
 
 
-GPU_SETTINGS = ("gpus_per_node", "entrypoint_num_gpus")
-
-
-def cpu_only(settings: dict) -> dict:
-    """*settings* for a short CPU-only job: no GPU request, one node, the entrypoint once."""
-    out = {k: v for k, v in settings.items() if k not in GPU_SETTINGS}
-    if "nodes" in out:
-        out["nodes"] = 1
-    if "launch" in out:
-        out["launch"] = "once"
-    if isinstance(out.get("sbatch_args"), list):
-        out["sbatch_args"] = [a for a in out["sbatch_args"] if not str(a).startswith(("--gres", "--gpus", "-G"))]
-    if isinstance(out.get("entrypoint_resources"), dict):
-        out["entrypoint_resources"] = {k: v for k, v in out["entrypoint_resources"].items() if "gpu" not in k.lower()}
-    return out
-
-
 def plan_on_backend(
     directory: str | os.PathLike = ".",
     sets=(),
@@ -320,7 +303,7 @@ def plan_on_backend(
     """
     import dataclasses
 
-    from ..backends.base import get_backend, wait
+    from ..backends.base import backend_class, get_backend, wait
     from ..backends.store import JobStore
     from ..cluster.ledger import extract
     from .lock import open_experiment_registry
@@ -329,7 +312,7 @@ def plan_on_backend(
     t0 = time.perf_counter()
     plan = load_plan(directory, sets, backend=backend)
     exp = plan.experiment
-    settings = cpu_only(exp.backend_settings(backend))
+    settings = backend_class(backend).cpu_only_settings(exp.backend_settings(backend))
     spec = plan.spec
     values = {f: getattr(spec, f) for f in spec._fields}
     values.update(plan=True, extra={backend: settings} if settings else {})

@@ -254,12 +254,24 @@ def test_backend_local_runs_the_load_phase_as_a_job_and_leaves_no_record(toy):
     assert [c["kind"] for c in doc["conflicts"]] == ["hidden", "hidden"]
 
 
-def test_cpu_only_settings():
-    from starforge.experiment.patchplan import cpu_only
+def test_plan_on_a_backend_refuses_a_setting_submit_refuses(toy):
+    """Each backend drops only its own GPU requests: another backend's GPU key is refused as at submit."""
+    toy.use("starforge/opsd-patch@~=1.2", extra="ray:\n  gpus_per_node: 8\n")
+    plan = toy.plan("--backend", "ray", ok=3)
+    submit = toy.forge("submit", str(toy.exp), "--backend", "ray", ok=3)
+    assert "'ray.gpus_per_node'" in plan.stderr.splitlines()[0]
+    assert plan.stderr.splitlines()[0] == submit.stderr.splitlines()[0]
+    assert not (toy.exp / ".forge").exists()
 
-    assert cpu_only({"nodes": 4, "gpus_per_node": 8, "launch": "per-node", "sbatch_args": ["--gres=gpu:8", "-p", "batch"],
-                     "partition": "x"}) == {"nodes": 1, "launch": "once", "sbatch_args": ["-p", "batch"], "partition": "x"}
-    assert cpu_only({"entrypoint_num_gpus": 1, "entrypoint_resources": {"GPU": 1, "mem": 2}}) == {"entrypoint_resources": {"mem": 2}}
+
+def test_cpu_only_settings():
+    from starforge.backends.base import backend_class
+
+    slurm, ray, local = (backend_class(name).cpu_only_settings for name in ("slurm", "ray", "local"))
+    assert slurm({"nodes": 4, "gpus_per_node": 8, "launch": "per-node", "sbatch_args": ["--gres=gpu:8", "-p", "batch"],
+                  "partition": "x"}) == {"nodes": 1, "launch": "once", "sbatch_args": ["-p", "batch"], "partition": "x"}
+    assert ray({"entrypoint_num_gpus": 1, "entrypoint_resources": {"GPU": 1, "mem": 2}}) == {"entrypoint_resources": {"mem": 2}}
+    assert local({}) == {}
 
 
 def test_deferred_plugins_are_registered_and_environment_plugins_skipped(toy):
