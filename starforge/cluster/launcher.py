@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import hyperparams_and_deferred as deferred
+from . import hyperparams_and_deferred
 from .atomic import write_file
 from .attempts import attempt_number, next_attempt
 from .binding import SPEC_ARG, SPEC_ENV, is_sha256
@@ -270,7 +270,7 @@ def launch(
     job.mode = "launch"
     job.attempt = attempt_number(os.environ)
     if job.disabled:  # FORGE_DISABLE opts workers out, never the launcher
-        job.disabled = deferred.registry.disabled = False
+        job.disabled = hyperparams_and_deferred.registry.disabled = False
         for item in job.items:
             if item.status == "disabled":
                 item.status = "planned"
@@ -320,7 +320,7 @@ def launch(
     except OSError as exc:
         return _fail(job_dir, LaunchFailure(SpecError, None, f"cannot write the job runtime in {job_dir}: {exc}"), job)
     os.environ.update(job_environment(job_dir, spec_path, spec.id, os.environ))
-    deferred.registry.booted = True
+    hyperparams_and_deferred.registry.booted = True
     job.write_provenance()
 
     argv = list(cmd) if cmd else list(spec.entrypoint)
