@@ -460,7 +460,8 @@ def main() -> int:
     args = ap.parse_args()
     only = set(args.only.split(","))
     print("command: python bench/startup_bench.py " + " ".join(sys.argv[1:]))
-    print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} CPUs, commit {commit()}, "
+    python = os.path.relpath(sys.executable) if sys.executable.startswith(os.getcwd() + os.sep) else sys.executable
+    print(f"python {sys.version.split()[0]} ({python}), {os.cpu_count()} CPUs, commit {commit()}, "
           f"load average at start {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print(textwrap.fill("Each pair runs interleaved; 'paired' figures are the median (and quartiles) of the "
                         "differences between neighbouring runs. Wall time includes waiting for a CPU on a busy "
