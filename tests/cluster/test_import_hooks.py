@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import sys
 import threading
-import uuid
 
 import pytest
 
@@ -22,21 +21,13 @@ def waiting(name: str, *targets: str) -> Item:
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch):
+def app(make_package):
     """A fresh package ``app_<id>`` with modules ``algo``, ``other`` and ``broken`` (raises)."""
-    name = "app_" + uuid.uuid4().hex[:8]
-    pkg = tmp_path / name
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "algo.py").write_text("RAN = True\nVALUE = 41 + 1\n")
-    (pkg / "other.py").write_text("VALUE = 'other'\n")
-    (pkg / "broken.py").write_text("raise RuntimeError('broken target')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    meta_path = list(sys.meta_path)
-    yield name
-    sys.meta_path[:] = meta_path
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[mod]
+    return make_package("app_", {
+        "algo": "RAN = True\nVALUE = 41 + 1\n",
+        "other": "VALUE = 'other'\n",
+        "broken": "raise RuntimeError('broken target')\n",
+    })
 
 
 def install(watcher: TargetWatcher) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 
 import pytest
 
@@ -15,19 +14,13 @@ from starforge.cluster.load_order import Item
 
 
 @pytest.fixture
-def modules(tmp_path, monkeypatch):
+def modules(make_package):
     """A fresh package with a module that imports, one that raises and one that exits."""
-    name = "tgt_" + uuid.uuid4().hex[:8]
-    pkg = tmp_path / name
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "good.py").write_text("X = 1\n")
-    (pkg / "bad.py").write_text("raise RuntimeError('target broke')\n")
-    (pkg / "quits.py").write_text("raise SystemExit(3)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[mod]
+    return make_package("tgt_", {
+        "good": "X = 1\n",
+        "bad": "raise RuntimeError('target broke')\n",
+        "quits": "raise SystemExit(3)\n",
+    })
 
 
 def entry(name: str, targets=()) -> PluginEntry:
