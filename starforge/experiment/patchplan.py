@@ -235,8 +235,9 @@ def plan_experiment(
     backend: str | None = None,
 ) -> PlanOutcome:
     """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
+    from ..backends.staged import remove_tree
     from .lock import open_experiment_registry
-    from .stage import load_plan, remove_tree, stage_job
+    from .stage import load_plan, stage_job
 
     t0 = time.perf_counter()
     plan = load_plan(directory, sets, backend=backend)
@@ -245,16 +246,16 @@ def plan_experiment(
     tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     try:
         job_dir = tmp / plan.spec.id
-        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        staged = stage_job(plan, job_dir, reg, require_signatures=require_signatures)
         local_python(plan.spec, job_dir)
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
-        from ..backends.binding import binding_for, check_runtime
+        from ..backends.binding import check_runtime
         from ..cluster.errors import VerificationError
 
         # bound like a real launch (SPEC §9 "Binding"): the runtime zip checked here, outside
         # it, before it runs; the JobSpec's sha256 handed to the node entry and the launcher
-        bound = binding_for(job_dir)
+        bound = staged.binding
         refused = check_runtime(job_dir, bound.runtime_sha256)
         if refused:
             raise VerificationError(f"forge plan: {refused}", hint="stage the job again (forge plan does so on every run)")
@@ -304,19 +305,17 @@ def plan_on_backend(
     import dataclasses
 
     from ..backends.base import backend_class, get_backend, wait
+    from ..backends.staged import remove_tree
     from ..backends.store import JobStore
     from ..cluster.ledger import extract
     from .lock import open_experiment_registry
-    from .stage import load_plan, remove_tree, stage_job
+    from .stage import load_plan, stage_job
 
     t0 = time.perf_counter()
     plan = load_plan(directory, sets, backend=backend)
     exp = plan.experiment
     settings = backend_class(backend).cpu_only_settings(exp.backend_settings(backend))
-    spec = plan.spec
-    values = {f: getattr(spec, f) for f in spec._fields}
-    values.update(plan=True, extra={backend: settings} if settings else {})
-    spec = type(spec)(**values)
+    spec = plan.spec.replace(plan=True, extra={backend: settings} if settings else {})
     plan = dataclasses.replace(plan, spec=spec)
     reg = open_experiment_registry(exp, registry, insecure=insecure)
     scratch = Path(tempfile.mkdtemp(prefix="forge-plan-"))
@@ -325,8 +324,8 @@ def plan_on_backend(
     made = [p for p in (job_dir.parent, job_dir.parent.parent) if not p.exists()]  # .forge/jobs, when new
     chunks: list = []
     try:
-        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
-        record = runner.submit(job_dir, spec, detach=True)
+        staged = stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        record = runner.submit(staged, detach=True)
         record = wait(runner, record, chunks.append)
         output = "".join(chunks)
         ledger = extract(output)
