@@ -19,8 +19,8 @@ from .stage import JobPlan, load_plan, stage_job
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..backends.staged import StagedJob
     from ..backends.jobrecord import JobRecord
+    from ..backends.staged import StagedJob
 
 
 @dataclass(frozen=True)
