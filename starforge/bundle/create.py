@@ -157,10 +157,10 @@ def _plugin_descriptor(art: PluginArtifact, served) -> dict:
 
 def _locked_version(reg, lock, entry, fetch):
     """``(PublishedVersion, cached archive, envelope or None)`` of one lock entry, checked against the lock."""
-    from ..experiment.lock import _get_locked, moved_tag_error
+    from ..experiment.lock import get_locked, moved_tag_error
     from ..registry.cache import cached_path
 
-    served = _get_locked(reg, entry, lock.registry)
+    served = get_locked(reg, entry, lock.registry)
     if served.tree_digest != entry.tree_digest:
         raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
     if (served.manifest or {}).get("kind") == "data-prep":

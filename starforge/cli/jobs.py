@@ -7,6 +7,7 @@ import json
 
 import click
 
+from .choices import BackendChoice
 from .output import JobOutput, note, plural
 
 
@@ -324,7 +325,7 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
 
 @click.command("replay")
 @click.argument("job_id", metavar="ID")
-@click.option("--backend", type=click.Choice(("local", "ray", "slurm")), help="Where to run the replay (default: where ID ran).")
+@click.option("--backend", type=BackendChoice(), help="Where to run the replay (default: where ID ran).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
 @click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")

@@ -23,7 +23,7 @@ from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .codedir import remove_own_code_dir
 from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
-from .interpreter import _spec_path, confirm_python, linked_job_path
+from .interpreter import confirm_python, linked_job_path, spec_argument
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     unsupported = confirm_python()
     if unsupported:
         say(f"error: {unsupported}")
-        spec_arg = _spec_path(argv)
+        spec_arg = spec_argument(argv)
         if spec_arg and os.path.isdir(os.path.dirname(os.path.abspath(spec_arg))):
             write_status(os.path.dirname(os.path.abspath(spec_arg)), "requires", RequirementError.exit_code, None, unsupported)
         return RequirementError.exit_code

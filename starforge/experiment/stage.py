@@ -183,7 +183,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
                 out[entry.ref] = VERIFIED
                 continue
         try:
-            served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
+            served = served_version(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
         except RegistryError:  # not a moved tag (LockError): the registry cannot answer
             envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
             if envelope is None:
@@ -225,7 +225,7 @@ def carried_signatures(lock: LockFile, registry) -> dict:
             envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
         if envelope is None and entry.signed:
             try:
-                envelope = registry.signature(_served(entry, registry, lock.registry))
+                envelope = registry.signature(served_version(entry, registry, lock.registry))
             except (RegistryError, LockError):
                 envelope = None
         if envelope is not None:
@@ -256,10 +256,10 @@ def _served_for_signature(entry, registry, locked_from: str | None):
 
     if registry is None:
         raise RegistryError("no registry was given")
-    return registry, _served(entry, registry, locked_from, SIGNATURE_UNCHECKED)
+    return registry, served_version(entry, registry, locked_from, SIGNATURE_UNCHECKED)
 
 
-def _served(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
+def served_version(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
     """The registry's record of the locked version, which must carry the locked tree digest."""
     from ..errors import NotFoundError
     from .lock import moved_tag_error, registry_hint
@@ -291,7 +291,7 @@ def materialize_locked(entry, target: Path, registry, locked_from: str | None = 
     if materialize_cached(entry.owner, entry.name, entry.version, entry.tree_digest, target,
                           artifact_digest=entry.artifact_digest, files=entry.plugin.files) is not None:
         return target
-    return materialize(registry, _served(entry, registry, locked_from), target)
+    return materialize(registry, served_version(entry, registry, locked_from), target)
 
 
 def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
