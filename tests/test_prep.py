@@ -320,3 +320,70 @@ def test_memory_does_not_grow_with_the_input(laptop):
     # 300,000 records are about 36 MB of JSONL and over 300 MB as Python dicts; streamed,
     # the child's peak stays where 20,000 records put it (buffers of about 1 MB)
     assert large - small < 16 * 1024, (small, large)
+
+
+# -- what forge reads itself; what the plugin leaves behind ---------------------------------
+
+EXTRA_LINE = """
+import os, sys
+
+def install(params):
+    # the output's descriptor is the child's second argument: a line of the plugin's own
+    os.write(int(sys.argv[2]), b'{"planted": true}\\n')
+    return lambda record: record
+"""
+
+
+def test_provenance_counts_and_hashes_the_file_forge_renames_into_place(laptop):
+    laptop.plugin("extra-prep", EXTRA_LINE)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}, "", {"a": 2}])
+    out = laptop.root / "out.jsonl"
+    laptop.forge("prep", "extra-prep", "-i", raw, "-o", out)
+    assert out.read_text().splitlines() == ['{"planted": true}', '{"a": 1}', '{"a": 2}']
+    prov = json.loads(Path(f"{out}.provenance.json").read_text())
+    assert prov["output"] == {"path": str(out), "sha256": sha256(out), "records": 3, "bytes": out.stat().st_size}
+    assert prov["input"] == {"path": str(raw), "sha256": sha256(raw), "records": 2, "bytes": raw.stat().st_size}
+    assert prov["dropped"] == -1  # one record more out than in: what was written, not what the plugin says
+
+
+LINGERING = """
+import os, sys, time
+
+def install(params):
+    pid = os.fork()
+    if pid == 0:  # a grandchild of forge that holds every descriptor the child had
+        time.sleep(120)
+        os._exit(0)
+    with open(os.environ["PID_FILE"], "w") as f:
+        f.write(str(pid))
+    return lambda record: record
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(laptop):
+    import time
+
+    laptop.plugin("lingering-prep", LINGERING)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
+    pid_file = laptop.root / "grandchild.pid"
+    started = time.monotonic()
+    try:
+        laptop.forge("prep", "lingering-prep", "-i", raw, "-o", laptop.root / "out.jsonl", env={"PID_FILE": str(pid_file)})
+        took = time.monotonic() - started
+        grandchild = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(grandchild)  # ended with the plugin's process group
+        assert took < 60, took  # not the grandchild's 120 s
+    finally:
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), 9)

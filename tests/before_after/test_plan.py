@@ -292,3 +292,38 @@ def test_deferred_plugins_are_registered_and_environment_plugins_skipped(toy):
         ("starforge/opsd-patch@1.2.0", "loaded"), ("starforge/late@1.0.0", "registered"),
         ("starforge/yes-reward@1.0.0", "skipped"), ("recipe:reward-clip@0.1.0", "loaded"),
     ]
+
+
+def test_a_process_a_plugin_leaves_behind_neither_delays_plan_nor_outlives_it(toy):
+    import time
+
+    pid_file = toy.tmp / "grandchild.pid"
+    toy.plugin("lingering", "import os, time\n\n\ndef install(params):\n"
+                            "    pid = os.fork()\n"
+                            "    if pid == 0:  # holds the load phase's output pipe\n"
+                            "        time.sleep(120)\n"
+                            "        os._exit(0)\n"
+                            f"    open({str(pid_file)!r}, 'w').write(str(pid))\n"
+                            "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
+    toy.use("starforge/lingering@1.0.0")
+    started = time.monotonic()
+    try:
+        toy.plan(ok=0)
+        took = time.monotonic() - started
+        grandchild = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(grandchild)  # ended with the load phase's process group
+        assert took < 60, took  # not the grandchild's 120 s
+    finally:
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), 9)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
