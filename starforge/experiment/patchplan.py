@@ -249,8 +249,8 @@ def plan_experiment(
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
         from ..backends.binding import binding_for, check_runtime
-        from ..process_group import run_in_group
         from ..cluster.errors import VerificationError
+        from ..process_group import run_in_group
 
         # bound like a real launch (SPEC §9 "Binding"): the runtime zip checked here, outside
         # it, before it runs; the JobSpec's sha256 handed to the node entry and the launcher
