@@ -201,7 +201,7 @@ def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDir
     nothing of StarForge installed runs it too.
     """
     from .cluster.runtime_zip import build_runtime_zip, zip_sources
-    from .credentials import without_credentials
+    from .credentials import shield_credentials, without_credentials
 
     interpreter = python or sys.executable
     if python is not None:
@@ -217,6 +217,7 @@ def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDir
     zip_path = os.path.join(tmp.name, "starforge-prep.zip")
     with open(zip_path, "wb") as f:
         f.write(build_runtime_zip(sources))
+    shield_credentials()  # nor from this process, which the child could read through /proc
     env = without_credentials()
     for key in [k for k in env if k.startswith("FORGE_") and k not in ("FORGE_HOME", "FORGE_VERBOSITY")]:
         env.pop(key)  # no job variables: the child is not part of a job

@@ -34,7 +34,7 @@ from typing import Iterator
 
 from ..cluster.atomic import process_alive
 from ..cluster.utctime import utc_now
-from ..credentials import without_credentials
+from ..credentials import shield_credentials, without_credentials
 from ..errors import BackendError
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry
 from .binding import binding_for, check_runtime
@@ -62,6 +62,7 @@ class LocalBackend(Backend):
             created=spec.created,
             experiment=str(job_dir.parent.parent.parent) if job_dir.parent.name == "jobs" else "",
         )
+        shield_credentials()  # the job's plugin code runs on this machine, below this process
         try:
             with _open_log(job_dir) as log:
                 bound = binding_for(job_dir)

@@ -198,8 +198,9 @@ def launch_error(code: int, output: str, where: str) -> ForgeError:
 def child_environment() -> dict:
     """This environment for the load phase: no credential variables (SPEC §9), and nothing
     that would tell the node entry which Python to use (it works that out from the JobSpec)."""
-    from ..credentials import without_credentials
+    from ..credentials import shield_credentials, without_credentials
 
+    shield_credentials()  # plugin code must not read them from this process's /proc either
     env = without_credentials()
     for name in ("FORGE_PYTHON", "FORGE_PYTHON_FROM", "FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_LAUNCH_FROM_ZIP"):
         env.pop(name, None)

@@ -327,3 +327,28 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_plugin_code_cannot_read_the_credentials_from_forges_proc_environ(toy):
+    # The load phase's parent is the forge process, which read the credentials: what its
+    # /proc/<pid>/environ shows (and every other ancestor's) holds none of them.
+    report = toy.tmp / "ancestors.json"
+    toy.plugin("proc-snoop", "import json, os\n\n\ndef install(params):\n"
+                             "    seen, pid = {}, os.getppid()\n"
+                             "    while pid > 1:\n"
+                             "        with open(f'/proc/{pid}/environ', 'rb') as f:\n"
+                             "            seen[pid] = f.read().decode('utf-8', 'replace').split('\\0')\n"
+                             "        with open(f'/proc/{pid}/stat') as f:\n"
+                             "            pid = int(f.read().rsplit(')', 1)[1].split()[1])\n"
+                             f"    open({str(report)!r}, 'w').write(json.dumps(seen))\n"
+                             "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
+    toy.use("starforge/proc-snoop@1.0.0")
+    toy.env.update(FORGE_REGISTRY_PASSWORD="push-S3cr3t", FORGE_REGISTRY_USER="ci-pusher", FORGE_KEY_PASSPHRASE="sign-S3cr3t",
+                   FORGE_RAY_TOKEN="ray-T0ken", HF_TOKEN="hf-token-456")
+    toy.plan(ok=0)
+    seen = json.loads(report.read_text())
+    forge = next(iter(seen.values()))  # the load phase's parent
+    assert "HF_TOKEN=hf-token-456" in forge  # the read worked: the user's own variables are there
+    leaked = [e for environ in seen.values() for e in environ
+              if any(s in e for s in ("push-S3cr3t", "ci-pusher", "sign-S3cr3t", "ray-T0ken"))]
+    assert leaked == []
