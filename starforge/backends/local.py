@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..cluster.atomic import process_alive
 from ..cluster.utctime import utc_now
-from ..credentials import without_credentials
+from ..credentials import shield_credentials, without_credentials
 from ..errors import BackendError
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry
 from .binding import check_runtime
@@ -62,6 +62,7 @@ class LocalBackend(Backend):
         if not (job_dir / "jobspec.json").is_file():
             raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
         record = self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created)
+        shield_credentials()  # the job's plugin code runs on this machine, below this process
         try:
             with _open_log(job_dir) as log:
                 bound = staged.binding

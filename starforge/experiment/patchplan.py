@@ -30,7 +30,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -199,8 +198,9 @@ def launch_error(code: int, output: str, where: str) -> ForgeError:
 def child_environment() -> dict:
     """This environment for the load phase: no credential variables (SPEC §9), and nothing
     that would tell the node entry which Python to use (it works that out from the JobSpec)."""
-    from ..credentials import without_credentials
+    from ..credentials import shield_credentials, without_credentials
 
+    shield_credentials()  # plugin code must not read them from this process's /proc either
     env = without_credentials()
     for name in ("FORGE_PYTHON", "FORGE_PYTHON_FROM", "FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_LAUNCH_FROM_ZIP"):
         env.pop(name, None)
@@ -252,6 +252,7 @@ def plan_experiment(
         from ..backends.base import node_entry
         from ..backends.binding import check_runtime
         from ..cluster.errors import VerificationError
+        from ..process_group import run_in_group
 
         # bound like a real launch (SPEC §9 "Binding"): the runtime zip checked here, outside
         # it, before it runs; the JobSpec's sha256 handed to the node entry and the launcher
@@ -266,17 +267,13 @@ def plan_experiment(
         os.mkdir(tmp / "tmp", 0o700)
         env.update(TMPDIR=str(tmp / "tmp"), TEMP=str(tmp / "tmp"), TMP=str(tmp / "tmp"))
 
-        proc = subprocess.run(
-            node_entry(sys.executable, str(job_dir), bound.spec_sha256) + ["--plan", str(ledger_path)],
-            cwd=job_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        output = proc.stdout.decode("utf-8", "replace")
-        if proc.returncode != 0 or not ledger_path.is_file():
-            raise launch_error(proc.returncode or 1, output, "on this machine")
+        # plugin code runs in there: in a process group of its own, ended with the load
+        # phase, so that nothing it starts outlives forge plan or keeps it waiting
+        code, out = run_in_group(node_entry(sys.executable, str(job_dir), bound.spec_sha256) + ["--plan", str(ledger_path)],
+                                 cwd=job_dir, env=env)
+        output = out.decode("utf-8", "replace")
+        if code != 0 or not ledger_path.is_file():
+            raise launch_error(code or 1, output, "on this machine")
         ledger = json.loads(ledger_path.read_text(encoding="utf-8"))
     finally:
         remove_tree(tmp)
