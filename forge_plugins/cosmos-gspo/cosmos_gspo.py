@@ -17,9 +17,9 @@ At ``Config.from_dict`` (every Cosmos-RL process, the controller included), for 
 - filled in when the config leaves them out, and reported on stderr: ``variant = "gspo"``
   and the paper's recipe from the plugin's params (``loss_type = "seq-mean-token-mean"``,
   ``epsilon_low = 3e-4``, ``epsilon_high = 4e-4``); values the config sets are kept;
-- refused (knobs the GSPO loss never reads): another ``variant``, ``lower_bound_ratio``
-  (Cosmos-RL's dual clip, which its gspo branch skips), ``aipo_rho`` (replaces the clipped
-  surrogate), ``distillation.enable`` (per-token teacher advantages);
+- refused (knobs the GSPO loss never reads): another ``variant``, a ``lower_bound_ratio``
+  other than Cosmos-RL's default (its dual clip, which the gspo branch skips), ``aipo_rho``
+  (replaces the clipped surrogate), ``distillation.enable`` (per-token teacher advantages);
 - warned (honoured but inert): an on-policy ratio (``mu_iterations = 1`` and one optimizer
   step per batch: the ratio is 1 and the clip never acts), bf16 log-probs
   (``train.logprob_dtype = "bfloat16"``), a token-scale clip range (0.01 or more).
@@ -64,13 +64,16 @@ def settle(data, recipe):
     if variant is not None and variant != "gspo":
         raise ValueError(f"{PLUGIN}: train.train_policy.variant={variant!r}: GSPO is Cosmos-RL's 'gspo' variant of "
                          "the clipped surrogate; leave variant out or set it to 'gspo'")
+    from cosmos_rl.policy.config import GrpoConfig
+
     refused = (
         ("lower_bound_ratio", "is Cosmos-RL's dual clip, which GSPO does not have (its gspo loss never reads it; "
                               "the sequence log-ratio is capped at 10 instead)"),
         ("aipo_rho", "replaces the clipped surrogate whose ratio GSPO changes"),
     )
     for key, why in refused:
-        if policy.get(key) is not None:
+        # Cosmos-RL's default passes: the controller hands its workers the whole config, defaults included
+        if policy.get(key) is not None and policy[key] != GrpoConfig.model_fields[key].default:
             raise ValueError(f"{PLUGIN}: train.train_policy.{key}={policy[key]!r} {why}; remove it")
     if data.get("distillation", {}).get("enable"):
         raise ValueError(f"{PLUGIN}: distillation.enable=true gives per-token (teacher) advantages; GSPO's sequence "
@@ -114,7 +117,6 @@ def parse_hook(recipe):
 
 def check_sequence_advantages(advantages, cu_seqlens):
     """Refuse per-token advantages: values that differ within one response (flattened, by ``cu_seqlens``)."""
-
     bounds = cu_seqlens.tolist()
     scale = max(1.0, float(advantages.abs().max())) if advantages.numel() else 1.0
     for start, end in zip(bounds[:-1], bounds[1:]):
