@@ -94,7 +94,7 @@ def settle(data, name):
     bound = _check_bound(rollout_bound(data))
     wanted = (
         ("algo", name, "the plugin's advantage (r - mean) is registered under that name; "
-                       f"set the plugin's param cosmos_dr_grpo.algo to rename it"),
+                       "set the plugin's param cosmos_dr_grpo.algo to rename it"),
         ("unbiased_advantage", True, "Dr-GRPO's advantage is r - mean, never divided by the group std"),
         ("loss_type", FIXED, "Cosmos-RL reads unbiased_loss_max_tokens (Dr-GRPO's divisor) under no other "
                              "loss_type"),

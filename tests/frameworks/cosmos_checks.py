@@ -31,6 +31,7 @@ import cosmos_toy  # noqa: E402
 import torch  # noqa: E402
 from cosmos_rl.policy.config import Config  # noqa: E402
 from cosmos_rl.policy.trainer.llm_trainer import grpo_trainer  # noqa: E402
+
 from starforge import patching  # noqa: E402
 
 BOUND = 8  # rollout.max_response_length: Dr-GRPO's divisor
@@ -340,9 +341,9 @@ def reward_pool():
     """Dr-GRPO's advantages from Cosmos-RL's reward worker pool: its own dispatcher's pool (fork, the
     platform's start method) and a spawn pool of its calculator, whose fresh workers get the plugin when
     they import cosmos_rl, as every process of a job does."""
-    from concurrent.futures import ProcessPoolExecutor
     import multiprocessing as mp
     import time
+    from concurrent.futures import ProcessPoolExecutor
 
     from cosmos_rl.reward.dispatcher import RewardDispatcher
 

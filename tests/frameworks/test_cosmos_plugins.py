@@ -6,7 +6,6 @@ against hand-computed values, and the configurations the plugins refuse or warn 
 from __future__ import annotations
 
 import pytest
-
 from frameworks_env import COSMOS_CPU, run_checks
 
 pytestmark = pytest.mark.frameworks
