@@ -199,6 +199,13 @@ def _locked_version(reg, lock, entry, fetch):
     else:
         envelope = reg.signature(served) if served.signed or entry.signed else None
     _check_envelope(entry, envelope)
+    if envelope is None and load_trust().key_ids(served.owner):
+        from ..errors import SignatureError
+
+        raise SignatureError(
+            f"{served.ref} has no signature, but owner {served.owner} has trusted keys: refusing to bundle it",
+            hint="a signature may have been stripped; do not use this version until its publisher signs it again "
+                 "(forge plugin sign REF)")
     return replace(served, size=archive.stat().st_size), archive, envelope
 
 
