@@ -68,11 +68,11 @@ def checked_envelopes(info: PublishedVersion, envelopes: list, trust, require: b
         try:
             if trusted:
                 verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
-                                tree_digest=info.tree_digest, trust=trust)
+                                tree_digest=info.tree_digest, trust=trust, artifact_digest=info.artifact_digest)
                 out.append((envelope, VERIFIED))
             else:
                 check_statement(envelope, owner=info.owner, name=info.name, version=info.version,
-                                tree_digest=info.tree_digest)
+                                tree_digest=info.tree_digest, artifact_digest=info.artifact_digest)
                 out.append((envelope, NOT_VERIFIED))
         except SignatureError as exc:
             raise SignatureError(f"{info.ref}: refusing to copy a signature that does not check out: {exc.message}",
