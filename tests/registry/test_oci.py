@@ -334,8 +334,10 @@ def test_signature_is_a_referrer_found_through_the_tag_fallback(oci_registry, tm
     index = httpx.get(f"{oci_registry.http}/v2/forge/signer/p/manifests/sha256-{subject[7:]}",
                       headers={"Accept": "application/vnd.oci.image.index.v1+json"}).json()
     assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
-    [desc] = index["manifests"]
-    assert desc["artifactType"] == SIGNATURE_TYPE
+    # the envelope's manifest, and beside it its Sigstore bundle's (cosign's artifact type)
+    assert sorted(d["artifactType"] for d in index["manifests"]) == sorted(
+        [SIGNATURE_TYPE, "application/vnd.dev.sigstore.bundle.v0.3+json"])
+    [desc] = [d for d in index["manifests"] if d["artifactType"] == SIGNATURE_TYPE]
     sig_manifest = httpx.get(f"{oci_registry.http}/v2/forge/signer/p/manifests/{desc['digest']}",
                              headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).json()
     assert sig_manifest["subject"]["digest"] == subject
