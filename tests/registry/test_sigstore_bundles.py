@@ -289,3 +289,32 @@ def test_a_trusted_key_of_a_type_this_release_cannot_use_is_skipped_and_old_stat
     got = verify_envelope(envelope.encode(), owner=OWNER, name=NAME, version=VERSION, tree_digest=tree, trust=trust,
                           artifact_digest="sha256:" + "ee" * 32)
     assert got == key_id(key.public_key())
+
+
+def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_path):
+    from test_tree_metadata import write_experiment
+
+    from starforge.registry.factory import open_registry
+    from starforge.signing import stored_envelopes
+
+    registry = str(tmp_path / "registry")
+    user = User(tmp_path / "user")
+    user.forge("key", "generate")
+    user.forge("key", "generate", "--name", "release", "--type", "ecdsa-p256")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "release.pub")
+    user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "release.key")
+    exp = write_experiment(tmp_path / "exp", registry)
+    user.forge("lock", exp)
+    user.forge("bundle", "create", exp, "-o", tmp_path / "b.tar")
+    far = _oci(request, tmp_path)
+    user.forge("bundle", "push", tmp_path / "b.tar", "--registry", far)
+    mirror = str(tmp_path / "mirror")
+    user.forge("plugin", "copy", f"{OWNER}/{NAME}", "--from", far, "--to", mirror)
+
+    def signers(url):
+        reg = open_registry(url)
+        return sorted(json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)))
+
+    assert signers(registry) == signers(far) == signers(mirror) == sorted([_key_id(user, "default"), _key_id(user, "release")])
