@@ -25,9 +25,7 @@ def run_entrypoint(argv: list[str], recipe: str, workdir: str | None = None):
     """Run the entrypoint in *workdir* (default *recipe*); return (exit code, LaunchFailure or None).
 
     ``python [flags] -m mod ...`` and ``python [flags] script ...`` run in this process when
-    every flag can be honoured here; anything else runs as a child process. A relative
-    script path names the staged recipe's file (what replay proves), not the working
-    directory's copy.
+    every flag can be honoured here; anything else runs as a child process.
     """
     python = runs_in_job_python(argv, recipe, sys.executable)
     form = in_process_form(argv) if python else None
@@ -50,12 +48,11 @@ def run_entrypoint(argv: list[str], recipe: str, workdir: str | None = None):
             sys.argv = [module] + list(args)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            staged = script if os.path.isabs(script) else os.path.join(recipe, script)
-            if not os.path.exists(staged):
-                staged = script  # not a recipe file: as python would find it
-            sys.path[:] = _trainer_sys_path(os.path.dirname(os.path.realpath(staged)))
+            # as `python SCRIPT` in the working directory: its copy of a recipe script (what
+            # it imports of the recipe comes from the staged recipe all the same)
+            sys.path[:] = _trainer_sys_path(os.path.dirname(os.path.realpath(script)))
             sys.argv = [script] + list(args)
-            runpy.run_path(staged, run_name="__main__")  # argv[0] as python would have it
+            runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it
         return 0, None
     except SystemExit as exc:
         return _exit_code(exc.code), None

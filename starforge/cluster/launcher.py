@@ -72,10 +72,12 @@ def plugin_line(item) -> str:
     """The §9 log line for one plugin after the launcher has dealt with it."""
     ref = item.ref
     builtin = " (built-in)" if item.builtin else ""
+    if "+dev." in str(item.entry.version):  # forge submit --dev: never a published version
+        builtin = " (dev: an unpublished directory)"
     if item.status == "loaded":
         return f"{PREFIX}{ref} loaded{builtin}"
     if item.status == "registered":
-        extra = "built-in; " if item.builtin else ""
+        extra = "built-in; " if item.builtin else ("dev: an unpublished directory; " if builtin else "")
         return f"{PREFIX}{ref} registered ({extra}needs runtime context, loaded by the training entrypoint)"
     if item.status == "skipped":
         return f"{PREFIX}{ref} skipped (kind {item.entry.kind}: left to the environment mechanism)"

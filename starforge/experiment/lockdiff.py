@@ -45,6 +45,24 @@ def facts_of_entry(entry: LockEntry) -> dict:
                               "requires", "params", "top_level", "files", "signature")}
 
 
+def facts_of_plugin(plugin) -> dict:
+    """What a JobSpec/lock ``PluginEntry`` says of one plugin, as the diff compares it."""
+    return {
+        "owner": plugin.owner,
+        "name": plugin.name,
+        "version": plugin.version,
+        "digest": plugin.tree_digest,
+        "kind": plugin.kind,
+        "load": plugin.load,
+        "entrypoint": plugin.entrypoint,
+        "targets": list(plugin.targets),
+        "requires": dict(plugin.requires),
+        "params": dict(plugin.params),
+        "top_level": list(plugin.top_level),
+        "files": dict(plugin.files),
+    }
+
+
 def facts_of_published(info) -> dict:
     """What a registry records of one version (``PublishedVersion``), as the diff compares it."""
     m = info.manifest or {}

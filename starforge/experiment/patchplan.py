@@ -233,6 +233,7 @@ def plan_experiment(
     insecure: bool = False,
     require_signatures: bool = False,
     backend: str | None = None,
+    dev: dict | None = None,
 ) -> PlanOutcome:
     """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
     from ..backends.staged import remove_tree
@@ -240,7 +241,7 @@ def plan_experiment(
     from .stage import load_plan, stage_job
 
     t0 = time.perf_counter()
-    plan = load_plan(directory, sets, backend=backend)
+    plan = load_plan(directory, sets, backend=backend, dev=dev)
     exp = plan.experiment
     reg = open_experiment_registry(exp, registry, insecure=insecure)
     tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
@@ -291,6 +292,7 @@ def plan_on_backend(
     registry: str | None = None,
     insecure: bool = False,
     require_signatures: bool = False,
+    dev: dict | None = None,
 ) -> PlanOutcome:
     """The load phase as a short CPU-only job on *backend*: the ledger comes back in its log.
 
@@ -309,7 +311,7 @@ def plan_on_backend(
     from .stage import load_plan, stage_job
 
     t0 = time.perf_counter()
-    plan = load_plan(directory, sets, backend=backend)
+    plan = load_plan(directory, sets, backend=backend, dev=dev)
     exp = plan.experiment
     settings = backend_class(backend).cpu_only_settings(exp.backend_settings(backend))
     spec = plan.spec.replace(plan=True, extra={backend: settings} if settings else {})

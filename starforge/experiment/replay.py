@@ -229,6 +229,21 @@ def fetch_plugin(old_id: str, entry, target: Path, registries: list):
     )
 
 
+def copy_staged_plugin(old_id: str, entry, source: Path, target: Path) -> None:
+    """Copy a plugin the old job staged (a dev plugin, published nowhere) and check its tree digest."""
+    from ..cluster.digest import tree_digest
+    from ..cluster.errors import VerificationError
+
+    try:
+        shutil.copytree(source, target, symlinks=True)
+        got = tree_digest(target)
+    except (OSError, VerificationError) as exc:
+        got = f"unreadable ({exc})"
+    if got != entry.tree_digest:
+        raise _refuse(old_id, f"its dev plugin {entry.ref} as staged in {source} changed since the job ran: tree digest "
+                      f"{got}, recorded {entry.tree_digest}", "a dev plugin is replayed from its staged copy only")
+
+
 def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries: list, *,
                  require_signatures: bool = False) -> StagedJob:
     """Stage the replay *spec* at *job_dir*: plugins by digest, the staged recipe, the same runtime zip.
@@ -238,17 +253,28 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
     """
     from ..backends.staged import OldRuntime, stage
     from ..cluster.environment import runtime_paths
+    from .dev_plugins import is_dev
     from .lockfile import LockFile
     from .stage import verify_signatures
 
     entries = lock_entries(spec)
+    published = [e for e in entries if not is_dev(e.plugin)]
+    if require_signatures and len(published) < len(entries):
+        from ..errors import SignatureError
+
+        dev = next(e for e in entries if is_dev(e.plugin))
+        raise SignatureError(f"cannot replay job {record.id} with --require-signatures: it ran the dev plugin {dev.ref} "
+                             "(an unpublished directory, unsigned)", hint="replay without --require-signatures")
 
     def fill_plugins(plugins_dir: Path) -> None:
         served = None
         for entry in entries:
+            if is_dev(entry.plugin):  # never published: the old job's staged copy, by its digest
+                copy_staged_plugin(record.id, entry, old_dir / "forge_plugins" / entry.name, plugins_dir / entry.name)
+                continue
             served = fetch_plugin(record.id, entry, plugins_dir / entry.name, registries) or served
         # today's trust policy, against the registry that served the files (else the first configured)
-        verify_signatures(LockFile(plugins=tuple(entries)), served or (registries[0] if registries else None),
+        verify_signatures(LockFile(plugins=tuple(published)), served or (registries[0] if registries else None),
                           require=require_signatures)
 
     def fill_recipe(dest: Path) -> None:

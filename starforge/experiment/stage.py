@@ -22,6 +22,7 @@ Laptop side.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -72,6 +73,13 @@ class JobPlan:
     lock: LockFile
     builtins: list = field(default_factory=list)
     shadowed: list = field(default_factory=list)
+    dev: tuple = ()  # DevPlugin: unpublished directories standing in for locked plugins (forge submit --dev)
+
+    @property
+    def published(self) -> LockFile:
+        """The lock without the plugins a dev directory stands in for (what a registry can answer for)."""
+        replaced = {d.entry.name for d in self.dev}
+        return dataclasses.replace(self.lock, plugins=tuple(e for e in self.lock.plugins if e.name not in replaced))
 
 
 def new_job_id(name: str, now: datetime | None = None) -> str:
@@ -85,13 +93,22 @@ def builtin_entry(b: Builtin) -> PluginEntry:
     return b.manifest.plugin_entry(b.tree_digest, b.top_level, file_map(b.root, b.files))
 
 
-def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan:
-    """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing."""
+def plan_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: dict | None = None) -> JobPlan:
+    """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing.
+
+    *dev* (``{name: directory}``, ``forge submit --dev``) puts unpublished plugin
+    directories in place of locked plugins (:mod:`.dev_plugins`).
+    """
+    from .dev_plugins import load_dev_plugins
+
     builtins = load_builtins(exp)
     lock = fresh_lock(exp, builtins)
     shadowed = check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
+    dev_plugins = tuple(load_dev_plugins(dev, list(lock.plugins))) if dev else ()
+    stand_ins = {d.entry.name: d.entry for d in dev_plugins}
+    plugins = tuple(stand_ins.get(e.name, e.plugin) for e in lock.plugins)
     declared = declared_params(
-        [(e.ref, e.plugin.params) for e in lock.plugins]
+        [(p.ref, p.params) for p in plugins]
         + [(f"built-in {b.name}", {k: p.to_dict() for k, p in b.manifest.params.items()})
            for b in builtins if b.name not in shadowed]
     )
@@ -109,7 +126,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         created=now.strftime(TIMESTAMP),
         entrypoint=list(exp.entrypoint),
         hyperparams=hyperparams,
-        plugins=tuple(e.plugin for e in lock.plugins),
+        plugins=plugins,
         recipe_plugins=tuple(builtin_entry(b) for b in builtins),
         core_version=__version__,
         strict_deferred=exp.strict_deferred,
@@ -117,7 +134,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         extra={backend: settings} if settings else {},
         python=exp.job_python(backend),
     )
-    return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed)
+    return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed, dev=dev_plugins)
 
 
 def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
@@ -129,12 +146,27 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
     envelope, where one is known (:func:`carried_signatures`), for the launcher's optional
     check against a node-side trust file (``FORGE_TRUST``).
     """
-    verify_signatures(plan.lock, registry, require=require_signatures, trust=trust)
-    spec = with_signatures(plan.spec, carried_signatures(plan.lock, registry))
+    if plan.dev and require_signatures:
+        from ..errors import SignatureError
+
+        raise SignatureError(
+            f"dev plugin {plan.dev[0].entry.ref} (from {plan.dev[0].root}) is unpublished and unsigned; "
+            "--require-signatures runs signed plugins only",
+            hint="publish and sign it (forge plugin publish --sign), lock, and submit without --dev",
+        )
+    published = plan.published
+    verify_signatures(published, registry, require=require_signatures, trust=trust)
+    spec = with_signatures(plan.spec, carried_signatures(published, registry))
+    dev = {d.entry.name: d for d in plan.dev}
 
     def fill_plugins(plugins_dir: Path) -> None:
+        from .dev_plugins import copy_dev_plugin
+
         for entry in plan.lock.plugins:
             target = plugins_dir / entry.name
+            if entry.name in dev:
+                copy_dev_plugin(dev[entry.name], target)
+                continue
             materialize_locked(entry, target, registry, plan.lock.registry)
             files = file_map(target)
             got = digest_of_map(files)
@@ -332,8 +364,8 @@ def _copy_files(src: Path, dest: Path, files) -> None:
         shutil.copy2(src.joinpath(*rel.split("/")), target)
 
 
-def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None) -> JobPlan:
+def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None, dev: dict | None = None) -> JobPlan:
     """Read forge.yaml in *directory* and plan its job (what ``forge submit`` starts with)."""
     from .config import load_experiment
 
-    return plan_job(load_experiment(Path(directory)), sets, backend=backend)
+    return plan_job(load_experiment(Path(directory)), sets, backend=backend, dev=dev)

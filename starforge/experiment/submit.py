@@ -49,6 +49,7 @@ def submit_experiment(
     dry_run: bool = False,
     require_signatures: bool = False,
     store=None,
+    dev: dict | None = None,
 ) -> Submission:
     """Build the JobSpec of the experiment in *directory*; unless *dry_run*, stage and start it.
 
@@ -58,7 +59,7 @@ def submit_experiment(
     from ..backends.base import get_backend
     from .lock import open_experiment_registry
 
-    plan = load_plan(directory, sets, backend=backend)
+    plan = load_plan(directory, sets, backend=backend, dev=dev)
     if dry_run:
         return Submission(plan=plan, job_dir=None, record=None, backend=None)
     exp = plan.experiment
