@@ -90,4 +90,6 @@ def test_verl_main_ppo_prints_its_config_and_a_hydra_run_writes_outputs_in_work(
     overrides = yaml.safe_load((hydra_run / ".hydra" / "overrides.yaml").read_text())
     assert overrides[0] == "algorithm.adv_estimator=dr_grpo" and overrides[-1] == REFUSED
     assert (hydra_run / ".hydra" / "config.yaml").is_file() and (hydra_run / "main_ppo.log").is_file()
+    _, shown = forge("jobs", "show", record["id"])  # what the user is told: Hydra's 4 files, in work/
+    assert f"outputs  : {job / 'work'} (4 files, " in shown, shown
     assert sorted(p.name for p in (job / "recipe").iterdir()) == [".gitignore", "forge.yaml", "plugins.lock.json"]
