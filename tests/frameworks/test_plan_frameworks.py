@@ -1,4 +1,4 @@
-"""`forge plan` against examples/trl, examples/verl and examples/cosmos: the load phase under
+"""`forge plan` against examples/trl, examples/verl, examples/verl-main-ppo and examples/cosmos: the load phase under
 the trainer venv named by `python:` (the framework really imported), the ledger naming the
 framework targets the reference plugins patch, and nothing left behind."""
 
@@ -62,6 +62,22 @@ def test_plan_of_the_verl_example(tmp_path):
         ("wrap", "wrap", "verl.workers.utils.losses:ppo_loss"),
         ("wrap", "wrap", "verl.utils.config:validate_config"),
     ]  # (and no wrap of verl's default-trainer grouping: TransferQueue, which that trainer needs, is not installed)
+
+
+def test_plan_of_the_verl_main_ppo_example(tmp_path):
+    # verl's own entrypoint (python -m verl.trainer.main_ppo): the plan never runs it, and shows the
+    # plugin's entries in verl's registries that the example's Hydra overrides select (one plan, JSON)
+    doc, _ = _plan(tmp_path, "verl-main-ppo", "verl-dr-grpo", "VERL_PYTHON", "verl", text=False)
+    assert doc["clean"] is True
+    [plugin] = doc["plugins"]
+    assert (plugin["ref"], plugin["status"]) == ("starforge/verl-dr-grpo@1.1.0", "loaded")
+    assert [(p["how"], p["target"], p["status"]) for p in plugin["patches"]] == [
+        ("created", "verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY[dr_grpo]", "applied"),
+        ("created", "verl.trainer.ppo.core_algos:POLICY_LOSS_REGISTRY[dr_grpo]", "applied"),
+        ("wrap", "verl.workers.utils.losses:ppo_loss", "applied"),
+        ("wrap", "verl.utils.config:validate_config", "applied"),
+    ]
+    assert {"module": "verl.trainer.ppo.core_algos", "ok": True, "error": None} in doc["imports"]
 
 
 def test_plan_of_the_cosmos_example(tmp_path):
