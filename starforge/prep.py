@@ -110,10 +110,9 @@ def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure:
     """Resolve *ref*, judge its signature as ``forge lock`` does, pull it, check its files."""
     from .cluster.digest import verify_tree
     from .cluster.errors import VerificationError
-    from .registry.cache import materialize, remember_verified
     from .registry.factory import open_registry
     from .registry.resolve import resolve
-    from .signing import verify_published_envelope
+    from .registry.verified_fetch import fetch_verified
 
     registry = open_registry(registry_url, insecure=insecure)
     if "/" not in ref.partition("@")[0]:  # as forge plugin pull: the default owner
@@ -123,9 +122,10 @@ def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure:
     info = resolve(registry, ref)
     if (info.manifest or {}).get("kind") not in (None, "data-prep"):
         raise UsageError(_not_data_prep(info.ref, info.manifest["kind"]), hint=_KIND_HINT)
-    verdict = remember_verified(info, verify_published_envelope(registry, info, require=require_signatures))
     with tempfile.TemporaryDirectory(prefix="forge-prep-") as tmp:
-        dest = materialize(registry, info, Path(tmp) / info.name)
+        fetched = fetch_verified(registry, info, Path(tmp) / info.name, require=require_signatures)
+        verdict, dest = fetched.status, fetched.dest
+        assert dest is not None
         try:
             contents = dict(verify_tree(str(dest), info.tree_digest))
         except VerificationError as exc:

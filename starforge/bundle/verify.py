@@ -227,9 +227,9 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     from ..archive import unpack
     from ..experiment.lock import check_entry
     from ..experiment.locked_signature import enforced, locked_envelope, missing_error
-    from ..registry.cache import remember_verified
     from ..registry.verified import check_record, read_tree
-    from ..signing import load_trust, verify_published_envelope
+    from ..registry.verified_fetch import fetch_verified
+    from ..signing import load_trust
 
     trust = trust if trust is not None else load_trust()
     registry = _Envelopes({info.ref: envs for _, _, info, envs in found if envs})
@@ -252,7 +252,7 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
         finally:
             shutil.rmtree(tree, ignore_errors=True)
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
-        status = remember_verified(info, verify_published_envelope(registry, info, trust, require=require))
+        status = fetch_verified(registry, info, trust=trust, require=require).status
         if enforced(entry):
             # the lock says who signed it: the bundle must carry a valid envelope by that key
             envelope = locked_envelope(entry, envelopes, trust)

@@ -33,10 +33,11 @@ def pull(ref, output, registry, insecure, require_signatures, export_dir, as_jso
       forge plugin pull alice/opsd-patch@~=1.2 --json
       forge plugin pull alice/opsd-patch@1.2.0 --export /tmp/opsd-patch-signed
     """
-    from ..registry.cache import materialize, remember_verified
+    from ..registry.cache import materialize
     from ..registry.factory import open_registry
     from ..registry.resolve import resolve
-    from ..signing import load_trust, verify_published_envelope
+    from ..registry.verified_fetch import fetch_verified
+    from ..signing import load_trust
 
     reg = open_registry(registry, insecure=insecure)
     from .plugin_show import with_default_owner
@@ -44,13 +45,13 @@ def pull(ref, output, registry, insecure, require_signatures, export_dir, as_jso
     ref = with_default_owner(ref)
     info = resolve(reg, ref)
     trust = load_trust()
-    verdict = verify_published_envelope(reg, info, trust, require=require_signatures)
-    status = remember_verified(info, verdict)
+    fetched = fetch_verified(reg, info, trust=trust, require=require_signatures)
+    status = fetched.status
     exported = None
     if export_dir is not None:
         from .signed_export import export_signed
 
-        exported = export_signed(reg, info, verdict[1], trust, export_dir)
+        exported = export_signed(reg, info, fetched.envelope, trust, export_dir)
     dest = materialize(reg, info, Path(output) if output else Path(info.name)) if output or exported is None else None
     if as_json:
         import json

@@ -11,13 +11,12 @@ import click
 def describe(registry, ref: str) -> dict:
     """The resolved version of *ref* as a dict, with ``signature: {status, error}``."""
     from ..errors import SignatureError
-    from ..registry.cache import remember_verified
     from ..registry.resolve import resolve
-    from ..signing import verify_published_envelope
+    from ..registry.verified_fetch import fetch_verified
 
     info = resolve(registry, ref)
     try:
-        signature = {"status": remember_verified(info, verify_published_envelope(registry, info)), "error": None}
+        signature = {"status": fetch_verified(registry, info).status, "error": None}
     except SignatureError as exc:
         signature = {"status": "refused", "error": exc.message}
     return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature}

@@ -169,9 +169,10 @@ def resolve_lock(
     *accept_signature* (``forge lock --accept-signature NAME``): then the signature served
     now (or its absence) is recorded, the version unchanged.
     """
-    from ..registry.cache import remember_envelope, remember_verified
+    from ..registry.cache import remember_envelope
     from ..registry.resolve import resolve
-    from ..signing import load_trust, verify_published_envelope
+    from ..registry.verified_fetch import fetch_verified
+    from ..signing import load_trust
     from .locked_signature import check_served, enforced, facts_of
 
     previous = read_lock(exp.lock_path) if previous is None else previous
@@ -215,8 +216,8 @@ def resolve_lock(
             # the locked signature facts are enforced: the registry must still serve a valid
             # envelope by the locked key (a re-sign or a rotated key beside it breaks nothing)
             locked_envelope = check_served(before, registry, info, trust)
-        verdict = verify_published_envelope(registry, info, trust, require=require_signatures)
-        verdicts[req.name], envelope = remember_verified(info, verdict), verdict[1]
+        fetched = fetch_verified(registry, info, trust=trust, require=require_signatures)
+        verdicts[req.name], envelope = fetched.status, fetched.envelope
         facts = facts_of(envelope)
         if locked_envelope is not None:
             assert before is not None

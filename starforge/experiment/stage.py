@@ -194,8 +194,9 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
     """
     from ..cluster.dsse import UNVERIFIED, trust_rule
     from ..errors import RegistryError, SignatureError
-    from ..registry.cache import cached_signature, remember_verified
-    from ..signing import VERIFIED, load_trust, verify_envelope, verify_published_envelope
+    from ..registry.cache import cached_signature
+    from ..registry.verified_fetch import fetch_verified
+    from ..signing import VERIFIED, load_trust, verify_envelope
     from .locked_signature import staged_envelope
 
     trust = trust if trust is not None else load_trust()
@@ -225,7 +226,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
             )
             status = VERIFIED
         else:
-            status = remember_verified(served, verify_published_envelope(registry, served, trust, require=require))
+            status = fetch_verified(registry, served, trust=trust, require=require).status
         out[entry.ref] = status
     return out
 
