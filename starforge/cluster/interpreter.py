@@ -415,7 +415,7 @@ def _write_status(job_dir, code, message, phase="requires"):
             pass
 
 
-def _spec_path(argv):
+def spec_argument(argv):
     for i, arg in enumerate(argv):
         if arg == "--":
             break
@@ -432,7 +432,7 @@ def main(argv=None, zip_path=None):
     *zip_path*: the runtime zip this runs from (:mod:`.node_entry`, the zip's ``__main__``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    spec_arg = _spec_path(argv)
+    spec_arg = spec_argument(argv)
     if spec_arg is None:
         sys.stderr.write("error: usage: python3 starforge-runtime.zip --spec JOBSPEC [-- CMD ...]\n")
         return SPEC_EXIT
