@@ -70,8 +70,8 @@ def test_no_import_runs_back_up_the_layers():
 # or package must be placed here, so the layering covers the whole tree.
 LAYERS = (
     ("cluster", "plugins", "patching", "launch", "prep_child", "schemas"),  # the cluster side and its public names
-    ("errors", "urls", "yamlio", "directories", "home", "filelock", "credentials", "process_group", "archive",
-     "sigstore_bundle", "model_signature"),
+    ("errors", "urls", "yamlio", "directories", "home", "filelock", "credentials", "process_group",
+     "terminal_text", "archive", "sigstore_bundle", "model_signature"),
     ("manifest", "userconfig"),
     ("signing", "authoring"),
     ("registry",),

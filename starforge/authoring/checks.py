@@ -32,6 +32,7 @@ from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this 
 )
 from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
+from . import unsafe_text
 from .files import local_tree_digest, plugin_files
 from .syntax import python_floor, source_problems
 
@@ -104,16 +105,21 @@ class CheckReport:
 
 def load_manifest(root: str | os.PathLike) -> PluginManifest:
     """Read and validate *root*/plugin.yaml; errors name the file, the line and the key."""
+    path = Path(root) / MANIFEST_FILE
+    doc = _manifest_document(path)
+    return PluginManifest.from_mapping(doc.data, source=str(path), lines=doc.line)
+
+
+def _manifest_document(path: Path):
     from ..yamlio import load_yaml_file
 
-    path = Path(root) / MANIFEST_FILE
     if not path.is_file():
         raise ManifestError(
             f"{path}: no such file",
             hint="run this in a plugin directory, or create one with 'forge plugin init NAME'",
         )
-    doc = load_yaml_file(path)
-    return PluginManifest.from_mapping(doc.data, source=str(path), lines=doc.line)
+    return load_yaml_file(path)
+
 
 
 def _manifest_finding(exc: ManifestError, source: str) -> Finding:
@@ -452,16 +458,23 @@ def check_plugin(
 
     manifest = None
     source = str(Path(root) / MANIFEST_FILE)
+    doc = None
     try:
-        manifest = load_manifest(root)
+        doc = _manifest_document(Path(source))
+        manifest = PluginManifest.from_mapping(doc.data, source=source, lines=doc.line)
     except ManifestError as exc:
         errors.extend(_manifest_finding(each, source) for each in (exc, *exc.also))
+    if doc is not None:
+        errors.extend(Finding("text", MANIFEST_FILE, line, message, unsafe_text.TEXT_HINT)
+                      for line, message in unsafe_text.manifest_problems(doc))
 
     try:
         files = plugin_files(root, max_bytes=max_bytes, max_files=max_files)
     except CheckError as exc:
         errors.append(Finding("files", "", None, exc.message, exc.hint))
         return _finish(manifest, errors, warnings, [], (), None, strict)
+    errors.extend(Finding("files", name, None, message, unsafe_text.NAME_HINT)
+                  for name, message in unsafe_text.file_name_problems(files))
     file_set = set(files)
     if MANIFEST_FILE not in file_set and os.path.isfile(source):
         errors.append(Finding("files", MANIFEST_FILE, None, "plugin.yaml is excluded from the package",

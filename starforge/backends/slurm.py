@@ -295,6 +295,26 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
 # guessed or raced the name stops the job, and never gets the job's files or its exec.
 _PREPARE = r"""set -eu
 shared=$1; local=$2; runtime_sha=$3; spec_sha=$4; shift 4
+# every folder and link its path depends on: this user's or root's, and not writable by
+# others without the sticky bit (else another user renames the copy and puts theirs there)
+base=$(dirname -- "$local"); case $base in /*) ;; *) base="$PWD/$base" ;; esac
+unsafe=
+for p in "$base" "$(readlink -f -- "$base" || echo "$base")"; do
+    while [ -z "$unsafe" ]; do
+        if ! read -r uid hex < <(stat -c '%u %f' -- "$p" 2>/dev/null); then unsafe="$p cannot be checked"; break; fi
+        m=$((16#$hex))
+        if [ "$uid" != 0 ] && [ "$uid" != "$(id -u)" ]; then unsafe="$p is owned by uid $uid (not this user, not root)"
+        elif [ $((m & 0xF000)) != $((0xA000)) ] && [ $((m & 022)) != 0 ] && [ $((m & 01000)) = 0 ]; then
+            unsafe="$p is writable by others without the sticky bit"
+        fi
+        if [ "$p" = / ]; then break; fi
+        p=$(dirname -- "$p")
+    done
+done
+if [ -n "$unsafe" ]; then
+    echo "error: $(hostname -s): the node-local directory's folder is not safe: $unsafe; the job stops (set slurm: node_dir: or TMPDIR to a folder of your own)" >&2
+    exit 10
+fi
 mkdir -m 0700 "$local" 2>/dev/null || true
 if [ -L "$local" ] || [ ! -d "$local" ] || [ ! -O "$local" ] || [ "$(stat -c %a "$local")" != 700 ] \
    || [ -n "$(ls -A "$local")" ]; then

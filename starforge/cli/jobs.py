@@ -73,8 +73,8 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     from ..backends.store import JobStore
 
     everything = JobStore().list()
-    shown = everything if show_all else everything[-limit:]
-    records = [_refreshed(r) for r in shown]
+    listed = everything if show_all else everything[-limit:]
+    records = [_refreshed(r) for r in listed]
     omitted = len(everything) - len(records)
     if as_json:
         click.echo(json.dumps([r.shown() for r in records], indent=2, sort_keys=True))
@@ -84,8 +84,10 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
         rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
         for r in records:
             rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, r.dir))
+        from ..terminal_text import shown
+
         for line in table(rows):
-            click.echo(line)
+            click.echo(shown(line))
     if omitted:
         note(f"{len(records)} of {plural(len(everything), 'job')} shown, the most recent; {omitted} older omitted (--all shows every job)")
 
@@ -119,8 +121,10 @@ def show(job_id: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(details, indent=2, sort_keys=True, default=str))
         return
+    from ..terminal_text import shown
+
     for line in render_details(details):
-        click.echo(line)
+        click.echo(shown(line))  # the record, status.json and provenance: written by the job's processes
 
 
 def render_details(d: dict) -> list:

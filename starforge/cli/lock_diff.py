@@ -101,8 +101,11 @@ def _value(v: Any) -> str:
 
 
 def field_lines(fields: dict) -> list:
-    """One line per changed field, as a reviewer reads them."""
-    lines = []
+    """One line per changed field, as a reviewer reads them (control and bidirectional
+    characters of the registry's or the lock's text spelled out)."""
+    from ..terminal_text import shown
+
+    lines: list = []
     for key in ("owner", "request", "kind", "load", "entrypoint"):
         if key in fields:
             lines.append(f"{key}: {fields[key]['old']} -> {fields[key]['new']}")
@@ -143,10 +146,10 @@ def field_lines(fields: dict) -> list:
         parts = []
         for word in ("changed", "added", "removed"):
             if f[word]:
-                shown = ", ".join(f[word][:5]) + (f", … {len(f[word]) - 5} more" if len(f[word]) > 5 else "")
-                parts.append(f"{len(f[word])} {word} ({shown})")
+                names = ", ".join(f[word][:5]) + (f", … {len(f[word]) - 5} more" if len(f[word]) > 5 else "")
+                parts.append(f"{len(f[word])} {word} ({names})")
         lines.append("files: " + "; ".join(parts))
-    return lines
+    return [shown(line) for line in lines]
 
 
 def signature_line(old: dict | None, new: dict | None) -> str:
@@ -182,21 +185,24 @@ def plugin_heading(item: dict) -> str:
 
 
 def render_text(diff: dict, stream=None) -> list:
-    """The terminal lines of a diff document (coloured where :func:`~starforge.cli.output.colour_on`)."""
+    """The terminal lines of a diff document (coloured where :func:`~starforge.cli.output.colour_on`);
+    the locks' and the registry's text with control and bidirectional characters spelled out."""
+    from ..terminal_text import shown
     from .output import paint
 
-    lines = [paint(f"--- {diff['old_label']}", stream, bold=True), paint(f"+++ {diff['new_label']}", stream, bold=True)]
+    lines = [paint(shown(f"--- {diff['old_label']}"), stream, bold=True),
+             paint(shown(f"+++ {diff['new_label']}"), stream, bold=True)]
     if diff.get("note"):
-        lines.append(f"note: {diff['note']}")
+        lines.append(shown(f"note: {diff['note']}"))
     for item in diff["plugins"]:
         change = item["change"]
-        lines.append(paint(f"{SYMBOLS[change]} {plugin_heading(item)}", stream, **COLOURS[change]))
+        lines.append(paint(shown(f"{SYMBOLS[change]} {plugin_heading(item)}"), stream, **COLOURS[change]))
         for line in field_lines(item["fields"]):
             lines.append(f"    {line}")
         lines.extend(diff_lines(item.get("diff") or "", "    ", stream))
     if diff.get("load_order"):
         o = diff["load_order"]
-        lines.append(paint(f"~ load order: {', '.join(o['old'])} -> {', '.join(o['new'])}", stream, fg="yellow"))
+        lines.append(paint(shown(f"~ load order: {', '.join(o['old'])} -> {', '.join(o['new'])}"), stream, fg="yellow"))
     if diff["equal"]:
         lines.append("no changes")
     else:
@@ -206,11 +212,18 @@ def render_text(diff: dict, stream=None) -> list:
 
 
 def diff_lines(text: str, indent: str, stream=None) -> list:
-    """The lines of a unified diff, added lines green and removed ones red on a terminal."""
+    """The lines of a unified diff, added lines green and removed ones red on a terminal.
+
+    Split at newlines only (a carriage return or a form feed in a file is shown, not a
+    line break), every line with its control and bidirectional characters spelled out."""
+    from ..terminal_text import shown
     from .output import paint
 
     out = []
-    for line in text.splitlines():
+    raw = text.split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()
+    for line in map(shown, raw):
         if line.startswith("+") and not line.startswith("+++"):
             style: dict = {"fg": "green"}
         elif line.startswith("-") and not line.startswith("---"):

@@ -43,14 +43,16 @@ def paint(text: str, stream=None, **style) -> str:
 def error_lines(message: str, hint: str | None) -> list:
     """The ``error:`` line and the ``hint:`` line, coloured on a terminal.
 
-    Credentials in a URL never reach the terminal: userinfo is masked in both lines.
+    Credentials in a URL never reach the terminal: userinfo is masked in both lines; nor
+    does a control or bidirectional character of a registry's or a plugin's text (spelled out).
     """
+    from ..terminal_text import shown
     from ..urls import mask_url
 
     err = sys.stderr
-    lines = [paint("error:", err, fg="red", bold=True) + " " + mask_url(message)]
+    lines = [paint("error:", err, fg="red", bold=True) + " " + shown(mask_url(message), keep="\n\t")]
     if hint:
-        lines.append(paint("hint:", err, fg="yellow") + " " + mask_url(hint))
+        lines.append(paint("hint:", err, fg="yellow") + " " + shown(mask_url(hint), keep="\n\t"))
     return lines
 
 

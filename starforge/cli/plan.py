@@ -78,46 +78,49 @@ _STATUS = {
 
 
 def render(doc: dict, stream=None) -> list:
-    """The ledger as a reviewer reads it; conflicts coloured on a terminal."""
+    """The ledger as a reviewer reads it; conflicts coloured on a terminal. What plugins and
+    the registry wrote (refs, targets, error messages) has its control and bidirectional
+    characters spelled out."""
+    from ..terminal_text import shown
     from .output import paint
 
     py = doc.get("python") or {}
-    lines = [f"plan    : {doc['job']['name']} on {doc['job']['backend']} (python {py.get('executable')} {py.get('version')})"]
+    lines = [shown(f"plan    : {doc['job']['name']} on {doc['job']['backend']} (python {py.get('executable')} {py.get('version')})")]
     for p in doc["plugins"]:
         status = p["status"]
         if status == "shadowed":
             text = f"shadowed (built-in replaced by the locked package {p.get('shadowed_by')})"
         else:
             text = _STATUS.get(status, status)
-        head = f"{p['ref']}  {text}"
+        head = shown(f"{p['ref']}  {text}")
         lines.append(paint(head, stream, fg="red", bold=True) if status == "failed" else paint(head, stream, bold=True))
         if p.get("error"):
-            lines.append(f"    error: {p['error'].get('message')}")
+            lines.append(shown(f"    error: {p['error'].get('message')}"))
         for r in p["patches"]:
             how = r["how"] if r["how"] in ("wrap", "replace") else f"{r['how']} ({r['mode']})"
             state = "" if r["status"] == "applied" else f"  [{r['status']}]"
-            lines.append(f"    {how:<24} {r['target']}{state}")
+            lines.append(shown(f"    {how:<24} {r['target']}{state}"))
         if status == "loaded" and p["load"] == "eager" and not p["patches"]:
             lines.append("    (no patches through starforge.patching)")
     unresolved = [i for i in doc.get("imports") or [] if not i.get("ok")]
     for i in unresolved:
-        lines.append(paint(f"import of {i['module']} failed: {i['error']}", stream, fg="yellow"))
+        lines.append(paint(shown(f"import of {i['module']} failed: {i['error']}"), stream, fg="yellow"))
     conflicts = doc["conflicts"]
     if conflicts:
         lines.append("conflicts:")
         for c in conflicts:
             if c["acknowledged"]:
                 why = f": {c['reason']}" if c.get("reason") else ""
-                lines.append(f"  ok {c['kind']}: {c['message']} (acknowledged in forge.yaml{why})")
+                lines.append(shown(f"  ok {c['kind']}: {c['message']} (acknowledged in forge.yaml{why})"))
             else:
-                lines.append(paint(f"  !  {c['kind']}: {c['message']}", stream, fg="red"))
+                lines.append(paint(shown(f"  !  {c['kind']}: {c['message']}"), stream, fg="red"))
         open_ = [c for c in conflicts if not c["acknowledged"]]
         replaces = [c for c in open_ if c["kind"] in ("hidden", "double-replace")]
         if replaces:
             c = replaces[0]
             name = c["plugin"].rsplit("@", 1)[0].split(":", 1)[-1].split("/")[-1]
-            lines.append(f"hint: a replace the experiment means goes in forge.yaml: "
-                         f"plan: {{acknowledge: [{{plugin: {name}, replaces: \"{c['target']}\"}}]}}")
+            lines.append(shown(f"hint: a replace the experiment means goes in forge.yaml: "
+                               f"plan: {{acknowledge: [{{plugin: {name}, replaces: \"{c['target']}\"}}]}}"))
         lines.append(f"{len(open_)} conflict{'s' if len(open_) != 1 else ''}"
                      f" ({len(conflicts) - len(open_)} acknowledged)")
     else:

@@ -80,11 +80,12 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     else:
+        from ..terminal_text import shown
         from .lock_diff import diff_lines, field_lines
         from .output import paint
 
-        click.echo(paint(f"--- {a.ref}  {a.tree_digest}", sys.stdout, bold=True))
-        click.echo(paint(f"+++ {b.ref}  {b.tree_digest}", sys.stdout, bold=True))
+        click.echo(paint(shown(f"--- {a.ref}  {a.tree_digest}"), sys.stdout, bold=True))
+        click.echo(paint(shown(f"+++ {b.ref}  {b.tree_digest}"), sys.stdout, bold=True))
         for line in field_lines(fields):
             click.echo(f"  {line}")
         for line in diff_lines(doc.get("diff") or "", "", sys.stdout):

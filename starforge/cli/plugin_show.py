@@ -50,6 +50,7 @@ def show(ref, registry, insecure, as_json) -> None:
       forge plugin show alice/opsd-patch@~=1.2
     """
     from ..registry.factory import open_registry
+    from ..terminal_text import shown
 
     d = describe(open_registry(registry, insecure=insecure), with_default_owner(ref))
     if as_json:
@@ -72,11 +73,13 @@ def show(ref, registry, insecure, as_json) -> None:
         ("files", str(len(d["files"]))),
         ("signature", sig["status"] + (f": {sig['error']}" if sig["error"] else "")),
     ]
-    click.echo(d["ref"])
+    # every value is the registry's text: control and bidirectional characters spelled out
+    click.echo(shown(d["ref"]))
     if m.get("description"):
-        click.echo(f"  {m['description']}")
+        description = str(m["description"]).rstrip("\n")
+        click.echo(f"  {shown(description)}")
     for label, value in rows:
-        click.echo(f"  {label + ':':<17}{value}")
+        click.echo(f"  {label + ':':<17}{shown(value)}")
     params = m.get("params") or {}
     if params:
         click.echo("  params:")
@@ -84,5 +87,5 @@ def show(ref, registry, insecure, as_json) -> None:
             default = f", default {json.dumps(decl['default'])}" if "default" in decl else ""
             if decl.get("choices"):
                 default += f", one of {', '.join(json.dumps(c) for c in decl['choices'])}"
-            text = f": {decl['description']}" if decl.get("description") else ""
-            click.echo(f"    {key} ({decl['type']}{default}){text}")
+            text = ": " + str(decl["description"]).rstrip("\n") if decl.get("description") else ""
+            click.echo(shown(f"    {key} ({decl['type']}{default}){text}"))

@@ -350,9 +350,13 @@ def _read_text(path: Path) -> list | None:
     if b"\0" in data:
         return None
     try:
-        return data.decode("utf-8").splitlines(keepends=True)
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    # lines end at a newline only: a carriage return or a form feed inside a line is part of
+    # it (and shown spelled out), never a line of the diff of its own
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def tree_diff(old_root: Path | None, new_root: Path | None, old_label: str, new_label: str, files: dict) -> str:

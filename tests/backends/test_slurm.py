@@ -325,3 +325,40 @@ def test_an_sbatch_refusal_comes_with_a_hint(said, hint):
     from starforge.backends.slurm import sbatch_hint
 
     assert hint in sbatch_hint(said)
+
+
+@pytest.mark.parametrize("kind", ["a folder of another user", "a link of another user", "writable by all without the sticky bit"])
+def test_the_prepare_step_refuses_a_node_dir_another_user_could_swap_the_copy_in(tmp_path, other_user, kind):
+    # The node-local copy is made, checked, then run from: where another user owns (or can
+    # write) the folder it is made in, they could rename it after the check and put their
+    # own in its place. The step stops with exit 10 before copying or running anything.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "jobspec.json").write_text("{}")
+    made = []
+    if kind == "a folder of another user":
+        base = Path(other_user.run("mktemp", "-d", "/tmp/forge-node-XXXXXXXX").stdout.strip())
+        other_user.run("chmod", "0755", str(base))
+        made.append(base)
+    elif kind == "a link of another user":
+        target = tmp_path / "real"
+        target.mkdir()
+        base = Path(other_user.run("mktemp", "-u", "/tmp/forge-node-link-XXXXXXXX").stdout.strip())
+        other_user.run("ln", "-s", str(target), str(base))
+        made.append(base)
+    else:
+        base = tmp_path / "shared-tmp"
+        base.mkdir()
+        base.chmod(0o777)
+    local = base / "starforge-42.AbCdEfGhIj"
+    try:
+        proc = subprocess.run(["bash", "-c", _PREPARE, "forge-prepare", str(shared), str(local), "0" * 64, "0" * 64, *JOB_ITEMS],
+                              capture_output=True, text=True, timeout=120)
+        copied = os.path.lexists(local)
+    finally:
+        for path in made:
+            subprocess.run(["rm", "-rf", str(path)], check=True)
+    assert proc.returncode == 10, proc.stdout + proc.stderr
+    assert "the node-local directory's folder is not safe: " in proc.stderr
+    assert ("is owned by uid" if kind != "writable by all without the sticky bit" else "is writable by others without the sticky bit") in proc.stderr
+    assert not copied  # nothing made or copied there

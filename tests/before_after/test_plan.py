@@ -352,3 +352,18 @@ def test_plugin_code_cannot_read_the_credentials_from_forges_proc_environ(toy):
     leaked = [e for environ in seen.values() for e in environ
               if any(s in e for s in ("push-S3cr3t", "ci-pusher", "sign-S3cr3t", "ray-T0ken"))]
     assert leaked == []
+
+
+def test_what_plugin_code_says_reaches_the_terminal_spelled_out(toy):
+    # An install that raises with terminal control sequences in its message (OSC 52 writes the
+    # clipboard, OSC 8 a link, a carriage return rewrites the line, U+202E reverses it).
+    toy.plugin("noisy", "def install(params):\n"
+                        "    raise RuntimeError('\\x1b]52;c;aGk=\\x07\\x1b]8;;https://evil.example/\\x07x\\x1b]8;;\\x07"
+                        "\\rno conflicts \\u202eevil')\n")
+    toy.use("starforge/noisy@1.0.0")
+    run = toy.plan(ok=CONFLICT)
+    raw = [c for c in run.stdout + run.stderr if ord(c) < 0x20 and c not in "\n\t" or 0x7f <= ord(c) <= 0x9f
+           or c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+    assert raw == []
+    assert ("install raised RuntimeError: ^[]52;c;aGk=^G^[]8;;https://evil.example/^Gx^[]8;;^G^Mno conflicts \\u202eevil"
+            in run.stdout)
