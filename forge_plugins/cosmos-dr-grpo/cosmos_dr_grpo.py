@@ -35,7 +35,6 @@ a response longer than the bound. The plugin changes nothing while another algo 
 in a config that did not go through ``from_dict``.
 """
 
-import copy
 import sys
 
 PLUGIN = "cosmos-dr-grpo"
@@ -117,11 +116,10 @@ def parse_hook(name):
     """Wrap ``Config.from_dict``: settle the raw config first, so a refusal happens where it is parsed."""
 
     def dr_grpo_from_dict(original, cls, config_data, *args, **kwargs):
-        data = copy.deepcopy(config_data)
-        filled = settle(data, name)
+        filled = settle(config_data, name)  # in place, as Cosmos-RL's from_dict edits its argument
         if filled:
             print(f"{PLUGIN}: train_policy {', '.join(filled)} (filled in)", file=sys.stderr, flush=True)
-        return original(cls, data, *args, **kwargs)
+        return original(cls, config_data, *args, **kwargs)
 
     return dr_grpo_from_dict
 
@@ -155,14 +153,17 @@ def check_policy(policy, bound, name):
                          "Dr-GRPO's advantage is r - mean")
 
 
-def dp_sequence_count(local, dp_group, ddp_comm):
-    """(sequences summed over the data-parallel ranks, number of ranks); ``(local, 1)`` without DP."""
+def dp_sequence_count(local, dp_group, ddp_comm, device):
+    """(sequences summed over the data-parallel ranks, number of ranks); ``(local, 1)`` without DP.
+
+    The count is reduced on *device* (the batch's: NCCL reduces device tensors only).
+    """
     import torch
     import torch.distributed as dist
 
     if dp_group is None and ddp_comm is None:
         return local, 1
-    count = torch.tensor(float(local), dtype=torch.float64)
+    count = torch.tensor(float(local), dtype=torch.float64, device=device)
     workers = 1
     if dp_group is not None:
         workers *= dist.get_world_size(group=dp_group)
@@ -193,7 +194,7 @@ def loss_hook(name):
                              f"{bound}, so that setting is not the generation bound Dr-GRPO divides by")
         normalization = kwargs.get("normalization_counts")
         local = cu_seqlens.numel() - 1 if normalization is None else normalization["sequences"]
-        count, workers = dp_sequence_count(local, dp_group, ddp_comm)
+        count, workers = dp_sequence_count(local, dp_group, ddp_comm, current_token_logps.device)
         if workers > 1:
             # Cosmos-RL's seq-mean-token-mean divides by normalization["sequences"]: the global count
             # over the ranks, scaled by their number (the gradient is averaged over them).

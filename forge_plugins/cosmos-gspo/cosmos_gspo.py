@@ -27,7 +27,6 @@ At ``Config.from_dict`` (every Cosmos-RL process, the controller included), for 
 The loss refuses advantages that differ within a response (per-token advantages).
 """
 
-import copy
 import sys
 
 PLUGIN = "cosmos-gspo"
@@ -104,13 +103,12 @@ def parse_hook(recipe):
     """Wrap ``Config.from_dict``: settle the raw config first, so a refusal happens where it is parsed."""
 
     def gspo_from_dict(original, cls, config_data, *args, **kwargs):
-        data = copy.deepcopy(config_data)
-        filled, warnings = settle(data, recipe)
+        filled, warnings = settle(config_data, recipe)  # in place, as Cosmos-RL's from_dict edits its argument
         if filled:
             print(f"{PLUGIN}: train_policy {', '.join(filled)} (filled in)", file=sys.stderr, flush=True)
         for message in warnings:
             print(f"{PLUGIN}: warning: {message}", file=sys.stderr, flush=True)
-        return original(cls, data, *args, **kwargs)
+        return original(cls, config_data, *args, **kwargs)
 
     return gspo_from_dict
 

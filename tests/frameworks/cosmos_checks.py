@@ -121,6 +121,10 @@ def dr_grpo_numbers():
     config, err = parse()
     assert "cosmos-dr-grpo: train_policy algo='dr_grpo', unbiased_advantage=True, loss_type='seq-mean-token-mean', " \
            f"unbiased_loss_max_tokens={BOUND} (filled in)" in err, err
+    err = io.StringIO()
+    with redirect_stderr(err):  # the whole config, as the controller hands it to its workers, agrees as it is
+        again = Config.from_dict(config.model_dump())
+    assert err.getvalue() == "" and again.train.train_policy == config.train.train_policy, err.getvalue()
     current, old, adv, cu, mask = batch(DR_DELTAS, LENGTHS, ADV)
     loss = loss_of(config, current, old, adv, cu, mask)
     loss.backward()
