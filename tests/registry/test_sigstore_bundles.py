@@ -318,3 +318,77 @@ def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_pa
         return sorted(json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)))
 
     assert signers(registry) == signers(far) == signers(mirror) == sorted([_key_id(user, "default"), _key_id(user, "release")])
+
+
+class ImmutableTags:
+    """A pass-through proxy to the real registry that refuses to overwrite an existing tag, as a
+    registry with tag immutability (Harbor, ECR) answers: 400 TAG_INVALID."""
+
+    def __init__(self, upstream: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        client = httpx.Client(base_url=upstream, timeout=60)
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                if self.command == "PUT" and "/manifests/" in path and not path.rsplit("/", 1)[1].startswith("sha256:"):
+                    if client.head(path, headers={"Accept": "application/vnd.oci.image.index.v1+json, "
+                                                  "application/vnd.oci.image.manifest.v1+json"}).status_code == 200:
+                        data = json.dumps({"errors": [{"code": "TAG_INVALID",
+                                                       "message": "tag is immutable and already exists"}]}).encode()
+                        self.send_response(400)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "connection")}
+                r = client.request(self.command, self.path, content=body, headers=headers)
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(r.content)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.client = client
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.client.close()
+
+
+def test_a_registry_with_immutable_tags_refuses_a_second_signature_with_a_clear_error(request, tmp_path):
+    server = request.getfixturevalue("oci_registry")
+    proxy = ImmutableTags(server.http)
+    try:
+        registry = f"oci://127.0.0.1:{proxy.port}/imm-{tmp_path.name.replace('_', '-').lower()[-36:]}"
+        user = User(tmp_path / "user")
+        user.forge("key", "generate")
+        user.forge("key", "generate", "--name", "release")
+        user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
+        refused = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "release.key",
+                             ok=False)
+        assert refused.returncode != 0
+        first = refused.stderr.splitlines()[0]
+        assert first.startswith("error: ") and "the registry refused to update the referrers tag sha256-" in first, first
+        assert "a registry with immutable tags cannot add a second signature to a version this way" in first
+        assert "exempt tags matching sha256-* from tag immutability" in refused.stderr
+        # the first signature still verifies
+        user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+        user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "out")
+    finally:
+        proxy.close()
