@@ -394,7 +394,8 @@ class DirectoryRegistry(Registry):
                 files=dict(record.get("files") or {}),
                 top_level=tuple(record.get("top_level") or ()),
                 size=int(record.get("size") or 0),
-                signed=(plugin_dir / f"{version}{SIG_SUFFIX}").exists(),
+                signed=(plugin_dir / f"{version}{SIG_SUFFIX}").exists()
+                or any(n.endswith(SIG_SUFFIX) for n in _listdir(plugin_dir / f"{version}{MORE_SIGS}")),
             )
         except FileNotFoundError:
             raise NotFoundError(f"{owner}/{name} has no version {version} in registry {self.url}") from None
