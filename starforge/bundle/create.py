@@ -161,10 +161,10 @@ def _locked_version(reg, lock, entry, fetch):
     checked against the lock: the other envelopes are every other one the registry serves
     whose statement names this version, its tree and its archive (several keys may sign one
     version: all of them travel)."""
-    from ..experiment.lock import _get_locked, moved_tag_error
+    from ..experiment.lock import get_locked, moved_tag_error
     from ..registry.cache import cached_path
 
-    served = _get_locked(reg, entry, lock.registry)
+    served = get_locked(reg, entry, lock.registry)
     if served.tree_digest != entry.tree_digest:
         raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
     if (served.manifest or {}).get("kind") == "data-prep":

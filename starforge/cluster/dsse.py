@@ -219,8 +219,8 @@ def verify_envelope(
     statement = _parse_statement(payload, ref)
     subject = statement["subject"][0]
     signed_name = subject["name"]
-    s_owner, s_name, s_version = _split_subject(signed_name)
-    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
+    s_owner, s_name, s_version = split_subject(signed_name)
+    if (s_owner, s_name) != (owner, name) or not same_version(s_version, version):
         raise SignatureError(
             f"signature is for {signed_name}, not {ref}: a signature cannot be moved onto another name or version",
             hint="do not use this version; its signature belongs to another plugin or version",
@@ -254,8 +254,8 @@ def check_statement(envelope: bytes, *, owner: str, name: str, version: str, tre
         raise SignatureError(f"signature of {ref} has payload type '{payload_type}', expected '{PAYLOAD_TYPE}'")
     statement = _parse_statement(payload, ref)
     subject = statement["subject"][0]
-    s_owner, s_name, s_version = _split_subject(subject["name"])
-    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
+    s_owner, s_name, s_version = split_subject(subject["name"])
+    if (s_owner, s_name) != (owner, name) or not same_version(s_version, version):
         raise SignatureError(f"signature is for {subject['name']}, not {ref}: a signature cannot be moved onto another "
                              "name or version")
     signed_digest = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
@@ -345,13 +345,13 @@ def _is_archive_digest(digest: dict) -> bool:
             and all(c in "0123456789abcdef" for c in value))
 
 
-def _split_subject(text: str):
+def split_subject(text: str):
     base, _, version = text.partition("@")
     owner, _, name = base.partition("/")
     return owner, name, version
 
 
-def _same_version(a: str, b: str) -> bool:
+def same_version(a: str, b: str) -> bool:
     from .requires import packaging_version
 
     Version, InvalidVersion = packaging_version()
