@@ -117,6 +117,8 @@ def test_key_ids_ed25519_unchanged_and_ecdsa_is_the_sha256_of_its_der_public_key
     assert ed["key_id"] == hashlib.sha256(raw).hexdigest() and ed["type"] == "ed25519"
     assert ec["key_id"] == hashlib.sha256(der).hexdigest() and ec["type"] == "ecdsa-p256"
     assert user.forge("key", "export", "ec").stdout.encode() == Path(ec["public"]).read_bytes()
+    listed = {r["name"]: (r["key_id"], r["type"]) for r in json.loads(user.forge("key", "list", "--json").stdout)}
+    assert listed == {"default": (ed["key_id"], "ed25519"), "ec": (ec["key_id"], "ecdsa-p256")}
 
 
 def test_model_signing_verifies_a_p256_signature_over_the_pulled_plugin_and_refuses_a_changed_file(tmp_path):
