@@ -51,6 +51,7 @@ def _key_id(user: User, name: str) -> str:
     return next(k["key_id"] for k in json.loads(user.forge("key", "list", "--json").stdout) if k["name"] == name)
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 @pytest.mark.parametrize("key_type", ["ed25519", "ecdsa-p256"])
 def test_sigstore_js_verifies_what_forge_exports_and_the_subject_names_the_served_archive(key_type, request, tmp_path):
     registry = _oci(request, tmp_path)
@@ -233,6 +234,7 @@ def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_
     assert stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)) == before
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(request, tmp_path):
     from starforge.registry.oci import OciRegistry
     from starforge.registry.publish import sign_published
@@ -293,6 +295,7 @@ def test_a_trusted_key_of_a_type_this_release_cannot_use_is_skipped_and_old_stat
     assert got == key_id(key.public_key())
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_path):
     from test_tree_metadata import write_experiment
 
@@ -373,6 +376,7 @@ class ImmutableTags:
         self.client.close()
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 def test_a_registry_with_immutable_tags_refuses_a_second_signature_with_a_clear_error(request, tmp_path):
     server = request.getfixturevalue("oci_registry")
     proxy = ImmutableTags(server.http)
