@@ -398,3 +398,27 @@ def test_a_registry_with_immutable_tags_refuses_a_second_signature_with_a_clear_
         user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "out")
     finally:
         proxy.close()
+
+
+def test_a_signature_that_was_not_attached_is_an_error(tmp_path):
+    """The registry no longer serves the version as it was read (here: its record now names
+    another tree): nothing is attached, and the command says so with exit 9, never 0."""
+    from starforge.cli.plugin_publish import report_signature
+    from starforge.errors import SignatureError
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.publish import sign_published
+    from starforge.signing import generate_key
+
+    registry = tmp_path / "registry"
+    user = User(tmp_path / "user")
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry)
+    reg = DirectoryRegistry(registry)
+    info = reg.get(OWNER, NAME, VERSION)
+    path = registry / "plugins" / OWNER / NAME / f"{VERSION}.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "tree_digest": "sf1:" + "0" * 64}))
+    key = generate_key(tmp_path / "k.key")
+    assert sign_published(reg, info, key.private) == (False, False)
+    with pytest.raises(SignatureError, match=f"{REF}: your signature \\(key {key.key_id}\\) was not attached") as err:
+        report_signature(info, False, False, key.private, None, listed=True)
+    assert err.value.exit_code == 9
