@@ -116,9 +116,9 @@ def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None,
 
 
 def list_keys(keys_dir: str | os.PathLike | None = None) -> list:
-    """The private keys in *keys_dir* (default: the user's): ``[{name, key_id, private,
-    public, encrypted}]`` sorted by name; ``key_id`` is None when the public key is missing
-    or unreadable."""
+    """The private keys in *keys_dir* (default: the user's): ``[{name, key_id, type, private,
+    public, encrypted}]`` sorted by name; ``key_id`` and ``type`` are None when the public
+    key is missing or unreadable."""
     if keys_dir is None:
         from .home import home
 
@@ -126,15 +126,19 @@ def list_keys(keys_dir: str | os.PathLike | None = None) -> list:
     rows = []
     for private in sorted(Path(keys_dir).glob("*.key")):
         public = public_path_for(private)
+        kid: str | None
+        kind: str | None
         try:
-            kid = key_id(public.read_bytes())
+            public_key = load_public_key(public.read_bytes())
+            kid, kind = key_id(public_key), key_type(public_key)
         except (OSError, SignatureError):
-            kid = None
+            kid = kind = None
         try:
             encrypted = b"ENCRYPTED" in private.read_bytes()[:64]
         except OSError:
             encrypted = False
-        rows.append({"name": private.stem, "key_id": kid, "private": str(private), "public": str(public), "encrypted": encrypted})
+        rows.append({"name": private.stem, "key_id": kid, "type": kind, "private": str(private), "public": str(public),
+                     "encrypted": encrypted})
     return rows
 
 

@@ -131,9 +131,10 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
     *progress(description, total)* is a context manager yielding a ``(done, total)``
     callback or None. Data-prep plugins are copied too: they travel between laptops
     (SPEC §3), they only never enter a job. Before anything is copied, every envelope is
-    checked (:func:`checked_envelopes`; *trust* defaults to the user's trust file). An
-    envelope the target cannot hold (a directory registry keeps one per version) is
-    reported in :attr:`Copied.signatures`, never dropped silently.
+    checked (:func:`checked_envelopes`; *trust* defaults to the user's trust file). Every
+    envelope (one per key that signed the version) is attached on the target with its
+    Sigstore bundle; one the target did not take is reported in :attr:`Copied.signatures`,
+    never dropped silently.
     """
     from ..registry.cache import fetch
     from ..registry.verified import check_record, registry_label, tree_of_archive
@@ -160,7 +161,7 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
             stored = target.attach_signature(result.version, envelope)
             carried.append(CarriedSignature(
                 key_ids=tuple(key_ids(envelope)), status=status, copied=stored,
-                why_not="" if stored else f"registry {target.url} keeps one signature per version and holds another"))
+                why_not="" if stored else f"registry {target.url} no longer serves {result.version.ref} as copied"))
         out.append(Copied(version=info, result=result, signatures=tuple(carried)))
     return out
 

@@ -51,7 +51,7 @@ def generate(name, key_type, passphrase_file, as_json) -> None:
 
 
 @click.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {name, key_id, private, public, encrypted}.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {name, key_id, type, private, public, encrypted}.")
 def list_keys(as_json) -> None:
     """List your signing keys and their key ids.
 

@@ -177,12 +177,16 @@ class DirectoryRegistry(Registry):
     def attach_signature(self, info: PublishedVersion, envelope: bytes) -> bool:
         """Store *envelope* (and its Sigstore bundle) beside the published version; True once it is served."""
         plugin_dir = self._plugin_dir(info.owner, info.name)
-        with exclusive_lock(plugin_dir / ".lock"):
-            stored = self._stored_version(info.owner, info.name, info.version)
-            if stored is None or self._read_entry(info.owner, info.name, stored).tree_digest != info.tree_digest:
-                return False
-            self._store_envelope(plugin_dir, stored, envelope)
-            return True
+        try:
+            with exclusive_lock(plugin_dir / ".lock"):
+                stored = self._stored_version(info.owner, info.name, info.version)
+                if stored is None or self._read_entry(info.owner, info.name, stored).tree_digest != info.tree_digest:
+                    return False
+                self._store_envelope(plugin_dir, stored, envelope)
+                return True
+        except OSError as exc:
+            raise RegistryError(f"cannot sign {info.ref} in registry {self.url}: {exc.filename or self.url}: "
+                                f"{exc.strerror or exc}", hint="check that the registry directory is writable by you") from None
 
     def _store_envelope(self, plugin_dir: Path, version: str, envelope: bytes) -> None:
         """The first envelope of *version* as ``<version>.dsse.json``, any other one under
@@ -394,7 +398,8 @@ class DirectoryRegistry(Registry):
                 files=dict(record.get("files") or {}),
                 top_level=tuple(record.get("top_level") or ()),
                 size=int(record.get("size") or 0),
-                signed=(plugin_dir / f"{version}{SIG_SUFFIX}").exists(),
+                signed=(plugin_dir / f"{version}{SIG_SUFFIX}").exists()
+                or any(n.endswith(SIG_SUFFIX) for n in _listdir(plugin_dir / f"{version}{MORE_SIGS}")),
             )
         except FileNotFoundError:
             raise NotFoundError(f"{owner}/{name} has no version {version} in registry {self.url}") from None

@@ -22,8 +22,8 @@ third, its Sigstore bundle (``artifactType`` :data:`BUNDLE_TYPE`, what cosign an
 discover`` list). They are found through the referrers API or, where the registry lacks
 one, the referrers tag ``sha256-<hex>`` that holds an image index of referrers (OCI
 distribution-spec 1.1), updated read-modify-write: after a write the index is read again,
-and once more after the settle delay, so that a signer racing us cannot drop our entry
-unnoticed; a registry whose tags are immutable refuses the second update of that tag,
+and once more a few of our own round trips later, so that a signer racing us cannot drop
+our entry unnoticed; a registry whose tags are immutable refuses the second update of that tag,
 which is reported as such.
 
 A registry has no conditional tag write: publish checks the tag before pushing, again just
@@ -385,12 +385,15 @@ class OciRegistry(Registry):
 
     def _add_referrer(self, repo: str, subject: str, descriptors: list, again: dict) -> None:
         """Read-modify-write the referrers tag until it names every one of *descriptors* on two
-        reads :data:`SETTLE_DELAY` apart (a racing signer that read the index before our write
-        lands its own within that time, and we add ours again)."""
+        reads apart by :data:`SETTLE_GAPS` times our own read-then-write round trip (a racing
+        signer that read the index before our write lands its own within about one such round
+        trip, dropping our entry; then we add ours again)."""
         tag = referrers_tag(subject)
         rounds = self.client.retries + 4
         settled = False
+        gap = 0.0
         for round_ in range(rounds):
+            looked = time.monotonic()
             current = self.client.get_manifest(repo, tag, accept=(OCI_INDEX,))
             index: dict
             if current is None:
@@ -406,7 +409,7 @@ class OciRegistry(Registry):
                 if settled or self.settle_delay <= 0:
                     return
                 settled = True
-                time.sleep(self.settle_delay)
+                time.sleep(max(0.05, SETTLE_GAPS * gap))
                 continue
             settled = False
             if round_ + 1 == rounds:
@@ -414,6 +417,7 @@ class OciRegistry(Registry):
             index["manifests"].extend(missing)
             try:
                 self._put_manifest(repo, tag, canonical_json(index), OCI_INDEX, again)
+                gap = max(gap, time.monotonic() - looked)
             except RegistryError as exc:
                 if current is None:
                     raise

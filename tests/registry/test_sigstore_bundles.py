@@ -51,6 +51,7 @@ def _key_id(user: User, name: str) -> str:
     return next(k["key_id"] for k in json.loads(user.forge("key", "list", "--json").stdout) if k["name"] == name)
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 @pytest.mark.parametrize("key_type", ["ed25519", "ecdsa-p256"])
 def test_sigstore_js_verifies_what_forge_exports_and_the_subject_names_the_served_archive(key_type, request, tmp_path):
     registry = _oci(request, tmp_path)
@@ -117,6 +118,8 @@ def test_key_ids_ed25519_unchanged_and_ecdsa_is_the_sha256_of_its_der_public_key
     assert ed["key_id"] == hashlib.sha256(raw).hexdigest() and ed["type"] == "ed25519"
     assert ec["key_id"] == hashlib.sha256(der).hexdigest() and ec["type"] == "ecdsa-p256"
     assert user.forge("key", "export", "ec").stdout.encode() == Path(ec["public"]).read_bytes()
+    listed = {r["name"]: (r["key_id"], r["type"]) for r in json.loads(user.forge("key", "list", "--json").stdout)}
+    assert listed == {"default": (ed["key_id"], "ed25519"), "ec": (ec["key_id"], "ecdsa-p256")}
 
 
 def test_model_signing_verifies_a_p256_signature_over_the_pulled_plugin_and_refuses_a_changed_file(tmp_path):
@@ -231,6 +234,7 @@ def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_
     assert stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)) == before
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(request, tmp_path):
     from starforge.registry.oci import OciRegistry
     from starforge.registry.publish import sign_published
@@ -291,6 +295,7 @@ def test_a_trusted_key_of_a_type_this_release_cannot_use_is_skipped_and_old_stat
     assert got == key_id(key.public_key())
 
 
+@pytest.mark.oci  # a real registry: left out of --quick
 def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_path):
     from test_tree_metadata import write_experiment
 
@@ -318,3 +323,102 @@ def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_pa
         return sorted(json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)))
 
     assert signers(registry) == signers(far) == signers(mirror) == sorted([_key_id(user, "default"), _key_id(user, "release")])
+
+
+class ImmutableTags:
+    """A pass-through proxy to the real registry that refuses to overwrite an existing tag, as a
+    registry with tag immutability (Harbor, ECR) answers: 400 TAG_INVALID."""
+
+    def __init__(self, upstream: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        client = httpx.Client(base_url=upstream, timeout=60)
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                if self.command == "PUT" and "/manifests/" in path and not path.rsplit("/", 1)[1].startswith("sha256:"):
+                    if client.head(path, headers={"Accept": "application/vnd.oci.image.index.v1+json, "
+                                                  "application/vnd.oci.image.manifest.v1+json"}).status_code == 200:
+                        data = json.dumps({"errors": [{"code": "TAG_INVALID",
+                                                       "message": "tag is immutable and already exists"}]}).encode()
+                        self.send_response(400)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "connection")}
+                r = client.request(self.command, self.path, content=body, headers=headers)
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(r.content)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.client = client
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.client.close()
+
+
+@pytest.mark.oci  # a real registry: left out of --quick
+def test_a_registry_with_immutable_tags_refuses_a_second_signature_with_a_clear_error(request, tmp_path):
+    server = request.getfixturevalue("oci_registry")
+    proxy = ImmutableTags(server.http)
+    try:
+        registry = f"oci://127.0.0.1:{proxy.port}/imm-{tmp_path.name.replace('_', '-').lower()[-36:]}"
+        user = User(tmp_path / "user")
+        user.forge("key", "generate")
+        user.forge("key", "generate", "--name", "release")
+        user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
+        refused = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "release.key",
+                             ok=False)
+        assert refused.returncode != 0
+        first = refused.stderr.splitlines()[0]
+        assert first.startswith("error: ") and "the registry refused to update the referrers tag sha256-" in first, first
+        assert "a registry with immutable tags cannot add a second signature to a version this way" in first
+        assert "exempt tags matching sha256-* from tag immutability" in refused.stderr
+        # the first signature still verifies
+        user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+        user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "out")
+    finally:
+        proxy.close()
+
+
+def test_a_signature_that_was_not_attached_is_an_error(tmp_path):
+    """The registry no longer serves the version as it was read (here: its record now names
+    another tree): nothing is attached, and the command says so with exit 9, never 0."""
+    from starforge.cli.plugin_publish import report_signature
+    from starforge.errors import SignatureError
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.registry.publish import sign_published
+    from starforge.signing import generate_key
+
+    registry = tmp_path / "registry"
+    user = User(tmp_path / "user")
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry)
+    reg = DirectoryRegistry(registry)
+    info = reg.get(OWNER, NAME, VERSION)
+    path = registry / "plugins" / OWNER / NAME / f"{VERSION}.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "tree_digest": "sf1:" + "0" * 64}))
+    key = generate_key(tmp_path / "k.key")
+    assert sign_published(reg, info, key.private) == (False, False)
+    with pytest.raises(SignatureError, match=f"{REF}: your signature \\(key {key.key_id}\\) was not attached") as err:
+        report_signature(info, False, False, key.private, None, listed=True)
+    assert err.value.exit_code == 9
