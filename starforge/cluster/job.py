@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import hyperparams_and_deferred
+from . import hyperparams_and_deferred, provenance_log
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
@@ -423,8 +423,11 @@ class Job:
         }
 
     def write_provenance(self) -> str | None:
+        record = self.record()
+        if provenance_log.enabled():  # no shared file system: the record travels in the log too
+            provenance_log.emit(record)
         try:
-            return write_record(self.job_dir, self.record())
+            return write_record(self.job_dir, record)
         except OSError as exc:
             sys.stderr.write(f"forge: cannot write provenance record: {exc}\n")
             return None
