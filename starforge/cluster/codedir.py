@@ -43,7 +43,7 @@ RUNTIME_MODULES = (
     "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec", "starforge.cluster.readonly",
     "starforge.cluster.utctime", "starforge.cluster.entrypoint", "starforge.cluster.launcher", "starforge.cluster.runtime_zip",
     "starforge.cluster.environment", "starforge.cluster.exits", "starforge.cluster.import_hooks",
-    "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.job", "starforge.cluster.ray_init",
+    "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.provenance_log", "starforge.cluster.job", "starforge.cluster.ray_init",
     "starforge.cluster.process_job", "starforge.cluster.fingerprint", "starforge.cluster.shadowing",
     "starforge.cluster.requires", "starforge.cluster._vendor", "starforge.cluster._vendor.packaging",
     "starforge.cluster._vendor.packaging.version", "starforge.cluster._vendor.packaging._ranges",

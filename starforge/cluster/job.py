@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from . import hyperparams_and_deferred, provenance_log
+from . import hyperparams_and_deferred
 from .attempts import attempt_number
 from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
@@ -31,7 +31,7 @@ from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .load_order import Item, plan
-from .provenance import patch_records, scheduler_ids, write_record
+from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -424,8 +424,10 @@ class Job:
 
     def write_provenance(self) -> str | None:
         record = self.record()
-        if provenance_log.enabled():  # no shared file system: the record travels in the log too
-            provenance_log.emit(record)
+        if os.environ.get(LOG_ENV) == "1":  # no shared file system: the record travels in the log too
+            from .provenance_log import emit
+
+            emit(record)
         try:
             return write_record(self.job_dir, record)
         except OSError as exc:

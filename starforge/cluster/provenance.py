@@ -18,6 +18,8 @@ from .atomic import write_file
 from .jobspec import format_json
 
 DIRNAME = "provenance"
+# set to 1 where records also travel in the job's log (:mod:`.provenance_log`)
+LOG_ENV = "FORGE_PROVENANCE_LOG"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
 
 

@@ -26,7 +26,8 @@ import json
 import os
 import sys
 
-ENV = "FORGE_PROVENANCE_LOG"
+from .provenance import LOG_ENV as ENV
+
 MARKER = "@forge-provenance-v1:"
 
 
