@@ -25,6 +25,12 @@ control character in them is refused). It runs three kinds of step:
 3. **collect**, on every node: copy the node's provenance records and launcher status
    back into the shared job directory, and remove the node-local copy.
 
+Every process also writes its provenance record to the shared ``provenance/`` as it makes
+it (``FORGE_PROVENANCE_SHARED``), so an attempt killed before its collect step still left
+them there. With ``launch: per-node`` a launcher that fails says on which host
+(``error: HOST: the launcher on this host exited N``), and the job's exit code is that
+launcher's, not that of the other hosts' launchers srun ends because of it.
+
 The script records the exit code in ``slurm/exit_code``; output goes to
 ``slurm/output.log``. Status comes from ``scontrol show job``, then ``sacct`` where
 accounting exists, then that exit-code file. Every Slurm client command runs under
@@ -56,6 +62,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..cluster import atomic
+from ..cluster.provenance import SHARED_ENV as SHARED_PROVENANCE_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..directories import make_dirs
@@ -236,7 +243,8 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
     per_node = settings.get("launch", "once") == "per-node"
     # With step options (a container image) even a single run is an srun step, so it runs
     # where the other steps do; without, it runs in the batch script itself.
-    runner = "on_each_node " if per_node else ("one_step " if opts else "")
+    # Per node, a launcher that fails says on which host (each host checks its own copy).
+    runner = "on_each_node bash -c " + q(NAME_HOST) + ' forge-run "$SHARED" ' if per_node else ("one_step " if opts else "")
     mounts = ",".join(q(m) for m in settings.get("container_mounts") or [])
     lines = [
         "#!/bin/bash",
@@ -245,10 +253,13 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "# Nothing the job writes in its directories (bootstrap, provenance) is writable by others.",
         'umask "$(printf %04o $(( 0$(umask) | 2 )))"',
         "# Not a worker of some other forge job: the launcher sets up this job's environment.",
-        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME",
+        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME FORGE_PROVENANCE_LOG",
         "# The prepare step and the run share one attempt number (provenance file names).",
         'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
         'SHARED="$1"',
+        "# Every process writes its provenance record to the shared directory as it is made too:",
+        "# the collect step of a killed or cancelled attempt never runs.",
+        f'mkdir -p "$SHARED/provenance" && export {SHARED_PROVENANCE_ENV}="$SHARED/provenance"',
         "# The binding of what was staged (sha256 of the runtime zip and of jobspec.json).",
         f"RUNTIME_SHA256={binding.runtime_sha256}",
         f"SPEC_SHA256={binding.spec_sha256}",
@@ -270,6 +281,12 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "    #    environment, whose paths are the same on every node",
         f"    {runner}{run}",
         "    code=$?",
+        *([
+            "    # srun ends the other hosts' launchers when one fails: the job's code is the failing host's",
+            f'    for f in "$SHARED/{SLURM_DIR}/failed-$FORGE_ATTEMPT-"*; do',
+            '        if [ -f "$f" ] && [ "$(cat "$f")" -lt 128 ] 2>/dev/null; then code=$(cat "$f"); break; fi',
+            "    done",
+        ] if per_node else []),
         "fi",
         "# 3. every node: provenance and launcher status back to the shared directory",
         "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
@@ -309,6 +326,20 @@ if [ "$got" != "$runtime_sha" ]; then
     exit 10
 fi
 exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only
+"""
+
+# bash -c '<this>' forge-run SHARED ARGV...: run ARGV; on a failure, say which host it was,
+# and leave its code in SHARED/slurm/failed-<attempt>-<host> (a launcher that srun ended
+# because another host failed is killed with this shell and leaves nothing)
+NAME_HOST = r"""shared=$1; shift
+"$@"
+code=$?
+if [ "$code" -ne 0 ]; then
+    host=$(hostname -s)
+    echo "error: $host: the launcher on this host exited $code" >&2
+    echo "$code" > "$shared/slurm/failed-${FORGE_ATTEMPT:-0}-$host"
+fi
+exit "$code"
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL

@@ -20,6 +20,9 @@ from .jobspec import format_json
 DIRNAME = "provenance"
 # set to 1 where records also travel in the job's log (:mod:`.provenance_log`)
 LOG_ENV = "FORGE_PROVENANCE_LOG"
+# a folder every host sees (Slurm's shared job directory) where records are also written as
+# they are made: a killed attempt runs no collect step, and still leaves them there
+SHARED_ENV = "FORGE_PROVENANCE_SHARED"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
 
 
@@ -127,11 +130,23 @@ def record_path(job_dir: str, record: dict) -> str:
     return os.path.join(job_dir, DIRNAME, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
 
 
-def write_record(job_dir: str, record: dict) -> str:
-    """Write *record* atomically to its per-host/pid/attempt file; return the path."""
+def write_record(job_dir: str, record: dict, environ=None) -> str:
+    """Write *record* atomically to its per-host/pid/attempt file; return the path.
+
+    Also to the same name in :data:`SHARED_ENV`'s folder when that is set (best effort:
+    the job's own copy is the one that must be written).
+    """
+    environ = os.environ if environ is None else environ
+    data = (format_json(record, default=str) + "\n").encode("utf-8")
     path = record_path(job_dir, record)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_file(path, (format_json(record, default=str) + "\n").encode("utf-8"))
+    write_file(path, data)
+    shared = environ.get(SHARED_ENV, "")
+    if shared and os.path.isabs(shared) and os.path.isdir(shared):
+        try:
+            write_file(os.path.join(shared, os.path.basename(path)), data)
+        except OSError as exc:
+            sys.stderr.write(f"forge: cannot write the provenance record to {shared}: {exc}\n")
     return path
 
 
