@@ -27,8 +27,16 @@ from pathlib import Path
 # (slurmd refuses to start without the cgroup mounts); /etc/hosts of the cluster; a node-local
 # /tmp with the shared paths under /tmp bound back in at the same place.
 HOLDER = r"""set -eu
-h=$1 base=$2 nt=$3 expose=$4
+h=$1 base=$2 nt=$3 expose=$4 reveal=$5
 hostname "$h"
+# a directory closed to other users (e.g. /root holding the Python install) is replaced on
+# this host by a stand-in that others may traverse, holding only the given children
+for spec in $reveal; do
+  dir=${spec%%=*}; kids=${spec#*=}; stand="$base/nodes/$h/reveal$dir"
+  mkdir -p "$stand"; chmod 711 "$stand"
+  for kid in $(echo "$kids" | tr , ' '); do mkdir -p "$stand/$kid"; mount --bind "$dir/$kid" "$stand/$kid"; done
+  mount --bind "$stand" "$dir"
+done
 mkdir -p "$base/nodes/$h/cg"
 mount --rbind /sys/fs/cgroup "$base/nodes/$h/cg"
 mount -t sysfs "sysfs-$h" /sys
@@ -42,6 +50,22 @@ mount --rbind "$nt" /tmp
 echo $$ > "$base/run/$h.holder.tmp"; mv "$base/run/$h.holder.tmp" "$base/run/$h.holder"
 exec -a "netns-holder-$h" sleep infinity
 """
+
+
+def closed_ancestors(paths: list[str]) -> dict[str, list]:
+    """``{dir: [child, ...]}``: the directories on the way to *paths* that other users cannot
+    traverse, with the children of each the paths go through (for ``Hosts(reveal=...)``)."""
+    out: dict[str, list] = {}
+    for path in paths:
+        parts = Path(os.path.realpath(path)).parts
+        for i in range(1, len(parts) - 1):
+            d = os.path.join(*parts[: i + 1])
+            if not os.stat(d).st_mode & 0o001:
+                kids = out.setdefault(d, [])
+                if parts[i + 1] not in kids:
+                    kids.append(parts[i + 1])
+                break  # one closed directory per path (what a root-installed Python has)
+    return out
 
 
 def unavailable() -> str | None:
@@ -91,10 +115,14 @@ def stop_pids(pids: list[int], grace: float) -> None:
 class Hosts:
     """Hosts in namespaces, by hostname; ``up()`` makes them, ``down()`` removes everything."""
 
-    def __init__(self, base: Path, hosts: dict[str, str], expose: list[str], tag: str = "") -> None:
+    def __init__(self, base: Path, hosts: dict[str, str], expose: dict[str, list], tag: str = "",
+                 reveal: dict[str, list] | None = None) -> None:
         self.base = Path(base)
         self.ips = dict(hosts)  # hostname -> IP on the private /24
-        self.expose = [str(p) for p in expose]
+        # host -> the paths under /tmp it sees at the same place (its /tmp is otherwise its own)
+        self.expose = {h: [str(p) for p in expose.get(h, ())] for h in hosts}
+        # closed directory -> the children other users may reach through it on every host
+        self.reveal = dict(reveal or {})
         self.tag = tag or secrets.token_hex(3)  # namespace names are this machine's; hostnames are the hosts'
         self.switch = f"sf{self.tag}-sw"
         self.netns = {h: f"sf{self.tag}-{h}" for h in hosts}
@@ -133,7 +161,8 @@ class Hosts:
         log = open(self.base / "run" / f"holder-{h}.log", "ab")
         subprocess.Popen(
             ["nsenter", f"--net=/run/netns/{self.netns[h]}", "unshare", "--uts", "--mount", "--propagation", "private",
-             "--", "bash", "-c", HOLDER, "holder", h, str(self.base), str(nt), " ".join(self.expose)],
+             "--", "bash", "-c", HOLDER, "holder", h, str(self.base), str(nt), " ".join(self.expose[h]),
+             " ".join(f"{d}={','.join(kids)}" for d, kids in self.reveal.items())],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         )  # fmt: skip
         log.close()
@@ -168,15 +197,15 @@ class Hosts:
 
     # -- down -----------------------------------------------------------------------------
 
-    def down(self, first: tuple = (), grace: float = 3.0) -> None:
-        """Stop every process on the hosts by PID (those whose command line starts with one of
-        *first* before the others), then the holders, then delete the namespaces."""
+    def down(self, late: tuple = (), grace: float = 3.0) -> None:
+        """Stop every process on the hosts by PID (those whose command line holds one of *late*
+        after the others), then the holders, then delete the namespaces."""
         everything = {h: self.pids(h) for h in self.ips}
         holders = set(self.holders.values())
         rest = [p for pids in everything.values() for p in pids if p not in holders]
-        early = [p for p in rest if _cmdline(p).startswith(first)] if first else []
-        stop_pids(early, grace)
-        stop_pids([p for p in rest if p not in early], grace)
+        last = [p for p in rest if any(word in _cmdline(p) for word in late)]
+        stop_pids([p for p in rest if p not in last], grace)
+        stop_pids(last, grace)
         stop_pids(sorted(holders), grace)
         for ns in [*self.netns.values(), self.switch]:
             if Path("/run/netns", ns).exists():

@@ -142,7 +142,7 @@ def slurm_two_hosts(tmp_path_factory):
     # every host sees the state, the tests' temp directories and this Python at the same paths
     expose = sorted({str(base), str(tmp_path_factory.getbasetemp()), os.path.realpath(sys.prefix),
                      os.path.realpath(sys.base_prefix)})
-    hosts = Hosts(base, IPS, expose)
+    hosts = Hosts(base, IPS, {h: expose for h in IPS})
     c = Cluster(hosts, base, conf)
     try:
         hosts.up()
@@ -159,7 +159,7 @@ def slurm_two_hosts(tmp_path_factory):
         _wait("both compute hosts idle", lambda: c.idle_nodes() == 2, 30, base / "log" / f"slurmd-{N2}.log")
         yield c
     finally:
-        hosts.down(first=("slurmd", "slurmstepd"))
+        hosts.down(late=("slurmctld", "munged"))
         shutil.rmtree(base, ignore_errors=True)
 
 
