@@ -28,6 +28,7 @@ from pathlib import Path
 # /tmp with the shared paths under /tmp bound back in at the same place.
 HOLDER = r"""set -eu
 h=$1 base=$2 nt=$3 expose=$4 reveal=$5
+exec 3>"$base/run/$h.holder.tmp"  # opened now: $base may be hidden once /tmp is the host's own
 hostname "$h"
 # a directory closed to other users (e.g. /root holding the Python install) is replaced on
 # this host by a stand-in that others may traverse, holding only the given children
@@ -35,7 +36,7 @@ for spec in $reveal; do
   dir=${spec%%=*}; kids=${spec#*=}; stand="$base/nodes/$h/reveal$dir"
   mkdir -p "$stand"; chmod 711 "$stand"
   for kid in $(echo "$kids" | tr , ' '); do mkdir -p "$stand/$kid"; mount --bind "$dir/$kid" "$stand/$kid"; done
-  mount --bind "$stand" "$dir"
+  mount --rbind "$stand" "$dir"
 done
 mkdir -p "$base/nodes/$h/cg"
 mount --rbind /sys/fs/cgroup "$base/nodes/$h/cg"
@@ -47,7 +48,7 @@ for p in $expose; do
   case "$p" in /tmp/*) r=${p#/tmp/}; mkdir -p "$nt/$r"; mount --bind "$p" "$nt/$r";; esac
 done
 mount --rbind "$nt" /tmp
-echo $$ > "$base/run/$h.holder.tmp"; mv "$base/run/$h.holder.tmp" "$base/run/$h.holder"
+echo $$ >&3; exec 3>&-
 exec -a "netns-holder-$h" sleep infinity
 """
 
@@ -166,11 +167,11 @@ class Hosts:
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         )  # fmt: skip
         log.close()
-        pid_file = self.base / "run" / f"{h}.holder"
+        pid_file = self.base / "run" / f"{h}.holder.tmp"  # written once the host is set up
         deadline = time.monotonic() + 10
-        while not pid_file.exists() and time.monotonic() < deadline:
+        while not (pid_file.exists() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if not pid_file.exists():
+        if not (pid_file.exists() and pid_file.read_text().endswith("\n")):
             raise RuntimeError(f"host {h} did not come up: {(self.base / 'run' / f'holder-{h}.log').read_text()}")
         self.holders[h] = int(pid_file.read_text())
 

@@ -58,9 +58,9 @@ def main():
     ray.init()
     out = []
     for host in ("rh", "rn1"):
-        actor = Probe.options(resources={"node_" + host: 1}).remote()
+        actor = Probe.options(resources={"node_" + host: 0.01}).remote()
         out.append(ray.get(actor.info.remote(), timeout=120))
-        out.append(ray.get(probe.options(resources={"node_" + host: 1}).remote(), timeout=120))
+        out.append(ray.get(probe.options(resources={"node_" + host: 0.01}).remote(), timeout=120))
     out.append(where("driver"))
     print("RESULTS " + json.dumps(out), flush=True)
 
@@ -116,19 +116,16 @@ def ray_two_hosts(tmp_path_factory, other_user):
         as_user = ["runuser", "-u", other_user.name, "--", *_ray_env(home), str(BIN / "ray"), "start"]
         common = ["--num-cpus", "1", "--object-store-memory", "100000000", "--temp-dir", "/tmp/ray",
                   "--disable-usage-stats"]  # fmt: skip
-        head = subprocess.Popen(hosts.enter(HEAD, [
-            *as_user, "--head", "--node-ip-address", IPS[HEAD], "--port", "6379", "--dashboard-host", IPS[HEAD],
-            "--dashboard-port", "8265", "--include-dashboard", "true", "--resources", '{"node_rh": 1}', *common]),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        # the worker host joins as soon as the head's GCS answers (ray start retries until then)
-        worker = subprocess.Popen(hosts.enter(WORKER, [
-            *as_user, "--address", f"{IPS[HEAD]}:6379", "--node-ip-address", IPS[WORKER],
-            "--resources", '{"node_rn1": 1}', *common]),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        for name, proc in (("head", head), ("worker", worker)):
-            out, _ = proc.communicate(timeout=240)
-            if proc.returncode != 0:
-                pytest.fail(f"ray start ({name}) failed ({proc.returncode}):\n{out[-3000:]}")
+        # the worker host joins once the head is up (earlier, it finds no head node in the GCS)
+        for name, host, args in (
+            ("head", HEAD, ["--head", "--node-ip-address", IPS[HEAD], "--port", "6379", "--dashboard-host", IPS[HEAD],
+                            "--dashboard-port", "8265", "--include-dashboard", "true", "--resources", '{"node_rh": 1}']),
+            ("worker", WORKER, ["--address", f"{IPS[HEAD]}:6379", "--node-ip-address", IPS[WORKER],
+                                "--resources", '{"node_rn1": 1}']),
+        ):  # fmt: skip
+            started = hosts.run(host, [*as_user, *args, *common], timeout=240)
+            if started.returncode != 0:
+                pytest.fail(f"ray start ({name}) failed ({started.returncode}):\n{(started.stdout + started.stderr)[-3000:]}")
         deadline = time.monotonic() + 120
         probe = [str(BIN / "python"), "-c", ALIVE_NODES]
         while time.monotonic() < deadline:
