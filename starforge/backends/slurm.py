@@ -23,7 +23,10 @@ control character in them is refused). It runs three kinds of step:
    entrypoint starts on another node (``srun python …``, torchrun) verifies and loads that
    node's own copy;
 3. **collect**, on every node: copy the node's provenance records and launcher status
-   back into the shared job directory, and remove the node-local copy.
+   back into the shared job directory, and remove the node-local copy. A keeper step on
+   every node (``srun --overlap``, started after prepare) does the same when it gets
+   SIGTERM: at the end of the job, or when ``scancel`` (``forge jobs cancel``) signals
+   every step, when no new step could start.
 
 Every process also writes its provenance record to the shared ``provenance/`` as it makes
 it (``FORGE_PROVENANCE_SHARED``), so an attempt killed before its collect step still left
@@ -277,6 +280,11 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" "$RUNTIME_SHA256" "$SPEC_SHA256" ' + " ".join(q(i) for i in JOB_ITEMS),
         "code=$?",
         'if [ "$code" -eq 0 ]; then',
+        "    # every node: a keeper step that collects and removes this node's copy when it is",
+        "    # signalled: at the end of the job below, or when the job is cancelled (scancel",
+        "    # signals every step, and no new step can start then)",
+        "    on_each_node --overlap bash -c " + q(_KEEPER) + ' forge-keep "$SHARED" "$LOCAL" ' + q(_COLLECT) + " &",
+        "    keeper=$!",
         "    # 2. the training entrypoint on the local copy; the launcher exports the bootstrap",
         "    #    environment, whose paths are the same on every node",
         f"    {runner}{run}",
@@ -289,6 +297,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         ] if per_node else []),
         "fi",
         "# 3. every node: provenance and launcher status back to the shared directory",
+        'if [ -n "${keeper:-}" ]; then kill -TERM "$keeper" 2>/dev/null; wait "$keeper"; fi',
         "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
         'rmdir "$LOCAL" 2>/dev/null',
         f'echo "$code" > "$SHARED/{SLURM_DIR}/exit_code.tmp" && mv -f "$SHARED/{SLURM_DIR}/exit_code.tmp" "$SHARED/{SLURM_DIR}/exit_code"',
@@ -340,6 +349,14 @@ if [ "$code" -ne 0 ]; then
     echo "$code" > "$shared/slurm/failed-${FORGE_ATTEMPT:-0}-$host"
 fi
 exit "$code"
+"""
+
+# bash -c '<this>' forge-keep SHARED LOCAL COLLECT: wait; on SIGTERM run COLLECT (below)
+_KEEPER = r"""shared=$1; local=$2; collect=$3
+trap 'trap "" TERM; bash -c "$collect" forge-collect "$shared" "$local"; kill "$pid" 2>/dev/null; exit 0' TERM
+sleep infinity &
+pid=$!
+wait "$pid"
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL

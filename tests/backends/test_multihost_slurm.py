@@ -251,3 +251,68 @@ def test_a_plugin_changed_in_one_hosts_copy_after_prepare_stops_the_job_naming_t
     assert f"error: {N2}: the launcher on this host exited 10" in log, log
     assert "mark_worker.py" in log  # the mismatch names the changed file
     assert f"error: {N1}: the launcher" not in log  # the other host's copy was intact (its launcher was ended by srun)
+
+
+def _wait_for(what: str, check, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {timeout:.0f} s")
+
+
+SLEEPER = "python -c 'import socket, time; print(\"sleeping on\", socket.gethostname(), flush=True); time.sleep(300)'"
+
+
+def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment):
+    cluster = slurm_two_hosts
+    exp = make_experiment(SLEEPER, "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    record, _ = _submit(cluster, exp, "--detach")
+    output = Path(record["dir"]) / "slurm" / "output.log"
+    both = lambda: output.exists() and {N1, N2} <= set(output.read_text().split())  # noqa: E731
+    _wait_for("both hosts running", both, 60)
+    for host in (N1, N2):  # each host has its private copy while the job runs
+        assert list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
+    cancelled = cluster.forge("jobs", "cancel", record["id"], "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    gone = lambda: not any(list(cluster.hosts.node_tmp(h).glob("starforge-*")) for h in (N1, N2))  # noqa: E731
+    _wait_for("node-local copies removed on both hosts", gone, 30)
+    assert json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] == "cancelled"
+
+
+# The first attempt sleeps (its host is killed under it); the requeued one ends at once.
+ATTEMPTS = ("python -c 'import os, socket, time; print(\"attempt\", os.environ[\"FORGE_ATTEMPT\"], \"on\", "
+            "socket.gethostname(), flush=True); time.sleep(0 if os.environ[\"FORGE_ATTEMPT\"] != \"0\" else 300)'")
+
+
+def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(slurm_two_hosts, make_experiment):
+    cluster = slurm_two_hosts
+    exp = make_experiment(ATTEMPTS, "slurm", {"nodes": 2, "launch": "per-node"}, name="requeued")
+    record, _ = _submit(cluster, exp, "--detach")
+    output = Path(record["dir"]) / "slurm" / "output.log"
+    _wait_for("attempt 0 on both hosts", lambda: output.exists() and output.read_text().count("attempt 0 on") == 2, 60)
+    # the host "crashes": every process on it but the namespace holder dies at once
+    holder = cluster.hosts.holders[N2]
+    for pid in cluster.hosts.pids(N2):
+        if pid != holder:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    # Slurm notices (SlurmdTimeout=10), requeues the job; the host comes back with its slurmd.
+    requeued = lambda: "Restarts=1" in cluster.hosts.run(  # noqa: E731
+        LAPTOP, ["timeout", "5", "scontrol", "show", "job", "-o", str(record["backend_ref"]["job_id"])],
+        env=cluster.env()).stdout
+    _wait_for("the job requeued", requeued, 90)
+    cluster.start_slurmd(N2)
+    done = cluster.forge("jobs", "show", record["id"], "--json")
+    _wait_for("the second attempt ended", lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)
+              ["status"] in ("succeeded", "failed"), 90)
+    details, text = _show(cluster, record["id"])
+    assert (details["status"], details["exit_code"]) == ("succeeded", 0), (done.stdout, output.read_text())
+    prov = details["provenance"]
+    assert prov["attempts"] == [0, 1], prov
+    for host in (N1, N2):  # both hosts verified their copy again in the second attempt
+        assert prov["per_host"][host]["attempts"] == [0, 1], prov["per_host"]
+    assert "attempts 0, 1" in text, text
