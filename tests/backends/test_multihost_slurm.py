@@ -33,7 +33,7 @@ SlurmctldHost={ctl}({ctl_ip})
 SlurmUser=slurm
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={base}/munge/munge.sock
+AuthInfo=socket={base}/munge/munge.sock,cred_expire=10
 MpiDefault=none
 SwitchType=switch/none
 ProctrackType=proctrack/linuxproc
@@ -306,9 +306,11 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
         env=cluster.env()).stdout
     _wait_for("the job requeued", requeued, 90)
     cluster.start_slurmd(N2)
+    _wait_for("the host back", lambda: cluster.idle_nodes() == 2, 30)
     done = cluster.forge("jobs", "show", record["id"], "--json")
-    _wait_for("the second attempt ended", lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)
-              ["status"] in ("succeeded", "failed"), 90)
+    ended = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] in (  # noqa: E731
+        "succeeded", "failed")
+    _wait_for("the second attempt ended", ended, 60)  # a requeued job waits cred_expire (10 s) to start
     details, text = _show(cluster, record["id"])
     assert (details["status"], details["exit_code"]) == ("succeeded", 0), (done.stdout, output.read_text())
     prov = details["provenance"]
