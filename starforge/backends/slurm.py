@@ -320,6 +320,15 @@ if [ -L "$local" ] || [ ! -d "$local" ] || [ ! -O "$local" ] || [ "$(stat -c %a 
     echo "error: $(hostname -s): the node-local directory $local is not a fresh private directory of $(id -un) (another user's, a link, not mode 0700, or not empty); the job stops" >&2
     exit 10
 fi
+# a requeued attempt: this job's node-local copies an earlier attempt left on this node (a
+# host that died could not remove them), this user's own and real directories only
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+    for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
+        if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
+            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" || true
+        fi
+    done
+fi
 for item in "$@"; do
     if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi
 done

@@ -317,4 +317,7 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
     assert prov["attempts"] == [0, 1], prov
     for host in (N1, N2):  # both hosts verified their copy again in the second attempt
         assert prov["per_host"][host]["attempts"] == [0, 1], prov["per_host"]
+    # the killed host could not remove its first copy; the second attempt's prepare did
+    for host in (N1, N2):
+        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
     assert "attempts 0, 1" in text, text

@@ -206,6 +206,10 @@ def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):
     assert sorted(infos) == ["forge_plugins/p/m.py", "jobspec.json", "run.sh"]
     assert stat.S_IMODE(infos["run.sh"].external_attr >> 16) == 0o755
     assert stat.S_IMODE(infos["jobspec.json"].external_attr >> 16) == 0o644
+    # records read back from an earlier run's log are not shipped again: the same package
+    (job / "provenance").mkdir()
+    (job / "provenance" / "log-0001.json").write_text("{}")
+    assert build_package(job) == (name1, data1)
     (job / "forge_plugins" / "p" / "m.py").chmod(0o400)  # staged read-only: stays read-only
     with zipfile.ZipFile(BytesIO(build_package(job)[1])) as zf:
         assert stat.S_IMODE(zf.getinfo("forge_plugins/p/m.py").external_attr >> 16) == 0o444
