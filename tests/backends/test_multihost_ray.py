@@ -163,6 +163,7 @@ def test_one_job_patched_on_both_hosts_with_its_params_package_and_provenance_th
     # The worker host got the package from Ray (its own /tmp, Ray's working_dir), as the test user.
     on_worker = next(r for r in results if r["host"] == WORKER)
     assert on_worker["code"].startswith("/tmp/ray/"), on_worker
+    assert hosts.run(WORKER, ["test", "-e", str(exp)]).returncode == 1  # the laptop's files are not there
     unpacked = list(hosts.node_tmp(WORKER).glob("ray/session_*/runtime_resources/working_dir_files/*/jobspec.json"))
     assert unpacked and all(p.stat().st_uid == other_user.uid for p in unpacked), unpacked
 

@@ -253,13 +253,13 @@ def test_a_plugin_changed_in_one_hosts_copy_after_prepare_stops_the_job_naming_t
     assert f"error: {N1}: the launcher" not in log  # the other host's copy was intact (its launcher was ended by srun)
 
 
-def _wait_for(what: str, check, timeout: float) -> None:
+def _wait_for(what: str, check, timeout: float, detail=lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
         time.sleep(0.2)
-    pytest.fail(f"{what}: not within {timeout:.0f} s")
+    pytest.fail(f"{what}: not within {timeout:.0f} s\n{detail()}")
 
 
 SLEEPER = "python -c 'import socket, time; print(\"sleeping on\", socket.gethostname(), flush=True); time.sleep(300)'"
@@ -306,11 +306,16 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
         env=cluster.env()).stdout
     _wait_for("the job requeued", requeued, 90)
     cluster.start_slurmd(N2)
+    jid = str(record["backend_ref"]["job_id"])
     _wait_for("the host back", lambda: cluster.idle_nodes() == 2, 30)
     done = cluster.forge("jobs", "show", record["id"], "--json")
     ended = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] in (  # noqa: E731
         "succeeded", "failed")
-    _wait_for("the second attempt ended", ended, 60)  # a requeued job waits cred_expire (10 s) to start
+    def state() -> str:
+        shown = cluster.hosts.run(LAPTOP, ["timeout", "5", "scontrol", "show", "job", jid], env=cluster.env()).stdout
+        return shown + (output.read_text() if output.exists() else "")
+
+    _wait_for("the second attempt ended", ended, 120, state)  # a requeued job waits cred_expire (10 s) to start
     details, text = _show(cluster, record["id"])
     assert (details["status"], details["exit_code"]) == ("succeeded", 0), (done.stdout, output.read_text())
     prov = details["provenance"]
