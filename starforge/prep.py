@@ -12,7 +12,11 @@
    line of the input through ``entrypoint(params)`` into a temporary file beside the output.
 4. When every record is done the temporary file is renamed into place and
    ``OUT.provenance.json`` written beside it (atomically too); on any refused record
-   nothing is written.
+   nothing is written. The provenance's counts and hashes are forge's own reading of the
+   input and of the file it renames into place, not what the child reports.
+
+The child runs in a process group of its own, ended with it: nothing the plugin starts
+outlives ``forge prep`` (:mod:`starforge.process_group`).
 
 Laptop side.
 """
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import ManifestError, PrepError, UsageError
+from .process_group import end_group, read_until_done
 
 PROVENANCE_SCHEMA = "forge/prep/v1"
 PROVENANCE_SUFFIX = ".provenance.json"
@@ -196,7 +201,7 @@ def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDir
     nothing of StarForge installed runs it too.
     """
     from .cluster.runtime_zip import build_runtime_zip, zip_sources
-    from .credentials import without_credentials
+    from .credentials import shield_credentials, without_credentials
 
     interpreter = python or sys.executable
     if python is not None:
@@ -212,6 +217,7 @@ def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDir
     zip_path = os.path.join(tmp.name, "starforge-prep.zip")
     with open(zip_path, "wb") as f:
         f.write(build_runtime_zip(sources))
+    shield_credentials()  # nor from this process, which the child could read through /proc
     env = without_credentials()
     for key in [k for k in env if k.startswith("FORGE_") and k not in ("FORGE_HOME", "FORGE_VERBOSITY")]:
         env.pop(key)  # no job variables: the child is not part of a job
@@ -244,44 +250,84 @@ def run_prep(
         "input": str(src.resolve()),
     }
     total = src.stat().st_size
-    with tmp, atomic.writer(out, 0o644, fsync=True) as f:
+    output_file = atomic.writer(out, 0o644, fsync=True)
+    with tmp, output_file as f:
         out_fd = f.fileno()
         read_fd, write_fd = os.pipe()
         try:
-            # what the plugin prints goes to stderr: stdout carries forge's result (--json)
+            # what the plugin prints goes to stderr: stdout carries forge's result (--json);
+            # its own process group, ended with it: nothing it starts outlives forge prep
             proc = subprocess.Popen(
                 cmd + [str(write_fd), str(out_fd)], stdin=subprocess.PIPE, stdout=_stderr_fd(), env=env,
-                pass_fds=(write_fd, out_fd), cwd=tmp.name,
+                pass_fds=(write_fd, out_fd), cwd=tmp.name, start_new_session=True,
             )
         except OSError as exc:
             os.close(read_fd)
             os.close(write_fd)
             raise UsageError(f"cannot start {cmd[0]}: {exc.strerror or exc}") from None
         os.close(write_fd)
-        result = _talk(proc, json.dumps(header).encode("utf-8"), read_fd, progress, total)
-        code = proc.wait()
+        try:
+            result = _talk(proc, json.dumps(header).encode("utf-8"), read_fd, progress, total)
+            code = proc.wait()
+        finally:
+            end_group(proc)
         if result is None:
             raise PrepError(f"the prep process ({cmd[0]}) ended with exit code {code} before reporting a result",
                             hint="its own error is printed above; --python names the interpreter it runs under")
         if not result.get("ok"):
             raise _refusal(plugin, src, result)
+        # What the provenance says is what forge reads itself, from the file it renames into
+        # place and from the input, once nothing of the plugin runs: never the plugin's word.
+        f.flush()
+        written = file_counts(output_file.tmp, _lines)
         if progress is not None:
             progress(total, total)
+    read = file_counts(src, _records)
     record = {
         "schema": PROVENANCE_SCHEMA,
         "created": utc_now(),
         "plugin": plugin.describe(),
         "params": params,
-        "input": {"path": str(src.resolve()), **result["input"]},
-        "output": {"path": str(out.resolve()), **result["output"]},
-        "dropped": result["input"]["records"] - result["output"]["records"],
+        "input": {"path": str(src.resolve()), **read},
+        "output": {"path": str(out.resolve()), **written},
+        "dropped": read["records"] - written["records"],
         "python": cmd[0],
         "core_version": _core_version(),
     }
-    record["input"].pop("lines", None)
     prov = out.with_name(out.name + PROVENANCE_SUFFIX)
     atomic.write_file(prov, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return PrepResult(plugin=plugin, params=params, output=out, provenance_path=prov, record=record)
+
+
+def _lines(line: bytes) -> bool:
+    return True  # every line of the output is one record
+
+
+def _records(line: bytes) -> bool:
+    return bool(line.strip())  # the input's blank lines are no records (the child skips them)
+
+
+def file_counts(path: str | os.PathLike, is_record: Callable[[bytes], bool]) -> dict:
+    """``{"sha256", "bytes", "records"}`` of the file at *path*, read in blocks; a record is a
+    line (the last one may lack its newline) for which *is_record* holds."""
+    import hashlib
+
+    sha = hashlib.sha256()
+    size = records = 0
+    rest = b""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            sha.update(chunk)
+            size += len(chunk)
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            records += sum(1 for line in lines if is_record(line))
+    if rest and is_record(rest):
+        records += 1
+    return {"sha256": sha.hexdigest(), "bytes": size, "records": records}
 
 
 def _stderr_fd() -> int | None:
@@ -293,23 +339,34 @@ def _stderr_fd() -> int | None:
 
 
 def _talk(proc: subprocess.Popen, header: bytes, read_fd: int, progress, total: int) -> dict | None:
-    """Send *header*; follow the child's progress lines; return its result (None if it had none)."""
+    """Send *header*; follow the child's progress lines; return its result (None if it had none).
+
+    Reading stops at the result line, or once the child ended (a process it left behind
+    and that still holds the pipe does not keep forge waiting: its group is ended)."""
     assert proc.stdin is not None
     try:
         proc.stdin.write(header)
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    result = None
-    with os.fdopen(read_fd, "r", encoding="utf-8") as lines:
-        for line in lines:
-            kind, _, rest = line.rstrip("\n").partition(" ")
+    found: list = []
+    pending = [b""]
+
+    def take(chunk: bytes) -> None:
+        *lines, pending[0] = (pending[0] + chunk).split(b"\n")
+        for raw in lines:
+            kind, _, rest = raw.decode("utf-8", "replace").partition(" ")
             if kind == "progress" and progress is not None:
                 done = int(rest.split()[0])
                 progress(min(done, total), total)
-            elif kind == "result":
-                result = json.loads(rest)
-    return result
+            elif kind == "result" and not found:
+                found.append(json.loads(rest))
+
+    try:
+        read_until_done(proc, read_fd, take, done=lambda: bool(found))
+    finally:
+        os.close(read_fd)
+    return found[0] if found else None
 
 
 def _refusal(plugin: VerifiedPlugin, src: Path, result: dict) -> PrepError:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .cluster import atomic
 from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these names stay public here)
+    ARCHIVE_ALGORITHM,
     DIGEST_ALGORITHM,
     MISSING,
     NO_TRUSTED_KEY,
@@ -58,6 +59,10 @@ VERIFIED = "verified"  # a valid signature by a key trusted for the owner
 UNSIGNED = "unsigned"  # no signature, and none required (the owner has no trusted key)
 UNVERIFIED = "unverified"  # signed, but no key is trusted for the owner: nothing was checked
 
+ED25519 = "ed25519"  # the default key type
+ECDSA_P256 = "ecdsa-p256"  # for policies and tools that require ECDSA (OpenSSF model-signing)
+KEY_TYPES = (ED25519, ECDSA_P256)
+
 
 # -- keys ---------------------------------------------------------------------------------
 
@@ -76,24 +81,28 @@ def public_path_for(private: str | os.PathLike) -> Path:
     return private.with_suffix(".pub") if private.suffix == ".key" else private.with_name(private.name + ".pub")
 
 
-def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None) -> KeyPair:
-    """Write a new Ed25519 private key (PEM, mode 0600) to *path* and its public key beside it.
+def generate_key(path: str | os.PathLike, passphrase: str | bytes | None = None, key_type: str = ED25519) -> KeyPair:
+    """Write a new private key (PEM, mode 0600) of *key_type* (:data:`ED25519` or
+    :data:`ECDSA_P256`) to *path* and its public key beside it.
 
-    Refuses to overwrite an existing key. The key id is the sha256 hex of the raw public key.
+    Refuses to overwrite an existing key. The key id is :func:`key_id`.
 
     >>> generate_key("keys/default.key").public          # doctest: +SKIP
     PosixPath('keys/default.pub')
     """
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    if key_type not in KEY_TYPES:
+        raise UsageError(f"'{key_type}' is not a key type", hint=f"key types: {', '.join(KEY_TYPES)}")
     private_path = Path(path)
     public = public_path_for(private_path)
     for p in (private_path, public):
         if p.exists():
             raise UsageError(f"{p} already exists; refusing to overwrite a key", hint="choose another --name")
     make_dirs(private_path.parent, SECRET)
-    key = Ed25519PrivateKey.generate()
+    key = Ed25519PrivateKey.generate() if key_type == ED25519 else ec.generate_private_key(ec.SECP256R1())
     encryption: serialization.KeySerializationEncryption
     if passphrase:
         encryption = serialization.BestAvailableEncryption(_bytes(passphrase))
@@ -150,17 +159,30 @@ def signing_key_for(owner: str, keys_dir: str | os.PathLike | None = None) -> Pa
 
 
 def key_id(public_key) -> str:
-    """sha256 hex of the raw 32-byte Ed25519 public key (accepts PEM bytes/text or a key object)."""
+    """The key id (accepts PEM bytes/text or a key object): for Ed25519 the sha256 hex of the
+    raw 32-byte public key, for ECDSA the sha256 hex of the DER SubjectPublicKeyInfo."""
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     key = load_public_key(public_key) if isinstance(public_key, (bytes, str)) else public_key
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    if isinstance(key, Ed25519PublicKey):
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    else:
+        raw = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(raw).hexdigest()
 
 
+def key_type(key) -> str:
+    """:data:`ED25519` or :data:`ECDSA_P256` for a public or private key object."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ECDSA_P256 if isinstance(key, (ec.EllipticCurvePublicKey, ec.EllipticCurvePrivateKey)) else ED25519
+
+
 def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = None):
-    """The Ed25519 private key at *path*, decrypted with *passphrase* when it has one."""
+    """The Ed25519 or ECDSA P-256 private key at *path*, decrypted with *passphrase* when it has one."""
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     path = Path(path)
@@ -178,20 +200,48 @@ def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = N
         if passphrase:
             raise SignatureError(f"cannot decrypt {path}: wrong passphrase or not a private key") from None
         raise SignatureError(f"{path} is not a PEM private key") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise SignatureError(f"{path} is not an Ed25519 key", hint="make keys with 'forge key generate'")
-    return key
+    if isinstance(key, Ed25519PrivateKey):
+        return key
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return key
+    raise SignatureError(f"{path} is not an Ed25519 or ECDSA P-256 key", hint="make keys with 'forge key generate'")
+
+
+def sign_bytes(key, message: bytes) -> bytes:
+    """A signature over *message*: Ed25519, or ECDSA P-256 over SHA-256 (DER; randomized)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return key.sign(message, ec.ECDSA(hashes.SHA256()))
+    return key.sign(message)
 
 
 # -- statements and envelopes -------------------------------------------------------------
 
+def archive_name(owner: str, name: str, version: str) -> str:
+    """The file name of a version's archive: ``owner-name-version.tar.gz`` (the statement's second subject)."""
+    from .manifest import canonical_version
+
+    return f"{owner}-{name}-{canonical_version(version)}.tar.gz"
+
+
 def make_statement(owner: str, name: str, version: str, tree_digest: str, artifact_digest: str) -> bytes:
-    """The in-toto Statement v1 a publisher signs, as the exact JSON bytes."""
+    """The in-toto Statement v1 a publisher signs, as the exact JSON bytes.
+
+    Two subjects: the plugin (``owner/name@version``, the tree digest under ``sf1``) and the
+    archive the registry serves (its file name and sha256), so that tools that check a
+    subject against a file (cosign) can verify the archive a user holds.
+    """
     if not tree_digest.startswith("sf1:"):
         raise UsageError(f"'{tree_digest}' is not a tree digest (sf1:<hex>)")
+    if not artifact_digest.startswith(ARCHIVE_ALGORITHM + ":"):
+        raise UsageError(f"'{artifact_digest}' is not an archive digest (sha256:<hex>)")
     statement = {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": subject_name(owner, name, version), "digest": {DIGEST_ALGORITHM: tree_digest[4:]}}],
+        "subject": [{"name": subject_name(owner, name, version), "digest": {DIGEST_ALGORITHM: tree_digest[4:]}},
+                    {"name": archive_name(owner, name, version),
+                     "digest": {ARCHIVE_ALGORITHM: artifact_digest.partition(":")[2]}}],
         "predicateType": PREDICATE_TYPE,
         "predicate": {"artifact_digest": artifact_digest, "tree_digest": tree_digest},
     }
@@ -211,7 +261,7 @@ def sign_statement(
     """A DSSE envelope (JSON bytes) over the publish statement, signed with the key at *key_path*."""
     key = load_private_key(key_path, passphrase)
     payload = make_statement(owner, name, version, tree_digest, artifact_digest)
-    signature = key.sign(pae(PAYLOAD_TYPE, payload))
+    signature = sign_bytes(key, pae(PAYLOAD_TYPE, payload))
     envelope = {
         "payloadType": PAYLOAD_TYPE,
         "payload": base64.b64encode(payload).decode("ascii"),
@@ -344,24 +394,75 @@ def verify_published_envelope(registry, info, trust: Trust | None = None, requir
             f"{info.ref}: signatures are required, but no key is trusted for owner {info.owner}",
             hint=f"forge trust add {info.owner} PUBKEY.pub",
         )
-    if rule in (UNSIGNED, UNVERIFIED):
+    if rule == UNSIGNED:
+        return rule, newest
+    if rule == UNVERIFIED:
+        _check_bundles(registry, info, envelopes)
         return rule, newest
     if rule == MISSING:
         raise SignatureError(
             f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
             hint=("a signature may have been stripped; do not use this version until its publisher signs it: "
-                  "'forge plugin publish DIR --sign' attaches a signature to a published version"),
+                  f"'forge plugin sign {info.ref}' adds a signature to a published version"),
         )
     failures: list = []
     for envelope in reversed(envelopes):
         try:
             verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
-                            tree_digest=info.tree_digest, trust=trust)
+                            tree_digest=info.tree_digest, trust=trust, artifact_digest=info.artifact_digest or None)
         except SignatureError as exc:
             failures.append(exc)
             continue
+        _check_bundles(registry, info, envelopes)
         return VERIFIED, envelope
     raise failures[0]
+
+
+def _check_bundles(registry, info, envelopes: list) -> None:
+    """Each Sigstore bundle stored beside the envelopes carries one of their signatures, or the registry is tampered."""
+    bundles = getattr(registry, "sigstore_bundles", None)
+    if bundles is not None:
+        from .sigstore_bundle import check_bundles
+        from .urls import mask_url
+
+        check_bundles(info.ref, envelopes, bundles(info), f"registry {mask_url(registry.url)}")
+
+
+def signed_by(envelopes: list, public_key, info) -> bool:
+    """Whether one of *envelopes* carries a valid signature by *public_key* over the publish
+    statement of *info* (its tree digest and, where named, its archive): signing it again
+    with that key adds nothing."""
+    from cryptography.hazmat.primitives import serialization
+
+    pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
+    only = Trust(owners={info.owner: {key_id(public_key): pem}})
+    for envelope in envelopes:
+        try:
+            verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
+                            tree_digest=info.tree_digest, trust=only, artifact_digest=info.artifact_digest)
+        except SignatureError:
+            continue
+        return True
+    return False
+
+
+def check_signing_key(owner: str, public_key, key_file, trust: Trust) -> bool:
+    """Refuse (:class:`UsageError`) to sign for *owner* with a key the trust file does not list
+    for *owner* when it lists others: consumers with that trust file would refuse the
+    version, and a signature cannot be taken back. True when the trust file lists keys for
+    *owner* (and this is one), False when it lists none (a first publish, a CI machine)."""
+    listed = trust.key_ids(owner)
+    if not listed:
+        return False
+    mine = key_id(public_key)
+    if mine in listed:
+        return True
+    raise UsageError(
+        f"key {mine} ({key_file}) is not trusted for owner {owner} in {trust.path}: "
+        "a version signed with it would be refused by everyone who trusts this file, and a signature cannot be taken back",
+        hint=f"sign with a key trusted for {owner} (--key FILE; trusted: {', '.join(listed)}), or, if this key should be "
+             f"trusted: forge trust add {owner} {public_path_for(key_file)}",
+    )
 
 
 def stored_envelopes(registry, info) -> list:

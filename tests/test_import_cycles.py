@@ -63,3 +63,52 @@ def test_the_upward_arrow_finder_finds_a_lazy_one(tmp_path):
 
 def test_no_import_runs_back_up_the_layers():
     assert upward_arrows(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []
+
+
+# Every top-level module and package of starforge/, by layer, bottom up. A module imports
+# only from its own layer or below (every import counts, lazy ones included); a new module
+# or package must be placed here, so the layering covers the whole tree.
+LAYERS = (
+    ("cluster", "plugins", "patching", "launch", "prep_child", "schemas"),  # the cluster side and its public names
+    ("errors", "urls", "yamlio", "directories", "home", "filelock", "credentials", "process_group", "archive",
+     "sigstore_bundle", "model_signature"),
+    ("manifest", "userconfig"),
+    ("signing", "authoring"),
+    ("registry",),
+    ("backends",),
+    ("experiment", "bundle", "prep"),
+    ("cli", "__main__"),
+)
+
+
+def layer_violations(graph: dict, layers=LAYERS) -> list:
+    """``module -> target`` for each import of a higher layer, and ``unplaced: name`` for each
+    top-level name of the package in no layer."""
+    level = {name: i for i, names in enumerate(layers) for name in names}
+
+    def top(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else ""  # "": the package's __init__ (its version), below everything
+
+    out = sorted({f"unplaced: {top(m)}" for m in graph if top(m) and top(m) not in level})
+    for module, edges in graph.items():
+        for target, lines in edges.items():
+            a, b = top(module), top(target)
+            if a in level and b in level and level[b] > level[a]:
+                out.append(f"{module} -> {target} (line {lines[0]})")
+    return sorted(out)
+
+
+def test_the_layer_check_finds_an_upward_import_and_an_unplaced_package(tmp_path):
+    root = tmp_path / "starforge"
+    (root / "cluster").mkdir(parents=True)
+    (root / "newthing").mkdir()
+    for f in ("__init__.py", "cluster/__init__.py", "cluster/job.py", "newthing/__init__.py", "cli.py"):
+        (root / f).write_text("")
+    (root / "cluster" / "job.py").write_text("def f():\n    from ..cli import main\n")
+    assert layer_violations(package_graph(root, "starforge")) == [
+        "starforge.cluster.job -> starforge.cli (line 2)", "unplaced: newthing"]
+
+
+def test_every_package_keeps_to_its_layer():
+    assert layer_violations(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []

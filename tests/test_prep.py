@@ -320,3 +320,194 @@ def test_memory_does_not_grow_with_the_input(laptop):
     # 300,000 records are about 36 MB of JSONL and over 300 MB as Python dicts; streamed,
     # the child's peak stays where 20,000 records put it (buffers of about 1 MB)
     assert large - small < 16 * 1024, (small, large)
+
+
+# -- what forge reads itself; what the plugin leaves behind ---------------------------------
+
+EXTRA_LINE = """
+import os, sys
+
+def install(params):
+    # the output's descriptor is the child's second argument: a line of the plugin's own
+    os.write(int(sys.argv[2]), b'{"planted": true}\\n')
+    return lambda record: record
+"""
+
+
+def test_provenance_counts_and_hashes_the_file_forge_renames_into_place(laptop):
+    laptop.plugin("extra-prep", EXTRA_LINE)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}, "", {"a": 2}])
+    out = laptop.root / "out.jsonl"
+    laptop.forge("prep", "extra-prep", "-i", raw, "-o", out)
+    assert out.read_text().splitlines() == ['{"planted": true}', '{"a": 1}', '{"a": 2}']
+    prov = json.loads(Path(f"{out}.provenance.json").read_text())
+    assert prov["output"] == {"path": str(out), "sha256": sha256(out), "records": 3, "bytes": out.stat().st_size}
+    assert prov["input"] == {"path": str(raw), "sha256": sha256(raw), "records": 2, "bytes": raw.stat().st_size}
+    assert prov["dropped"] == -1  # one record more out than in: what was written, not what the plugin says
+
+
+LINGERING = """
+import os, sys, time
+
+def install(params):
+    pid = os.fork()
+    if pid == 0:  # a grandchild of forge that holds every descriptor the child had
+        time.sleep(120)
+        os._exit(0)
+    with open(os.environ["PID_FILE"], "w") as f:
+        f.write(str(pid))
+    return lambda record: record
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(laptop):
+    import time
+
+    laptop.plugin("lingering-prep", LINGERING)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
+    pid_file = laptop.root / "grandchild.pid"
+    started = time.monotonic()
+    try:
+        laptop.forge("prep", "lingering-prep", "-i", raw, "-o", laptop.root / "out.jsonl", env={"PID_FILE": str(pid_file)})
+        took = time.monotonic() - started
+        grandchild = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(grandchild)  # ended with the plugin's process group
+        assert took < 60, took  # not the grandchild's 120 s
+    finally:
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), 9)
+
+
+# -- forge's own credentials, read through /proc ------------------------------------------
+
+SECRETS = {"FORGE_REGISTRY_PASSWORD": "push-S3cr3t", "FORGE_KEY_PASSPHRASE": "sign-S3cr3t",
+           "FORGE_REGISTRY_USER": "ci-pusher", "FORGE_RAY_TOKEN": "ray-T0ken", "HF_TOKEN": "hf-token-456"}
+
+PROC_SNOOP = """
+import json, os
+
+def ancestors():
+    # every process above this one, forge first: what its /proc/<pid>/environ and /proc/<pid>/mem give away
+    seen, pid = [], os.getppid()
+    while pid > 1:
+        entry = {"pid": pid}
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                entry["environ"] = f.read().decode("utf-8", "replace").split("\\0")
+        except OSError as exc:
+            entry["environ"] = f"unreadable: {exc.strerror}"
+        entry["mem"] = memory_has(pid, [v[::-1].encode() for v in json.loads(os.environ["SNOOP_FOR"])])
+        seen.append(entry)
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return seen
+
+def memory_has(pid, needles):
+    found = set()
+    try:
+        with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                if not perms.startswith("r") or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
+                    continue
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                try:
+                    mem.seek(lo)
+                    data = mem.read(hi - lo)
+                except (OSError, OverflowError, ValueError):
+                    continue
+                found.update(n.decode() for n in needles if n in data)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    return sorted(found)
+
+def install(params):
+    seen = ancestors()
+    return lambda record: {"ancestors": seen}
+"""
+
+
+def _snooped(out: Path) -> list:
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    return record["ancestors"]
+
+
+def test_the_plugin_cannot_read_forges_credentials_from_its_proc_environ(laptop):
+    laptop.plugin("proc-snoop", PROC_SNOOP)
+    raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
+    out = laptop.root / "out.jsonl"
+    values = [SECRETS[k] for k in SECRETS if k != "HF_TOKEN"]
+    laptop.forge("prep", "proc-snoop", "-i", raw, "-o", out, env={**SECRETS, "SNOOP_FOR": json.dumps([v[::-1] for v in values])})
+    forge, *_ = _snooped(out)
+    # The forge process's environment block, as /proc shows it: no credential variable,
+    # the user's own variables still there (so the read itself worked).
+    assert isinstance(forge["environ"], list), forge
+    assert "HF_TOKEN=hf-token-456" in forge["environ"]
+    assert not [e for e in forge["environ"] if e.startswith(tuple(k + "=" for k in SECRETS if k != "HF_TOKEN"))]
+    assert not [e for e in forge["environ"] if any(v in e for v in values)]
+
+
+def _python_for(user: str) -> str | None:
+    """An interpreter of this Python's version that *user* can run (this one may sit in root's home)."""
+    import shutil
+
+    for candidate in (os.path.realpath(sys.executable), shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                                                                      path="/usr/local/bin:/usr/bin")):
+        if candidate and subprocess.run(["runuser", "-u", user, "--", candidate, "-c", "pass"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def test_as_an_ordinary_user_the_plugin_can_read_neither_forges_environ_nor_its_memory(tmp_path):
+    # As the test's own user (root) the memory of any process is readable; an ordinary user's
+    # plugin must find forge's /proc/<pid>/environ and /proc/<pid>/mem closed.
+    import shutil
+    import site
+    import tempfile
+
+    other = "forge-other"
+    if os.getuid() != 0 or not shutil.which("runuser"):
+        if os.environ.get("CI"):
+            pytest.fail("this test needs root and runuser to act as another user")
+        pytest.skip("needs root and runuser to act as another user")
+    if subprocess.run(["id", "-u", other], capture_output=True).returncode != 0:
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", other],
+                              capture_output=True, text=True)
+        assert made.returncode == 0 or subprocess.run(["id", "-u", other], capture_output=True).returncode == 0, made.stderr
+    python = _python_for(other)
+    repo = Path(__file__).resolve().parents[1]
+    path = [str(repo), *site.getsitepackages()]
+    if python is None or subprocess.run(["runuser", "-u", other, "--", "env", f"PYTHONPATH={os.pathsep.join(path)}",
+                                         python, "-c", "import starforge.cli.main, click, yaml"],
+                                        capture_output=True).returncode != 0:
+        pytest.skip("the second user can reach no interpreter of this version with this checkout and its packages")
+    work = Path(tempfile.mkdtemp(prefix="forge-snoop-", dir="/tmp"))
+    try:
+        laptop = Laptop(work)
+        laptop.plugin("proc-snoop", PROC_SNOOP)
+        raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
+        subprocess.run(["chown", "-R", other, str(work)], check=True)
+        values = [SECRETS[k] for k in SECRETS if k != "HF_TOKEN"]
+        env = {**laptop.env, **SECRETS, "SNOOP_FOR": json.dumps([v[::-1] for v in values]), "HOME": str(work),
+               "PYTHONPATH": os.pathsep.join(path)}
+        proc = subprocess.run(["runuser", "-u", other, "--", "env", *[f"{k}={v}" for k, v in env.items()],
+                               python, "-m", "starforge", "prep", "proc-snoop", "-i", str(raw), "-o", str(work / "out.jsonl")],
+                              cwd=work, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        forge, *_ = _snooped(work / "out.jsonl")
+    finally:
+        shutil.rmtree(work)
+    assert forge["environ"] == "unreadable: Permission denied"
+    assert forge["mem"] == "unreadable: Permission denied"

@@ -108,7 +108,9 @@ def test_envelope_holds_an_in_toto_statement_signed_over_pae(tmp_path):
     payload = base64.b64decode(env["payload"])
     statement = json.loads(payload)
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
-    assert statement["subject"] == [{"name": "alice/opsd-patch@1.2.0", "digest": {"sf1": "ab" * 32}}]
+    # the plugin by its tree digest, then the archive the registry serves by its sha256 (what cosign checks)
+    assert statement["subject"] == [{"name": "alice/opsd-patch@1.2.0", "digest": {"sf1": "ab" * 32}},
+                                    {"name": "alice-opsd-patch-1.2.0.tar.gz", "digest": {"sha256": "cd" * 32}}]
     assert statement["predicateType"] == "https://starforge.dev/publish/v1"
     assert statement["predicate"]["artifact_digest"] == artifact
     (sig,) = env["signatures"]

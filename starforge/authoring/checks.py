@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this module's API)
-    _EXTENSION_RE,
+    EXTENSION_RE,
     RESERVED_NAMES,
     STDLIB_NAMES,
     TRAINING_STACK,
@@ -276,7 +276,7 @@ def _entrypoint_findings(manifest: PluginManifest, files: set[str], trees: dict[
     rel = _module_file(module, files)
     if rel is None:
         base = module.replace(".", "/")
-        if any(_EXTENSION_RE.match(f.rpartition("/")[2]) and f.startswith(base) for f in files):
+        if any(EXTENSION_RE.match(f.rpartition("/")[2]) and f.startswith(base) for f in files):
             warnings.append(Finding("entrypoint", MANIFEST_FILE, None,
                                     f"entrypoint module '{module}' is an extension module; its function cannot be checked statically"))
             return errors, warnings

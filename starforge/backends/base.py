@@ -1,12 +1,14 @@
 """The small interface every backend implements, and the record of one submitted job.
 
-A backend receives a job directory that :mod:`starforge.experiment.stage` has already
-built (``jobspec.json``, ``forge_plugins/``, ``recipe/``; SPEC §8) and runs
+A backend receives a job that :func:`starforge.backends.staged.stage` has built (a
+:class:`~starforge.backends.staged.StagedJob`: the directory with ``jobspec.json``,
+``forge_plugins/``, ``recipe/``, ``work/``, SPEC §8, the JobSpec and the binding) and runs
 ``forge-launch --spec jobspec.json`` on it somewhere::
 
     backend = get_backend("local", settings={})
     job_dir = backend.staging_dir(experiment_dir, spec.id)   # where stage() should build
-    record = backend.submit(job_dir, spec, detach=False)      # started; record saved
+    staged = stage(spec, job_dir, plugins=..., recipe=...)    # built, bound
+    record = backend.submit(staged, detach=False)             # started; record saved
     record = wait(backend, record, sys.stdout.write)          # follow logs until it ends
     backend.refresh(record).status                            # 'succeeded', 'failed', ...
 
@@ -40,13 +42,16 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from ..cluster.utctime import utc_now
 from ..errors import BackendError, ManifestError, UsageError
 from . import BACKENDS
 from .jobrecord import FINAL, LIVE, STATUSES, JobRecord  # noqa: F401  (re-exported for backends)
 from .store import JobStore
+
+if TYPE_CHECKING:
+    from .staged import StagedJob
 
 
 class Backend(abc.ABC):
@@ -81,10 +86,14 @@ class Backend(abc.ABC):
         request, one node, the entrypoint once. The default has nothing to drop."""
         return dict(settings)
 
-    def _save_new_record(self, job_dir: Path, spec, created: str | None = None, **fields: Any) -> JobRecord:
-        """Save and return the first record of the job staged in *job_dir*: ``pending``, created
-        at *created* (default: now), with the other :class:`JobRecord` *fields* given."""
-        fields.setdefault("runtime_sha256", _runtime_sha256(job_dir))
+    def _save_new_record(self, staged: StagedJob, created: str | None = None, **fields: Any) -> JobRecord:
+        """Save and return the first record of *staged*: ``pending``, created at *created*
+        (default: now), with its binding and the other :class:`JobRecord` *fields* given."""
+        spec = staged.spec
+        fields.setdefault("runtime_sha256", staged.binding.runtime_sha256)
+        fields.setdefault("spec_sha256", staged.binding.spec_sha256)
+        experiment = staged.layout.experiment
+        fields.setdefault("experiment", str(experiment) if experiment is not None else "")
         replay = getattr(spec, "replay", None)
         if replay and "replay_of" not in fields:
             fields["replay_of"] = str(replay.get("of") or "")
@@ -93,7 +102,7 @@ class Backend(abc.ABC):
             name=spec.name,
             backend=self.name,
             status="pending",
-            dir=str(job_dir),
+            dir=str(staged.dir),
             created=created or utc_now(),
             **fields,
         )
@@ -127,8 +136,8 @@ class Backend(abc.ABC):
         return Path(experiment_dir) / ".forge" / "jobs" / job_id
 
     @abc.abstractmethod
-    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
-        """Start the staged job in *job_dir* (its ``jobspec.json`` is *spec*); save and return its record."""
+    def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
+        """Start *staged* (hand its binding to the job over this backend's channel); save and return its record."""
 
     @abc.abstractmethod
     def refresh(self, record: JobRecord) -> JobRecord:
@@ -258,17 +267,6 @@ def _read_from(path: Path, offset: int) -> bytes:
 # runtime zip, whose entry resolves the job's Python there and re-executes the launcher
 # under it. The paths are relative to the job directory.
 NODE_ENTRY = (".forge-runtime/starforge-runtime.zip", "--spec", "jobspec.json")
-
-
-def _runtime_sha256(job_dir) -> str:
-    """The sha256 (hex) of the job's staged runtime zip, "" when there is none."""
-    from ..cluster.digest import hash_file
-    from ..cluster.environment import runtime_paths
-
-    try:
-        return hash_file(runtime_paths(str(job_dir))["zip"])
-    except OSError:
-        return ""
 
 
 def node_entry(python: str, job_dir: str | os.PathLike = "", spec_sha256: str = "") -> list[str]:

@@ -2,8 +2,10 @@
 
 The policy lives here; the CLI (:mod:`starforge.cli.jobs`) parses arguments and prints.
 A job goes with its record and, when the directory is its own, its staged directory
-(never reached through a symlink: :mod:`starforge.backends.jobdir`). Every job is checked
-before anything is deleted, so a refusal deletes nothing.
+(never reached through a symlink: :mod:`starforge.backends.jobdir`). A directory whose
+working directory holds outputs (:mod:`starforge.backends.outputs`) goes only with
+``with_outputs``. Every job is checked before anything is deleted, so a refusal deletes
+nothing.
 
 Laptop side, standard library only.
 
@@ -24,6 +26,7 @@ from ..cluster.utctime import TIMESTAMP
 from ..errors import UsageError
 from .jobdir import removable_job_dir, remove_job_dir
 from .jobrecord import JobRecord
+from .outputs import job_outputs
 from .store import JobStore
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -82,19 +85,26 @@ def plan_prune(records: Iterable[JobRecord], *, older_than: int | None, gone: bo
     return PrunePlan(chosen=tuple(chosen), dirless=tuple(dirless))
 
 
-def check_removable(records: Iterable[JobRecord]) -> None:
-    """Refuse, before anything is deleted, a job still pending or running, or one whose
-    directory is reached through a symlink now."""
+def check_removable(records: Iterable[JobRecord], *, with_outputs: bool = False) -> None:
+    """Refuse, before anything is deleted, a job still pending or running, one whose
+    directory is reached through a symlink now, or (unless *with_outputs*) one whose
+    working directory holds outputs, saying how many and how large."""
     for record in records:
         if not record.final:
             raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
-        removable_job_dir(record)
+        job_dir = removable_job_dir(record)
+        outputs = job_outputs(job_dir) if job_dir is not None else None
+        if outputs is not None and outputs.files and not with_outputs:
+            raise UsageError(
+                f"job {record.id} holds outputs ({outputs.describe()}); nothing was deleted",
+                hint="copy what you need, then add --with-outputs to delete them with the job",
+            )
 
 
-def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None) -> list:
+def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, with_outputs: bool = False) -> list:
     """Delete each job (its own directory, then its record), after checking them all; return the ids."""
     unique = list({r.id: r for r in records}.values())
-    check_removable(unique)
+    check_removable(unique, with_outputs=with_outputs)
     store = store if store is not None else JobStore()
     removed = []
     for record in unique:

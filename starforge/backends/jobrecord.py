@@ -32,6 +32,7 @@ class JobRecord:
     finished: str | None = None
     message: str = ""  # one line for the user, e.g. why a job failed or was lost
     runtime_sha256: str = ""  # sha256 of the staged runtime zip (forge jobs replay runs the same one)
+    spec_sha256: str = ""  # sha256 of the staged jobspec.json (forge jobs replay checks it before reading it)
     replay_of: str = ""  # the job this one replays (forge jobs replay), else ""
 
     @property

@@ -24,21 +24,25 @@ Laptop side, standard library only.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..cluster.atomic import process_alive
 from ..cluster.utctime import utc_now
-from ..credentials import without_credentials
+from ..credentials import shield_credentials, without_credentials
 from ..errors import BackendError
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry
-from .binding import binding_for, check_runtime
+from .binding import check_runtime
 from .store import JobStore
+
+if TYPE_CHECKING:
+    from .staged import StagedJob
 
 LOG_NAME = "log.txt"
 _POLL = 0.1
@@ -52,19 +56,16 @@ class LocalBackend(Backend):
         super().__init__(settings, store)
         self._children: dict = {}  # job id -> Popen of the supervisor this process started
 
-    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
-        job_dir = Path(job_dir).resolve()
+    def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
+        job_dir = Path(staged.dir).resolve()
+        spec = staged.spec
         if not (job_dir / "jobspec.json").is_file():
             raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
-        record = self._save_new_record(
-            job_dir,
-            spec,
-            created=spec.created,
-            experiment=str(job_dir.parent.parent.parent) if job_dir.parent.name == "jobs" else "",
-        )
+        record = self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created)
+        shield_credentials()  # the job's plugin code runs on this machine, below this process
         try:
             with _open_log(job_dir) as log:
-                bound = binding_for(job_dir)
+                bound = staged.binding
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), spec.id,
                      bound.runtime_sha256, bound.spec_sha256],

@@ -37,7 +37,7 @@ import stat
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster.binding import SPEC_ENV
 from ..cluster.provenance import DIRNAME as PROVENANCE_DIR
@@ -47,7 +47,10 @@ from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
 from .base import LIVE, Backend, JobRecord, node_entry
-from .binding import Binding, binding_for
+from .binding import Binding
+
+if TYPE_CHECKING:
+    from .staged import StagedJob
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "python")
@@ -264,16 +267,17 @@ class RayBackend(Backend):
     def _client(self, address: str) -> RayJobsClient:
         return RayJobsClient(address, auth_token())
 
-    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
+    def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         from ..launch import bootstrap_env
 
-        job_dir = Path(job_dir)
+        job_dir = Path(staged.dir)
+        spec = staged.spec
         address = resolve_address(self.settings)
         # Relative paths: Ray unpacks the package elsewhere on each node and starts the
         # entrypoint and every worker inside it. This also writes .forge-runtime/ into the
         # job directory, so it must come before the package is built.
         workers = without_credentials({str(k): str(v) for k, v in bootstrap_env(job_dir, relative=True).items()})
-        bound = binding_for(job_dir)
+        bound = staged.binding
         env = {
             SPEC_ENV: bound.spec_sha256,  # Ray workers compare their jobspec.json with it
             # Dormant until the driver's ray.init hands it, with our setup hook, to the
@@ -296,7 +300,7 @@ class RayBackend(Backend):
                     request[key] = self.settings[key]
             submission_id = _submit_unique(client, f"forge-{spec.id}", request)
         return self._save_new_record(
-            job_dir, spec, backend_ref={"address": address, "submission_id": submission_id, "package": uri}
+            staged, backend_ref={"address": address, "submission_id": submission_id, "package": uri}
         )
 
     def refresh(self, record: JobRecord) -> JobRecord:

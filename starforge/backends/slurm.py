@@ -57,12 +57,13 @@ the node's ``python3``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster import atomic
 from ..cluster.provenance import SHARED_ENV as SHARED_PROVENANCE_ENV
@@ -71,7 +72,10 @@ from ..credentials import without_credentials
 from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
 from .base import Backend, JobRecord, exit_status, follow_file
-from .binding import Binding, binding_for
+from .binding import Binding
+
+if TYPE_CHECKING:
+    from .staged import StagedJob
 
 SETTINGS = (
     "staging",
@@ -256,10 +260,13 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "# Nothing the job writes in its directories (bootstrap, provenance) is writable by others.",
         'umask "$(printf %04o $(( 0$(umask) | 2 )))"',
         "# Not a worker of some other forge job: the launcher sets up this job's environment.",
-        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME FORGE_PROVENANCE_LOG",
+        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME FORGE_WORK_DIR FORGE_PROVENANCE_LOG",
         "# The prepare step and the run share one attempt number (provenance file names).",
         'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
         'SHARED="$1"',
+        "# The job's working directory stays on the shared file system: what the job writes",
+        "# survives the node-local copy, and a requeued attempt finds it as the last one left it.",
+        'if [ -d "$SHARED/work" ]; then export FORGE_WORK_DIR="$SHARED/work"; fi',
         "# Every process writes its provenance record to the shared directory as it is made too:",
         "# the collect step of a killed or cancelled attempt never runs.",
         f'mkdir -p "$SHARED/provenance" && export {SHARED_PROVENANCE_ENV}="$SHARED/provenance"',
@@ -429,13 +436,14 @@ class SlurmBackend(Backend):
         refuse_control_characters(path)  # before anything is staged there
         return path
 
-    def submit(self, job_dir: Path, spec, *, detach: bool) -> JobRecord:
-        job_dir = Path(job_dir).resolve()
+    def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
+        job_dir = Path(staged.dir).resolve()
+        spec = staged.spec
         refuse_control_characters(job_dir, spec, self.settings)
         out = job_dir / SLURM_DIR
         make_dirs(out)
         script = out / "job.sbatch"
-        atomic.write_file(script, batch_script(job_dir, spec, self.settings, binding_for(job_dir)))
+        atomic.write_file(script, batch_script(job_dir, spec, self.settings, staged.binding))
         # slurmctld stores the submit environment and --export=ALL hands it to every step:
         # sbatch runs without the credential variables.
         result = run_client(sbatch_command(job_dir, spec, self.settings, script), env=without_credentials())
@@ -443,8 +451,7 @@ class SlurmBackend(Backend):
         if not slurm_id.isdigit():
             raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")
         return self._save_new_record(
-            job_dir,
-            spec,
+            dataclasses.replace(staged, dir=job_dir),
             backend_ref={"job_id": slurm_id, "output": str(out / "output.log"), "launch": self.settings["launch"]},
         )
 

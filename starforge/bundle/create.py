@@ -118,20 +118,21 @@ def create_bundle(
 
 
 def write_bundle(dest: Path, lock_bytes: bytes, versions: list, progress=None) -> tuple[int, list]:
-    """Write the layout tar of *versions* — ``(PublishedVersion, archive path, envelope or None)``
-    in lock order — and the lock; return its size and what it holds."""
+    """Write the layout tar of *versions* — ``(PublishedVersion, archive path, envelope or None
+    [, more envelopes])`` in lock order — and the lock; return its size and what it holds."""
     blobs: list[Blob] = []
     manifests: list[dict] = []
     signatures: list[dict] = []
     bundled = []
-    for served, archive, envelope in versions:
+    for served, archive, envelope, *more in versions:
         art = plugin_artifact(served, served.artifact_digest, archive.stat().st_size)
         blobs += [manifest_blob(art.manifest), Blob(art.config_desc["digest"], len(art.config), art.config),
                   Blob(served.artifact_digest, art.layer_desc["size"], archive)]
         manifests.append(_plugin_descriptor(art, served))
-        if envelope is not None:
-            sig = signature_artifact(art.subject, envelope, art.ref)
-            blobs += [manifest_blob(sig.manifest), Blob(sig.envelope_desc["digest"], len(envelope), envelope),
+        carried = ([envelope] if envelope is not None else []) + [e for e in (more[0] if more else ()) if e != envelope]
+        for one in carried:
+            sig = signature_artifact(art.subject, one, art.ref)
+            blobs += [manifest_blob(sig.manifest), Blob(sig.envelope_desc["digest"], len(one), one),
                       Blob(descriptor(OCI_EMPTY, EMPTY_JSON)["digest"], 2, EMPTY_JSON)]
             signatures.append(sig.referrer)
         bundled.append(BundledPlugin(ref=served.ref, tree_digest=served.tree_digest,
@@ -156,11 +157,14 @@ def _plugin_descriptor(art: PluginArtifact, served) -> dict:
 
 
 def _locked_version(reg, lock, entry, fetch):
-    """``(PublishedVersion, cached archive, envelope or None)`` of one lock entry, checked against the lock."""
-    from ..experiment.lock import _get_locked, moved_tag_error
+    """``(PublishedVersion, cached archive, envelope or None, other envelopes)`` of one lock entry,
+    checked against the lock: the other envelopes are every other one the registry serves
+    whose statement names this version, its tree and its archive (several keys may sign one
+    version: all of them travel)."""
+    from ..experiment.lock import get_locked, moved_tag_error
     from ..registry.cache import cached_path
 
-    served = _get_locked(reg, entry, lock.registry)
+    served = get_locked(reg, entry, lock.registry)
     if served.tree_digest != entry.tree_digest:
         raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
     if (served.manifest or {}).get("kind") == "data-prep":
@@ -199,7 +203,34 @@ def _locked_version(reg, lock, entry, fetch):
     else:
         envelope = reg.signature(served) if served.signed or entry.signed else None
     _check_envelope(entry, envelope)
-    return replace(served, size=archive.stat().st_size), archive, envelope
+    if envelope is None and load_trust().key_ids(served.owner):
+        from ..errors import SignatureError
+
+        raise SignatureError(
+            f"{served.ref} has no signature, but owner {served.owner} has trusted keys: refusing to bundle it",
+            hint="a signature may have been stripped; do not use this version until its publisher signs it again "
+                 "(forge plugin sign REF)")
+    return replace(served, size=archive.stat().st_size), archive, envelope, _other_envelopes(reg, served, envelope)
+
+
+def _other_envelopes(reg, served, envelope: bytes | None) -> list:
+    from ..cluster.dsse import check_statement
+    from ..errors import SignatureError
+    from ..signing import stored_envelopes
+
+    if envelope is None:
+        return []
+    out = []
+    for other in stored_envelopes(reg, served):
+        if other == envelope:
+            continue
+        try:
+            check_statement(other, owner=served.owner, name=served.name, version=served.version,
+                            tree_digest=served.tree_digest, artifact_digest=served.artifact_digest)
+        except SignatureError:
+            continue  # not this version's: never carried
+        out.append(other)
+    return out
 
 
 def _check_envelope(entry, envelope: bytes | None) -> None:

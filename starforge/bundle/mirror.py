@@ -52,22 +52,27 @@ def checked_envelopes(info: PublishedVersion, envelopes: list, trust, require: b
     may be copied (SPEC §6): an owner with trusted keys here — the signature over the exact
     bytes, the statement against the version, the key trusted (``verified``); else the
     statement against the version only (``signature not verified here``). One that fails is
-    a :class:`SignatureError` (nothing is copied). With *require*, a version needs a verified
+    a :class:`SignatureError` (nothing is copied), and so is no envelope at all for an owner
+    with trusted keys (a stripped signature is an error, never a downgrade). With *require*, a version needs a verified
     one, and only verified ones are kept."""
     from ..cluster.dsse import check_statement, verify_envelope
     from ..errors import SignatureError
 
     out = []
     trusted = trust.key_ids(info.owner)
+    if trusted and not envelopes:
+        raise SignatureError(f"{info.ref} has no signature, but owner {info.owner} has trusted keys: refusing to copy it",
+                             hint="nothing was copied; a signature may have been stripped at the source — do not use "
+                                  "this version until its publisher signs it again (forge plugin sign REF)")
     for envelope in envelopes:
         try:
             if trusted:
                 verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
-                                tree_digest=info.tree_digest, trust=trust)
+                                tree_digest=info.tree_digest, trust=trust, artifact_digest=info.artifact_digest)
                 out.append((envelope, VERIFIED))
             else:
                 check_statement(envelope, owner=info.owner, name=info.name, version=info.version,
-                                tree_digest=info.tree_digest)
+                                tree_digest=info.tree_digest, artifact_digest=info.artifact_digest)
                 out.append((envelope, NOT_VERIFIED))
         except SignatureError as exc:
             raise SignatureError(f"{info.ref}: refusing to copy a signature that does not check out: {exc.message}",

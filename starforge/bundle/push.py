@@ -49,7 +49,10 @@ def push_bundle(
         results = []
         for plugin in bundle.plugins:
             assert plugin.archive is not None
-            results.append(_publish(reg, Path(plugin.archive), plugin.info, plugin.envelope, progress))
+            result = _publish(reg, Path(plugin.archive), plugin.info, plugin.envelope, progress)
+            for other in plugin.others:  # every key's signature travels, not only the first
+                reg.attach_signature(result.version, other)
+            results.append(result)
         return PushedBundle(bundle=bundle, registry=reg.url, results=tuple(results))
 
 

@@ -52,6 +52,7 @@ class VerifiedPlugin:
     archive: Path | None  # the archive, extracted (only while the bundle is open with keep_archives)
     envelope: bytes | None
     signature: str  # verified | unsigned | unverified
+    others: tuple = ()  # the bundle's other envelopes whose statement names this version (another key's)
 
 
 @dataclass
@@ -263,8 +264,25 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
             raise SignatureError(f"{entry.ref} was locked with a signature envelope; this bundle carries none",
                                  hint="a signature may have been stripped; create the bundle again from the registry")
         result.plugins.append(VerifiedPlugin(info=info, manifest_digest=manifest_digest,
-                                             archive=archive if keep else None, envelope=envelope, signature=status))
+                                             archive=archive if keep else None, envelope=envelope, signature=status,
+                                             others=_naming(info, [e for e in envelopes if e != envelope])))
     return result
+
+
+def _naming(info: PublishedVersion, envelopes: list) -> tuple:
+    """The envelopes whose statement names *info* (name, version, tree, archive): the others are never carried on."""
+    from ..cluster.dsse import check_statement
+    from ..errors import SignatureError
+
+    out = []
+    for envelope in envelopes:
+        try:
+            check_statement(envelope, owner=info.owner, name=info.name, version=info.version,
+                            tree_digest=info.tree_digest, artifact_digest=info.artifact_digest)
+        except SignatureError:
+            continue
+        out.append(envelope)
+    return tuple(out)
 
 
 def _member_role(reader: LayoutReader, member: str) -> str | None:

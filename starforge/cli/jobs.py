@@ -7,6 +7,7 @@ import json
 
 import click
 
+from .choices import BackendChoice
 from .output import JobOutput, note, plural
 
 
@@ -136,6 +137,8 @@ def render_details(d: dict) -> list:
     ]
     if d.get("replay_of"):
         lines.append(f"replay of: {d['replay_of']}")
+    if d.get("outputs"):
+        lines.append(f"outputs  : {d['outputs']['where']}")
     if d.get("finished"):
         lines.append(f"finished : {d['finished']}")
     if d.get("message"):
@@ -281,12 +284,14 @@ def cancel(job_id: str, as_json: bool) -> None:
 
 @click.command("rm")
 @click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--with-outputs", is_flag=True, help="Also delete what the jobs wrote into their working directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
-def rm(job_ids: tuple, as_json: bool) -> None:
+def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
     """Delete ended jobs: their records and their staged job directories.
 
-    A job that is still pending or running is refused (cancel it first). Every ID is
-    checked before anything is deleted.
+    A job that is still pending or running is refused (cancel it first). A job whose
+    working directory holds outputs (checkpoints, logs it wrote) is refused, with their
+    size, unless --with-outputs is given. Every ID is checked before anything is deleted.
 
     \b
     Example:
@@ -294,20 +299,22 @@ def rm(job_ids: tuple, as_json: bool) -> None:
     """
     from ..backends.cleanup import remove_jobs
 
-    _report_removed(remove_jobs([_get(job_id) for job_id in job_ids]), as_json)
+    _report_removed(remove_jobs([_get(job_id) for job_id in job_ids], with_outputs=with_outputs), as_json)
 
 
 @click.command("prune")
 @click.option("--older-than", "age", metavar="AGE", help="Delete ended jobs created longer ago than AGE (30m, 12h, 7d, 2w).")
 @click.option("--gone", is_flag=True, help="Drop the records of jobs whose directory was deleted outside forge.")
 @click.option("--dry-run", is_flag=True, help="Only print which jobs would be deleted.")
+@click.option("--with-outputs", is_flag=True, help="Also delete what the jobs wrote into their working directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
-def prune(age: str | None, gone: bool, dry_run: bool, as_json: bool) -> None:
+def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_json: bool) -> None:
     """Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.
 
     Their records and job directories go. Pending and running jobs are kept whatever their
     age; a record whose directory was deleted by hand is dropped with --gone (it has
-    nothing left to show).
+    nothing left to show). A job whose working directory holds outputs is refused, with
+    their size, unless --with-outputs is given (then nothing is deleted).
 
     \b
     Example:
@@ -320,10 +327,10 @@ def prune(age: str | None, gone: bool, dry_run: bool, as_json: bool) -> None:
     plan = plan_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
                       refresh=_refreshed)
     if dry_run:
-        check_removable(plan.chosen)
+        check_removable(plan.chosen, with_outputs=with_outputs)
         removed = [r.id for r in plan.chosen]
     else:
-        removed = remove_jobs(plan.chosen)
+        removed = remove_jobs(plan.chosen, with_outputs=with_outputs)
     _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
     if plan.dirless:
         note(f"{plural(len(plan.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
@@ -341,7 +348,7 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
 
 @click.command("replay")
 @click.argument("job_id", metavar="ID")
-@click.option("--backend", type=click.Choice(("local", "ray", "slurm")), help="Where to run the replay (default: where ID ran).")
+@click.option("--backend", type=BackendChoice(), help="Where to run the replay (default: where ID ran).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
 @click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")

@@ -1,4 +1,5 @@
-"""``forge key generate [--name NAME]`` and ``forge key list``: the user's Ed25519 signing keys."""
+"""``forge key generate [--name NAME] [--type TYPE]``, ``forge key list`` and ``forge key export``:
+the user's signing keys (Ed25519 by default, or ECDSA P-256)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,22 @@ KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 @click.command("generate")
 @click.option("--name", default="default", show_default=True, help="Key name: writes keys/NAME.key and keys/NAME.pub.")
+@click.option("--type", "key_type", type=click.Choice(["ed25519", "ecdsa-p256"]), default="ed25519", show_default=True,
+              help="Key type: ecdsa-p256 where a policy or a tool (OpenSSF model-signing) requires ECDSA.")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="Encrypt the private key with the passphrase in this file.")
-@click.option("--json", "as_json", is_flag=True, help="Print the paths and key id as JSON.")
-def generate(name, passphrase_file, as_json) -> None:
-    """Make an Ed25519 key pair for 'forge plugin publish --sign'.
+@click.option("--json", "as_json", is_flag=True, help="Print the paths, key type and key id as JSON.")
+def generate(name, key_type, passphrase_file, as_json) -> None:
+    """Make a signing key pair (Ed25519, or --type ecdsa-p256) for 'forge plugin publish --sign'.
 
     The private key is written with mode 0600 under the StarForge config directory
     (FORGE_HOME); it is encrypted when a passphrase is given through --passphrase-file or
-    FORGE_KEY_PASSPHRASE. The key id is the sha256 of the raw public key.
+    FORGE_KEY_PASSPHRASE. The key id is the sha256 of the raw public key (Ed25519) or of
+    its DER SubjectPublicKeyInfo (ECDSA).
 
     \b
     Example:
       forge key generate --name laptop
+      forge key generate --name release --type ecdsa-p256
       forge trust add alice ~/.config/starforge/keys/laptop.pub
     """
     from ..home import home
@@ -34,9 +39,10 @@ def generate(name, passphrase_file, as_json) -> None:
 
     if not KEY_NAME_RE.match(name):
         raise UsageError(f"'{name}' is not a key name", hint="letters, digits, '.', '_' and '-'")
-    pair = generate_key(home().keys_dir / f"{name}.key", passphrase=read_passphrase(passphrase_file))
+    pair = generate_key(home().keys_dir / f"{name}.key", passphrase=read_passphrase(passphrase_file), key_type=key_type)
     if as_json:
-        click.echo(json.dumps({"private": str(pair.private), "public": str(pair.public), "key_id": pair.key_id}, indent=2))
+        click.echo(json.dumps({"private": str(pair.private), "public": str(pair.public), "key_id": pair.key_id,
+                               "type": key_type}, indent=2))
         return
     click.echo(f"private key: {pair.private} (mode 0600; keep it secret)")
     click.echo(f"public key:  {pair.public}")
@@ -75,3 +81,38 @@ def list_keys(as_json) -> None:
     widths = [max(len(row[i]) for row in table) for i in range(2)]
     for row in table:
         click.echo(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")
+
+
+@click.command("export")
+@click.argument("name", default="default")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the PEM to this file (default: print it).")
+def export(name, output) -> None:
+    """Print (or write) the public key of your key NAME as PEM, for 'forge trust add' or cosign.
+
+    The PEM is the SubjectPublicKeyInfo that cosign's and sigstore-js's --key take. Only
+    the public key is ever exported.
+
+    \b
+    Example:
+      forge key export release -o release.pem
+    """
+    from cryptography.hazmat.primitives import serialization
+
+    from ..cluster import atomic
+    from ..errors import NotFoundError
+    from ..home import home
+    from ..signing import load_public_key
+
+    if not KEY_NAME_RE.match(name):
+        raise UsageError(f"'{name}' is not a key name", hint="letters, digits, '.', '_' and '-'")
+    public = home().keys_dir / f"{name}.pub"
+    try:
+        data = public.read_bytes()
+    except FileNotFoundError:
+        raise NotFoundError(f"no public key {public}", hint="'forge key list' shows your keys") from None
+    pem = load_public_key(data).public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if output is None:
+        click.echo(pem.decode("ascii"), nl=False)
+        return
+    atomic.write_file(output, pem, 0o644, fsync=True)
+    click.echo(f"wrote {output}")

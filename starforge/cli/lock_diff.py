@@ -91,9 +91,9 @@ def diff(locks, rev, with_files, registry, insecure, as_json) -> None:
 
 
 def _short(digest: str | None) -> str:
-    from ..experiment.lockdiff import _short as short
+    from ..experiment.lockdiff import short_digest
 
-    return short(digest)
+    return short_digest(digest)
 
 
 def _value(v: Any) -> str:

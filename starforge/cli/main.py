@@ -41,6 +41,7 @@ COMMANDS = {
         "list": Command("plugin_list:list_plugins", 'List published plugins (of OWNER) and their versions.'),
         "show": Command("plugin_show:show", 'Show the version REF resolves to.'),
         "pull": Command("plugin_pull:pull", 'Download REF through the cache and unpack it into a new directory.'),
+        "sign": Command("plugin_sign:sign", 'Add your signature to the published version REF.'),
         "add": Command("plugin_edit:add", 'Request a plugin in forge.yaml and lock it.'),
         "remove": Command("plugin_edit:remove", 'Remove a plugin from forge.yaml and the lock.'),
         "copy": Command("plugin_copy:copy", 'Copy plugin versions, with their signatures, from one registry to another by digest.'),
@@ -66,8 +67,9 @@ COMMANDS = {
         "replay": Command("jobs:replay", 'Run again exactly what job ID ran, as a new job.'),
     },
     "key": {
-        "generate": Command("keys:generate", "Make an Ed25519 key pair for 'forge plugin publish --sign'."),
+        "generate": Command("keys:generate", "Make a signing key pair (Ed25519, or --type ecdsa-p256) for 'forge plugin publish --sign'."),
         "list": Command("keys:list_keys", 'List your signing keys and their key ids.'),
+        "export": Command("keys:export", "Print (or write) the public key of your key NAME as PEM, for 'forge trust add' or cosign."),
     },
     "trust": {
         "add": Command("trust:add", 'Trust the public key in file PUBKEY for plugins published by OWNER.'),

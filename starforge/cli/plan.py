@@ -18,8 +18,10 @@ from .choices import BackendChoice
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
+              help="Plan with the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the patch ledger as one JSON document.")
-def plan(directory, sets, backend, registry, insecure, require_signatures, as_json) -> None:
+def plan(directory, sets, backend, registry, insecure, require_signatures, dev, as_json) -> None:
     """Show what the job would patch, without running it.
 
     Stages the locked experiment as 'forge submit' does (same checks, same JobSpec) into a
@@ -42,14 +44,20 @@ def plan(directory, sets, backend, registry, insecure, require_signatures, as_js
       forge plan --set opsd.scale=0.5 --json | jq .conflicts
       forge plan --backend slurm      # the job's Python is in the cluster's image
     """
+    from ..experiment.dev_plugins import parse_dev_options
     from ..experiment.patchplan import CONFLICT, plan_experiment, plan_on_backend
-    from .output import detail
+    from .output import detail, note
 
+    dev_dirs = parse_dev_options(dev)
     if backend:
         outcome = plan_on_backend(directory, sets, backend=backend, registry=registry, insecure=insecure,
-                                  require_signatures=require_signatures)
+                                  require_signatures=require_signatures, dev=dev_dirs)
     else:
-        outcome = plan_experiment(directory, sets, registry=registry, insecure=insecure, require_signatures=require_signatures)
+        outcome = plan_experiment(directory, sets, registry=registry, insecure=insecure, require_signatures=require_signatures,
+                                  dev=dev_dirs)
+    for p in getattr(outcome.spec, "plugins", ()):
+        if "+dev." in p.version:
+            note(f"note: dev plugin {p.ref}: an unpublished directory in place of the locked version")
     for line in outcome.log.splitlines():
         detail(line)
     if as_json:

@@ -7,6 +7,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,7 +24,8 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
 
     REF_A and REF_B are owner/name@version references (a specifier resolves as 'forge
     plugin show' does); REF_B may be just '@VERSION' for another version of REF_A's
-    plugin. Prints the manifest fields that changed (params and defaults, targets,
+    plugin, or a plugin directory (./DIR: what publishing it would change, as
+    'helm diff upgrade ./chart' shows). Prints the manifest fields that changed (params and defaults, targets,
     requires, load) and a unified diff of their files, fetched by digest through the cache
     (else the registry). Exit 0 when the two are the same content, 20 when they differ.
 
@@ -31,6 +33,7 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
     Example:
       forge plugin diff alice/opsd-patch@1.2.0 @1.3.0
       forge plugin diff alice/opsd-patch@1.2.0 alice/opsd-patch@1.3.0 --stat
+      forge plugin diff alice/opsd-patch ./opsd-patch
     """
     from ..experiment.lockdiff import DIFFERENT, compare_facts, facts_of_published, tree_diff
     from ..registry.cache import materialize
@@ -39,12 +42,23 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
     from .plugin_show import with_default_owner
 
     ref_a = with_default_owner(ref_a)
+    local = Path(ref_b) if not ref_b.startswith("@") and Path(ref_b).is_dir() else None
     if ref_b.startswith("@"):
         ref_b = ref_a.partition("@")[0] + ref_b
-    ref_b = with_default_owner(ref_b)
     reg = open_registry(registry, insecure=insecure)
-    a, b = resolve(reg, ref_a), resolve(reg, ref_b)
-    fa, fb = facts_of_published(a), facts_of_published(b)
+    a = resolve(reg, ref_a)
+    b: Any
+    if local is not None:
+        from ..experiment.dev_plugins import checked_directory
+        from ..experiment.lockdiff import facts_of_plugin
+
+        plugin, _ = checked_directory(local)
+        b = _LocalVersion(plugin.replace(owner=a.owner), local)
+        fb = facts_of_plugin(b.plugin)
+    else:
+        b = resolve(reg, with_default_owner(ref_b))
+        fb = facts_of_published(b)
+    fa = facts_of_published(a)
     fields = compare_facts(fa, fb)
     doc: dict = {
         "old": {"ref": a.ref, "digest": a.tree_digest},
@@ -56,7 +70,7 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
         tmp = Path(tempfile.mkdtemp(prefix="forge-plugin-diff-"))
         try:
             root_a = materialize(reg, a, tmp / "a")
-            root_b = materialize(reg, b, tmp / "b")
+            root_b = b.root if isinstance(b, _LocalVersion) else materialize(reg, b, tmp / "b")
             label_a, label_b = f"{a.name}@{a.version}", f"{b.name}@{b.version}"
             if label_a == label_b:
                 label_a, label_b = "a/" + label_a, "b/" + label_b
@@ -79,3 +93,13 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
             click.echo("no changes")
     if not doc["equal"]:
         raise click.exceptions.Exit(DIFFERENT)
+
+
+class _LocalVersion:
+    """A plugin directory on the diff's new side, shown as ``owner/name@version (DIR)``."""
+
+    def __init__(self, plugin, root: Path) -> None:
+        self.plugin = plugin
+        self.root = root
+        self.name, self.version, self.tree_digest = plugin.name, plugin.version, plugin.tree_digest
+        self.ref = f"{plugin.ref} ({root})"

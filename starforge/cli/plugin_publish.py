@@ -37,6 +37,10 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
 
     Published versions are immutable: publishing the same files again is a no-op success;
     other files under a published version are refused (bump the version in plugin.yaml).
+    With --sign, a key the trust file does not list for OWNER is refused when it lists
+    others (nothing is published); publishing again with --sign adds your signature to the
+    version (a no-op when your key signed it already); a requested signature that was not
+    attached is an error.
 
     \b
     Example:
@@ -54,15 +58,9 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
         note(f"publishing as owner '{owner}' (your login name); choose the owner with --owner, FORGE_OWNER or 'owner:' in config.yaml")
     sign_key: Path | None = None
     passphrase = None
+    listed = False
     if sign:
-        from ..signing import signing_key_for
-
-        sign_key = Path(key_file) if key_file else signing_key_for(owner)
-        if not sign_key.exists():
-            raise UsageError(f"no signing key at {sign_key}", hint="'forge key list' shows your keys")
-        passphrase = read_passphrase(passphrase_file)
-        if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and sys.stdin is not None and sys.stdin.isatty():
-            passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)
+        sign_key, passphrase, listed = signing_key(owner, key_file, passphrase_file)
     reg = open_registry(registry, insecure=insecure)
     with transfer_progress("publish", 0) as update:
         result = publish_plugin(directory, reg, owner, sign_key=sign_key, passphrase=passphrase, progress=update)
@@ -73,41 +71,48 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
         out = {"created": result.created, "registry": reg.url, **asdict(info), "ref": info.ref}
         if sign:
             out["signature_attached"] = result.signature_attached
+            out["signature_kept"] = result.signature_kept
         click.echo(json.dumps(out, indent=2, sort_keys=True))
-        return
-    if result.created:
-        click.echo(f"published {info.ref} {info.tree_digest}")
     else:
-        click.echo(f"already published {info.ref} {info.tree_digest} (same content)")
+        if result.created:
+            click.echo(f"published {info.ref} {info.tree_digest}")
+        else:
+            click.echo(f"already published {info.ref} {info.tree_digest} (same content)")
     if sign_key is not None:
-        click.echo(signature_line(reg, result, sign_key, passphrase))
+        report_signature(info, result.signature_attached, result.signature_kept, sign_key, passphrase, listed,
+                         quiet=as_json)
 
 
-def signature_line(reg, result, sign_key: Path, passphrase) -> str:
-    """What ``--sign`` did: attached the user's signature now, or kept the one already stored (whose key)."""
-    from ..signing import key_id, load_private_key
+def signing_key(owner: str, key_file, passphrase_file) -> tuple:
+    """``(key path, passphrase, listed)`` for ``--sign``: the key exists and decrypts, and the
+    trust file does not list other keys for *owner* (:func:`starforge.signing.check_signing_key`)."""
+    from ..signing import check_signing_key, load_private_key, load_trust, signing_key_for
+
+    sign_key = Path(key_file) if key_file else signing_key_for(owner)
+    if not sign_key.exists():
+        raise UsageError(f"no signing key at {sign_key}", hint="'forge key list' shows your keys")
+    passphrase = read_passphrase(passphrase_file)
+    if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and sys.stdin is not None and sys.stdin.isatty():
+        passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)
+    public = load_private_key(sign_key, passphrase).public_key()
+    return sign_key, passphrase, check_signing_key(owner, public, sign_key, load_trust())
+
+
+def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphrase, listed: bool, *, quiet=False) -> None:
+    """What signing did; a requested signature that is not served is an error (exit 9)."""
+    from ..errors import SignatureError
+    from ..signing import key_id, load_private_key, public_path_for
+    from .output import note
 
     mine = key_id(load_private_key(sign_key, passphrase).public_key())
-    if result.signature_attached:
-        if result.created:
-            return f"signed with key {mine}"
-        return f"signed now with key {mine} (the version was already published without a signature)"
-    if not result.version.signed:
-        return "not signed: the registry kept the version as it was"
-    stored = stored_key_ids(reg.signature(result.version))
-    if mine in stored:
-        return f"kept the signature already stored for it, made with your key {mine}; nothing attached"
-    by = f"made with key {', '.join(stored)}" if stored else "whose key id is not recorded"
-    return (f"kept the signature already stored for it, {by}; your signature (key {mine}) was not attached: "
-            "a published version keeps its first signature")
+    if not attached and not kept:
+        raise SignatureError(f"{info.ref}: your signature (key {mine}) was not attached",
+                             hint=f"the registry no longer serves {info.ref} as published; check it with: "
+                                  f"forge plugin show {info.ref}")
+    if not quiet:
+        click.echo(f"signed with key {mine}" if attached else
+                   f"already signed with your key {mine}; nothing attached")
+    if not listed:
+        note(f"no key is trusted for owner {info.owner} here; consumers trust this signature with: "
+             f"forge trust add {info.owner} {public_path_for(sign_key)}")
 
-
-def stored_key_ids(envelope: bytes | None) -> list:
-    """The key ids a stored DSSE envelope names (empty when unreadable)."""
-    if not envelope:
-        return []
-    try:
-        sigs = json.loads(envelope).get("signatures") or []
-    except (ValueError, AttributeError):
-        return []
-    return [s["keyid"] for s in sigs if isinstance(s, dict) and isinstance(s.get("keyid"), str) and s["keyid"]]

@@ -20,8 +20,10 @@ from .output import JobOutput, note
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
+              help="Run the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON on stdout (the job's output goes to stderr).")
-def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures, as_json) -> None:
+def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures, dev, as_json) -> None:
     """Stage the locked experiment as a job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
@@ -30,7 +32,10 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
     waits, streams the job's output, and exits with the job's exit code; Ctrl-C cancels
     the job. With --json the record (id, dir, status, exit_code, and exit_source: "job"
     for the trainer's own code, "forge" for the launcher's or the backend's) is printed
-    once the job has ended (started, with --detach).
+    once the job has ended (started, with --detach). --dev NAME=DIR runs a plugin's
+    working directory in place of its locked version (the inner loop of a plugin author:
+    no bump, publish or relock); it is checked, digested and verified like any other,
+    shown everywhere as OWNER/NAME@VERSION+dev.DIGEST, and never signed.
 
     \b
     Example:
@@ -38,6 +43,7 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
       forge submit --dry-run --set grpo.group_size=16 | jq .hyperparams
       forge submit --detach && forge jobs list
     """
+    from ..experiment.dev_plugins import parse_dev_options
     from ..experiment.submit import submit_experiment
 
     sub = submit_experiment(
@@ -49,7 +55,10 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
         detach=detach,
         dry_run=dry_run,
         require_signatures=require_signatures,
+        dev=parse_dev_options(dev),
     )
+    for d in sub.plan.dev:
+        note(f"note: dev plugin {d.entry.ref} from {d.root} runs in place of the locked {d.replaces} (unpublished, unsigned)")
     if dry_run:
         click.echo(sub.spec.to_json(), nl=False)
         return

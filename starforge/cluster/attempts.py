@@ -49,7 +49,8 @@ def next_attempt(job_dir: str) -> int:
     except FileNotFoundError:
         names = []
         try:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, 0o755, exist_ok=True)
+            os.chmod(folder, 0o755)  # explicit, whatever the umask: nobody else adds attempts
         except OSError:
             pass
     except OSError:

@@ -43,8 +43,9 @@ RUNTIME_MODULES = (
     "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec", "starforge.cluster.readonly",
     "starforge.cluster.utctime", "starforge.cluster.entrypoint", "starforge.cluster.launcher", "starforge.cluster.runtime_zip",
     "starforge.cluster.environment", "starforge.cluster.exits", "starforge.cluster.import_hooks",
-    "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.provenance_log", "starforge.cluster.job", "starforge.cluster.ray_init",
-    "starforge.cluster.process_job", "starforge.cluster.fingerprint", "starforge.cluster.shadowing",
+    "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.provenance_log", "starforge.cluster.job",
+    "starforge.cluster.ray_init", "starforge.cluster.process_job", "starforge.cluster.recipe_imports", "starforge.cluster.fingerprint",
+    "starforge.cluster.shadowing",
     "starforge.cluster.requires", "starforge.cluster._vendor", "starforge.cluster._vendor.packaging",
     "starforge.cluster._vendor.packaging.version", "starforge.cluster._vendor.packaging._ranges",
     "starforge.cluster._vendor.packaging.specifiers", "starforge.cluster.loader", "starforge.cluster.patch_targets",
@@ -169,28 +170,135 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     return path
 
 
+class UnsafeFolderError(Exception):
+    """The folder the job's code directory would be made in is not safe from other users."""
+
+
 def _make_private_dir(prefix):
     """A new directory ``<prefix><8 random characters>`` (mode 0700) in the first of
     ``$TMPDIR``, ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``, ``/usr/tmp`` where one can be
     made, as ``tempfile.mkdtemp`` does: its name unpredictable (``os.urandom``), made with
     ``mkdir``, which fails rather than reuse anything there. Without importing ``tempfile``
-    (and ``random``), nor writing and removing a probe file first, as ``tempfile`` does."""
+    (and ``random``), nor writing and removing a probe file first, as ``tempfile`` does.
+
+    The folder must be safe from other users (:func:`folder_refusal`): one that another
+    user could rename the new directory out of, and put their own in its place, raises
+    :class:`UnsafeFolderError` instead of being passed over for the next (a ``TMPDIR``
+    planted by someone else is an attack to report, not a folder to avoid silently). The
+    directory is made in the folder's real path, so no symbolic link is followed later."""
     letters = "abcdefghijklmnopqrstuvwxyz0123456789_"
-    folders = [os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP")] + ["/tmp", "/var/tmp", "/usr/tmp"]
+    names = ("TMPDIR", "TEMP", "TMP")
+    folders = [(k, os.environ.get(k)) for k in names] + [(None, f) for f in ("/tmp", "/var/tmp", "/usr/tmp")]
     error = None
-    for folder in [f for f in folders if f]:
+    for variable, folder in [(k, f) for k, f in folders if f]:
+        if not os.path.isdir(folder):
+            continue
+        refused = folder_refusal(folder)
+        if refused:
+            where = "%s=%s" % (variable, folder) if variable else folder
+            raise UnsafeFolderError("%s is not safe for the job's code directory: %s" % (where, refused))
+        real = os.path.realpath(folder)
         for _ in range(100):
             name = prefix + "".join(letters[b % len(letters)] for b in bytearray(os.urandom(8)))
-            path = os.path.join(os.path.abspath(folder), name)
+            path = os.path.join(real, name)
             try:
                 os.mkdir(path, 0o700)
                 return path
             except FileExistsError:
                 continue
-            except OSError as exc:  # not there, not ours to write: the next one
+            except OSError as exc:  # not ours to write: the next one
                 error = exc
                 break
     raise error or OSError("no directory to make the job's code directory in")
+
+
+def folder_refusal(folder, uid=None):
+    """Why another user could replace what is made in *folder*, or None when no one but this
+    user and root can.
+
+    Every directory the path depends on, from ``/`` down, following each symbolic link on
+    the way (and the link itself), must be owned by this user or root, and not writable by
+    group or others unless its sticky bit is set (``/tmp``): otherwise its owner, or anyone
+    who may write it, could rename a directory made inside and put their own in its place.
+    """
+    import stat
+
+    uid = os.getuid() if uid is None else uid
+    todo = [p for p in os.path.abspath(folder).split("/") if p]
+    done = "/"
+    hops = 0
+
+    def refusal(path, st):
+        if st.st_uid not in (uid, 0):
+            return "%s is owned by uid %d (not this user, not root)" % (path, st.st_uid)
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return "%s is writable by %s without the sticky bit (mode %o)" % (
+                path, "others" if st.st_mode & 0o002 else "its group", stat.S_IMODE(st.st_mode))
+        return None
+
+    try:
+        why = refusal("/", os.lstat("/"))
+        while todo and why is None:
+            part = todo.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                done = os.path.dirname(done)
+                continue
+            path = os.path.join(done, part)
+            st = os.lstat(path)
+            why = refusal(path, st)
+            if why is None and stat.S_ISLNK(st.st_mode):
+                hops += 1
+                if hops > 40:
+                    return "%s: too many symbolic links" % folder
+                target = os.readlink(path)
+                todo[0:0] = [p for p in target.split("/") if p]
+                if target.startswith("/"):
+                    done = "/"
+            elif why is None:
+                if not stat.S_ISDIR(st.st_mode):
+                    return "%s is not a directory" % path
+                done = path
+    except OSError as exc:
+        return "cannot be checked: %s" % exc
+    return why
+
+
+def code_dir_refusal(path, runtime_zip, job_id, job_dir):
+    """Why the code directory at *path* is not the one this node entry made for this job
+    from *runtime_zip*, or None: the checks every process of the job applies before it
+    imports from one (bootstrap/sitecustomize.py), applied by the node entry to what it runs."""
+    import hashlib
+    import stat
+
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            return "not a directory"
+        if st.st_uid != os.getuid():
+            return "owned by uid %d, not this user" % st.st_uid
+        if st.st_mode & 0o077:
+            return "mode %o lets others in" % stat.S_IMODE(st.st_mode)
+        unsafe = folder_refusal(os.path.dirname(path))
+        if unsafe:
+            return unsafe
+        fd = os.open(os.path.join(path, CODE_KEY), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(f.fileno()).st_uid != os.getuid():
+                return "its key is not this user's"
+            key = json.loads(f.read().decode("utf-8"))
+        with open(runtime_zip, "rb") as f:
+            runtime_sha256 = hashlib.sha256(f.read()).hexdigest()
+    except (IOError, OSError, ValueError) as exc:
+        return "no usable key: %s" % exc
+    if not isinstance(key, dict) or key.get("schema") != CODE_SCHEMA:
+        return "no usable key"
+    if key.get("job_id") != job_id or key.get("job_dir") != job_dir or key.get("pid") != os.getpid():
+        return "made for another job"
+    if key.get("runtime_sha256") != runtime_sha256:
+        return "made from another runtime zip"
+    return None
 
 
 def _module_name(name):

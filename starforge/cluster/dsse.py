@@ -35,6 +35,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://starforge.dev/publish/v1"
 TRUST_SCHEMA = "forge/trust/v1"
 DIGEST_ALGORITHM = "sf1"  # the subject digest: the tree digest's hex under its own name
+ARCHIVE_ALGORITHM = "sha256"  # the second subject (statements since key types were added): the served archive
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -124,8 +125,9 @@ def trust_rule(trusted: Iterable[str], *, signed: bool, require: bool) -> str:
 # -- verification -------------------------------------------------------------------------
 
 def load_public_key(pem: bytes | str):
-    """An Ed25519 public key from PEM; :class:`SignatureError` for anything else."""
+    """An Ed25519 or ECDSA P-256 public key from PEM; :class:`SignatureError` for anything else."""
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     data = _bytes(pem)
@@ -135,9 +137,24 @@ def load_public_key(pem: bytes | str):
         key = serialization.load_pem_public_key(data)
     except ValueError:
         raise SignatureError("not a PEM public key") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise SignatureError("not an Ed25519 public key", hint="make keys with 'forge key generate'")
-    return key
+    if isinstance(key, Ed25519PublicKey):
+        return key
+    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+        return key
+    raise SignatureError("not an Ed25519 or ECDSA P-256 public key",
+                         hint="make keys with 'forge key generate' (--type ecdsa-p256 for ECDSA)")
+
+
+def check_signature(key, signature: bytes, message: bytes) -> None:
+    """Verify *signature* over *message* with *key* (Ed25519, or ECDSA P-256 with SHA-256, DER
+    signature); raise ``cryptography.exceptions.InvalidSignature`` when it does not verify."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
+    else:
+        key.verify(signature, message)
 
 
 def verify_envelope(
@@ -148,12 +165,16 @@ def verify_envelope(
     version: str,
     tree_digest: str,
     trust: Trust,
+    artifact_digest: str | None = None,
 ) -> str:
     """Check a DSSE envelope for ``owner/name@version`` with *tree_digest*; return the key id.
 
     Raises :class:`SignatureError` saying what failed: a malformed envelope, a signature
     that does not verify or was made by an unknown key, a statement for another name,
-    version or digest, or a key not trusted for *owner*.
+    version or digest, or a key not trusted for *owner*. With *artifact_digest*
+    (``sha256:<hex>``, the archive the registry serves), a statement that names an archive
+    (its second subject) must name that one. A trusted key of a type this release cannot
+    use is skipped, never a crash.
     """
     from cryptography.exceptions import InvalidSignature
 
@@ -174,9 +195,9 @@ def verify_envelope(
             continue
         for cand in candidates:
             try:
-                load_public_key(known[cand]).verify(entry["sig"], message)
-            except InvalidSignature:
-                continue
+                check_signature(load_public_key(known[cand]), entry["sig"], message)
+            except (InvalidSignature, SignatureError):
+                continue  # another key, or a key type this release cannot use
             good.append(cand)
             break
         else:
@@ -198,8 +219,8 @@ def verify_envelope(
     statement = _parse_statement(payload, ref)
     subject = statement["subject"][0]
     signed_name = subject["name"]
-    s_owner, s_name, s_version = _split_subject(signed_name)
-    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
+    s_owner, s_name, s_version = split_subject(signed_name)
+    if (s_owner, s_name) != (owner, name) or not same_version(s_version, version):
         raise SignatureError(
             f"signature is for {signed_name}, not {ref}: a signature cannot be moved onto another name or version",
             hint="do not use this version; its signature belongs to another plugin or version",
@@ -210,6 +231,7 @@ def verify_envelope(
             f"signature of {ref} is for tree digest {signed_digest}, but the registry serves {tree_digest}",
             hint="the content under this version is not what its publisher signed",
         )
+    _check_archive(statement, ref, artifact_digest)
 
     # 3. The key is trusted for this owner.
     trusted = set(trust.key_ids(owner))
@@ -220,7 +242,8 @@ def verify_envelope(
     raise SignatureError(f"{ref} is signed by key {good[0]}, which is not trusted for owner {owner}", hint=hint)
 
 
-def check_statement(envelope: bytes, *, owner: str, name: str, version: str, tree_digest: str) -> list:
+def check_statement(envelope: bytes, *, owner: str, name: str, version: str, tree_digest: str,
+                    artifact_digest: str | None = None) -> list:
     """Check what can be checked of an envelope without a key: it is a well-formed DSSE
     envelope whose publish statement names ``owner/name@version`` and *tree_digest*. Return
     the key ids it names; raise :class:`SignatureError` otherwise. The signature itself is
@@ -229,18 +252,37 @@ def check_statement(envelope: bytes, *, owner: str, name: str, version: str, tre
     payload_type, payload, signatures = _parse_envelope(envelope, ref)
     if payload_type != PAYLOAD_TYPE:
         raise SignatureError(f"signature of {ref} has payload type '{payload_type}', expected '{PAYLOAD_TYPE}'")
-    subject = _parse_statement(payload, ref)["subject"][0]
-    s_owner, s_name, s_version = _split_subject(subject["name"])
-    if (s_owner, s_name) != (owner, name) or not _same_version(s_version, version):
+    statement = _parse_statement(payload, ref)
+    subject = statement["subject"][0]
+    s_owner, s_name, s_version = split_subject(subject["name"])
+    if (s_owner, s_name) != (owner, name) or not same_version(s_version, version):
         raise SignatureError(f"signature is for {subject['name']}, not {ref}: a signature cannot be moved onto another "
                              "name or version")
     signed_digest = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
     if signed_digest != tree_digest:
         raise SignatureError(f"signature of {ref} is for tree digest {signed_digest}, but the registry serves {tree_digest}")
+    _check_archive(statement, ref, artifact_digest)
     return [s["keyid"] for s in signatures if s["keyid"]]
 
 
+def signed_archive(statement: dict) -> str | None:
+    """The archive digest (``sha256:<hex>``) a publish statement names as its second subject, or None."""
+    subjects = statement.get("subject") or []
+    if len(subjects) < 2:
+        return None
+    return f"{ARCHIVE_ALGORITHM}:{subjects[1]['digest'][ARCHIVE_ALGORITHM]}"
+
+
 # -- internals ----------------------------------------------------------------------------
+
+def _check_archive(statement: dict, ref: str, artifact_digest: str | None) -> None:
+    signed = signed_archive(statement)
+    if signed is not None and artifact_digest is not None and signed != artifact_digest:
+        raise SignatureError(
+            f"signature of {ref} is for archive {signed}, but the registry serves {artifact_digest}",
+            hint="the archive under this version is not the one its publisher signed; do not use it",
+        )
+
 
 def _parse_envelope(envelope: bytes, ref: str):
     def malformed(why: str) -> SignatureError:
@@ -284,26 +326,32 @@ def _parse_statement(payload: bytes, ref: str) -> dict:
         and st.get("_type") == STATEMENT_TYPE
         and st.get("predicateType") == PREDICATE_TYPE
         and isinstance(st.get("subject"), list)
-        and len(st["subject"]) == 1
-        and isinstance(st["subject"][0], dict)
-        and isinstance(st["subject"][0].get("name"), str)
-        and isinstance(st["subject"][0].get("digest"), dict)
+        and len(st["subject"]) in (1, 2)
+        and all(isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("digest"), dict)
+                for s in st["subject"])
+        and (len(st["subject"]) == 1 or _is_archive_digest(st["subject"][1]["digest"]))
     )
     if not ok:
         raise SignatureError(
             f"signed statement of {ref} is not a StarForge publish statement "
-            f"({STATEMENT_TYPE} with predicate {PREDICATE_TYPE} and one subject)"
+            f"({STATEMENT_TYPE} with predicate {PREDICATE_TYPE}, the plugin as its subject and optionally its archive)"
         )
     return st
 
 
-def _split_subject(text: str):
+def _is_archive_digest(digest: dict) -> bool:
+    value = digest.get(ARCHIVE_ALGORITHM)
+    return (list(digest) == [ARCHIVE_ALGORITHM] and isinstance(value, str) and len(value) == 64
+            and all(c in "0123456789abcdef" for c in value))
+
+
+def split_subject(text: str):
     base, _, version = text.partition("@")
     owner, _, name = base.partition("/")
     return owner, name, version
 
 
-def _same_version(a: str, b: str) -> bool:
+def same_version(a: str, b: str) -> bool:
     from .requires import packaging_version
 
     Version, InvalidVersion = packaging_version()

@@ -21,18 +21,19 @@ from .interpreter import runs_in_job_python
 from .interpreter_flags import apply_flags, in_process_form
 
 
-def run_entrypoint(argv: list[str], recipe: str):
-    """Run the entrypoint; return (exit code, LaunchFailure or None).
+def run_entrypoint(argv: list[str], recipe: str, workdir: str | None = None):
+    """Run the entrypoint in *workdir* (default *recipe*); return (exit code, LaunchFailure or None).
 
     ``python [flags] -m mod ...`` and ``python [flags] script ...`` run in this process when
     every flag can be honoured here; anything else runs as a child process.
     """
     python = runs_in_job_python(argv, recipe, sys.executable)
     form = in_process_form(argv) if python else None
+    workdir = workdir or recipe
     try:
-        os.chdir(recipe)
+        os.chdir(workdir)
     except OSError as exc:
-        failure = LaunchFailure(SpecError, None, f"cannot enter the job's recipe directory {recipe}: {exc}")
+        failure = LaunchFailure(SpecError, None, f"cannot enter the job's working directory {workdir}: {exc}")
         return failure.code, failure
     if form is None:
         return run_child(argv)
@@ -47,6 +48,8 @@ def run_entrypoint(argv: list[str], recipe: str):
             sys.argv = [module] + list(args)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
+            # as `python SCRIPT` in the working directory: its copy of a recipe script (what
+            # it imports of the recipe comes from the staged recipe all the same)
             sys.path[:] = _trainer_sys_path(os.path.dirname(os.path.realpath(script)))
             sys.argv = [script] + list(args)
             runpy.run_path(script, run_name="__main__")  # argv[0] as python would have it

@@ -31,6 +31,11 @@ from .runtime_zip import ZIP_NAME, read_own, running_from, write_runtime_zip
 RUNTIME_DIR = ".forge-runtime"
 BOOTSTRAP_DIR = "bootstrap"
 HYPERPARAMS_NAME = "hyperparams.json"
+# The job's working directory (SPEC §9): copies of the recipe's files, made at staging,
+# where relative writes land. A backend whose nodes run from a node-local copy (Slurm)
+# names the shared one in WORK_DIR_ENV.
+WORK_DIR = "work"
+WORK_DIR_ENV = "FORGE_WORK_DIR"
 
 
 def runtime_paths(job_dir: str) -> dict:
@@ -60,11 +65,54 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
     if not running_from(paths["zip"]):
         write_runtime_zip(paths["zip"])
+    write_hyperparams(job_dir, hyperparams)
+    return paths
+
+
+def install_runtime_zip(job_dir: str, zip_path: str, sha256: str, hyperparams: Mapping) -> dict:
+    """Write the job's runtime from an existing zip (a replayed job's), which must have *sha256*.
+
+    The bootstrap is the zip's own; every file gets an explicit mode, whatever the umask.
+    Raises :class:`OSError` when the zip read is not the one recorded.
+    """
+    import hashlib
+    import zipfile
+
+    paths = runtime_paths(job_dir)
+    for folder in (paths["dir"], paths["bootstrap"]):
+        private_dir(folder)
+    with open(zip_path, "rb") as f:
+        data = f.read()
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256:
+        raise OSError(f"the runtime zip {zip_path} has sha256 {got}, recorded {sha256}")
+    write_file(paths["zip"], data)
+    with zipfile.ZipFile(paths["zip"]) as zf:
+        bootstrap = zf.read("starforge/cluster/bootstrap/sitecustomize.py")
+    write_file(os.path.join(paths["bootstrap"], "sitecustomize.py"), bootstrap)
+    write_hyperparams(job_dir, hyperparams)
+    return paths
+
+
+def write_hyperparams(job_dir: str, hyperparams: Mapping | None = None) -> None:
+    """The job's ``hyperparams.json`` (``FORGE_HYPERPARAMS``): the one writer of that file."""
     if hyperparams is None:
         hyperparams = read_spec(os.path.join(job_dir, "jobspec.json")).hyperparams
     data = (format_json(dict(hyperparams)) + "\n").encode("utf-8")
-    _write_if_changed(paths["hyperparams"], data)
-    return paths
+    _write_if_changed(runtime_paths(job_dir)["hyperparams"], data)
+
+
+def work_dir(job_dir: str, environ: Mapping[str, str] | None = None) -> str:
+    """The job's working directory: the one the backend names, else ``<job>/work``.
+
+    A job directory without one (staged by hand, or by an older layout) works in its
+    ``recipe/``.
+    """
+    named = (os.environ if environ is None else environ).get(WORK_DIR_ENV)
+    if named:
+        return os.path.abspath(named)
+    own = os.path.join(os.path.abspath(job_dir), WORK_DIR)
+    return own if os.path.isdir(own) else os.path.join(os.path.abspath(job_dir), "recipe")
 
 
 def private_dir(path: str) -> None:

@@ -25,7 +25,16 @@ import re
 import sys
 
 try:
-    from .codedir import CODE_DIR_ENV, CODE_ZIP, make_code_dir, modules_to_compile, remove_own_code_dir, write_pointer
+    from .codedir import (
+        CODE_DIR_ENV,
+        CODE_ZIP,
+        UnsafeFolderError,
+        code_dir_refusal,
+        make_code_dir,
+        modules_to_compile,
+        remove_own_code_dir,
+        write_pointer,
+    )
 except ImportError:  # not imported as a module: node_entry.py (or the end of this file) ran codedir.py in this namespace
     pass
 
@@ -406,7 +415,7 @@ def _write_status(job_dir, code, message, phase="requires"):
             pass
 
 
-def _spec_path(argv):
+def spec_argument(argv):
     for i, arg in enumerate(argv):
         if arg == "--":
             break
@@ -423,7 +432,7 @@ def main(argv=None, zip_path=None):
     *zip_path*: the runtime zip this runs from (:mod:`.node_entry`, the zip's ``__main__``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    spec_arg = _spec_path(argv)
+    spec_arg = spec_argument(argv)
     if spec_arg is None:
         sys.stderr.write("error: usage: python3 starforge-runtime.zip --spec JOBSPEC [-- CMD ...]\n")
         return SPEC_EXIT
@@ -480,6 +489,20 @@ def main(argv=None, zip_path=None):
             # Compiled here when this interpreter is the job's Python (the code is this
             # interpreter's); else unpacked, for the job's Python to compile on import.
             code_dir = make_code_dir(here, job_dir, spec.get("id"), modules_to_compile(spec) if own else ())
+            # The launcher runs from there: checked as every process of the job checks it.
+            refused = code_dir_refusal(code_dir, here, spec.get("id"), job_dir)
+            if refused:
+                if not os.path.islink(code_dir):
+                    import shutil
+
+                    shutil.rmtree(code_dir, ignore_errors=True)
+                raise UnsafeFolderError("the job's code directory %s cannot be used: %s" % (code_dir, refused))
+        except UnsafeFolderError as exc:  # another user could put their code where the launcher runs from
+            message = str(exc)
+            sys.stderr.write("error: %s\n" % message)
+            sys.stderr.write("hint: set TMPDIR to a folder only you (or root) can write, such as one under your home\n")
+            _write_status(job_dir, VERIFY_EXIT, message, "verify")
+            return VERIFY_EXIT
         except Exception as exc:  # the zip still runs, compiled in each process as before
             sys.stderr.write("warning : no code directory for this job (%s); every process compiles the runtime\n" % exc)
         else:

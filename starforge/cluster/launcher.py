@@ -23,7 +23,7 @@ from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .codedir import remove_own_code_dir
 from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
-from .interpreter import _spec_path, confirm_python, linked_job_path
+from .interpreter import confirm_python, linked_job_path, spec_argument
 from .jobspec import format_json, read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
@@ -72,10 +72,12 @@ def plugin_line(item) -> str:
     """The §9 log line for one plugin after the launcher has dealt with it."""
     ref = item.ref
     builtin = " (built-in)" if item.builtin else ""
+    if "+dev." in str(item.entry.version):  # forge submit --dev: never a published version
+        builtin = " (dev: an unpublished directory)"
     if item.status == "loaded":
         return f"{PREFIX}{ref} loaded{builtin}"
     if item.status == "registered":
-        extra = "built-in; " if item.builtin else ""
+        extra = "built-in; " if item.builtin else ("dev: an unpublished directory; " if builtin else "")
         return f"{PREFIX}{ref} registered ({extra}needs runtime context, loaded by the training entrypoint)"
     if item.status == "skipped":
         return f"{PREFIX}{ref} skipped (kind {item.entry.kind}: left to the environment mechanism)"
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     unsupported = confirm_python()
     if unsupported:
         say(f"error: {unsupported}")
-        spec_arg = _spec_path(argv)
+        spec_arg = spec_argument(argv)
         if spec_arg and os.path.isdir(os.path.dirname(os.path.abspath(spec_arg))):
             write_status(os.path.dirname(os.path.abspath(spec_arg)), "requires", RequirementError.exit_code, None, unsupported)
         return RequirementError.exit_code
@@ -238,9 +240,10 @@ def launch(
     *argv*: the launcher's own arguments, to start it again from the job's runtime zip
     when the spec was staged by another version (:func:`_same_runtime`).
     """
-    from .environment import job_environment, prepare_runtime
+    from .environment import WORK_DIR_ENV, job_environment, prepare_runtime, work_dir
     from .process_job import load_job
     from .ray_init import watch_ray_init
+    from .recipe_imports import install_recipe_finder
 
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
@@ -276,11 +279,18 @@ def launch(
                 item.status = "planned"
 
     _make_job_read_only(job)
-    # Plugins patch the experiment's own modules too: the recipe is importable (first on
-    # sys.path, as `python -m` in recipe/ would have it) before any install runs.
+    # Plugins patch the experiment's own modules too: the staged recipe is importable (first
+    # on sys.path, as `python -m` in recipe/ would have it) before any install runs, through
+    # a finder that writes no bytecode there; the job runs in its own working directory.
     recipe = os.path.join(job_dir, "recipe")
+    workdir = work_dir(job_dir)
+    os.environ.pop(WORK_DIR_ENV, None)  # this job's; a job started from inside it has its own
     if os.path.isdir(recipe):
-        os.chdir(recipe)
+        install_recipe_finder(recipe)
+        try:
+            os.chdir(workdir)
+        except OSError as exc:
+            return _fail(job_dir, LaunchFailure(SpecError, None, f"cannot enter the job's working directory {workdir}: {exc}"))
         sys.path.insert(0, recipe)
 
     def on_item(item) -> None:
@@ -326,7 +336,7 @@ def launch(
     argv = list(cmd) if cmd else list(spec.entrypoint)
     watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
-    code, stopped = run_entrypoint(argv, recipe)
+    code, stopped = run_entrypoint(argv, recipe, workdir)
     if stopped is not None:
         return _fail(job_dir, stopped, job)
 

@@ -17,6 +17,7 @@ from .interpreter import same_interpreter
 from .job import Job
 from .jobspec import SPEC_SHA256_ENV, read_spec
 from .ray_init import watch_ray_init
+from .recipe_imports import install_recipe_finder
 
 _job: Job | None = None
 _boot_lock = threading.RLock()
@@ -68,6 +69,8 @@ def boot_process(reason: str = "start-up") -> Job | None:
         except SpecError as exc:
             die(None, LaunchFailure(SpecError, None, f"{spec_path}: {exc}"))
         assert job is not None
+        # the recipe's own modules come from the staged recipe, never from the working directory
+        install_recipe_finder(os.path.join(job_dir, "recipe"))
         hyperparams_and_deferred.registry.booted = True
         if os.environ.get("FORGE_DISABLE") == "1":
             job.disabled = True

@@ -60,3 +60,10 @@ class Record:
 
     def __reduce__(self):
         return (self.__class__, self._values())
+
+    def replace(self, **changes):
+        """A copy with the named fields changed (``spec.replace(backend="ray")``); an unknown name raises."""
+        unknown = set(changes) - set(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__qualname__} has no field {sorted(unknown)[0]!r}")
+        return self.__class__(*(changes[f] if f in changes else getattr(self, f) for f in self._fields))

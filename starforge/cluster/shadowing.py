@@ -96,7 +96,7 @@ RESERVED_NAMES = {
     "usercustomize": "a start-up hook Python runs in every process",
 }
 
-_EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
+EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 
 
 def top_level_names(files: list[str]) -> tuple[str, ...]:
@@ -123,7 +123,7 @@ def top_level_origins(files: list[str]) -> dict[str, str]:
         if head.endswith(".py") and head[:-3].isidentifier():
             out.setdefault(head[:-3], head)
             continue
-        m = _EXTENSION_RE.match(head)
+        m = EXTENSION_RE.match(head)
         if m:
             out.setdefault(m.group(1), head)
     return out
@@ -171,7 +171,7 @@ def recipe_top_level(recipe_dir: str) -> dict[str, str]:
         if name.endswith(".py") and name[:-3].isidentifier():
             out.setdefault(name[:-3], f"recipe/{name}")
             continue
-        m = _EXTENSION_RE.match(name)
+        m = EXTENSION_RE.match(name)
         if m:
             out.setdefault(m.group(1), f"recipe/{name}")
     return out

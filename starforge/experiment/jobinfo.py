@@ -21,6 +21,7 @@ def job_details(record) -> dict:
     out = record.shown()
     job_dir = Path(record.dir)
     out["launch_status"] = _read_json(job_dir / "status.json")
+    out["outputs"] = outputs_of(record)
     out["provenance"] = None
     if (job_dir / "provenance").is_dir():
         from ..backends.log_provenance import read_summary
@@ -42,3 +43,21 @@ def _read_json(path: Path):
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def outputs_of(record) -> dict | None:
+    """Where the job's relative writes land (its working directory), and what is there now.
+
+    On Ray each node works in its own copy of the job package, which Ray deletes: the
+    laptop's staged copy holds none of it.
+    """
+    from ..backends.outputs import human_size, job_outputs
+
+    found = job_outputs(record.dir)
+    if found is None:
+        return None
+    if record.backend == "ray":
+        return {"dir": None, "files": None, "bytes": None,
+                "where": "work/ in each Ray node's copy of the job package (deleted by Ray; write to shared storage)"}
+    return {"dir": str(found.dir), "files": found.files, "bytes": found.bytes,
+            "where": f"{found.dir} ({found.files} file{'' if found.files == 1 else 's'}, {human_size(found.bytes)} written)"}

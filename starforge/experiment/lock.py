@@ -194,7 +194,7 @@ def resolve_lock(
         request_changed = before is not None and before.owner == req.owner and not _admits(req, before.version)
         if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
             assert previous is not None  # before came from it
-            info = _get_locked(registry, before, previous.registry)
+            info = get_locked(registry, before, previous.registry)
             if info.tree_digest != before.tree_digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
         else:
@@ -330,7 +330,7 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
     return open_registry(url, insecure=insecure)
 
 
-def _get_locked(registry, entry: LockEntry, locked_from: str | None = None):
+def get_locked(registry, entry: LockEntry, locked_from: str | None = None):
     try:
         return registry.get(entry.owner, entry.name, entry.version)
     except NotFoundError:

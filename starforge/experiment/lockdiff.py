@@ -45,6 +45,24 @@ def facts_of_entry(entry: LockEntry) -> dict:
                               "requires", "params", "top_level", "files", "signature")}
 
 
+def facts_of_plugin(plugin) -> dict:
+    """What a JobSpec/lock ``PluginEntry`` says of one plugin, as the diff compares it."""
+    return {
+        "owner": plugin.owner,
+        "name": plugin.name,
+        "version": plugin.version,
+        "digest": plugin.tree_digest,
+        "kind": plugin.kind,
+        "load": plugin.load,
+        "entrypoint": plugin.entrypoint,
+        "targets": list(plugin.targets),
+        "requires": dict(plugin.requires),
+        "params": dict(plugin.params),
+        "top_level": list(plugin.top_level),
+        "files": dict(plugin.files),
+    }
+
+
 def facts_of_published(info) -> dict:
     """What a registry records of one version (``PublishedVersion``), as the diff compares it."""
     m = info.manifest or {}
@@ -73,7 +91,7 @@ def _version_direction(old: str, new: str) -> str:
         return "other version"
 
 
-def _short(digest: str | None) -> str:
+def short_digest(digest: str | None) -> str:
     if not digest:
         return "-"
     algo, _, hex_ = digest.partition(":")
@@ -285,7 +303,7 @@ def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from:
     serves that version with that tree digest (the digest is the identity)."""
     from ..errors import ForgeError
     from ..registry.cache import materialize, materialize_cached
-    from .stage import _served
+    from .stage import served_version
 
     wanted = _EntryView(facts)
     if materialize_cached(wanted.owner, wanted.name, wanted.version, wanted.tree_digest, dest,
@@ -302,18 +320,18 @@ def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from:
     reasons = []
     for reg in candidates:
         try:
-            return materialize(reg, _served(wanted, reg, locked_from), dest)
+            return materialize(reg, served_version(wanted, reg, locked_from), dest)
         except ForgeError as exc:
             reasons.append(exc.message)
     raise LockError(
-        f"{wanted.ref} ({_short(wanted.tree_digest)}) is not in the cache and no registry serves it"
+        f"{wanted.ref} ({short_digest(wanted.tree_digest)}) is not in the cache and no registry serves it"
         + (f": {reasons[-1]}" if reasons else ""),
         hint="pass --registry URL of a registry that serves this version (or pull it once: forge plugin pull)",
     )
 
 
 class _EntryView:
-    """The attributes of a lock entry that :func:`starforge.experiment.stage._served` reads."""
+    """The attributes of a lock entry that :func:`starforge.experiment.stage.served_version` reads."""
 
     def __init__(self, facts: dict) -> None:
         self.owner, self.name, self.version = facts["owner"], facts["name"], facts["version"]

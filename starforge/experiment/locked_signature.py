@@ -86,18 +86,18 @@ def _statement_matches(entry, envelope: bytes) -> bool:
     """The statement of *envelope* names the locked version and tree digest (signature not checked)."""
     import base64
 
-    from ..cluster.dsse import DIGEST_ALGORITHM, _same_version, _split_subject
+    from ..cluster.dsse import DIGEST_ALGORITHM, same_version, split_subject
     from ..cluster.jsonload import loads as load_json
 
     try:
         doc = load_json(envelope)
         statement = load_json(base64.b64decode(doc["payload"], validate=True))
         subject = statement["subject"][0]
-        owner, name, version = _split_subject(subject["name"])
+        owner, name, version = split_subject(subject["name"])
         signed = "sf1:" + str(subject["digest"].get(DIGEST_ALGORITHM, ""))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         return False
-    return (owner, name) == (entry.owner, entry.name) and _same_version(version, entry.version) and signed == entry.tree_digest
+    return (owner, name) == (entry.owner, entry.name) and same_version(version, entry.version) and signed == entry.tree_digest
 
 
 def locked_envelope(entry, envelopes, trust) -> bytes | None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -199,8 +198,9 @@ def launch_error(code: int, output: str, where: str) -> ForgeError:
 def child_environment() -> dict:
     """This environment for the load phase: no credential variables (SPEC §9), and nothing
     that would tell the node entry which Python to use (it works that out from the JobSpec)."""
-    from ..credentials import without_credentials
+    from ..credentials import shield_credentials, without_credentials
 
+    shield_credentials()  # plugin code must not read them from this process's /proc either
     env = without_credentials()
     for name in ("FORGE_PYTHON", "FORGE_PYTHON_FROM", "FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_LAUNCH_FROM_ZIP"):
         env.pop(name, None)
@@ -233,28 +233,31 @@ def plan_experiment(
     insecure: bool = False,
     require_signatures: bool = False,
     backend: str | None = None,
+    dev: dict | None = None,
 ) -> PlanOutcome:
     """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
+    from ..backends.staged import remove_tree
     from .lock import open_experiment_registry
-    from .stage import load_plan, remove_tree, stage_job
+    from .stage import load_plan, stage_job
 
     t0 = time.perf_counter()
-    plan = load_plan(directory, sets, backend=backend)
+    plan = load_plan(directory, sets, backend=backend, dev=dev)
     exp = plan.experiment
     reg = open_experiment_registry(exp, registry, insecure=insecure)
     tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     try:
         job_dir = tmp / plan.spec.id
-        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        staged = stage_job(plan, job_dir, reg, require_signatures=require_signatures)
         local_python(plan.spec, job_dir)
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
-        from ..backends.binding import binding_for, check_runtime
+        from ..backends.binding import check_runtime
         from ..cluster.errors import VerificationError
+        from ..process_group import run_in_group
 
         # bound like a real launch (SPEC §9 "Binding"): the runtime zip checked here, outside
         # it, before it runs; the JobSpec's sha256 handed to the node entry and the launcher
-        bound = binding_for(job_dir)
+        bound = staged.binding
         refused = check_runtime(job_dir, bound.runtime_sha256)
         if refused:
             raise VerificationError(f"forge plan: {refused}", hint="stage the job again (forge plan does so on every run)")
@@ -265,17 +268,13 @@ def plan_experiment(
         os.mkdir(tmp / "tmp", 0o700)
         env.update(TMPDIR=str(tmp / "tmp"), TEMP=str(tmp / "tmp"), TMP=str(tmp / "tmp"))
 
-        proc = subprocess.run(
-            node_entry(sys.executable, str(job_dir), bound.spec_sha256) + ["--plan", str(ledger_path)],
-            cwd=job_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        output = proc.stdout.decode("utf-8", "replace")
-        if proc.returncode != 0 or not ledger_path.is_file():
-            raise launch_error(proc.returncode or 1, output, "on this machine")
+        # plugin code runs in there: in a process group of its own, ended with the load
+        # phase, so that nothing it starts outlives forge plan or keeps it waiting
+        code, out = run_in_group(node_entry(sys.executable, str(job_dir), bound.spec_sha256) + ["--plan", str(ledger_path)],
+                                 cwd=job_dir, env=env)
+        output = out.decode("utf-8", "replace")
+        if code != 0 or not ledger_path.is_file():
+            raise launch_error(code or 1, output, "on this machine")
         ledger = json.loads(ledger_path.read_text(encoding="utf-8"))
     finally:
         remove_tree(tmp)
@@ -293,6 +292,7 @@ def plan_on_backend(
     registry: str | None = None,
     insecure: bool = False,
     require_signatures: bool = False,
+    dev: dict | None = None,
 ) -> PlanOutcome:
     """The load phase as a short CPU-only job on *backend*: the ledger comes back in its log.
 
@@ -304,19 +304,17 @@ def plan_on_backend(
     import dataclasses
 
     from ..backends.base import backend_class, get_backend, wait
+    from ..backends.staged import remove_tree
     from ..backends.store import JobStore
     from ..cluster.ledger import extract
     from .lock import open_experiment_registry
-    from .stage import load_plan, remove_tree, stage_job
+    from .stage import load_plan, stage_job
 
     t0 = time.perf_counter()
-    plan = load_plan(directory, sets, backend=backend)
+    plan = load_plan(directory, sets, backend=backend, dev=dev)
     exp = plan.experiment
     settings = backend_class(backend).cpu_only_settings(exp.backend_settings(backend))
-    spec = plan.spec
-    values = {f: getattr(spec, f) for f in spec._fields}
-    values.update(plan=True, extra={backend: settings} if settings else {})
-    spec = type(spec)(**values)
+    spec = plan.spec.replace(plan=True, extra={backend: settings} if settings else {})
     plan = dataclasses.replace(plan, spec=spec)
     reg = open_experiment_registry(exp, registry, insecure=insecure)
     scratch = Path(tempfile.mkdtemp(prefix="forge-plan-"))
@@ -325,8 +323,8 @@ def plan_on_backend(
     made = [p for p in (job_dir.parent, job_dir.parent.parent) if not p.exists()]  # .forge/jobs, when new
     chunks: list = []
     try:
-        stage_job(plan, job_dir, reg, require_signatures=require_signatures)
-        record = runner.submit(job_dir, spec, detach=True)
+        staged = stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        record = runner.submit(staged, detach=True)
         record = wait(runner, record, chunks.append)
         output = "".join(chunks)
         ledger = extract(output)

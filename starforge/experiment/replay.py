@@ -34,16 +34,18 @@ Laptop side.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cluster.jobspec import JobSpec
 from ..errors import ForgeError, NotFoundError
+
+if TYPE_CHECKING:
+    from ..backends.staged import StagedJob
 
 
 class ReplayError(ForgeError):
@@ -82,13 +84,36 @@ def _old_job(job_id: str, store):
 
 
 def _old_spec(record, job_dir: Path) -> JobSpec:
+    """The replayed job's JobSpec, read only once its sha256 is the one its record holds.
+
+    The JobSpec names the recipe digest, the plugins, the entrypoint and the hyperparams that
+    replay proves the rest against: trusting an edited one would prove nothing (SPEC §16).
+    """
+    from ..cluster.binding import sha256_file
     from ..cluster.errors import SpecError
     from ..cluster.jobspec import read_spec
 
+    path = job_dir / "jobspec.json"
+    if record.spec_sha256:
+        try:
+            got = sha256_file(str(path))
+        except OSError as exc:
+            got = f"unreadable ({exc.strerror or exc})"
+        if got != record.spec_sha256:
+            raise _refuse(record.id, f"its JobSpec {path} changed since the job was submitted: sha256 {got}, recorded "
+                          f"{record.spec_sha256}", "the staged job directory was changed; replay runs only what the job ran")
     try:
-        return read_spec(job_dir / "jobspec.json")
+        return read_spec(path)
     except SpecError as exc:
         raise _refuse(record.id, f"its JobSpec cannot be read: {exc}", "the staged job directory was changed") from None
+
+
+def check_spec_recorded(record) -> str:
+    """"" when the job record holds its JobSpec's sha256, else why the JobSpec cannot be proved."""
+    if record.spec_sha256:
+        return ""
+    return (f"job {record.id} was submitted by an older starforge-core that recorded no JobSpec sha256: its "
+            "jobspec.json cannot be proved to be the one it ran")
 
 
 def check_recipe(record, job_dir: Path, spec: JobSpec) -> str:
@@ -204,65 +229,61 @@ def fetch_plugin(old_id: str, entry, target: Path, registries: list):
     )
 
 
-def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries: list, *,
-                 require_signatures: bool = False) -> Path:
-    """Build *job_dir* for the replay *spec*: plugins by digest, the staged recipe, the same runtime zip."""
-    import zipfile
+def copy_staged_plugin(old_id: str, entry, source: Path, target: Path) -> None:
+    """Copy a plugin the old job staged (a dev plugin, published nowhere) and check its tree digest."""
+    from ..cluster.digest import tree_digest
+    from ..cluster.errors import VerificationError
 
-    from ..cluster.digest import hash_file, tree_digest
-    from ..cluster.environment import runtime_paths
-    from ..cluster.jobspec import format_json, write_spec
-    from ..cluster.readonly import make_read_only
-    from ..directories import PRIVATE, dir_mode, make_dirs
-    from ..errors import BackendError
-    from .lockfile import LockFile
-    from .stage import remove_tree, verify_signatures
-
-    if os.path.lexists(job_dir):
-        raise BackendError(f"{job_dir} already exists; a job directory is staged once")
-    entries = lock_entries(spec)
-    make_dirs(job_dir.parent)
-    tmp = job_dir.parent / f".{job_dir.name}.staging"
-    remove_tree(tmp)
-    os.mkdir(tmp, dir_mode(PRIVATE))
     try:
-        plugins_dir = tmp / "forge_plugins"
-        os.mkdir(plugins_dir, dir_mode(PRIVATE))
+        shutil.copytree(source, target, symlinks=True)
+        got = tree_digest(target)
+    except (OSError, VerificationError) as exc:
+        got = f"unreadable ({exc})"
+    if got != entry.tree_digest:
+        raise _refuse(old_id, f"its dev plugin {entry.ref} as staged in {source} changed since the job ran: tree digest "
+                      f"{got}, recorded {entry.tree_digest}", "a dev plugin is replayed from its staged copy only")
+
+
+def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries: list, *,
+                 require_signatures: bool = False) -> StagedJob:
+    """Stage the replay *spec* at *job_dir*: plugins by digest, the staged recipe, the same runtime zip.
+
+    Staged and bound as ``forge submit`` stages (:func:`starforge.backends.staged.stage`);
+    only the sources differ.
+    """
+    from ..backends.staged import OldRuntime, stage
+    from ..cluster.environment import runtime_paths
+    from .dev_plugins import is_dev
+    from .lockfile import LockFile
+    from .stage import verify_signatures
+
+    entries = lock_entries(spec)
+    published = [e for e in entries if not is_dev(e.plugin)]
+    if require_signatures and len(published) < len(entries):
+        from ..errors import SignatureError
+
+        dev = next(e for e in entries if is_dev(e.plugin))
+        raise SignatureError(f"cannot replay job {record.id} with --require-signatures: it ran the dev plugin {dev.ref} "
+                             "(an unpublished directory, unsigned)", hint="replay without --require-signatures")
+
+    def fill_plugins(plugins_dir: Path) -> None:
         served = None
         for entry in entries:
+            if is_dev(entry.plugin):  # never published: the old job's staged copy, by its digest
+                copy_staged_plugin(record.id, entry, old_dir / "forge_plugins" / entry.name, plugins_dir / entry.name)
+                continue
             served = fetch_plugin(record.id, entry, plugins_dir / entry.name, registries) or served
         # today's trust policy, against the registry that served the files (else the first configured)
-        verify_signatures(LockFile(plugins=tuple(entries)), served or (registries[0] if registries else None),
+        verify_signatures(LockFile(plugins=tuple(published)), served or (registries[0] if registries else None),
                           require=require_signatures)
-        shutil.copytree(old_dir / "recipe", tmp / "recipe", symlinks=True)
-        got = tree_digest(tmp / "recipe")
-        if got != spec.recipe_digest:  # (an unproved recipe: the digest replay_spec took from the staged copy)
-            raise _refuse(record.id, f"the recipe changed while it was copied: tree digest {got}, recorded {spec.recipe_digest}",
-                          "try again")
-        write_spec(spec, tmp / "jobspec.json")
-        if record.runtime_sha256:
-            old_zip = runtime_paths(str(old_dir))["zip"]
-            paths = runtime_paths(str(tmp))
-            for folder in (paths["dir"], paths["bootstrap"]):
-                os.makedirs(folder, mode=0o755, exist_ok=True)
-            shutil.copyfile(old_zip, paths["zip"])
-            if hash_file(paths["zip"]) != record.runtime_sha256:
-                raise _refuse(record.id, "the runtime zip changed while it was copied", "try again")
-            with zipfile.ZipFile(paths["zip"]) as zf:
-                bootstrap = zf.read("starforge/cluster/bootstrap/sitecustomize.py")
-            Path(paths["bootstrap"], "sitecustomize.py").write_bytes(bootstrap)
-            Path(paths["hyperparams"]).write_text(format_json(dict(spec.hyperparams)) + "\n", encoding="utf-8")
-        else:  # no runtime was recorded: this starforge-core's, built for the job as staging does
-            from ..cluster.environment import prepare_runtime
 
-            prepare_runtime(str(tmp), spec.hyperparams)
-        for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
-            make_read_only(path)
-        os.rename(tmp, job_dir)
-    except BaseException:
-        remove_tree(tmp)
-        raise
-    return job_dir
+    def fill_recipe(dest: Path) -> None:
+        shutil.copytree(old_dir / "recipe", dest, symlinks=True)
+
+    runtime = None
+    if record.runtime_sha256:  # else no runtime was recorded: this starforge-core's, built as staging does
+        runtime = OldRuntime(Path(runtime_paths(str(old_dir))["zip"]), record.runtime_sha256)
+    return stage(spec, job_dir, plugins=fill_plugins, recipe=fill_recipe, runtime=runtime)
 
 
 def replay_spec(old: JobSpec, old_id: str, backend: str, settings: dict, environment: dict | None, strict: bool,
@@ -293,7 +314,7 @@ def replay_spec(old: JobSpec, old_id: str, backend: str, settings: dict, environ
         changes["recipe_digest"] = recipe_digest
     if "runtime" in unproven:
         changes["core_version"] = __version__
-    return JobSpec(*(changes[f] if f in changes else getattr(old, f) for f in old._fields))
+    return old.replace(**changes)
 
 
 def recorded_environment(job_dir: Path) -> dict | None:
@@ -320,13 +341,14 @@ def replay_job(
 ) -> Replay:
     """Check, stage and (unless *dry_run*) submit the replay of *job_id*."""
     from ..backends.base import get_backend
-    from .stage import remove_tree
+    from ..backends.staged import remove_tree
 
     record, old_dir = _old_job(job_id, store)
     old_spec = _old_spec(record, old_dir)
     notes = []
     unproven: list = []  # what a job of an older starforge-core did not record
-    for what, why in (("recipe", check_recipe(record, old_dir, old_spec)), ("runtime", check_runtime(record, old_dir))):
+    for what, why in (("jobspec", check_spec_recorded(record)), ("recipe", check_recipe(record, old_dir, old_spec)),
+                      ("runtime", check_runtime(record, old_dir))):
         if why:
             unproven.append(what)
             notes.append(why)
@@ -362,16 +384,17 @@ def replay_job(
     if dry_run:
         scratch = Path(tempfile.mkdtemp(prefix="forge-replay-"))
         try:
-            stage_replay(record, old_dir, spec, scratch / spec.id, registries, require_signatures=require_signatures)
+            staged = stage_replay(record, old_dir, spec, scratch / spec.id, registries, require_signatures=require_signatures)
         finally:
             remove_tree(scratch)
-        return Replay(old=record, spec=spec, job_dir=None, record=None, backend=None, notes=tuple(notes))
+        return Replay(old=record, spec=staged.spec, job_dir=None, record=None, backend=None, notes=tuple(notes))
     runner = get_backend(backend, settings or dict(spec.extra.get(backend) or {}), store)
     root = exp_dir if exp_dir is not None and exp_dir.is_dir() else old_dir.parent.parent.parent
     job_dir = runner.staging_dir(root, spec.id)
-    stage_replay(record, old_dir, spec, job_dir, registries, require_signatures=require_signatures)
+    staged = stage_replay(record, old_dir, spec, job_dir, registries, require_signatures=require_signatures)
+    spec = staged.spec
     try:
-        new_record = runner.submit(job_dir, spec, detach=detach)
+        new_record = runner.submit(staged, detach=detach)
     except BaseException:
         if not runner.store.path(spec.id).exists():
             remove_tree(job_dir)

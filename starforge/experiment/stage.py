@@ -5,9 +5,10 @@ the lock must be fresh against forge.yaml (a stale or missing lock is an error, 
 re-resolved), the built-ins pass the static checks, and the hyperparameters are the
 declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` overrides.
 
-:func:`stage_job` builds the job directory::
+:func:`stage_job` says where a submitted job's parts come from and hands them to
+:func:`starforge.backends.staged.stage`, the one owner of a staged job (its layout,
+temporary directory, modes, read-only step, rename, cleanup and binding)::
 
-    jobspec.json
     forge_plugins/<name>/...          each locked package, fetched by tree digest (cache first)
     recipe/...                        the experiment directory, debris and .forge/ left out
     recipe/common/algorithms/<name>/  each built-in: exactly its packable files
@@ -16,42 +17,32 @@ The staged ``jobspec.json`` carries the tree digest of ``recipe/`` as staged
 (``recipe.digest``), so ``forge jobs replay`` can prove the recipe it runs again is the one
 the job ran.
 
-It is built under a temporary name beside its final place, verified (every package and
-built-in against its digest), made read-only (``jobspec.json``, ``forge_plugins/`` and
-``recipe/``; the job directory itself stays writable for the launcher's ``status.json``,
-``provenance/`` and the backend's log) and renamed into place, so a half-staged job
-never appears.
-
 Laptop side.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..backends.binding import bind_staged
+from ..backends.staged import StagedJob, stage
 from ..cluster.digest import digest_of_map, file_map, tree_digest
-from ..cluster.environment import prepare_runtime
-from ..cluster.jobspec import JobSpec, PluginEntry, write_spec
-from ..cluster.readonly import make_read_only
+from ..cluster.jobspec import JobSpec, PluginEntry
+from ..cluster.readonly import make_read_only  # noqa: F401  (the staging tests use it from here)
 from ..cluster.utctime import TIMESTAMP
 from ..directories import PRIVATE, dir_mode, make_dirs
-from ..errors import BackendError, VerificationError
+from ..errors import VerificationError
 from ..registry.verified import read_tree
 from .config import Experiment
 from .lock import Builtin, check_entry, fresh_lock, load_builtins
 from .lockfile import LockFile, check_conflicts
 from .overrides import build_hyperparams, declared_params
-
-if TYPE_CHECKING:
-    from typing import Any
 
 # Never copied into recipe/: tool debris, VCS data, virtualenvs, and the experiment's own
 # .forge/ (where local jobs are staged).
@@ -82,6 +73,13 @@ class JobPlan:
     lock: LockFile
     builtins: list = field(default_factory=list)
     shadowed: list = field(default_factory=list)
+    dev: tuple = ()  # DevPlugin: unpublished directories standing in for locked plugins (forge submit --dev)
+
+    @property
+    def published(self) -> LockFile:
+        """The lock without the plugins a dev directory stands in for (what a registry can answer for)."""
+        replaced = {d.entry.name for d in self.dev}
+        return dataclasses.replace(self.lock, plugins=tuple(e for e in self.lock.plugins if e.name not in replaced))
 
 
 def new_job_id(name: str, now: datetime | None = None) -> str:
@@ -95,13 +93,22 @@ def builtin_entry(b: Builtin) -> PluginEntry:
     return b.manifest.plugin_entry(b.tree_digest, b.top_level, file_map(b.root, b.files))
 
 
-def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan:
-    """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing."""
+def plan_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: dict | None = None) -> JobPlan:
+    """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing.
+
+    *dev* (``{name: directory}``, ``forge submit --dev``) puts unpublished plugin
+    directories in place of locked plugins (:mod:`.dev_plugins`).
+    """
+    from .dev_plugins import load_dev_plugins
+
     builtins = load_builtins(exp)
     lock = fresh_lock(exp, builtins)
     shadowed = check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
+    dev_plugins = tuple(load_dev_plugins(dev, list(lock.plugins))) if dev else ()
+    stand_ins = {d.entry.name: d.entry for d in dev_plugins}
+    plugins = tuple(stand_ins.get(e.name, e.plugin) for e in lock.plugins)
     declared = declared_params(
-        [(e.ref, e.plugin.params) for e in lock.plugins]
+        [(p.ref, p.params) for p in plugins]
         + [(f"built-in {b.name}", {k: p.to_dict() for k, p in b.manifest.params.items()})
            for b in builtins if b.name not in shadowed]
     )
@@ -119,7 +126,7 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         created=now.strftime(TIMESTAMP),
         entrypoint=list(exp.entrypoint),
         hyperparams=hyperparams,
-        plugins=tuple(e.plugin for e in lock.plugins),
+        plugins=plugins,
         recipe_plugins=tuple(builtin_entry(b) for b in builtins),
         core_version=__version__,
         strict_deferred=exp.strict_deferred,
@@ -127,31 +134,39 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None) -> JobPlan
         extra={backend: settings} if settings else {},
         python=exp.job_python(backend),
     )
-    return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed)
+    return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed, dev=dev_plugins)
 
 
-def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False, trust=None) -> Path:
-    """Build the job directory for *plan* at *job_dir* (which must not exist).
+def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
+              trust=None) -> StagedJob:
+    """Stage *plan* at *job_dir* (which must not exist): the locked plugins, the experiment's tree.
 
     Signatures are checked first (:func:`verify_signatures`), so a plugin the trust file
     refuses is never staged. The staged ``jobspec.json`` carries each package's signature
     envelope, where one is known (:func:`carried_signatures`), for the launcher's optional
     check against a node-side trust file (``FORGE_TRUST``).
     """
-    job_dir = Path(job_dir)
-    if os.path.lexists(job_dir):
-        raise BackendError(f"{job_dir} already exists; a job directory is staged once")
-    verify_signatures(plan.lock, registry, require=require_signatures, trust=trust)
-    make_dirs(job_dir.parent)
-    tmp = job_dir.parent / f".{job_dir.name}.staging"
-    if os.path.lexists(tmp):
-        remove_tree(tmp)
-    os.mkdir(tmp, dir_mode(PRIVATE))
-    try:
-        plugins_dir = tmp / "forge_plugins"
-        os.mkdir(plugins_dir, dir_mode(PRIVATE))
+    if plan.dev and require_signatures:
+        from ..errors import SignatureError
+
+        raise SignatureError(
+            f"dev plugin {plan.dev[0].entry.ref} (from {plan.dev[0].root}) is unpublished and unsigned; "
+            "--require-signatures runs signed plugins only",
+            hint="publish and sign it (forge plugin publish --sign), lock, and submit without --dev",
+        )
+    published = plan.published
+    verify_signatures(published, registry, require=require_signatures, trust=trust)
+    spec = with_signatures(plan.spec, carried_signatures(published, registry))
+    dev = {d.entry.name: d for d in plan.dev}
+
+    def fill_plugins(plugins_dir: Path) -> None:
+        from .dev_plugins import copy_dev_plugin
+
         for entry in plan.lock.plugins:
             target = plugins_dir / entry.name
+            if entry.name in dev:
+                copy_dev_plugin(dev[entry.name], target)
+                continue
             materialize_locked(entry, target, registry, plan.lock.registry)
             files = file_map(target)
             got = digest_of_map(files)
@@ -159,21 +174,9 @@ def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_si
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.tree_digest}")
             # what the JobSpec says of the plugin is the lock entry: it must be what the staged tree says
             check_entry(entry, read_tree(target, files, entry.tree_digest, entry.ref), plan.experiment.lock_path.name)
-        copy_recipe(plan.experiment.root, tmp / "recipe", plan.builtins)
-        # The recipe as staged, by tree digest: what `forge jobs replay` proves it runs again.
-        spec = with_recipe_digest(plan.spec, tree_digest(tmp / "recipe"))
-        write_spec(with_signatures(spec, carried_signatures(plan.lock, registry)), tmp / "jobspec.json")
-        # The runtime the node starts from (SPEC §14): built here, from this installation.
-        prepare_runtime(str(tmp), plan.spec.hyperparams)
-        for path in (tmp / "jobspec.json", plugins_dir, tmp / "recipe"):
-            make_read_only(path)
-        # What the backend hands the job over its own channel (SPEC §9 "Binding").
-        bind_staged(tmp, job_dir)
-        os.rename(tmp, job_dir)
-    except BaseException:
-        remove_tree(tmp)
-        raise
-    return job_dir
+
+    return stage(spec, job_dir, plugins=fill_plugins,
+                 recipe=lambda dest: copy_recipe(plan.experiment.root, dest, plan.builtins))
 
 
 def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=None) -> dict:
@@ -212,7 +215,7 @@ def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=
                 out[entry.ref] = VERIFIED
                 continue
         try:
-            served = _served(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
+            served = served_version(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
         except RegistryError:  # not a moved tag (LockError): the registry cannot answer
             envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
             if envelope is None:
@@ -254,7 +257,7 @@ def carried_signatures(lock: LockFile, registry) -> dict:
             envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
         if envelope is None and entry.signed:
             try:
-                envelope = registry.signature(_served(entry, registry, lock.registry))
+                envelope = registry.signature(served_version(entry, registry, lock.registry))
             except (RegistryError, LockError):
                 envelope = None
         if envelope is not None:
@@ -269,21 +272,8 @@ def with_signatures(spec: JobSpec, envelopes: dict) -> JobSpec:
     """*spec* with ``envelopes[name]`` as the ``signature`` of each named package entry."""
     if not envelopes:
         return spec
-
-    def signed(p: PluginEntry) -> PluginEntry:
-        if p.name not in envelopes:
-            return p
-        return PluginEntry(*(envelopes[p.name] if f == "signature" else getattr(p, f) for f in p._fields))
-
-    plugins = tuple(signed(p) for p in spec.plugins)
-    values: list[Any] = [plugins if f == "plugins" else getattr(spec, f) for f in spec._fields]
-    return JobSpec(*values)
-
-
-def with_recipe_digest(spec: JobSpec, digest: str) -> JobSpec:
-    """*spec* with ``recipe_digest`` set to *digest*."""
-    values: list[Any] = [digest if f == "recipe_digest" else getattr(spec, f) for f in spec._fields]
-    return JobSpec(*values)
+    return spec.replace(plugins=tuple(p.replace(signature=envelopes[p.name]) if p.name in envelopes else p
+                                      for p in spec.plugins))
 
 
 SIGNATURE_UNCHECKED = (
@@ -298,10 +288,10 @@ def _served_for_signature(entry, registry, locked_from: str | None):
 
     if registry is None:
         raise RegistryError("no registry was given")
-    return registry, _served(entry, registry, locked_from, SIGNATURE_UNCHECKED)
+    return registry, served_version(entry, registry, locked_from, SIGNATURE_UNCHECKED)
 
 
-def _served(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
+def served_version(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
     """The registry's record of the locked version, which must carry the locked tree digest."""
     from ..errors import NotFoundError
     from .lock import moved_tag_error, registry_hint
@@ -333,7 +323,7 @@ def materialize_locked(entry, target: Path, registry, locked_from: str | None = 
     if materialize_cached(entry.owner, entry.name, entry.version, entry.tree_digest, target,
                           artifact_digest=entry.artifact_digest, files=entry.plugin.files) is not None:
         return target
-    return materialize(registry, _served(entry, registry, locked_from), target)
+    return materialize(registry, served_version(entry, registry, locked_from), target)
 
 
 def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
@@ -374,22 +364,8 @@ def _copy_files(src: Path, dest: Path, files) -> None:
         shutil.copy2(src.joinpath(*rel.split("/")), target)
 
 
-def remove_tree(path: Path) -> None:
-    """Remove a (possibly read-only) tree, e.g. a staged job directory no backend took."""
-    def writable(func, p, _exc):
-        os.chmod(os.path.dirname(p), 0o755)
-        if os.path.isdir(p) and not os.path.islink(p):
-            os.chmod(p, 0o755)
-        func(p)
-
-    if os.path.lexists(path):
-        for dirpath, dirnames, _ in os.walk(path):
-            os.chmod(dirpath, 0o755)
-        shutil.rmtree(path, onerror=writable)
-
-
-def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None) -> JobPlan:
+def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None, dev: dict | None = None) -> JobPlan:
     """Read forge.yaml in *directory* and plan its job (what ``forge submit`` starts with)."""
     from .config import load_experiment
 
-    return plan_job(load_experiment(Path(directory)), sets, backend=backend)
+    return plan_job(load_experiment(Path(directory)), sets, backend=backend, dev=dev)

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .stage import JobPlan, load_plan, remove_tree, stage_job
+from ..backends.staged import remove_tree
+from .stage import JobPlan, load_plan, stage_job
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..backends.jobrecord import JobRecord
+    from ..backends.staged import StagedJob
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,12 @@ class Submission:
     record: JobRecord | None  # None for a dry run
     backend: Backend | None
     notes: tuple = ()  # things the user should know that are not errors
+    staged: StagedJob | None = None  # None for a dry run
 
     @property
     def spec(self):
-        return self.plan.spec
+        """The JobSpec as staged (with its recipe digest and carried signatures), else as planned."""
+        return self.staged.spec if self.staged is not None else self.plan.spec
 
 
 def submit_experiment(
@@ -45,6 +49,7 @@ def submit_experiment(
     dry_run: bool = False,
     require_signatures: bool = False,
     store=None,
+    dev: dict | None = None,
 ) -> Submission:
     """Build the JobSpec of the experiment in *directory*; unless *dry_run*, stage and start it.
 
@@ -54,7 +59,7 @@ def submit_experiment(
     from ..backends.base import get_backend
     from .lock import open_experiment_registry
 
-    plan = load_plan(directory, sets, backend=backend)
+    plan = load_plan(directory, sets, backend=backend, dev=dev)
     if dry_run:
         return Submission(plan=plan, job_dir=None, record=None, backend=None)
     exp = plan.experiment
@@ -62,9 +67,10 @@ def submit_experiment(
     runner = get_backend(plan.spec.backend, exp.backend_settings(plan.spec.backend), store)
     python_note = runner.check_job_python(exp.job_python(plan.spec.backend))
     job_dir = runner.staging_dir(exp.root, plan.spec.id)
-    stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure), require_signatures=require_signatures)
+    staged = stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
+                       require_signatures=require_signatures)
     try:
-        record = runner.submit(job_dir, plan.spec, detach=detach)
+        record = runner.submit(staged, detach=detach)
     except BaseException:
         # The backend never took the job (no record was saved): a staged directory nobody
         # will run is half-done work, so it goes. Once a record exists, the directory is
@@ -72,7 +78,8 @@ def submit_experiment(
         if not _recorded(runner, plan.spec.id):
             remove_tree(job_dir)
         raise
-    return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner, notes=(python_note,) if python_note else ())
+    return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner,
+                      notes=(python_note,) if python_note else (), staged=staged)
 
 
 def _recorded(runner, job_id: str) -> bool:

@@ -10,7 +10,12 @@ digest is the same wherever the version travels.
   digest, reference, top-level names, title and version in the annotations; no creation
   time, so the same content always gives the same digest;
 - signature manifest: ``artifactType`` :data:`SIGNATURE_TYPE`, the empty config, the DSSE
-  envelope as its one layer, ``subject`` = the plugin manifest.
+  envelope as its one layer, ``subject`` = the plugin manifest;
+- Sigstore bundle manifest (beside each signature manifest): ``artifactType``
+  :data:`BUNDLE_TYPE` (``application/vnd.dev.sigstore.bundle.v0.3+json``, what cosign and
+  ``oras discover`` look for), the empty config, the bundle as its one layer of that media
+  type, the statement's predicate type in ``dev.sigstore.bundle.predicateType``, ``subject``
+  = the plugin manifest.
 
 >>> referrers_tag("sha256:" + "ab" * 32)[:12]
 'sha256-ababa'
@@ -37,6 +42,9 @@ CONFIG_TYPE = "application/vnd.starforge.plugin.config.v1+json"
 LAYER_TYPE = "application/vnd.starforge.plugin.layer.v1.tar+gzip"
 SIGNATURE_TYPE = "application/vnd.starforge.signature.v1+json"
 DSSE_TYPE = "application/vnd.dsse.envelope.v1+json"
+BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+ANN_BUNDLE_CONTENT = "dev.sigstore.bundle.content"
+ANN_BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
 CONFIG_SCHEMA = "forge/oci-config/v1"
 
 ANN_TREE_DIGEST = "org.starforge.plugin.tree-digest"
@@ -118,16 +126,17 @@ def plugin_artifact(info: PublishedVersion, layer_digest: str, layer_size: int) 
 class SignatureArtifact:
     """A signature manifest referring to a plugin manifest; its blobs are ``{}`` and the envelope."""
 
-    envelope_desc: dict
+    envelope_desc: dict  # the one layer (the envelope, or a bundle)
     manifest: bytes
     digest: str
     annotations: dict
+    artifact_type: str = SIGNATURE_TYPE
 
     @property
     def referrer(self) -> dict:
         """Its entry in a referrers index."""
         return {"mediaType": OCI_MANIFEST, "digest": self.digest, "size": len(self.manifest),
-                "artifactType": SIGNATURE_TYPE, "annotations": self.annotations}
+                "artifactType": self.artifact_type, "annotations": self.annotations}
 
 
 def signature_artifact(subject: dict, envelope: bytes, ref: str) -> SignatureArtifact:
@@ -145,6 +154,31 @@ def signature_artifact(subject: dict, envelope: bytes, ref: str) -> SignatureArt
     })
     return SignatureArtifact(envelope_desc=envelope_desc, manifest=body, digest=sha256_digest(body),
                              annotations=annotations)
+
+
+def bundle_artifact(subject: dict, bundle: bytes, ref: str, predicate_type: str) -> SignatureArtifact:
+    """The referrer manifest carrying the Sigstore *bundle* for the manifest *subject* of *ref*."""
+    annotations = {ANN_REF: ref, ANN_BUNDLE_CONTENT: "dsse-envelope", ANN_BUNDLE_PREDICATE: predicate_type}
+    bundle_desc = descriptor(BUNDLE_TYPE, bundle)
+    body = canonical_json({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": BUNDLE_TYPE,
+        "config": descriptor(OCI_EMPTY, EMPTY_JSON),
+        "layers": [bundle_desc],
+        "subject": subject,
+        "annotations": annotations,
+    })
+    return SignatureArtifact(envelope_desc=bundle_desc, manifest=body, digest=sha256_digest(body),
+                             annotations=annotations, artifact_type=BUNDLE_TYPE)
+
+
+def bundle_descriptor(data: dict, subject_digest: str) -> dict | None:
+    """The bundle layer of a Sigstore bundle referrer for *subject_digest*, or None when it is not one."""
+    if (data.get("subject") or {}).get("digest") != subject_digest:
+        return None
+    layers = [d for d in data.get("layers") or [] if isinstance(d, dict) and d.get("mediaType") == BUNDLE_TYPE]
+    return layers[0] if len(layers) == 1 else None
 
 
 def is_plugin_manifest(data: dict) -> bool:

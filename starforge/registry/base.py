@@ -83,6 +83,7 @@ class PublishResult:
     version: PublishedVersion
     created: bool  # False: the same tree digest was already published (no-op success)
     signature_attached: bool = False  # True: the signature passed to publish() was stored by this call
+    signature_kept: bool = False  # True: a valid signature by the same key was already stored (nothing added)
 
 
 class Registry(abc.ABC):

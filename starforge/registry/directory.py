@@ -5,7 +5,9 @@ Nothing to start; the embedded default lives under the user's data directory. La
     forge-registry.json                      marker: {"schema": "forge/registry/v1"}
     blobs/sha256/<hex>                       archives, content-addressed
     plugins/<owner>/<name>/<version>.json    one metadata record per published version
-    plugins/<owner>/<name>/<version>.dsse.json   the signature envelope, when signed
+    plugins/<owner>/<name>/<version>.dsse.json   the first signature envelope, when signed
+    plugins/<owner>/<name>/<version>.signatures/<hex>.dsse.json      more envelopes (another key), by digest
+    plugins/<owner>/<name>/<version>.signatures/<hex>.sigstore.json  the Sigstore bundle of envelope <hex>
     plugins/<owner>/<name>/.lock             taken (fcntl.flock) by every publisher
 
 Every file is written to a temporary name in its final directory and renamed into place,
@@ -31,7 +33,7 @@ from ..cluster.jsonload import loads as load_json
 from ..cluster.names import is_plugin_name
 from ..cluster.utctime import utc_now
 from ..directories import SHARED, make_dirs
-from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
+from ..errors import ImmutableVersionError, NotFoundError, RegistryError, SignatureError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import canonical_version
 from .base import Progress, PublishedVersion, PublishResult, Registry, check_identity
@@ -40,6 +42,8 @@ MARKER = "forge-registry.json"
 SCHEMA = "forge/registry/v1"
 ENTRY_SCHEMA = "forge/registry-entry/v1"
 SIG_SUFFIX = ".dsse.json"
+MORE_SIGS = ".signatures"  # <version>.signatures/: envelopes beyond the first, and every envelope's bundle
+BUNDLE_SUFFIX = ".sigstore.json"
 _CHUNK = 1 << 20
 
 
@@ -134,28 +138,71 @@ class DirectoryRegistry(Registry):
             )
 
     def signature(self, info: PublishedVersion) -> bytes | None:
+        found = self.signatures(info)
+        return found[-1] if found else None
+
+    def signatures(self, info: PublishedVersion) -> list:
+        """The first envelope, then the others oldest first."""
         stored = self._stored_version(info.owner, info.name, info.version)
         if stored is None:
-            return None
-        try:
-            return (self._plugin_dir(info.owner, info.name) / f"{stored}{SIG_SUFFIX}").read_bytes()
-        except FileNotFoundError:
-            return None
+            return []
+        plugin_dir = self._plugin_dir(info.owner, info.name)
+        out = []
+        with contextlib.suppress(FileNotFoundError):
+            out.append((plugin_dir / f"{stored}{SIG_SUFFIX}").read_bytes())
+        more = plugin_dir / f"{stored}{MORE_SIGS}"
+        extra = []
+        for name in _listdir(more):
+            if name.endswith(SIG_SUFFIX) and not name.startswith("."):
+                with contextlib.suppress(FileNotFoundError):
+                    extra.append(((more / name).stat().st_mtime_ns, name, (more / name).read_bytes()))
+        out += [e for _, _, e in sorted(extra) if e not in out]
+        return out
+
+    def sigstore_bundles(self, info: PublishedVersion) -> list:
+        """The Sigstore bundles stored beside the version's envelopes."""
+        stored = self._stored_version(info.owner, info.name, info.version)
+        if stored is None:
+            return []
+        more = self._plugin_dir(info.owner, info.name) / f"{stored}{MORE_SIGS}"
+        out = []
+        for name in sorted(_listdir(more)):
+            if name.endswith(BUNDLE_SUFFIX) and not name.startswith("."):
+                with contextlib.suppress(FileNotFoundError):
+                    out.append((more / name).read_bytes())
+        return out
 
     # -- writing -------------------------------------------------------------------------
 
     def attach_signature(self, info: PublishedVersion, envelope: bytes) -> bool:
-        """One envelope per version here: stored when the version has none yet."""
+        """Store *envelope* (and its Sigstore bundle) beside the published version; True once it is served."""
         plugin_dir = self._plugin_dir(info.owner, info.name)
         with exclusive_lock(plugin_dir / ".lock"):
             stored = self._stored_version(info.owner, info.name, info.version)
             if stored is None or self._read_entry(info.owner, info.name, stored).tree_digest != info.tree_digest:
                 return False
-            path = plugin_dir / f"{stored}{SIG_SUFFIX}"
-            if path.exists():
-                return path.read_bytes() == envelope
-            atomic.write_file(path, envelope, fsync=True)
+            self._store_envelope(plugin_dir, stored, envelope)
             return True
+
+    def _store_envelope(self, plugin_dir: Path, version: str, envelope: bytes) -> None:
+        """The first envelope of *version* as ``<version>.dsse.json``, any other one under
+        ``<version>.signatures/``; its Sigstore bundle beside it. Held: the plugin's lock."""
+        from ..sigstore_bundle import bundle_of
+
+        first = plugin_dir / f"{version}{SIG_SUFFIX}"
+        more = plugin_dir / f"{version}{MORE_SIGS}"
+        hex_ = hashlib.sha256(envelope).hexdigest()
+        make_dirs(more, SHARED)
+        try:
+            bundle = bundle_of(envelope)
+        except SignatureError:  # an envelope forge did not make: carried, without a bundle
+            bundle = None
+        if bundle is not None:
+            atomic.write_file(more / f"{hex_}{BUNDLE_SUFFIX}", bundle, fsync=True)
+        if not first.exists():
+            atomic.write_file(first, envelope, fsync=True)
+        elif first.read_bytes() != envelope and not (more / f"{hex_}{SIG_SUFFIX}").exists():
+            atomic.write_file(more / f"{hex_}{SIG_SUFFIX}", envelope, fsync=True)
 
     def publish(
         self, archive: Path, info: PublishedVersion, signature: bytes | None = None, progress: Progress | None = None
@@ -201,9 +248,11 @@ class DirectoryRegistry(Registry):
                         f"refusing other content {info.tree_digest}",
                         hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
                     )
-                attached = signature is not None and not existing.signed
+                # an envelope names the archive it was made for: only that archive's version takes it
+                attached = (signature is not None and existing.artifact_digest == info.artifact_digest
+                            and signature not in self.signatures(existing))
                 if signature is not None and attached:
-                    atomic.write_file(plugin_dir / f"{stored}{SIG_SUFFIX}", signature, fsync=True)
+                    self._store_envelope(plugin_dir, stored, signature)
                     existing = self._read_entry(info.owner, info.name, stored)
                 return PublishResult(version=existing, created=False, signature_attached=attached)
             blob = self._blob_path(hex_)
@@ -213,12 +262,14 @@ class DirectoryRegistry(Registry):
                 _atomic_copy(archive, blob, progress)
             elif progress:
                 progress(size, size)
+            # Signatures left by an interrupted publish of this version must not attach
+            # themselves to other content.
+            _unlink(plugin_dir / f"{version}{SIG_SUFFIX}")
+            import shutil
+
+            shutil.rmtree(plugin_dir / f"{version}{MORE_SIGS}", ignore_errors=True)
             if signature is not None:
-                atomic.write_file(plugin_dir / f"{version}{SIG_SUFFIX}", signature, fsync=True)
-            else:
-                # A signature left by an interrupted publish of this version must not
-                # attach itself to other content.
-                _unlink(plugin_dir / f"{version}{SIG_SUFFIX}")
+                self._store_envelope(plugin_dir, version, signature)
             record = {
                 "schema": ENTRY_SCHEMA,
                 "owner": info.owner,

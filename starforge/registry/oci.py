@@ -17,9 +17,14 @@ The manifests and config blob are built by :mod:`.artifact`, the one builder tha
 (:mod:`starforge.bundle`) use too, so a version has the same manifest digest in either.
 
 A signature is a second manifest (``artifactType`` :data:`SIGNATURE_TYPE`, empty config, the
-DSSE envelope as its one layer) whose ``subject`` is the plugin manifest. It is found through
-the referrers API or, where the registry lacks one, the referrers tag ``sha256-<hex>`` that
-holds an image index of referrers (OCI distribution-spec 1.1), updated read-modify-write.
+DSSE envelope as its one layer) whose ``subject`` is the plugin manifest, and beside it a
+third, its Sigstore bundle (``artifactType`` :data:`BUNDLE_TYPE`, what cosign and ``oras
+discover`` list). They are found through the referrers API or, where the registry lacks
+one, the referrers tag ``sha256-<hex>`` that holds an image index of referrers (OCI
+distribution-spec 1.1), updated read-modify-write: after a write the index is read again,
+and once more after the settle delay, so that a signer racing us cannot drop our entry
+unnoticed; a registry whose tags are immutable refuses the second update of that tag,
+which is reported as such.
 
 A registry has no conditional tag write: publish checks the tag before pushing, again just
 before writing it, right after, and once more after a short settle delay
@@ -44,9 +49,12 @@ from ..manifest import canonical_version
 from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     ANN_TREE_DIGEST,
     ARTIFACT_TYPE,
+    BUNDLE_TYPE,
     CONFIG_TYPE,
     LAYER_TYPE,
     SIGNATURE_TYPE,
+    bundle_artifact,
+    bundle_descriptor,
     canonical_json,
     envelope_descriptor,
     is_plugin_manifest,
@@ -255,14 +263,26 @@ class OciRegistry(Registry):
 
     # -- signatures ---------------------------------------------------------------------------
 
-    def _signatures(self, repo: str, subject: str) -> list[dict]:
-        """Descriptors of signature manifests referring to *subject*, oldest first where known."""
-        found = self.client.referrers(repo, subject, SIGNATURE_TYPE)
+    def _signatures(self, repo: str, subject: str, artifact_type: str = SIGNATURE_TYPE) -> list[dict]:
+        """Descriptors of signature manifests (or of *artifact_type*) referring to *subject*, oldest first where known."""
+        found = self.client.referrers(repo, subject, artifact_type)
         if not found:
             # No referrers API (or an empty answer after an upgrade): the referrers tag.
             index = self.client.get_manifest(repo, referrers_tag(subject), accept=(OCI_INDEX,))
             found = (index.json().get("manifests") or []) if index is not None else []
-        return [d for d in found if isinstance(d, dict) and d.get("artifactType") == SIGNATURE_TYPE]
+        return [d for d in found if isinstance(d, dict) and d.get("artifactType") == artifact_type]
+
+    def sigstore_bundles(self, info: PublishedVersion) -> list:
+        """The Sigstore bundles stored as referrers of *info*'s manifest."""
+        repo = self.repository(info.owner, info.name)
+        got, _ = self._checked(info)
+        out: list = []
+        for desc in self._signatures(repo, got.digest, BUNDLE_TYPE):
+            ref = self.client.get_manifest(repo, desc["digest"])
+            layer = bundle_descriptor(ref.json(), got.digest) if ref is not None else None
+            if layer is not None:
+                out.append(self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX))
+        return out
 
     def signature(self, info: PublishedVersion) -> bytes | None:
         found = self._envelopes(info, newest_only=True)
@@ -331,29 +351,45 @@ class OciRegistry(Registry):
         raise AssertionError("unreachable")
 
     def _attach_signature(self, repo: str, subject: dict, envelope: bytes, ref: str) -> str:
-        """Push the envelope as a referrer of *subject*; return the signature manifest digest."""
-        sig = signature_artifact(subject, envelope, ref)
+        """Push the envelope, and its Sigstore bundle, as referrers of *subject*; return the
+        signature manifest digest."""
+        from ..errors import SignatureError
+        from ..sigstore_bundle import PREDICATE_TYPE, bundle_of
+
+        parts = [(signature_artifact(subject, envelope, ref), envelope)]
+        try:
+            bundle = bundle_of(envelope)
+            parts.append((bundle_artifact(subject, bundle, ref, PREDICATE_TYPE), bundle))
+        except SignatureError:
+            pass  # an envelope forge did not make (copied as it is): no bundle
         empty = sha256_digest(EMPTY_JSON)
         self.client.push_blob(repo, EMPTY_JSON, empty, len(EMPTY_JSON))
-        self.client.push_blob(repo, envelope, sig.envelope_desc["digest"], len(envelope))
-        r = self._put_manifest(repo, sig.digest, sig.manifest, OCI_MANIFEST, {
-            empty: self._pusher(repo, EMPTY_JSON, empty, len(EMPTY_JSON)),
-            sig.envelope_desc["digest"]: self._pusher(repo, envelope, sig.envelope_desc["digest"], len(envelope)),
-        })
-        if r.headers.get("oci-subject") == subject["digest"]:
-            return sig.digest  # the registry maintains the referrers list itself
-        # The index names our signature manifest: pushing it again is PUTting it again.
-        again = {sig.digest: lambda: self.client.put_manifest(repo, sig.digest, sig.manifest, OCI_MANIFEST)}
-        self._add_referrer(repo, subject["digest"], sig.referrer, again)
-        return sig.digest
+        maintained = True
+        again: dict = {}
+        for part, layer in parts:
+            digest = part.envelope_desc["digest"]
+            self.client.push_blob(repo, layer, digest, len(layer))
+            r = self._put_manifest(repo, part.digest, part.manifest, OCI_MANIFEST, {
+                empty: self._pusher(repo, EMPTY_JSON, empty, len(EMPTY_JSON)),
+                digest: self._pusher(repo, layer, digest, len(layer)),
+            })
+            maintained = maintained and r.headers.get("oci-subject") == subject["digest"]
+            # The index names our manifests: pushing one again is PUTting it again.
+            again[part.digest] = (lambda p=part: self.client.put_manifest(repo, p.digest, p.manifest, OCI_MANIFEST))
+        if not maintained:  # the registry has no referrers API: the referrers tag
+            self._add_referrer(repo, subject["digest"], [p.referrer for p, _ in parts], again)
+        return parts[0][0].digest
 
     def _pusher(self, repo: str, source: bytes | Path, digest: str, size: int):
         return lambda: self.client.push_blob(repo, source, digest, size, again=True)
 
-    def _add_referrer(self, repo: str, subject: str, descriptor: dict, again: dict) -> None:
-        """Read-modify-write the referrers tag; re-read to catch a concurrent writer."""
+    def _add_referrer(self, repo: str, subject: str, descriptors: list, again: dict) -> None:
+        """Read-modify-write the referrers tag until it names every one of *descriptors* on two
+        reads :data:`SETTLE_DELAY` apart (a racing signer that read the index before our write
+        lands its own within that time, and we add ours again)."""
         tag = referrers_tag(subject)
-        rounds = self.client.retries + 2
+        rounds = self.client.retries + 4
+        settled = False
         for round_ in range(rounds):
             current = self.client.get_manifest(repo, tag, accept=(OCI_INDEX,))
             index: dict
@@ -364,14 +400,30 @@ class OciRegistry(Registry):
                 if index.get("mediaType") != OCI_INDEX or not isinstance(index.get("manifests"), list):
                     raise RegistryError(f"{repo}:{tag} is not a referrers index",
                                         hint="something else uses the referrers tag; remove it in the registry")
-            if any(isinstance(d, dict) and d.get("digest") == descriptor["digest"] for d in index["manifests"]):
-                return
+            named = {d.get("digest") for d in index["manifests"] if isinstance(d, dict)}
+            missing = [d for d in descriptors if d["digest"] not in named]
+            if not missing:
+                if settled or self.settle_delay <= 0:
+                    return
+                settled = True
+                time.sleep(self.settle_delay)
+                continue
+            settled = False
             if round_ + 1 == rounds:
                 break
-            index["manifests"].append(descriptor)
-            self._put_manifest(repo, tag, canonical_json(index), OCI_INDEX, again)
+            index["manifests"].extend(missing)
+            try:
+                self._put_manifest(repo, tag, canonical_json(index), OCI_INDEX, again)
+            except RegistryError as exc:
+                if current is None:
+                    raise
+                raise RegistryError(
+                    f"{repo}: the registry refused to update the referrers tag {tag} ({exc.message}); "
+                    "a registry with immutable tags cannot add a second signature to a version this way",
+                    hint="exempt tags matching sha256-* from tag immutability, or use a registry with the OCI "
+                         "referrers API (distribution 3, Harbor, Zot)") from None
         raise RegistryError(f"{repo}:{tag}: the referrers index keeps changing under us",
-                            hint="another client is writing referrers; publish again")
+                            hint="another client is writing referrers; sign again")
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -468,10 +520,14 @@ class OciRegistry(Registry):
                 f"{ref} {when} with tree digest {stored}; refusing {info.tree_digest}",
                 hint="published versions are immutable: bump the version in plugin.yaml")
         repo = self.repository(info.owner, info.name)
-        attached = signature is not None and not self._signatures(repo, got.digest)
+        published = self._describe(info.owner, info.name, tag, got, data)
+        # an envelope names the archive it was made for: only that archive's version takes it
+        attached = (signature is not None and published.artifact_digest == info.artifact_digest
+                    and signature not in self._envelopes(published))
         if signature is not None and attached:
-            # Same content, first signature: adding a referrer does not change the version.
+            # Same content, another signature: adding a referrer does not change the version.
             subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
             self._attach_signature(repo, subject, signature, ref)
-        return PublishResult(version=self._describe(info.owner, info.name, tag, got, data), created=False,
-                             signature_attached=attached)
+        if attached:
+            published = self._describe(info.owner, info.name, tag, got, data)
+        return PublishResult(version=published, created=False, signature_attached=attached)

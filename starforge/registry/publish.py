@@ -112,9 +112,12 @@ def publish_plugin(
 ) -> PublishResult:
     """Check the plugin at *root*, pack it and publish it as ``owner/name@version``.
 
-    With *sign_key*, a DSSE envelope over the publish statement is stored beside it. The
-    same tree digest under an already published version is a no-op success
-    (``created=False``); other content under it raises :class:`ImmutableVersionError`.
+    With *sign_key*, a DSSE envelope over the publish statement is stored beside it (with
+    its Sigstore bundle); the statement names the archive the registry serves, so a
+    version already published (from other archive bytes, by another laptop) is signed for
+    the archive it serves (:func:`sign_published`). The same tree digest under an already
+    published version is a no-op success (``created=False``); other content under it raises
+    :class:`ImmutableVersionError`.
     """
     from ..archive import pack_tree
     from ..authoring.checks import require_valid
@@ -149,8 +152,14 @@ def publish_plugin(
             size=archive.stat().st_size,
             signed=sign_key is not None,
         )
+        from ..errors import NotFoundError
+
+        try:
+            before: PublishedVersion | None = registry.get(owner, manifest.name, manifest.version)
+        except NotFoundError:
+            before = None
         envelope = None
-        if sign_key is not None:
+        if sign_key is not None and before is None:  # a new version: its signature goes in with it
             from ..signing import sign_statement
 
             envelope = sign_statement(
@@ -162,6 +171,31 @@ def publish_plugin(
                 artifact_digest=artifact_digest,
                 passphrase=passphrase,
             )
-        return registry.publish(archive, info, signature=envelope, progress=progress) if progress else registry.publish(
+        result = registry.publish(archive, info, signature=envelope, progress=progress) if progress else registry.publish(
             archive, info, signature=envelope
         )
+    if sign_key is not None and not result.signature_attached:
+        # already published (or published by another laptop meanwhile): sign what it serves
+        attached, kept = sign_published(registry, result.version, sign_key, passphrase)
+        from dataclasses import replace
+
+        result = replace(result, signature_attached=attached, signature_kept=kept)
+    return result
+
+
+def sign_published(registry: Registry, info: PublishedVersion, sign_key: str | os.PathLike,
+                   passphrase: str | bytes | None = None) -> tuple[bool, bool]:
+    """Add a signature by *sign_key* to the published version *info*: ``(attached, kept)``.
+
+    The statement names *info*'s tree digest and the archive the registry serves. When a
+    valid signature by the same key is already stored, nothing is added (``kept``; an
+    ECDSA signature is randomized, so signing again would add a second, different one).
+    """
+    from ..signing import load_private_key, sign_statement, signed_by, stored_envelopes
+
+    key = load_private_key(sign_key, passphrase)
+    if signed_by(stored_envelopes(registry, info), key.public_key(), info):
+        return False, True
+    envelope = sign_statement(sign_key, owner=info.owner, name=info.name, version=info.version,
+                              tree_digest=info.tree_digest, artifact_digest=info.artifact_digest, passphrase=passphrase)
+    return registry.attach_signature(info, envelope), False

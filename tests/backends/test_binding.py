@@ -97,8 +97,8 @@ def _stage(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str, 
     plan = load_plan(exp, backend=backend_name)
     backend = BACKENDS[backend_name](plan.experiment.backend_settings(backend_name), JobStore(tmp_path / "jobs"))
     job_dir = backend.staging_dir(exp, plan.spec.id)
-    stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
-    return backend, plan, Path(job_dir)
+    staged = stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
+    return backend, staged, Path(job_dir)
 
 
 def _after_staging(monkeypatch, backend_name: str, change) -> None:
@@ -122,9 +122,9 @@ def _after_staging(monkeypatch, backend_name: str, change) -> None:
     monkeypatch.setattr(ray, "build_package", build_changed)
 
 
-def _run(backend, plan, job_dir: Path):
+def _run(backend, staged, job_dir: Path):
     chunks: list[str] = []
-    record = wait(backend, backend.submit(job_dir, plan.spec, detach=False), chunks.append)
+    record = wait(backend, backend.submit(staged, detach=False), chunks.append)
     return record, "".join(chunks)
 
 
@@ -133,11 +133,11 @@ def _run(backend, plan, job_dir: Path):
 RAY_BOUND = 180.0
 
 
-def _run_bounded(backend, plan, job_dir: Path):
+def _run_bounded(backend, staged, job_dir: Path):
     """Submit and follow the job, as :func:`_run`, but stop waiting after :data:`RAY_BOUND` seconds."""
     import time
 
-    record = backend.submit(job_dir, plan.spec, detach=True)
+    record = backend.submit(staged, detach=True)
     deadline = time.monotonic() + RAY_BOUND
     while not record.final and time.monotonic() < deadline:
         time.sleep(1.0)
@@ -160,11 +160,11 @@ ALL = pytest.mark.parametrize("on_backend", ["local", "slurm", "ray"], indirect=
 
 @ALL
 def test_a_runtime_zip_changed_after_staging_never_runs(on_backend, make_experiment, tmp_path, monkeypatch):
-    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.train")
+    backend, staged, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.train")
     marker = tmp_path / "evil-zip-ran"
     _after_staging(monkeypatch, on_backend, lambda: (job_dir / ".forge-runtime" / "starforge-runtime.zip").write_bytes(_evil_zip(marker)))
 
-    record, log = _run(backend, plan, job_dir)
+    record, log = _run(backend, staged, job_dir)
     assert (record.status, record.exit_code) == ("failed", 10), log
     assert "the job's runtime zip" in log and "changed after staging" in log, log
     assert not marker.exists() and "RESULTS" not in log
@@ -178,7 +178,7 @@ def test_a_runtime_zip_changed_after_staging_never_runs(on_backend, make_experim
 @ALL
 def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, make_experiment, tmp_path, monkeypatch):
     entrypoint = "python -m workload.ray_train" if on_backend == "ray" else "python -m workload.train"
-    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, entrypoint)
+    backend, staged, job_dir = _stage(make_experiment, on_backend, tmp_path, entrypoint)
     spec = job_dir / "jobspec.json"
 
     def inject() -> None:  # an injected hyperparameter, per-file map untouched: no digest sees it
@@ -187,7 +187,7 @@ def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, 
 
     _after_staging(monkeypatch, on_backend, inject)
 
-    record, log = (_run_bounded if on_backend == "ray" else _run)(backend, plan, job_dir)
+    record, log = (_run_bounded if on_backend == "ray" else _run)(backend, staged, job_dir)
     assert (record.status, record.exit_code) == ("failed", 10), (record, log)
     assert "error: the JobSpec" in log and "changed after staging" in log, log
     assert "RESULTS" not in log and "evil:" not in log
@@ -200,7 +200,7 @@ def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, 
 @pytest.mark.parametrize("on_backend", ["ray"], indirect=True)
 def test_a_file_planted_in_the_package_is_refused_by_the_entrypoint(on_backend, make_experiment, tmp_path, monkeypatch):
     # A changed listing stopped Ray's job supervisor at start-up the same way.
-    backend, plan, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.ray_train")
+    backend, staged, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.ray_train")
     folder = job_dir / "forge_plugins" / "mark-worker"
 
     def plant() -> None:
@@ -209,17 +209,17 @@ def test_a_file_planted_in_the_package_is_refused_by_the_entrypoint(on_backend, 
 
     _after_staging(monkeypatch, on_backend, plant)
 
-    record, log = _run_bounded(backend, plan, job_dir)
+    record, log = _run_bounded(backend, staged, job_dir)
     assert (record.status, record.exit_code) == ("failed", 10), (record, log)
     assert "planted.py" in log and "RESULTS" not in log, log
 
 
 @pytest.mark.parametrize("on_backend", ["local", "slurm"], indirect=True)
 def test_a_jobspec_changed_after_launch_is_refused_by_a_new_process(on_backend, make_experiment, tmp_path):
-    backend, plan, job_dir = _stage(
+    backend, staged, job_dir = _stage(
         make_experiment, on_backend, tmp_path, "python -m workload.tamper", {"workload/tamper.py": TAMPER_THEN_SPAWN}
     )
-    record, log = _run(backend, plan, job_dir)
+    record, log = _run(backend, staged, job_dir)
     assert (record.status, record.exit_code) == ("succeeded", 0), log  # the trainer itself carried on
     [child] = [line for line in log.splitlines() if line.startswith("CHILD ")]
     assert child.startswith("CHILD 10 ") and "the JobSpec" in child and "changed after staging" in child, child
@@ -228,10 +228,10 @@ def test_a_jobspec_changed_after_launch_is_refused_by_a_new_process(on_backend, 
 
 @pytest.mark.parametrize("on_backend", ["ray"], indirect=True)
 def test_a_jobspec_changed_after_launch_is_refused_by_a_ray_worker(on_backend, make_experiment, tmp_path):
-    backend, plan, job_dir = _stage(
+    backend, staged, job_dir = _stage(
         make_experiment, on_backend, tmp_path, "python -m workload.ray_tamper", {"workload/ray_tamper.py": RAY_TAMPER_THEN_TASK}
     )
-    record, log = _run(backend, plan, job_dir)
+    record, log = _run(backend, staged, job_dir)
     assert (record.status, record.exit_code) == ("succeeded", 0), log
     [task] = [line for line in log.splitlines() if line.startswith("TASK ")]
     # Without the binding the task ran, patched with the injected label ("TASK ok evil:…").

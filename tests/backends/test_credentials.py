@@ -52,6 +52,39 @@ def test_local_job_sees_the_users_variables_but_no_credentials(make_experiment, 
     assert seen == {**{n: None for n in CREDENTIAL_VARIABLES}, **USER_VARS}
 
 
+ANCESTORS = """\
+import json, os
+
+seen, pid = {}, os.getppid()
+while pid > 1:  # every process above the trainer, the forge process that submitted it among them
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        seen[pid] = f.read().decode("utf-8", "replace").split("\\0")
+    with open(f"/proc/{pid}/stat") as f:
+        pid = int(f.read().rsplit(")", 1)[1].split()[1])
+print("ANCESTORS " + json.dumps(seen), flush=True)
+"""
+
+
+def test_a_local_job_cannot_read_the_credentials_from_forges_proc_environ(make_experiment):
+    # The job runs below the forge process that read the credentials (forge, the job's
+    # supervisor, the node entry): what /proc shows of each ancestor's environment holds none.
+    import subprocess
+
+    exp = make_experiment("python -m workload.ancestors", "local")
+    (exp / "workload" / "ancestors.py").write_text(ANCESTORS)
+    env = {**os.environ, **SECRETS, **USER_VARS, "FORGE_RAY_TOKEN": "ray-T0ken"}
+    forge = subprocess.Popen([sys.executable, "-m", "starforge", "submit", str(exp)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    out, err = forge.communicate(timeout=300)
+    assert forge.returncode == 0, out + err
+    [line] = [ln for ln in out.splitlines() if ln.startswith("ANCESTORS ")]
+    seen = json.loads(line[len("ANCESTORS "):])
+    assert "HF_TOKEN=hf-token-456" in seen[str(forge.pid)]  # forge's own block was read: the user's variables are there
+    leaked = [e for environ in seen.values() for e in environ
+              if any(v in e for v in [*SECRETS.values(), "ray-T0ken"])]
+    assert leaked == []
+
+
 @pytest.mark.slurm
 def test_slurm_job_and_slurmctld_never_see_credentials(slurm_env, make_experiment, tmp_path, secrets, monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")

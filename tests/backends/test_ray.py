@@ -137,12 +137,12 @@ def test_tampered_plugin_fails_the_job_with_the_verification_code(ray_client, ma
     plan = load_plan(exp, backend="ray")
     backend = RayBackend({}, JobStore(tmp_path / "jobs"))
     job_dir = backend.staging_dir(exp, plan.spec.id)
-    stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
+    staged = stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
     target = job_dir / "forge_plugins" / "mark-worker" / "mark_worker.py"
     target.chmod(0o644)
     target.write_text(target.read_text() + "\nEXTRA = 1\n")
 
-    record = backend.submit(job_dir, plan.spec, detach=False)
+    record = backend.submit(staged, detach=False)
     chunks: list[str] = []
     record = wait(backend, record, chunks.append)
     log = "".join(chunks)
@@ -156,7 +156,7 @@ def test_resubmitting_a_staged_job_gets_a_new_submission_id(ray_client, make_exp
     sub, first, log = _submit(exp, tmp_path)
     assert (first.status, first.exit_code) == ("failed", 4), log
 
-    again = sub.backend.submit(sub.job_dir, sub.spec, detach=True)
+    again = sub.backend.submit(sub.staged, detach=True)
     assert again.backend_ref["submission_id"] == f"forge-{sub.spec.id}-2"
     # same directory, same bytes: the package is content-addressed and not uploaded twice
     assert again.backend_ref["package"] == first.backend_ref["package"]

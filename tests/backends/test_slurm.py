@@ -121,12 +121,12 @@ def test_tampered_plugin_stops_the_job_before_the_entrypoint(slurm_job_env, make
     plan = load_plan(exp, backend="slurm")
     backend = SlurmBackend(plan.experiment.slurm, JobStore())
     job_dir = backend.staging_dir(exp, plan.spec.id)
-    stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
+    staged = stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
     target = job_dir / "forge_plugins" / "mark-worker" / "mark_worker.py"
     target.chmod(0o644)
     target.write_text(target.read_text().replace("label + ", "'evil:' + label + "))
 
-    record = wait(backend, backend.submit(job_dir, plan.spec, detach=False), lambda _: None)
+    record = wait(backend, backend.submit(staged, detach=False), lambda _: None)
     log = "".join(backend.logs(record))
     assert (record.status, record.exit_code) == ("failed", 10), log
     assert "mark_worker.py" in log

@@ -292,3 +292,63 @@ def test_deferred_plugins_are_registered_and_environment_plugins_skipped(toy):
         ("starforge/opsd-patch@1.2.0", "loaded"), ("starforge/late@1.0.0", "registered"),
         ("starforge/yes-reward@1.0.0", "skipped"), ("recipe:reward-clip@0.1.0", "loaded"),
     ]
+
+
+def test_a_process_a_plugin_leaves_behind_neither_delays_plan_nor_outlives_it(toy):
+    import time
+
+    pid_file = toy.tmp / "grandchild.pid"
+    toy.plugin("lingering", "import os, time\n\n\ndef install(params):\n"
+                            "    pid = os.fork()\n"
+                            "    if pid == 0:  # holds the load phase's output pipe\n"
+                            "        time.sleep(120)\n"
+                            "        os._exit(0)\n"
+                            f"    open({str(pid_file)!r}, 'w').write(str(pid))\n"
+                            "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
+    toy.use("starforge/lingering@1.0.0")
+    started = time.monotonic()
+    try:
+        toy.plan(ok=0)
+        took = time.monotonic() - started
+        grandchild = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(grandchild)  # ended with the load phase's process group
+        assert took < 60, took  # not the grandchild's 120 s
+    finally:
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), 9)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_plugin_code_cannot_read_the_credentials_from_forges_proc_environ(toy):
+    # The load phase's parent is the forge process, which read the credentials: what its
+    # /proc/<pid>/environ shows (and every other ancestor's) holds none of them.
+    report = toy.tmp / "ancestors.json"
+    toy.plugin("proc-snoop", "import json, os\n\n\ndef install(params):\n"
+                             "    seen, pid = {}, os.getppid()\n"
+                             "    while pid > 1:\n"
+                             "        with open(f'/proc/{pid}/environ', 'rb') as f:\n"
+                             "            seen[pid] = f.read().decode('utf-8', 'replace').split('\\0')\n"
+                             "        with open(f'/proc/{pid}/stat') as f:\n"
+                             "            pid = int(f.read().rsplit(')', 1)[1].split()[1])\n"
+                             f"    open({str(report)!r}, 'w').write(json.dumps(seen))\n"
+                             "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
+    toy.use("starforge/proc-snoop@1.0.0")
+    toy.env.update(FORGE_REGISTRY_PASSWORD="push-S3cr3t", FORGE_REGISTRY_USER="ci-pusher", FORGE_KEY_PASSPHRASE="sign-S3cr3t",
+                   FORGE_RAY_TOKEN="ray-T0ken", HF_TOKEN="hf-token-456")
+    toy.plan(ok=0)
+    seen = json.loads(report.read_text())
+    forge = next(iter(seen.values()))  # the load phase's parent
+    assert "HF_TOKEN=hf-token-456" in forge  # the read worked: the user's own variables are there
+    leaked = [e for environ in seen.values() for e in environ
+              if any(s in e for s in ("push-S3cr3t", "ci-pusher", "sign-S3cr3t", "ray-T0ken"))]
+    assert leaked == []

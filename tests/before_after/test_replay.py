@@ -157,8 +157,8 @@ def test_a_replaced_runtime_zip_is_refused(qs):
 def test_a_job_of_an_older_starforge_core_replays_saying_what_it_cannot_prove(qs):
     old_id, first = qs.submit()
     job_dir = qs.job_dir(old_id)
-    # What an older starforge-core left: no recipe digest in the JobSpec, no runtime sha256
-    # in the record, and its own runtime zip (one from before the binding refuses the
+    # What an older starforge-core left: no recipe digest in the JobSpec, no runtime or
+    # JobSpec sha256 in the record, and its own runtime zip (one from before the binding refuses the
     # --spec-sha256 every backend passes today; this one would say so if it ran).
     spec_path = job_dir / "jobspec.json"
     data = json.loads(spec_path.read_text())
@@ -168,6 +168,7 @@ def test_a_job_of_an_older_starforge_core_replays_saying_what_it_cannot_prove(qs
     [record_path] = [p for p in qs.home.rglob(f"{old_id}.json") if p.parent.name == "jobs"]
     record = json.loads(record_path.read_text())
     record["runtime_sha256"] = ""
+    del record["spec_sha256"]
     record_path.write_text(json.dumps(record))
     zip_path = job_dir / ".forge-runtime" / "starforge-runtime.zip"
     _writable(zip_path)
@@ -180,10 +181,11 @@ def test_a_job_of_an_older_starforge_core_replays_saying_what_it_cannot_prove(qs
     notes = [ln for ln in run.stderr.splitlines() if ln.startswith("note: ")]
     assert any("older starforge-core that recorded no recipe digest" in n and "cannot be proved" in n for n in notes), notes
     assert any("recorded no runtime sha256" in n and "runs this starforge-core's runtime" in n for n in notes), notes
+    assert any("recorded no JobSpec sha256" in n for n in notes), notes
     new_id = next(ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("job     :"))
     new = qs.record(new_id)
     spec = json.loads((Path(new["dir"]) / "jobspec.json").read_text())
-    assert spec["replay"]["of"] == old_id and spec["replay"]["unproven"] == ["recipe", "runtime"]
+    assert spec["replay"]["of"] == old_id and spec["replay"]["unproven"] == ["jobspec", "recipe", "runtime"]
     assert spec["recipe"]["digest"] == digest  # recorded now, so the replay itself replays exactly
     assert new["runtime_sha256"] and new["replay_of"] == old_id
     again = qs.forge("jobs", "replay", new_id, "--dry-run", ok=0)
@@ -191,7 +193,7 @@ def test_a_job_of_an_older_starforge_core_replays_saying_what_it_cannot_prove(qs
 
     strict = qs.forge("jobs", "replay", old_id, "--strict", ok=10)
     line = strict.stderr.splitlines()[0]
-    assert line.startswith(f"error: cannot replay job {old_id}: --strict: what it ran cannot be proved or compared: recipe, runtime")
+    assert line.startswith(f"error: cannot replay job {old_id}: --strict: what it ran cannot be proved or compared: jobspec, recipe, runtime")
     assert len(json.loads(qs.forge("jobs", "list", "--json", ok=0).stdout)) == 2  # nothing submitted
 
 

@@ -138,7 +138,7 @@ def test_signed_publish_verified_through_trust_and_stripped_signature_refused(tm
     assert not (tmp_path / "out").exists()
 
 
-def test_publish_sign_again_says_whether_the_signature_was_attached_or_kept(tmp_path, env):
+def test_publish_sign_again_attaches_another_keys_signature_and_keeps_ones_own(tmp_path, env):
     def kid(out):
         return next(line.split()[-1] for line in out.splitlines() if line.startswith("key id:"))
 
@@ -151,17 +151,21 @@ def test_publish_sign_again_says_whether_the_signature_was_attached_or_kept(tmp_
     attached = forge(env, "plugin", "publish", str(src), "--sign").stdout.splitlines()
     assert attached == [
         f"already published alice/opsd-patch@1.2.0 {digest} (same content)",
-        f"signed now with key {mine} (the version was already published without a signature)",
+        f"signed with key {mine}",
     ]
     again = forge(env, "plugin", "publish", str(src), "--sign").stdout.splitlines()
-    assert again[1] == f"kept the signature already stored for it, made with your key {mine}; nothing attached"
+    assert again[1] == f"already signed with your key {mine}; nothing attached"
     by_other = forge(env, "plugin", "publish", str(src), "--sign", "--key", other_key).stdout.splitlines()
-    assert by_other[1] == (
-        f"kept the signature already stored for it, made with key {mine}; your signature (key {other}) "
-        "was not attached: a published version keeps its first signature"
-    )
+    assert by_other[1] == f"signed with key {other}"  # beside the first signature, not instead of it
     as_json = json.loads(forge(env, "plugin", "publish", str(src), "--sign", "--key", other_key, "--json").stdout)
-    assert (as_json["created"], as_json["signed"], as_json["signature_attached"]) == (False, True, False)
+    assert (as_json["created"], as_json["signed"], as_json["signature_attached"], as_json["signature_kept"]) == (
+        False, True, False, True)
+    from starforge.registry.directory import DirectoryRegistry
+    from starforge.signing import stored_envelopes
+
+    reg = DirectoryRegistry(Path(env["FORGE_HOME"]) / "registry")
+    signers = [json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get("alice", "opsd-patch", "1.2.0"))]
+    assert signers == [mine, other]
 
 
 def test_key_generate_with_a_passphrase_and_signing_with_it(tmp_path, env):

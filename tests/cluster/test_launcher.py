@@ -189,4 +189,4 @@ def test_a_non_python_entrypoint_is_a_child_with_its_exit_code(recipe):
 def test_a_missing_recipe_directory_is_a_spec_failure(tmp_path):
     proc, driver, trainer, result = drive(tmp_path / "absent", "python", "-m", "train_mod")
     assert trainer is None
-    assert result.startswith(f"2 ('spec', 2, None, \"cannot enter the job's recipe directory {tmp_path / 'absent'}: ")
+    assert result.startswith(f"2 ('spec', 2, None, \"cannot enter the job's working directory {tmp_path / 'absent'}: ")

@@ -1,4 +1,4 @@
-"""The trainer venvs (.venv-trl, .venv-verl, made by .ci/setup) and ways to run code in them.
+"""The trainer venvs (.venv-trl, .venv-verl, .venv-cosmos, made by .ci/setup) and ways to run code in them.
 
 The venvs hold a training framework and no starforge-core, like a user's training
 environment. ``forge`` itself runs from the project's venv and names a trainer venv as the
@@ -23,7 +23,9 @@ import starforge
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-VENVS = {"trl": REPO / ".venv-trl", "verl": REPO / ".venv-verl"}
+VENVS = {"trl": REPO / ".venv-trl", "verl": REPO / ".venv-verl", "cosmos": REPO / ".venv-cosmos"}
+#: First on PYTHONPATH of the Cosmos venv's processes: its sitecustomize lets cosmos_rl import on CPU
+COSMOS_CPU = HERE / "cosmos_cpu"
 
 
 def need(condition: bool, reason: str) -> None:
@@ -56,10 +58,14 @@ def runtime_path(tmp_path_factory) -> Path:
     return dest
 
 
-def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int = 240) -> str:
-    """Run ``script CASE...`` in the *name* trainer venv; fail with its output unless every case passed."""
+def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int = 240, path: tuple = ()) -> str:
+    """Run ``script CASE...`` in the *name* trainer venv; fail with its output unless every case passed.
+
+    *path*: directories put on ``PYTHONPATH`` before the runtime's.
+    """
+    pythonpath = os.pathsep.join([*map(str, path), str(runtime)])
     proc = subprocess.run([str(trainer_python(name)), str(HERE / script), *cases], capture_output=True, text=True,
-                          cwd=str(HERE), env=clean_env(PYTHONPATH=str(runtime)), timeout=timeout)
+                          cwd=str(HERE), env=clean_env(PYTHONPATH=pythonpath), timeout=timeout)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     for case in cases:

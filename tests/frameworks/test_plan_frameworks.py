@@ -1,6 +1,6 @@
-"""`forge plan` against examples/trl and examples/verl: the load phase under the trainer
-venv named by `python:` (the framework really imported), the ledger naming the framework
-targets the reference plugins patch, and nothing left behind."""
+"""`forge plan` against examples/trl, examples/verl, examples/verl-main-ppo and examples/cosmos: the load phase under
+the trainer venv named by `python:` (the framework really imported), the ledger naming the
+framework targets the reference plugins patch, and nothing left behind."""
 
 from __future__ import annotations
 
@@ -11,18 +11,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from frameworks_env import REPO, clean_env, trainer_python
+from frameworks_env import COSMOS_CPU, REPO, clean_env, trainer_python
 
 pytestmark = pytest.mark.frameworks
 
 
-def _plan(tmp: Path, example: str, plugin: str, variable: str, venv: str) -> tuple:
+def _plan(tmp: Path, example: str, plugin: str | tuple, variable: str, venv: str, text: bool = True, **extra_env) -> tuple:
     exp = tmp / example
     shutil.copytree(REPO / "examples" / example, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
     scratch = tmp / "scratch"
     scratch.mkdir()
     job_python = str(trainer_python(venv))
-    env = clean_env(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", TMPDIR=str(scratch), **{variable: job_python})
+    env = clean_env(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", TMPDIR=str(scratch), **{variable: job_python},
+                    **extra_env)
 
     def forge(*args):
         proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=tmp, env=env, capture_output=True, text=True,
@@ -30,12 +31,13 @@ def _plan(tmp: Path, example: str, plugin: str, variable: str, venv: str) -> tup
         assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc.stdout
 
-    forge("plugin", "publish", str(REPO / "forge_plugins" / plugin))
+    for name in (plugin,) if isinstance(plugin, str) else plugin:
+        forge("plugin", "publish", str(REPO / "forge_plugins" / name))
     forge("lock", str(exp))
     doc = json.loads(forge("plan", str(exp), "--json"))
     assert doc["python"]["executable"] == job_python
     assert not (exp / ".forge").exists() and list(scratch.iterdir()) == []
-    return doc, forge("plan", str(exp))
+    return doc, forge("plan", str(exp)) if text else None
 
 
 def test_plan_of_the_trl_example(tmp_path):
@@ -60,3 +62,41 @@ def test_plan_of_the_verl_example(tmp_path):
         ("wrap", "wrap", "verl.workers.utils.losses:ppo_loss"),
         ("wrap", "wrap", "verl.utils.config:validate_config"),
     ]  # (and no wrap of verl's default-trainer grouping: TransferQueue, which that trainer needs, is not installed)
+
+
+def test_plan_of_the_verl_main_ppo_example(tmp_path):
+    # verl's own entrypoint (python -m verl.trainer.main_ppo): the plan never runs it, and shows the
+    # plugin's entries in verl's registries that the example's Hydra overrides select (one plan, JSON)
+    doc, _ = _plan(tmp_path, "verl-main-ppo", "verl-dr-grpo", "VERL_PYTHON", "verl", text=False)
+    assert doc["clean"] is True
+    [plugin] = doc["plugins"]
+    assert (plugin["ref"], plugin["status"]) == ("starforge/verl-dr-grpo@1.1.0", "loaded")
+    assert [(p["how"], p["target"], p["status"]) for p in plugin["patches"]] == [
+        ("created", "verl.trainer.ppo.core_algos:ADV_ESTIMATOR_REGISTRY[dr_grpo]", "applied"),
+        ("created", "verl.trainer.ppo.core_algos:POLICY_LOSS_REGISTRY[dr_grpo]", "applied"),
+        ("wrap", "verl.workers.utils.losses:ppo_loss", "applied"),
+        ("wrap", "verl.utils.config:validate_config", "applied"),
+    ]
+    assert {"module": "verl.trainer.ppo.core_algos", "ok": True, "error": None} in doc["imports"]
+
+
+def test_plan_of_the_cosmos_example(tmp_path):
+    # the CPU import shims of the test setup reach the load phase through the caller's PYTHONPATH; one plan
+    # (JSON) only: each imports cosmos_rl, seconds of CPU
+    doc, _ = _plan(tmp_path, "cosmos", ("cosmos-dr-grpo", "cosmos-gspo"), "COSMOS_PYTHON", "cosmos", text=False,
+                   PYTHONPATH=str(COSMOS_CPU))
+    assert doc["clean"] is True
+    assert [(p["ref"], p["status"]) for p in doc["plugins"]] == [
+        ("starforge/cosmos-dr-grpo@1.0.0", "loaded"), ("starforge/cosmos-gspo@1.0.0", "loaded")]
+    dr_grpo, gspo = ([(p["how"], p["mode"], p["target"], p["status"]) for p in plugin["patches"]]
+                     for plugin in doc["plugins"])
+    assert dr_grpo == [
+        ("created", "replace", "cosmos_rl.dispatcher.algo.base:REGISTERED_ALGOs[dr_grpo]", "applied"),
+        ("wrap", "wrap", "cosmos_rl.policy.config:Config.from_dict", "applied"),
+        ("wrap", "wrap", "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:compute_loss", "applied"),
+    ]
+    assert gspo == [
+        ("wrap", "wrap", "cosmos_rl.policy.config:Config.from_dict", "applied"),
+        ("wrap", "wrap", "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:compute_loss", "applied"),
+    ]
+    assert {"module": "cosmos_rl", "ok": True, "error": None} in doc["imports"]

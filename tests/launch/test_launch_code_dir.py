@@ -38,7 +38,8 @@ WORKER_MODULES_WITHOUT_TARGET = [
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
     "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
     "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
-    "starforge.cluster.record", "starforge.cluster.utctime",
+    "starforge.cluster.recipe_imports", "starforge.cluster.record", "starforge.cluster.shadowing",
+    "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check and
 # patching with its target language (the plugin's own `from starforge import patching`).
@@ -475,3 +476,59 @@ def test_a_pointer_to_a_code_directory_of_another_job_or_zip_is_never_used(build
     assert "PLANTED RUNTIME RAN" not in result.stdout + result.stderr
     assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
     assert f"does not use the code directory {planted} ({reason}" in result.stderr
+
+
+def _other_uid() -> int:
+    return int(subprocess.run(["id", "-u", OTHER_USER], capture_output=True, text=True, check=True).stdout)
+
+
+def _as_other(*argv: str) -> str:
+    return subprocess.run(["runuser", "-u", OTHER_USER, "--", *argv], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("kind", ["owned by another user", "in a folder of another user", "a link of another user",
+                                  "writable by others without the sticky bit"])
+def test_a_tmpdir_another_user_could_swap_the_code_directory_in_is_refused(builder, tmp_path, kind):
+    # The launcher runs from the code directory made under TMPDIR: where another user could
+    # rename it and put their own in its place, the job stops before anything runs from there.
+    _ensure_other_user()
+    made = []
+    if kind == "owned by another user":  # a predictable TMPDIR (/tmp/$USER-tmp) the other user made first
+        tmpdir = Path(_as_other("mktemp", "-d", "/tmp/forge-user-tmp-XXXXXXXX"))
+        _as_other("chmod", "0777", str(tmpdir))
+        made.append(tmpdir)
+        culprit, why = tmpdir, f"is owned by uid {_other_uid()} (not this user, not root)"
+    elif kind == "in a folder of another user":  # this user's folder, inside one the other user owns
+        outer = Path(_as_other("mktemp", "-d", "/tmp/forge-user-XXXXXXXX"))
+        _as_other("chmod", "0755", str(outer))
+        made.append(outer)
+        tmpdir = outer / "tmp"
+        tmpdir.mkdir(mode=0o700)
+        culprit, why = outer, f"is owned by uid {_other_uid()} (not this user, not root)"
+    elif kind == "a link of another user":  # a link the other user can point elsewhere at any time
+        target = tmp_path / "real-tmp"
+        target.mkdir(mode=0o700)
+        tmpdir = Path(_as_other("mktemp", "-u", "/tmp/forge-user-link-XXXXXXXX"))
+        _as_other("ln", "-s", str(target), str(tmpdir))
+        made.append(tmpdir)
+        culprit, why = tmpdir, f"is owned by uid {_other_uid()} (not this user, not root)"
+    else:
+        tmpdir = tmp_path / "shared-tmp"
+        tmpdir.mkdir()
+        os.chmod(tmpdir, 0o777)
+        culprit, why = tmpdir, "is writable by others without the sticky bit (mode 777)"
+    job = builder.job(plugins=[demo_plugin()], trainer="print('TRAINER RAN')\n")
+    try:
+        result = entry_launch(job, env={"TMPDIR": str(tmpdir)})
+        leftover = [p.name for p in Path(os.path.realpath(tmpdir)).iterdir()]
+    finally:
+        for path in made:
+            subprocess.run(["rm", "-rf", str(path)], check=True)
+    assert result.returncode == 10, result.stdout + result.stderr
+    assert "TRAINER RAN" not in result.stdout and "plugin  :" not in result.stderr
+    error = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert error == [f"error: TMPDIR={tmpdir} is not safe for the job's code directory: {culprit} {why}"], result.stderr
+    assert "hint: set TMPDIR to a folder only you (or root) can write" in result.stderr
+    status = json.loads((job.dir / "status.json").read_text())
+    assert (status["phase"], status["code"]) == ("verify", 10)
+    assert leftover == []  # no code directory was made there

@@ -82,7 +82,7 @@ class World:
         os.environ["FORGE_HOME"] = str(self.home)
         try:
             plan = load_plan(self.exp)
-            return stage_job(plan, self.tmp / "jobs" / job_name, open_experiment_registry(plan.experiment))
+            return stage_job(plan, self.tmp / "jobs" / job_name, open_experiment_registry(plan.experiment)).dir
         finally:
             if old is None:
                 del os.environ["FORGE_HOME"]

@@ -43,7 +43,7 @@ def _copy(user: User, src: str, dst: str, *extra, ok=True):
     return user.forge("plugin", "copy", f"{OWNER}/{NAME}", "--from", src, "--to", dst, *extra, ok=ok)
 
 
-def _served(registry: str) -> list:
+def served_version(registry: str) -> list:
     from starforge.registry.factory import open_registry
     from starforge.signing import stored_envelopes
 
@@ -57,7 +57,7 @@ def test_a_trusted_owners_signature_is_verified_and_copied(user, pair, tmp_path)
     _publish_signed(user, src, tmp_path)
     out = _copy(user, src, dst)
     assert "copied alice/opsd-patch@1.0.0 " in out.stdout and out.stdout.splitlines()[0].endswith(" (signed)")
-    assert _served(dst) == _served(src)
+    assert served_version(dst) == served_version(src)
     exp = write_experiment(tmp_path / "exp", dst)
     assert "signature verified" in user.forge("lock", exp).stdout
 
@@ -68,7 +68,7 @@ def test_an_unverifiable_signature_is_copied_labelled_not_verified_here(user, pa
     out = _copy(user, src, dst)
     first = out.stdout.splitlines()[0]
     assert first.endswith(" (signature not verified here)") and "(signed)" not in out.stdout
-    assert _served(dst) == _served(src)  # carried, not dropped
+    assert served_version(dst) == served_version(src)  # carried, not dropped
     data = json.loads(_copy(user, src, dst, "--json").stdout)["copied"][0]
     assert data["signature"] == "signature not verified here" and data["signed"] is False
     assert data["signatures"][0]["status"] == "signature not verified here" and data["signatures"][0]["copied"]
@@ -78,7 +78,7 @@ def test_a_bad_envelope_is_refused_and_nothing_is_copied(user, tmp_path, request
     src, dst = _url("directory", request, tmp_path, "src"), _url("oci", request, tmp_path, "dst")
     user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
     _publish_signed(user, src, tmp_path)
-    good = json.loads(_served(src)[0])
+    good = json.loads(served_version(src)[0])
     statement = json.loads(base64.b64decode(good["payload"]))
     statement["predicate"]["note"] = "altered after signing"
     good["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
@@ -88,7 +88,7 @@ def test_a_bad_envelope_is_refused_and_nothing_is_copied(user, tmp_path, request
     assert "alice/opsd-patch@1.0.0: refusing to copy a signature that does not check out: signature of" in refused.stderr
     assert "does not verify" in refused.stderr
     with pytest.raises(Exception):
-        _served(dst)  # the version was not copied at all
+        served_version(dst)  # the version was not copied at all
 
     # an owner nobody trusts here: the statement is still checked against the version
     (user.home / "trust.json").unlink()
@@ -109,16 +109,39 @@ def test_require_signatures_copies_only_what_verifies_here(user, pair, tmp_path)
     assert _copy(user, src, dst, "--require-signatures").stdout.splitlines()[0].endswith(" (signed)")
 
 
-def test_a_second_signature_the_target_cannot_hold_is_reported_not_dropped(user, tmp_path, request):
+def test_a_second_signature_is_copied_beside_the_first(user, tmp_path, request):
     src, dst = _url("oci", request, tmp_path, "src"), _url("directory", request, tmp_path, "dst")
     user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
     user.forge("trust", "add", OWNER, user.home / "keys" / "second.pub")
     _publish_signed(user, src, tmp_path)
     set_envelopes(src, [envelope_by(user, src, "second")], keep=True)  # re-signed with a second key
-    assert len(_served(src)) == 2
+    assert len(served_version(src)) == 2
     out = _copy(user, src, dst)
     assert out.stdout.splitlines()[0].endswith(" (signed)")
-    second = json.loads(user.forge("key", "list", "--json").stdout)
-    second_id = next(k["key_id"] for k in second if k["name"] == "second")
-    assert f"signature by key {second_id} not copied: registry {dst} keeps one signature per version" in out.stdout
-    assert len(_served(dst)) == 1
+    assert "not copied" not in out.stdout
+    assert served_version(dst) == served_version(src)  # both envelopes, in order: several keys may sign one version
+
+
+def test_a_trusted_owners_version_whose_signature_was_stripped_is_not_copied(user, pair, tmp_path):
+    src, dst = pair
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    _publish_signed(user, src, tmp_path)
+    set_envelopes(src, [])
+    refused = _copy(user, src, dst, ok=False)
+    assert refused.returncode == 9, refused.stdout + refused.stderr
+    assert refused.stderr.startswith("error: alice/opsd-patch@1.0.0 has no signature, but owner alice has trusted keys: "
+                                     "refusing to copy it"), refused.stderr
+    with pytest.raises(Exception):
+        served_version(dst)  # the mirror does not serve it as unsigned
+
+
+def test_bundle_create_refuses_an_unsigned_version_of_a_trusted_owner(user, tmp_path):
+    registry = str(tmp_path / "registry")
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry)
+    exp = write_experiment(tmp_path / "exp", registry)
+    user.forge("lock", exp)  # nobody trusted yet: locked unsigned
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    refused = user.forge("bundle", "create", exp, "-o", tmp_path / "b.tar", ok=False)
+    assert refused.returncode == 9, refused.stdout + refused.stderr
+    assert "alice/opsd-patch@1.0.0 has no signature, but owner alice has trusted keys: refusing to bundle it" in refused.stderr
+    assert not (tmp_path / "b.tar").exists()

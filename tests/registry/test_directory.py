@@ -154,11 +154,14 @@ def test_signature_is_stored_beside_the_version(tmp_path, make_version):
     archive, info = make_version()
     reg.publish(archive, info)
     assert reg.signature(info) is None
-    # A signature for the same content may be attached later; it never replaces one.
+    # A signature for the same content may be attached later; another one (another key) is
+    # kept beside it, never in its place; the same one again adds nothing.
     again = reg.publish(archive, info, signature=b'{"first": 1}')
     assert again.created is False and again.version.signed is True and again.signature_attached is True
-    assert reg.publish(archive, info, signature=b'{"second": 2}').signature_attached is False
-    assert reg.signature(info) == b'{"first": 1}'
+    assert reg.publish(archive, info, signature=b'{"second": 2}').signature_attached is True
+    assert reg.publish(archive, info, signature=b'{"first": 1}').signature_attached is False
+    assert reg.signatures(info) == [b'{"first": 1}', b'{"second": 2}']
+    assert reg.signature(info) == b'{"second": 2}'  # the newest
     assert reg.get("alice", "opsd-patch", "1.2").signed is True
 
 

@@ -70,14 +70,18 @@ def both_keys(first: bytes, second: bytes) -> bytes:
 
 
 def set_envelopes(registry: str, envelopes: list, *, keep: bool = False) -> None:
-    """Make the registry serve exactly *envelopes* for the version (with *keep*: beside the old ones)."""
+    """Make the registry serve exactly *envelopes* for the version (with *keep*: beside the old
+    ones), each with its Sigstore bundle, as someone who can write the registry would."""
     if not registry.startswith("oci://"):
-        path = Path(registry) / "plugins" / OWNER / NAME / f"{VERSION}.dsse.json"
-        assert not keep and len(envelopes) <= 1, "a directory registry holds one envelope per version"
-        if envelopes:
-            path.write_bytes(envelopes[0])
-        else:
-            path.unlink()
+        from starforge.registry.directory import DirectoryRegistry
+
+        plugin_dir = Path(registry) / "plugins" / OWNER / NAME
+        if not keep:
+            (plugin_dir / f"{VERSION}.dsse.json").unlink(missing_ok=True)
+            shutil.rmtree(plugin_dir / f"{VERSION}.signatures", ignore_errors=True)
+        reg = DirectoryRegistry(registry)
+        for envelope in envelopes:
+            assert reg.attach_signature(reg.get(OWNER, NAME, VERSION), envelope)
         return
     from starforge.registry.oci import OciRegistry
 
@@ -88,8 +92,11 @@ def set_envelopes(registry: str, envelopes: list, *, keep: bool = False) -> None
             from starforge.registry.artifact import canonical_json, referrers_tag
             from starforge.registry.oci_client import OCI_INDEX
 
-            for desc in reg._signatures(repo, got.digest):
-                reg.client.delete_manifest(repo, desc["digest"])
+            from starforge.registry.artifact import BUNDLE_TYPE, SIGNATURE_TYPE
+
+            for kind in (SIGNATURE_TYPE, BUNDLE_TYPE):
+                for desc in reg._signatures(repo, got.digest, kind):
+                    reg.client.delete_manifest(repo, desc["digest"])
             index = reg.client.get_manifest(repo, referrers_tag(got.digest), accept=(OCI_INDEX,))
             if index is not None:  # a registry without the referrers API: empty the referrers tag too
                 emptied = {**index.json(), "manifests": []}

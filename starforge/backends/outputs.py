@@ -1,0 +1,85 @@
+"""What a job wrote into its working directory (``work/``, SPEC §9): its outputs.
+
+Staging fills ``work/`` with copies of the recipe's files; anything there that is not an
+unchanged copy — a checkpoint, ``outputs/``, a rewritten config — is the job's output.
+``forge jobs show`` says where they are; ``forge jobs rm`` and ``prune`` refuse to delete
+them without ``--with-outputs``. Symbolic links are never followed.
+
+Laptop side, standard library only.
+
+>>> human_size(1536)
+'1.5 KiB'
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cluster.environment import WORK_DIR
+
+
+@dataclass(frozen=True)
+class JobOutputs:
+    """The files of a job's working directory that are not unchanged copies of its recipe."""
+
+    dir: Path
+    files: int
+    bytes: int
+
+    def describe(self) -> str:
+        return f"{self.files} file{'' if self.files == 1 else 's'}, {human_size(self.bytes)} in {self.dir}"
+
+
+def job_outputs(job_dir: str | os.PathLike) -> JobOutputs | None:
+    """The outputs in *job_dir*'s working directory, or None when it has no working directory."""
+    job_dir = Path(job_dir)
+    work, recipe = job_dir / WORK_DIR, job_dir / "recipe"
+    try:
+        if not stat.S_ISDIR(os.lstat(work).st_mode):
+            return None
+    except OSError:
+        return None
+    files = size = 0
+    for dirpath, dirnames, filenames in os.walk(work):
+        for name in filenames:
+            path = Path(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if _same_file_content(path, recipe / path.relative_to(work), st.st_size):
+                continue
+            files += 1
+            size += st.st_size
+    return JobOutputs(dir=work, files=files, bytes=size)
+
+
+def _same_file_content(path: Path, original: Path, size: int) -> bool:
+    try:
+        st = os.lstat(original)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return False
+        with open(path, "rb") as a, open(original, "rb") as b:
+            while True:
+                x, y = a.read(1 << 20), b.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False
+
+
+def human_size(n: int) -> str:
+    """*n* bytes as people read it: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

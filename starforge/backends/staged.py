@@ -1,0 +1,223 @@
+"""A staged job: the one owner of the job directory a backend runs (SPEC §8, §9).
+
+:func:`stage` builds a job directory and returns a :class:`StagedJob`: the directory, the
+JobSpec as written there, and its binding (the sha256 of the runtime zip and of
+``jobspec.json``, computed from the tree just built). The backend receives that value
+(``Backend.submit(staged, detach=…)``) and hands the binding to the job over its own
+channel, so nothing written into the directory after staging is trusted.
+
+``forge submit``, ``forge plan`` and ``forge jobs replay`` all stage through here; they
+differ only in where the parts come from, which the caller passes in:
+
+- *plugins*: a function filling ``forge_plugins/`` (from the lock and a registry, or by
+  tree digest from the cache and the configured registries);
+- *recipe*: a function filling ``recipe/`` (the experiment's tree, or an old job's staged
+  copy); its tree digest becomes the JobSpec's ``recipe.digest``, or must equal it when the
+  JobSpec already carries one (a replay);
+- *runtime*: a fresh runtime zip built from this installation, or an old job's zip, which
+  must still have the sha256 its record holds.
+
+The layout (:class:`JobLayout`)::
+
+    jobspec.json                  read-only
+    forge_plugins/<name>/...      read-only
+    recipe/...                    read-only: what replay proves (never written by the job)
+    work/...                      the job's working directory: copies of the recipe's files,
+                                  writable; relative writes (checkpoints, outputs/) land here
+    .forge-runtime/               bootstrap, runtime zip, hyperparams.json (mode 0644, dirs 0755)
+
+The directory is built under an unpredictable temporary name beside its final place and
+renamed into place, so a half-staged job never appears; on any failure the temporary tree
+is removed without following a symbolic link.
+
+Laptop side.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..cluster.digest import tree_digest
+from ..cluster.environment import RUNTIME_DIR, WORK_DIR, install_runtime_zip, prepare_runtime, runtime_paths
+from ..cluster.errors import VerificationError
+from ..cluster.jobspec import write_spec
+from ..cluster.readonly import make_read_only
+from ..directories import PRIVATE, dir_mode, make_dirs
+from ..errors import BackendError
+from .binding import Binding, compute
+
+if TYPE_CHECKING:
+    from ..cluster.jobspec import JobSpec
+
+SPEC_NAME = "jobspec.json"
+PLUGINS_DIR = "forge_plugins"
+RECIPE_DIR = "recipe"
+
+
+@dataclass(frozen=True)
+class JobLayout:
+    """The paths of one job directory, asked of it rather than rebuilt by hand."""
+
+    root: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.root / SPEC_NAME
+
+    @property
+    def plugins(self) -> Path:
+        return self.root / PLUGINS_DIR
+
+    @property
+    def recipe(self) -> Path:
+        return self.root / RECIPE_DIR
+
+    @property
+    def work(self) -> Path:
+        """The job's working directory: the recipe's files copied, and whatever the job writes."""
+        return self.root / WORK_DIR
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.root / RUNTIME_DIR
+
+    @property
+    def runtime_zip(self) -> Path:
+        return Path(runtime_paths(str(self.root))["zip"])
+
+    @property
+    def provenance(self) -> Path:
+        return self.root / "provenance"
+
+    @property
+    def experiment(self) -> Path | None:
+        """The experiment a job staged under ``<experiment>/.forge/jobs/<id>`` belongs to, else None."""
+        jobs = self.root.parent
+        if jobs.name == "jobs" and jobs.parent.name == ".forge":
+            return jobs.parent.parent
+        return None
+
+
+@dataclass(frozen=True)
+class StagedJob:
+    """A job directory as :func:`stage` left it: what a backend submits."""
+
+    dir: Path
+    spec: JobSpec
+    binding: Binding
+
+    @property
+    def layout(self) -> JobLayout:
+        return JobLayout(self.dir)
+
+
+@dataclass(frozen=True)
+class OldRuntime:
+    """An old job's runtime zip, to run again only while it has the sha256 recorded for it."""
+
+    zip_path: Path
+    sha256: str
+
+
+def stage(
+    spec: JobSpec,
+    job_dir: str | os.PathLike,
+    *,
+    plugins: Callable[[Path], None],
+    recipe: Callable[[Path], None],
+    runtime: OldRuntime | None = None,
+) -> StagedJob:
+    """Build *spec*'s job directory at *job_dir* (which must not exist) and return it staged.
+
+    *plugins* fills ``forge_plugins/``, *recipe* fills ``recipe/``; *runtime* is an old job's
+    zip to run again, else a fresh one is built from this installation.
+    """
+    job_dir = Path(job_dir)
+    if os.path.lexists(job_dir):
+        raise BackendError(f"{job_dir} already exists; a job directory is staged once")
+    make_dirs(job_dir.parent)
+    # an unpredictable name (mkdtemp: mode 0700, never an existing path someone else made)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{job_dir.name}.staging-", dir=job_dir.parent))
+    try:
+        layout = JobLayout(tmp)
+        os.chmod(tmp, dir_mode(PRIVATE))
+        os.mkdir(layout.plugins, 0o755)
+        plugins(layout.plugins)
+        recipe(layout.recipe)
+        digest = tree_digest(layout.recipe)
+        if spec.recipe_digest is None:
+            spec = spec.replace(recipe_digest=digest)
+        elif digest != spec.recipe_digest:
+            raise VerificationError(
+                f"the recipe changed while it was staged: tree digest {digest}, the JobSpec records {spec.recipe_digest}"
+            )
+        write_spec(spec, layout.spec)
+        if runtime is None:
+            prepare_runtime(str(tmp), spec.hyperparams)
+        else:
+            try:
+                install_runtime_zip(str(tmp), str(runtime.zip_path), runtime.sha256, spec.hyperparams)
+            except OSError as exc:
+                raise VerificationError(f"cannot stage the job's runtime: {exc}") from None
+        copy_work(layout.recipe, layout.work)
+        for path in (layout.spec, layout.plugins, layout.recipe):
+            make_read_only(path)
+        binding = compute(tmp)
+        os.rename(tmp, job_dir)
+    except BaseException:
+        remove_tree(tmp)
+        raise
+    return StagedJob(dir=job_dir, spec=spec, binding=binding)
+
+
+def copy_work(recipe: Path, work: Path) -> None:
+    """Fill the job's working directory with copies of the staged recipe's files.
+
+    Copies, never hard links (a write through a link would change the staged recipe);
+    a symbolic link of the recipe is copied as the same link, so a relative one points
+    into ``work/`` as it pointed into ``recipe/``. Everything is writable by its owner.
+    """
+    def walk(src: Path, dest: Path) -> None:
+        os.mkdir(dest, 0o755)
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            there = dest / entry.name
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), there)
+            elif entry.is_dir(follow_symlinks=False):
+                walk(Path(entry.path), there)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copyfile(entry.path, there, follow_symlinks=False)
+                mode = stat.S_IMODE(os.lstat(entry.path).st_mode)
+                os.chmod(there, (mode | 0o600) & 0o755)
+
+    walk(recipe, work)
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Remove a (possibly read-only) tree, e.g. a staged job directory no backend took.
+
+    A symbolic link at *path* is removed itself, never followed; below it, directories are
+    made writable through file descriptors opened without following links (``os.fwalk``),
+    so a link planted in the tree cannot turn the walk onto someone else's files.
+    """
+    path = os.fspath(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return
+    for _dirpath, _dirnames, _filenames, dirfd in os.fwalk(path, follow_symlinks=False):
+        try:
+            if os.fstat(dirfd).st_uid == os.geteuid():
+                os.fchmod(dirfd, 0o700)
+        except OSError:
+            pass
+    shutil.rmtree(path, ignore_errors=False)

@@ -1,0 +1,80 @@
+"""The recipe's own modules, imported from the staged recipe in every process of a job.
+
+The job runs in a working directory of its own (``work/``, copies of the recipe's files,
+SPEC §9), which ``python -m`` puts first on ``sys.path``. What runs must still be the
+staged ``recipe/`` — the record ``forge jobs replay`` proves — and nothing may be written
+there, not even bytecode (as root a read-only tree is writable). :class:`RecipeFinder`
+sits on ``sys.meta_path`` ahead of the path finder and answers for the recipe's top-level
+names and everything below them: it finds the module in the staged recipe and loads it
+with :class:`UncachedSourceLoader`, which compiles the source and neither reads nor writes
+``__pycache__``. A file the job writes into its working directory under a recipe module's
+name never shadows the staged one.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import sys
+
+
+class UncachedSourceLoader(importlib.machinery.SourceFileLoader):
+    """A source file loader that compiles the source every time and writes no bytecode."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+    def set_data(self, path, data, *, _mode=0o666):
+        return None  # bytecode is never written into the staged recipe
+
+
+class RecipeFinder:
+    """Finds the modules of the staged recipe *recipe_dir* (its top-level *names* and below)."""
+
+    def __init__(self, recipe_dir: str, names) -> None:
+        self.recipe_dir = os.path.abspath(recipe_dir)
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        top, dot, _ = fullname.partition(".")
+        if top not in self.names:
+            return None
+        search = path if dot else [self.recipe_dir]
+        if not search:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, list(search))
+        if spec is None or not spec.origin or not self._inside(spec.origin):
+            return None  # not the staged recipe's (a namespace portion, a path changed by the job)
+        if type(spec.loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = UncachedSourceLoader(fullname, spec.origin)
+            spec.cached = None
+        return spec
+
+    def _inside(self, origin: str) -> bool:
+        return os.path.abspath(origin).startswith(self.recipe_dir + os.sep)
+
+    def invalidate_caches(self) -> None:
+        return None
+
+
+def install_recipe_finder(recipe_dir: str) -> RecipeFinder | None:
+    """Put a :class:`RecipeFinder` for *recipe_dir* ahead of the path finder (once per recipe)."""
+    from .shadowing import recipe_top_level
+
+    recipe_dir = os.path.abspath(recipe_dir)
+    for finder in sys.meta_path:
+        if isinstance(finder, RecipeFinder) and finder.recipe_dir == recipe_dir:
+            return finder
+    if not os.path.isdir(recipe_dir):
+        return None
+    finder = RecipeFinder(recipe_dir, recipe_top_level(recipe_dir))
+    index = len(sys.meta_path)
+    for i, other in enumerate(sys.meta_path):
+        if other is importlib.machinery.PathFinder:
+            index = i
+            break
+    sys.meta_path.insert(index, finder)
+    return finder

@@ -1,0 +1,333 @@
+"""A staged job (starforge.backends.staged): one owner, its working directory, its binding.
+
+The job runs in ``work/`` (copies of the recipe's files, writable), never in the staged
+``recipe/`` that replay proves: relative writes succeed as root and as an ordinary user,
+on every backend; what a job writes survives in its job directory (local, Slurm) and
+``forge jobs show`` says where; a file the job writes under a recipe module's name never
+shadows the staged one; nothing, not even bytecode, is written into ``recipe/``. Staging
+returns the binding as a value: two jobs staged in one process are each bound to their
+own hashes, and a replay's newly staged files changed before the backend starts it stop
+the job (exit 10). Real local supervisor, real one-node Slurm, real loopback Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from starforge.backends.base import node_entry, wait
+from starforge.backends.local import LocalBackend
+from starforge.backends.ray import RayBackend
+from starforge.backends.slurm import SlurmBackend
+from starforge.backends.staged import remove_tree
+from starforge.backends.store import JobStore
+from starforge.cluster.digest import tree_digest
+from starforge.experiment.lock import open_experiment_registry
+from starforge.experiment.stage import load_plan, stage_job
+
+BIN = Path(sys.executable).parent
+BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}
+
+# A trainer as real ones are: it writes relative paths (TRL's output_dir, Hydra's outputs/)
+# and reads the recipe's own files relatively.
+WRITES = '''\
+import json
+import os
+
+from workload import algo
+
+os.makedirs("outputs/ckpt", exist_ok=True)
+with open("outputs/ckpt/step-1.txt", "w") as f:
+    f.write(algo.tag())
+with open("configs/x.yaml") as f:
+    config = f.read().strip()
+print("WROTE " + json.dumps({"cwd": os.getcwd(), "config": config, "tag": algo.tag(), "algo": algo.__file__}), flush=True)
+'''
+
+# A trainer that, as root can, overwrites recipe files in its working directory and then
+# starts a new Python process of the job with -m, as a torchrun rank would.
+SPAWNS = '''\
+import os
+import subprocess
+import sys
+
+with open("workload/child.py", "w") as f:
+    f.write("print('CHILD ran the working directory copy', flush=True)\\n")
+with open("configs/x.yaml", "w") as f:
+    f.write("rewritten by the job\\n")
+child = subprocess.run([sys.executable, "-m", "workload.child"], capture_output=True, text=True)
+print(child.stdout + child.stderr, flush=True)
+'''
+CHILD = '''\
+import workload.child as me
+
+print("CHILD ran the staged module " + me.__file__, flush=True)
+'''
+FILES = {"workload/writes.py": WRITES, "workload/spawns.py": SPAWNS, "workload/child.py": CHILD, "configs/x.yaml": "lr: 0.5\n"}
+
+
+@pytest.fixture
+def on_backend(request, monkeypatch):
+    name = request.param
+    if name == "slurm":
+        request.getfixturevalue("slurm_env")
+        monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
+    elif name == "ray":
+        request.getfixturevalue("ray_client")
+    return name
+
+
+def _experiment(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str) -> Path:
+    settings = {"staging": str(tmp_path / "shared")} if backend_name == "slurm" else None
+    exp = make_experiment(entrypoint, backend_name, settings)
+    for rel, text in FILES.items():
+        (exp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (exp / rel).write_text(text)
+    return exp
+
+
+def _stage(exp: Path, backend_name: str, store: JobStore):
+    plan = load_plan(exp, backend=backend_name)
+    backend = BACKENDS[backend_name](plan.experiment.backend_settings(backend_name), store)
+    staged = stage_job(plan, backend.staging_dir(exp, plan.spec.id), open_experiment_registry(plan.experiment))
+    return backend, staged
+
+
+def _run(backend, staged):
+    chunks: list[str] = []
+    record = wait(backend, backend.submit(staged, detach=False), chunks.append)
+    return record, "".join(chunks)
+
+
+def _wrote(log: str) -> dict:
+    return json.loads(next(line for line in log.splitlines() if line.startswith("WROTE "))[len("WROTE "):])
+
+
+def _pycache_in(tree: Path) -> list:
+    return [str(p) for p in tree.rglob("__pycache__")]
+
+
+ALL = pytest.mark.parametrize("on_backend", ["local", "slurm", "ray"], indirect=True)
+
+
+@ALL
+def test_relative_writes_land_in_the_jobs_working_directory_and_the_recipe_stays_as_staged(on_backend, make_experiment,
+                                                                                            tmp_path):
+    exp = _experiment(make_experiment, on_backend, tmp_path, "python -m workload.writes")
+    store = JobStore(tmp_path / "jobs")
+    backend, staged = _stage(exp, on_backend, store)
+    record, log = _run(backend, staged)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    wrote = _wrote(log)
+    assert wrote["config"] == "lr: 0.5"  # a relative read of the recipe's own file
+    assert wrote["tag"].startswith("patched:")  # the plugin patched the recipe's module
+    assert Path(wrote["cwd"]).name == "work"
+    assert Path(wrote["algo"]).parent.parent.name == "recipe"  # imported from the staged recipe
+    recipe = staged.layout.recipe
+    assert tree_digest(recipe) == staged.spec.recipe_digest  # nothing written there ...
+    assert not _pycache_in(recipe) and not (recipe / "outputs").exists()  # ... not even bytecode
+    if on_backend == "ray":  # Ray runs each node in its own copy of the package: nothing comes back here
+        assert not (staged.layout.work / "outputs").exists()
+        return
+    # local and Slurm: on the shared file system, in the job directory (not Slurm's node-local copy)
+    assert Path(wrote["cwd"]) == staged.layout.work.resolve()
+    assert (staged.layout.work / "outputs" / "ckpt" / "step-1.txt").read_text().startswith("patched:")
+    from starforge.experiment.jobinfo import job_details
+
+    outputs = job_details(store.get(record.id))["outputs"]
+    assert outputs["dir"] == str(staged.layout.work.resolve()) and outputs["files"] == 1, outputs
+
+
+def test_a_job_running_as_an_ordinary_user_writes_its_working_directory(make_experiment, tmp_path, other_user):
+    # The job's processes as an ordinary user (root hides permission bugs): the node entry
+    # under the system's python3, on a job directory that user owns, as a node would run it.
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    root = Path(tempfile.mkdtemp(prefix="sfjobs", dir="/tmp"))
+    try:
+        root.chmod(0o755)
+        plan = load_plan(exp)
+        staged = stage_job(plan, root / plan.spec.id, open_experiment_registry(plan.experiment))
+        subprocess.run(["chown", "-R", other_user.name, str(staged.dir)], check=True)
+        argv = node_entry("/usr/bin/python3", str(staged.dir), staged.binding.spec_sha256)
+        env = "env -i PATH=/usr/bin:/bin HOME=/tmp"
+        proc = other_user.run("sh", "-c", f"cd {staged.dir} && {env} " + " ".join(argv), check=False)
+        log = proc.stdout + proc.stderr
+        assert proc.returncode == 0, log
+        wrote = _wrote(log)
+        assert wrote["config"] == "lr: 0.5" and wrote["tag"].startswith("patched:"), wrote
+        assert (staged.layout.work / "outputs" / "ckpt" / "step-1.txt").stat().st_uid == other_user.uid
+        assert tree_digest(staged.layout.recipe) == staged.spec.recipe_digest
+    finally:
+        remove_tree(root)
+
+
+def test_a_file_written_under_a_recipe_modules_name_never_shadows_the_staged_one(make_experiment, tmp_path, forge_home):
+    from starforge.experiment.replay import replay_job
+
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.spawns")
+    store = JobStore(tmp_path / "jobs")
+    backend, staged = _stage(exp, "local", store)
+    record, log = _run(backend, staged)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    assert "CHILD ran the staged module " + str(staged.layout.recipe.resolve()) in log, log
+    assert "working directory copy" not in log
+    work = staged.layout.work
+    assert (work / "configs" / "x.yaml").read_text() == "rewritten by the job\n"  # the job's own copy changed ...
+    assert (staged.layout.recipe / "configs" / "x.yaml").read_text() == "lr: 0.5\n"  # ... not what replay proves
+    assert tree_digest(staged.layout.recipe) == staged.spec.recipe_digest and not _pycache_in(staged.layout.recipe)
+
+    again = replay_job(record.id, strict=True, store=store)  # the recipe, as staged, is still what was recorded
+    chunks: list[str] = []
+    final = wait(again.backend, again.record, chunks.append)
+    assert (final.status, final.exit_code) == ("succeeded", 0), "".join(chunks)
+    new_recipe = Path(again.record.dir).resolve() / "recipe"
+    assert "CHILD ran the staged module " + str(new_recipe) in "".join(chunks)
+
+
+def test_rm_and_prune_refuse_a_job_with_outputs_unless_asked(make_experiment, tmp_path, forge_home):
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    env = {**os.environ, "FORGE_HOME": str(forge_home)}
+    forge = [str(BIN / "forge")]
+    sub = subprocess.run([*forge, "submit", "--json"], cwd=exp, env=env, capture_output=True, text=True, timeout=300)
+    assert sub.returncode == 0, sub.stderr
+    job = json.loads(sub.stdout)
+    job_dir = Path(job["dir"])
+    shown = subprocess.run([*forge, "jobs", "show", job["id"]], env=env, capture_output=True, text=True, timeout=60)
+    assert f"outputs  : {job_dir / 'work'} (1 file," in shown.stdout, shown.stdout
+
+    for argv in (["jobs", "rm", job["id"]], ["jobs", "prune", "--older-than", "0s"]):
+        refused = subprocess.run([*forge, *argv], env=env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and refused.stderr.startswith(f"error: job {job['id']} holds outputs (1 file, "), refused.stderr
+        assert "--with-outputs" in refused.stderr and (job_dir / "work" / "outputs").is_dir()
+    removed = subprocess.run([*forge, "jobs", "rm", "--with-outputs", job["id"]], env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert removed.returncode == 0 and f"removed {job['id']}" in removed.stdout, removed.stderr
+    assert not job_dir.exists()
+
+
+def test_two_jobs_staged_in_one_process_are_each_bound_to_their_own_hashes(make_experiment, tmp_path):
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    store = JobStore(tmp_path / "jobs")
+    first_backend, first = _stage(exp, "local", store)
+    second_backend, second = _stage(exp, "local", store)
+    assert first.binding.spec_sha256 != second.binding.spec_sha256  # another id, another JobSpec
+    for backend, staged in ((second_backend, second), (first_backend, first)):  # the reverse order
+        record, log = _run(backend, staged)
+        assert (record.status, record.exit_code) == ("succeeded", 0), log
+        saved = store.get(staged.spec.id)
+        assert (saved.spec_sha256, saved.runtime_sha256) == (staged.binding.spec_sha256, staged.binding.runtime_sha256)
+
+
+@pytest.mark.parametrize("what", ["runtime", "spec"])
+def test_a_replays_newly_staged_files_changed_before_the_start_stop_the_job(make_experiment, tmp_path, forge_home,
+                                                                             monkeypatch, what):
+    from starforge.backends import local
+    from starforge.experiment.replay import replay_job
+
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    store = JobStore(tmp_path / "jobs")
+    backend, staged = _stage(exp, "local", store)
+    record, log = _run(backend, staged)
+    assert record.exit_code == 0, log
+    marker = tmp_path / "changed-runtime-ran"
+    original = local.LocalBackend.submit
+
+    def change_then_submit(self, staged, *, detach):  # between the replay's staging and its start
+        if what == "runtime":
+            zip_path = staged.layout.runtime_zip
+            zip_path.chmod(0o644)
+            import io
+            import zipfile
+
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as zf:
+                zf.writestr("__main__.py", f"open({str(marker)!r}, 'w').write('ran')\n")
+            zip_path.write_bytes(buf.getvalue())
+        else:
+            spec = staged.layout.spec
+            spec.chmod(0o644)
+            spec.write_text(spec.read_text().replace('"patched"', '"evil"'))
+        return original(self, staged, detach=detach)
+
+    monkeypatch.setattr(local.LocalBackend, "submit", change_then_submit)
+    again = replay_job(record.id, store=store)
+    chunks: list[str] = []
+    final = wait(again.backend, again.record, chunks.append)
+    out = "".join(chunks)
+    assert (final.status, final.exit_code) == ("failed", 10), out
+    assert "changed after staging" in out and "WROTE" not in out and not marker.exists(), out
+
+
+def test_a_staging_leftover_behind_a_symlink_is_never_followed(tmp_path):
+    # another user's folder the victim's cleanup must not touch: its modes stay as they are
+    theirs = tmp_path / "theirs"
+    (theirs / "inner").mkdir(parents=True)
+    theirs.chmod(0o500)
+    (theirs / "inner").chmod(0o500)
+    link = tmp_path / ".job.staging-x"
+    link.symlink_to(theirs)
+    remove_tree(link)
+    assert not os.path.lexists(link) and theirs.is_dir()
+    assert (theirs.stat().st_mode & 0o777, (theirs / "inner").stat().st_mode & 0o777) == (0o500, 0o500)
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "to-theirs").symlink_to(theirs)
+    (tree / "sub").chmod(0o500)
+    remove_tree(tree)
+    assert not tree.exists() and (theirs.stat().st_mode & 0o777) == 0o500
+    theirs.chmod(0o700)
+    (theirs / "inner").chmod(0o700)
+    shutil.rmtree(theirs)
+
+
+def test_a_replay_under_a_permissive_umask_writes_nothing_others_may_change(make_experiment, tmp_path, forge_home):
+    from starforge.experiment.replay import replay_job
+
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    store = JobStore(tmp_path / "jobs")
+    backend, staged = _stage(exp, "local", store)
+    record, log = _run(backend, staged)
+    assert record.exit_code == 0, log
+    old = os.umask(0)
+    try:
+        again = replay_job(record.id, dry_run=False, detach=True, store=store)
+    finally:
+        os.umask(old)
+    wait(again.backend, again.record, lambda _: None)
+    runtime = Path(again.record.dir) / ".forge-runtime"
+    runs_from = [runtime, runtime / "bootstrap", runtime / "bootstrap" / "sitecustomize.py", runtime / "starforge-runtime.zip",
+                 runtime / "hyperparams.json", Path(again.record.dir) / "jobspec.json"]
+    assert [(str(p), oct(p.stat().st_mode & 0o777)) for p in runs_from if p.stat().st_mode & 0o022] == []
+    assert [str(p) for p in runtime.rglob("*") if p.stat().st_mode & 0o002] == []
+
+
+def test_replay_refuses_a_jobspec_edited_to_match_an_edited_recipe(make_experiment, tmp_path, forge_home):
+    from starforge.errors import ForgeError
+    from starforge.experiment.replay import replay_job
+
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    store = JobStore(tmp_path / "jobs")
+    backend, staged = _stage(exp, "local", store)
+    record, log = _run(backend, staged)
+    assert record.exit_code == 0, log
+    recipe_file = staged.layout.recipe / "configs" / "x.yaml"
+    recipe_file.parent.chmod(0o755)
+    recipe_file.chmod(0o644)
+    recipe_file.write_text("lr: 9.0\n")
+    spec_path = staged.layout.spec
+    data = json.loads(spec_path.read_text())
+    data["recipe"]["digest"] = tree_digest(staged.layout.recipe)  # the edit made to look recorded
+    spec_path.chmod(0o644)
+    spec_path.write_text(json.dumps(data))
+    with pytest.raises(ForgeError) as refused:
+        replay_job(record.id, strict=True, store=store)
+    assert refused.value.exit_code == 10
+    assert "its JobSpec" in refused.value.message and "changed since the job was submitted" in refused.value.message
