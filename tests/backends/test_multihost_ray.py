@@ -81,6 +81,8 @@ def _ray_env(home: Path) -> list[str]:
     # worker's `ray start --address` abort; inside the namespaces binding is private anyway.
     return ["env", "-u", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "-u", "RAY_ADDRESS", "-u", "RAY_AUTH_TOKEN",
             "-u", "PYTHONPATH", "RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", f"HOME={home}",
+            # a loaded machine (several clusters of a test run at once): wait rather than fail
+            "RAY_raylet_start_wait_time_s=180", "RAY_gcs_server_request_timeout_seconds=120",
             f"PATH={BIN}:/usr/local/bin:/usr/bin:/bin"]  # fmt: skip
 
 
