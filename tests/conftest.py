@@ -31,7 +31,8 @@ def isolated_forge_home(tmp_path_factory, monkeypatch):
 # the controller made (STARFORGE_TEST_GROUPS_DIR); the controller's scheduler (xdist's load-by-scope,
 # each other test a scope of its own) reads it. xdist's own `loadgroup` cannot be used: it
 # renames node ids, which pytest 9.2 no longer lets a plugin do.
-SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in", "frameworks"))
+SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in", "frameworks"),
+                  ("slurm_two_hosts", "slurm-two-hosts"), ("ray_two_hosts", "ray-two-hosts"))
 GROUPS_ENV = "STARFORGE_TEST_GROUPS_DIR"
 
 

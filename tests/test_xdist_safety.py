@@ -61,6 +61,10 @@ def test_every_test_of_a_service_is_in_that_services_group(tmp_path):
             assert group == "ray", item
         elif "ray_head_in" in item["fixtures"] or item["frameworks"]:
             assert group == "frameworks", item
+        elif "slurm_two_hosts" in item["fixtures"]:  # the multi-host clusters: one worker each
+            assert group == "slurm-two-hosts", item
+        elif "ray_two_hosts" in item["fixtures"]:
+            assert group == "ray-two-hosts", item
         else:
             assert group is None, item
 

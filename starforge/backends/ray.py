@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster.binding import SPEC_ENV
+from ..cluster.provenance import DIRNAME as PROVENANCE_DIR
+from ..cluster.provenance_log import ENV as PROVENANCE_LOG_ENV
 from ..cluster.ray_init import WORKER_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
@@ -152,12 +154,15 @@ def build_package(job_dir: Path) -> tuple[str, bytes]:
 
     Entries are the regular files below *job_dir* in sorted order, with fixed times and
     modes 0644, 0755, 0444 or 0555 (after the owner's write and execute bits: the staged
-    read-only files stay read-only where Ray unpacks them). A symlink or special file is refused:
+    read-only files stay read-only where Ray unpacks them). The job directory's
+    ``provenance/`` (records read back from the log of an earlier run of it) is left out. A symlink or special file is refused:
     the package must hold exactly the bytes the launcher will verify.
     """
     job_dir = Path(job_dir)
     entries = []
     for dirpath, dirnames, filenames in os.walk(job_dir):
+        if Path(dirpath) == job_dir and PROVENANCE_DIR in dirnames:
+            dirnames.remove(PROVENANCE_DIR)  # records read back from an earlier run's log stay here
         dirnames.sort()
         for name in dirnames + filenames:
             full = Path(dirpath) / name
@@ -279,6 +284,8 @@ class RayBackend(Backend):
             # job's workers: Ray starts its job supervisor actor with this runtime_env too,
             # and the bootstrap must not act there (cluster/ray_init.py).
             WORKER_ENV: json.dumps(workers, sort_keys=True),
+            # No shared file system: every process's provenance record travels in the log too.
+            PROVENANCE_LOG_ENV: "1",
         }
         name, data = build_package(job_dir)
         with self._client(address) as client:
@@ -301,7 +308,35 @@ class RayBackend(Backend):
             return record
         with self._client(record.backend_ref["address"]) as client:
             info = client.job(record.backend_ref["submission_id"])
-        return self.store.update(record.id, lambda r: r if r.final else _apply(r, info))
+        updated = self.store.update(record.id, lambda r: r if r.final else _apply(r, info))
+        if updated.final:
+            self.collect_provenance(updated)
+        return updated
+
+    def collect_provenance(self, record: JobRecord) -> bool:
+        """Read the provenance records of an ended job from its log, once, into its directory.
+
+        With no shared file system the records travel in the job's log
+        (:mod:`starforge.cluster.provenance_log`); they are checked as untrusted input and
+        written under ``<job dir>/provenance/`` (:mod:`.log_provenance`). Returns whether
+        it read them now (False: read before, no job directory here, or the head did not
+        answer; a later refresh or ``forge jobs show`` tries again).
+        """
+        from . import log_provenance
+
+        job_dir = Path(record.dir)
+        if not job_dir.is_dir() or log_provenance.fetched(job_dir):
+            return False
+        try:
+            with self._client(record.backend_ref["address"]) as client:
+                text = client.logs(record.backend_ref["submission_id"])
+        except BackendError:
+            return False
+        try:
+            log_provenance.store(job_dir, log_provenance.collect(text, record.id))
+        except OSError:
+            return False
+        return True
 
     def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
         sid = record.backend_ref["submission_id"]
@@ -328,10 +363,23 @@ class RayBackend(Backend):
             stopped = client.stop(record.backend_ref["submission_id"])
         if not stopped:  # it ended on its own first
             return self.refresh(record)
-        return self.store.update(
+        stopped_record = self.store.update(
             record.id,
             lambda r: r if r.final else r.with_changes(status="cancelled", finished=utc_now(), message="stopped through the Ray Jobs API"),
         )
+        self._collect_after_stop(stopped_record)
+        return stopped_record
+
+    def _collect_after_stop(self, record: JobRecord, timeout: float = 10.0) -> None:
+        """Once Ray reports the stopped job ended (its log complete), read its provenance."""
+        deadline = time.monotonic() + timeout
+        with self._client(record.backend_ref["address"]) as client:
+            while time.monotonic() < deadline:
+                info = client.job(record.backend_ref["submission_id"])
+                if info is None or STATUS.get(info.get("status")) not in LIVE:
+                    break
+                time.sleep(0.3)
+        self.collect_provenance(record)
 
 
 def _submit_unique(client: RayJobsClient, base: str, request: dict) -> str:

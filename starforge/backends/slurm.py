@@ -23,7 +23,16 @@ control character in them is refused). It runs three kinds of step:
    entrypoint starts on another node (``srun python …``, torchrun) verifies and loads that
    node's own copy;
 3. **collect**, on every node: copy the node's provenance records and launcher status
-   back into the shared job directory, and remove the node-local copy.
+   back into the shared job directory, and remove the node-local copy. A keeper step on
+   every node (``srun --overlap``, started after prepare) does the same when it gets
+   SIGTERM: at the end of the job, or when ``scancel`` (``forge jobs cancel``) signals
+   every step, when no new step could start.
+
+Every process also writes its provenance record to the shared ``provenance/`` as it makes
+it (``FORGE_PROVENANCE_SHARED``), so an attempt killed before its collect step still left
+them there. With ``launch: per-node`` a launcher that fails says on which host
+(``error: HOST: the launcher on this host exited N``), and the job's exit code is that
+launcher's, not that of the other hosts' launchers srun ends because of it.
 
 The script records the exit code in ``slurm/exit_code``; output goes to
 ``slurm/output.log``. Status comes from ``scontrol show job``, then ``sacct`` where
@@ -57,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster import atomic
+from ..cluster.provenance import SHARED_ENV as SHARED_PROVENANCE_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..directories import make_dirs
@@ -240,7 +250,8 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
     per_node = settings.get("launch", "once") == "per-node"
     # With step options (a container image) even a single run is an srun step, so it runs
     # where the other steps do; without, it runs in the batch script itself.
-    runner = "on_each_node " if per_node else ("one_step " if opts else "")
+    # Per node, a launcher that fails says on which host (each host checks its own copy).
+    runner = "on_each_node bash -c " + q(NAME_HOST) + ' forge-run "$SHARED" ' if per_node else ("one_step " if opts else "")
     mounts = ",".join(q(m) for m in settings.get("container_mounts") or [])
     lines = [
         "#!/bin/bash",
@@ -249,13 +260,16 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "# Nothing the job writes in its directories (bootstrap, provenance) is writable by others.",
         'umask "$(printf %04o $(( 0$(umask) | 2 )))"',
         "# Not a worker of some other forge job: the launcher sets up this job's environment.",
-        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME FORGE_WORK_DIR",
+        "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME FORGE_WORK_DIR FORGE_PROVENANCE_LOG",
         "# The prepare step and the run share one attempt number (provenance file names).",
         'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
         'SHARED="$1"',
         "# The job's working directory stays on the shared file system: what the job writes",
         "# survives the node-local copy, and a requeued attempt finds it as the last one left it.",
         'if [ -d "$SHARED/work" ]; then export FORGE_WORK_DIR="$SHARED/work"; fi',
+        "# Every process writes its provenance record to the shared directory as it is made too:",
+        "# the collect step of a killed or cancelled attempt never runs.",
+        f'mkdir -p "$SHARED/provenance" && export {SHARED_PROVENANCE_ENV}="$SHARED/provenance"',
         "# The binding of what was staged (sha256 of the runtime zip and of jobspec.json).",
         f"RUNTIME_SHA256={binding.runtime_sha256}",
         f"SPEC_SHA256={binding.spec_sha256}",
@@ -273,12 +287,24 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "on_each_node bash -c " + q(_PREPARE) + ' forge-prepare "$SHARED" "$LOCAL" "$RUNTIME_SHA256" "$SPEC_SHA256" ' + " ".join(q(i) for i in JOB_ITEMS),
         "code=$?",
         'if [ "$code" -eq 0 ]; then',
+        "    # every node: a keeper step that collects and removes this node's copy when it is",
+        "    # signalled: at the end of the job below, or when the job is cancelled (scancel",
+        "    # signals every step, and no new step can start then)",
+        "    on_each_node --overlap bash -c " + q(_KEEPER) + ' forge-keep "$SHARED" "$LOCAL" ' + q(_COLLECT) + " &",
+        "    keeper=$!",
         "    # 2. the training entrypoint on the local copy; the launcher exports the bootstrap",
         "    #    environment, whose paths are the same on every node",
         f"    {runner}{run}",
         "    code=$?",
+        *([
+            "    # srun ends the other hosts' launchers when one fails: the job's code is the failing host's",
+            f'    for f in "$SHARED/{SLURM_DIR}/failed-$FORGE_ATTEMPT-"*; do',
+            '        if [ -f "$f" ] && [ "$(cat "$f")" -lt 128 ] 2>/dev/null; then code=$(cat "$f"); break; fi',
+            "    done",
+        ] if per_node else []),
         "fi",
         "# 3. every node: provenance and launcher status back to the shared directory",
+        'if [ -n "${keeper:-}" ]; then kill -TERM "$keeper" 2>/dev/null; wait "$keeper"; fi',
         "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
         'rmdir "$LOCAL" 2>/dev/null',
         f'echo "$code" > "$SHARED/{SLURM_DIR}/exit_code.tmp" && mv -f "$SHARED/{SLURM_DIR}/exit_code.tmp" "$SHARED/{SLURM_DIR}/exit_code"',
@@ -321,6 +347,15 @@ if [ -L "$local" ] || [ ! -d "$local" ] || [ ! -O "$local" ] || [ "$(stat -c %a 
     echo "error: $(hostname -s): the node-local directory $local is not a fresh private directory of $(id -un) (another user's, a link, not mode 0700, or not empty); the job stops" >&2
     exit 10
 fi
+# a requeued attempt: this job's node-local copies an earlier attempt left on this node (a
+# host that died could not remove them), this user's own and real directories only
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+    for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
+        if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
+            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" || true
+        fi
+    done
+fi
 for item in "$@"; do
     if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi
 done
@@ -336,6 +371,28 @@ if [ "$got" != "$runtime_sha" ]; then
     exit 10
 fi
 exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only
+"""
+
+# bash -c '<this>' forge-run SHARED ARGV...: run ARGV; on a failure, say which host it was,
+# and leave its code in SHARED/slurm/failed-<attempt>-<host> (a launcher that srun ended
+# because another host failed is killed with this shell and leaves nothing)
+NAME_HOST = r"""shared=$1; shift
+"$@"
+code=$?
+if [ "$code" -ne 0 ]; then
+    host=$(hostname -s)
+    echo "error: $host: the launcher on this host exited $code" >&2
+    echo "$code" > "$shared/slurm/failed-${FORGE_ATTEMPT:-0}-$host"
+fi
+exit "$code"
+"""
+
+# bash -c '<this>' forge-keep SHARED LOCAL COLLECT: wait; on SIGTERM run COLLECT (below)
+_KEEPER = r"""shared=$1; local=$2; collect=$3
+trap 'trap "" TERM; bash -c "$collect" forge-collect "$shared" "$local"; kill "$pid" 2>/dev/null; exit 0' TERM
+sleep infinity &
+pid=$!
+wait "$pid"
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL

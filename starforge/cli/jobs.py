@@ -159,6 +159,7 @@ def render_details(d: dict) -> list:
         f"provenance: {prov.get('processes', 0)} process record(s) on {', '.join(prov.get('hosts', [])) or '-'}, "
         f"attempts {', '.join(str(a) for a in prov.get('attempts', [])) or '-'}"
     )
+    lines.extend(provenance_source_lines(prov))
     for ref, p in sorted((prov.get("plugins") or {}).items()):
         counts = ", ".join(
             f"{k.replace('_', ' ')} {p[k]}"
@@ -178,6 +179,28 @@ def render_details(d: dict) -> list:
             lines.append(f"  warning : {message}")
     for f in prov.get("failures") or []:
         lines.append(f"  failure : {f.get('phase', '?')} {f.get('plugin') or ''} {f.get('message') or ''}".rstrip())
+    return lines
+
+
+def provenance_source_lines(prov: dict) -> list:
+    """Where the records came from (the job's own report), one line per host, missing hosts."""
+    lines = []
+    fetch = prov.get("from_log") or {}
+    if prov.get("reported_via") or fetch:
+        refused = sum(fetch.get("refused", {}).values())
+        read = f"{fetch.get('frames', 0)} framed record(s) read, {refused} refused" + (
+            f", {fetch['frames_past_cap']} past the {fetch['cut_at_bytes']}-byte cap" if fetch.get("frames_past_cap") else "")
+        lines.append(f"  source  : reported by the job itself, through its log ({read})")
+        for reason, count in sorted((fetch.get("refused") or {}).items()):
+            lines.append(f"  refused : {count} x {reason}")
+    for host, h in sorted((prov.get("per_host") or {}).items()):
+        roles = ", ".join(f"{role} {n}" for role, n in sorted(h.get("roles", {}).items()))
+        attempts = ", ".join(str(a) for a in h.get("attempts", []))
+        failures = f", {h['failures']} failed" if h.get("failures") else ""
+        lines.append(f"  host    : {host}: {h.get('processes', 0)} process(es) ({roles}), attempt {attempts}, "
+                     f"{h.get('patched', 0)} patched{failures}")
+    for host in prov.get("missing_hosts") or []:
+        lines.append(f"  missing : {host}: no provenance record from this host")
     return lines
 
 

@@ -31,7 +31,7 @@ from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
 from .load_order import Item, plan
-from .provenance import patch_records, scheduler_ids, write_record
+from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
 if TYPE_CHECKING:
@@ -423,8 +423,13 @@ class Job:
         }
 
     def write_provenance(self) -> str | None:
+        record = self.record()
+        if os.environ.get(LOG_ENV) == "1":  # no shared file system: the record travels in the log too
+            from .provenance_log import emit
+
+            emit(record)
         try:
-            return write_record(self.job_dir, self.record())
+            return write_record(self.job_dir, record)
         except OSError as exc:
             sys.stderr.write(f"forge: cannot write provenance record: {exc}\n")
             return None

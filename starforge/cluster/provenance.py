@@ -18,6 +18,11 @@ from .atomic import write_file
 from .jobspec import format_json
 
 DIRNAME = "provenance"
+# set to 1 where records also travel in the job's log (:mod:`.provenance_log`)
+LOG_ENV = "FORGE_PROVENANCE_LOG"
+# a folder every host sees (Slurm's shared job directory) where records are also written as
+# they are made: a killed attempt runs no collect step, and still leaves them there
+SHARED_ENV = "FORGE_PROVENANCE_SHARED"
 _PATCH_KEY = ("target", "plugin", "mode", "function", "status")
 
 
@@ -52,7 +57,7 @@ _ray_ids_seen: dict = {}
 def scheduler_ids(environ=None) -> dict:
     """The scheduler's ids for this process, those that are known; ``{}`` outside one.
 
-    ``{"slurm": {"job_id", "step_id", "node_id", "proc_id", "local_id"}, "ray": {"job_id",
+    ``{"slurm": {"job_id", "step_id", "node_id", "proc_id", "local_id", "nodes"}, "ray": {"job_id",
     "worker_id"}}``. Slurm's come from its ``SLURM_*`` variables. Ray's come from Ray's
     runtime context when this process has already imported and initialised ``ray`` (it is
     never imported here), else the job id from ``RAY_JOB_ID`` (ignored when it is Ray's
@@ -60,7 +65,10 @@ def scheduler_ids(environ=None) -> dict:
     """
     environ = os.environ if environ is None else environ
     out: dict = {}
-    slurm = {key: environ[var] for var, key in _SLURM_IDS if environ.get(var)}
+    slurm: dict = {key: environ[var] for var, key in _SLURM_IDS if environ.get(var)}
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+    if slurm and nodelist:
+        slurm["nodes"] = expand_hostlist(nodelist)
     if slurm:
         out["slurm"] = slurm
     ray_ids = dict(_ray_ids_seen)
@@ -83,16 +91,62 @@ def scheduler_ids(environ=None) -> dict:
     return out
 
 
+def expand_hostlist(text: str, limit: int = 4096) -> list:
+    """Slurm's compressed host list as names: ``"n[1-3,07],gpu"`` -> n1 n2 n3 n07 gpu.
+
+    One bracket group per name (what Slurm writes for these lists); zero padding kept; at
+    most *limit* names. A part it cannot read is kept as written.
+    """
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    out: list = []
+    for item in (x.strip() for x in items):
+        head, bracket, rest = item.partition("[")
+        body, closed, tail = rest.partition("]")
+        if not bracket or not closed:
+            out.extend([item] if item else [])
+            continue
+        for part in body.split(","):
+            lo, dash, hi = part.partition("-")
+            if not (lo.isdigit() and (not dash or hi.isdigit())):
+                out.append(item)
+                break
+            width = len(lo)
+            for n in range(int(lo), int(hi if dash else lo) + 1):
+                out.append(f"{head}{n:0{width}d}{tail}")
+                if len(out) >= limit:
+                    return out
+    return out[:limit]
+
+
 def record_path(job_dir: str, record: dict) -> str:
     host = _safe(str(record.get("host", "host")))[:64] or "host"
     return os.path.join(job_dir, DIRNAME, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
 
 
-def write_record(job_dir: str, record: dict) -> str:
-    """Write *record* atomically to its per-host/pid/attempt file; return the path."""
+def write_record(job_dir: str, record: dict, environ=None) -> str:
+    """Write *record* atomically to its per-host/pid/attempt file; return the path.
+
+    Also to the same name in :data:`SHARED_ENV`'s folder when that is set (best effort:
+    the job's own copy is the one that must be written).
+    """
+    environ = os.environ if environ is None else environ
+    data = (format_json(record, default=str) + "\n").encode("utf-8")
     path = record_path(job_dir, record)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_file(path, (format_json(record, default=str) + "\n").encode("utf-8"))
+    write_file(path, data)
+    shared = environ.get(SHARED_ENV, "")
+    if shared and os.path.isabs(shared) and os.path.isdir(shared):
+        try:
+            write_file(os.path.join(shared, os.path.basename(path)), data)
+        except OSError as exc:
+            sys.stderr.write(f"forge: cannot write the provenance record to {shared}: {exc}\n")
     return path
 
 
@@ -148,13 +202,15 @@ def summarize(job_dir: str) -> dict:
 
     ``{"processes", "attempts", "hosts", "launcher", "disabled_processes",
     "other_interpreters", "failures",
-    "plugins": {ref: {...}}, "patches": [...]}``; per plugin: its digest, source, load,
+    "plugins": {ref: {...}}, "patches": [...], "per_host", "expected_hosts", "missing_hosts",
+    "reported_via"}``; per plugin: its digest, source, load,
     and how many processes verified, loaded, registered, installed it later, skipped or
     shadowed it, left it pending (no target imported), left it alone (another interpreter
     than the job's Python) or failed on it; per patch, the other plugins' patches of its
     target it hides (a replace: ``hides``).
     """
     records = read_records(job_dir)
+    expected = expected_hosts(records)
     plugins: dict[str, dict] = {}
     patches: dict[tuple, dict] = {}
     failures = []
@@ -198,6 +254,10 @@ def summarize(job_dir: str) -> dict:
             entry["processes"] += 1
             entry["hides"] = entry["hides"] or list(patch.get("hides") or [])
     return {
+        "per_host": per_host(records),
+        "expected_hosts": expected,
+        "missing_hosts": [h for h in expected if h not in {str(r.get("host")) for r in records}],
+        "reported_via": sorted({str(r["reported_via"]) for r in records if r.get("reported_via")}),
         "processes": len(records),
         "attempts": sorted({r.get("attempt", 0) for r in records}),
         "hosts": sorted({str(r.get("host")) for r in records}),
@@ -208,3 +268,32 @@ def summarize(job_dir: str) -> dict:
         "plugins": plugins,
         "patches": list(patches.values()),
     }
+
+
+def per_host(records: list) -> dict:
+    """``{host: {processes, roles: {role: n}, attempts, patched, failures}}`` over *records*:
+    ``patched`` counts the processes with at least one applied patch."""
+    out: dict = {}
+    for rec in records:
+        h = out.setdefault(str(rec.get("host")), {"processes": 0, "roles": {}, "attempts": [], "patched": 0, "failures": 0})
+        h["processes"] += 1
+        role = str(rec.get("role"))
+        h["roles"][role] = h["roles"].get(role, 0) + 1
+        if rec.get("attempt", 0) not in h["attempts"]:
+            h["attempts"] = sorted(h["attempts"] + [rec.get("attempt", 0)])
+        h["patched"] += any(isinstance(p, dict) and p.get("status") == "applied" for p in rec.get("patches") or ())
+        h["failures"] += bool(rec.get("failure"))
+    return out
+
+
+def expected_hosts(records: list) -> list:
+    """The hosts a launcher of the job said the job had (its scheduler's node list), in order."""
+    out: list = []
+    for rec in records:
+        if rec.get("role") != "launcher":
+            continue
+        nodes = (rec.get("scheduler") or {}).get("slurm", {}).get("nodes") if isinstance(rec.get("scheduler"), dict) else None
+        for node in nodes if isinstance(nodes, list) else ():
+            if isinstance(node, str) and node not in out:
+                out.append(node)
+    return out

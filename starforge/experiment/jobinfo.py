@@ -4,7 +4,8 @@ summary of the job's provenance records.
 The summary is :func:`starforge.cluster.provenance.summarize` over ``<job dir>/provenance/``
 (one JSON record per host, pid and attempt, written by the launcher and every process
 that carries the plugins). A job directory that is not reachable from here (a remote
-backend's) simply has no provenance section.
+backend's) simply has no provenance section. On a backend with no shared file system the
+records come from the job's log (``from_log``: what was read there, what was refused).
 
 Laptop side.
 """
@@ -23,9 +24,11 @@ def job_details(record) -> dict:
     out["outputs"] = outputs_of(record)
     out["provenance"] = None
     if (job_dir / "provenance").is_dir():
+        from ..backends.log_provenance import read_summary
         from ..cluster.provenance import summarize
 
         out["provenance"] = summarize(str(job_dir))
+        out["provenance"]["from_log"] = read_summary(job_dir)
     return out
 
 

@@ -355,7 +355,7 @@ def replay_job(
     environment = recorded_environment(old_dir)
     if environment is None:
         message = (f"job {record.id} recorded no environment fingerprint on this machine"
-                   + (" (Ray provenance stays on the cluster)" if record.backend == "ray" else ""))
+                   + (" (a Ray job's records are read from its log once it has ended)" if record.backend == "ray" else ""))
         notes.append(message + "; the environment is not compared")
     if strict and (unproven or environment is None):
         missing = unproven + ([] if environment is not None else ["environment"])

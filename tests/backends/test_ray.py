@@ -48,7 +48,7 @@ def _node_job_dir(ray_head, record) -> Path:
 
 
 def _provenance(job_dir: Path) -> list:
-    return [json.loads(p.read_text()) for p in sorted((job_dir / "provenance").glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted((job_dir / "provenance").glob("[!.]*.json"))]
 
 
 def _patched_pids(records: list) -> set:
@@ -91,6 +91,25 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
         assert [(p["ref"], p["status"]) for p in rec["plugins"]] == [("tester/mark-worker@1.0.0", "loaded")]
         # written again at exit, inside Ray: the job and worker ids from Ray's runtime context
         assert set(rec["scheduler"].get("ray", {})) == {"job_id", "worker_id"}, rec["scheduler"]
+
+    # The same records came back to this machine through the job's log (no shared file
+    # system): the launcher's first, each worker's as it was patched.
+    back = details["provenance"]
+    assert back["reported_via"] == ["job log"] and back["from_log"]["refused"] == {}, back
+    assert back["launcher"]["pid"] == results[-1]["pid"] and back["launcher"]["environment"]
+    host = back["hosts"][0]
+    assert back["per_host"][host]["patched"] >= len(worker_pids) + 1, back["per_host"]
+    laptop_records = _provenance(Path(record.dir))
+    assert worker_pids <= _patched_pids(laptop_records)
+    assert sorted(p.name for p in (Path(record.dir) / "provenance").glob("[!.]*.json")) == [
+        f"log-{i:04d}.json" for i in range(1, len(laptop_records) + 1)]
+    text = _forge("jobs", "show", record.id).stdout
+    assert "source  : reported by the job itself, through its log" in text, text
+    assert f"  host    : {host}: {len(laptop_records)} process(es) (launcher 1, worker " in text, text
+    # `forge jobs replay` has the environment fingerprint the Ray job recorded: --strict accepts.
+    replay = _forge("jobs", "replay", record.id, "--dry-run", "--strict")
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout[replay.stdout.index("{"):])["replay"]["environment"] == back["launcher"]["environment"]
 
 
 def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_client, make_experiment, tmp_path, monkeypatch):
@@ -165,6 +184,9 @@ def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
     finally:
         client.close()
     assert backend.refresh(record).status == "cancelled"
+    # A stopped job still has the launcher's own record: it was in the log before the entrypoint started.
+    launchers = [r for r in _provenance(Path(record.dir)) if r["role"] == "launcher"]
+    assert len(launchers) == 1 and launchers[0]["reported_via"] == "job log", launchers
 
 
 def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):
@@ -184,6 +206,10 @@ def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):
     assert sorted(infos) == ["forge_plugins/p/m.py", "jobspec.json", "run.sh"]
     assert stat.S_IMODE(infos["run.sh"].external_attr >> 16) == 0o755
     assert stat.S_IMODE(infos["jobspec.json"].external_attr >> 16) == 0o644
+    # records read back from an earlier run's log are not shipped again: the same package
+    (job / "provenance").mkdir()
+    (job / "provenance" / "log-0001.json").write_text("{}")
+    assert build_package(job) == (name1, data1)
     (job / "forge_plugins" / "p" / "m.py").chmod(0o400)  # staged read-only: stays read-only
     with zipfile.ZipFile(BytesIO(build_package(job)[1])) as zf:
         assert stat.S_IMODE(zf.getinfo("forge_plugins/p/m.py").external_attr >> 16) == 0o444

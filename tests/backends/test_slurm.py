@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from starforge.backends.base import wait
 from starforge.backends.binding import Binding
-from starforge.backends.slurm import _PREPARE, JOB_ITEMS, SlurmBackend, batch_script, query_state, sbatch_command
+from starforge.backends.slurm import NAME_HOST, _PREPARE, JOB_ITEMS, SlurmBackend, batch_script, query_state, sbatch_command
 from starforge.errors import BackendError, ManifestError
 from starforge.experiment.submit import submit_experiment
 
@@ -176,7 +177,9 @@ def test_batch_script_and_settings(tmp_path):
     assert {"--nodes=2", "--partition=gpu", "--time=01:00:00", f"--job-name={spec.name}", "--export=ALL"} <= set(argv)
     assert "--output=/j/%%j%%u/slurm/output.log" in sbatch_command(Path("/j/%j%u"), spec, {}, Path("/s"))
     entry = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json" --spec-sha256 "$SPEC_SHA256"'
-    assert f"on_each_node {entry}" in text
+    # per node, the launcher runs under a wrapper that names the host it failed on
+    assert f"on_each_node bash -c {shlex.quote(NAME_HOST)} forge-run \"$SHARED\" {entry}" in text
+    assert 'export FORGE_PROVENANCE_SHARED="$SHARED/provenance"' in text and 'export FORGE_PROVENANCE_SHARED' in batch_script(tmp_path, spec, {"launch": "once"}, bound)
     assert 'exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only' in text
     # the binding is in the script slurmctld stores at submit
     assert f"\nRUNTIME_SHA256={'a' * 64}\nSPEC_SHA256={'b' * 64}\n" in text

@@ -1,0 +1,106 @@
+"""Provenance records framed in a job's log and read back on the laptop, as untrusted input."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+from starforge.backends.log_provenance import FETCH_FILE, MAX_BYTES, collect, read_summary, store
+from starforge.cluster import provenance_log
+from starforge.cluster.provenance import summarize
+
+JOB = "exp-20261203-101010-abcd"
+
+
+def _record(host="node-a", pid=100, role="worker", attempt=1, **extra) -> dict:
+    rec = {"schema": "forge/provenance/v1", "job_id": JOB, "role": role, "mode": "launch", "host": host, "pid": pid,
+           "attempt": attempt, "argv": ["python"], "python": "3.11.7", "executable": "/usr/bin/python3",
+           "core_version": "0.1.0", "started": None, "written": None, "disabled": False,
+           "plugins": [{"ref": "tester/mark@1.0.0", "status": "loaded", "verified": True}],
+           "patches": [{"target": "m:f", "plugin": "tester/mark@1.0.0", "mode": "wrap", "status": "applied"}],
+           "failure": None, "scheduler": {}, "environment": None, "replay_of": None}
+    rec.update(extra)
+    return rec
+
+
+def _line(rec) -> str:
+    out = io.StringIO()
+    assert provenance_log.emit(rec, out)
+    return out.getvalue()
+
+
+def _raw_frame(obj) -> str:
+    return provenance_log.MARKER + base64.b64encode(json.dumps(obj).encode()).decode() + "\n"
+
+
+def test_frames_behind_ray_prefixes_are_read_and_the_last_frame_of_each_process_wins():
+    first = _record(role="launcher", pid=1, environment={"python": "3.11.7"})
+    later = _record(pid=7, patches=[])
+    latest = _record(pid=7)  # the same process writes its record again, now patched
+    log = ("plugin  : tester/mark@1.0.0 loaded\n" + _line(first)
+           + "\x1b[36m(task pid=7, ip=10.1.0.2)\x1b[0m " + _line(later)
+           + "training step 1\n"
+           + "\x1b[36m(task pid=7, ip=10.1.0.2)\x1b[0m " + _line(latest))
+    got = collect(log, JOB)
+    assert got.frames == 3 and not got.refused and not got.cut
+    assert [(r["role"], r["pid"]) for r in got.records] == [("launcher", 1), ("worker", 7)]
+    assert got.records[1]["patches"] == latest["patches"]
+    assert all(r["reported_via"] == "job log" for r in got.records)
+
+
+def test_bad_frames_are_refused_with_a_reason_and_unknown_fields_dropped():
+    good = _record(extra_field="kept out")
+    log = "".join([
+        _line(good),
+        _raw_frame(_record(job_id="another-job")),
+        _raw_frame(_record(pid="12")),
+        _raw_frame(_record(host="bad\nhost")),
+        _raw_frame({"schema": "forge/plan-ledger/v1"}),
+        _raw_frame([1, 2]),
+        provenance_log.MARKER + "bm90IGpzb24=\n",  # base64 of "not json"
+        _line(good)[:40] + "\n",  # a line cut short
+    ])
+    got = collect(log, JOB)
+    assert len(got.records) == 1 and "extra_field" not in got.records[0]
+    assert got.refused == {
+        "a record of another job": 1,
+        "field pid has the wrong type": 1,
+        "bad host name": 1,
+        "not a provenance record (schema)": 1,
+        "not a JSON object": 1,
+        "not base64 of JSON (cut or garbled)": 2,
+    }
+
+
+def test_frames_past_the_cap_are_counted_not_read():
+    big = _record(argv=["x" * 400_000])
+    log = "".join(_line(_record(pid=p, argv=big["argv"])) for p in range(1, 5))
+    got = collect(log, JOB)
+    assert got.bytes_read <= MAX_BYTES
+    assert len(got.records) == 1 and got.cut == 3  # each frame is ~0.5 MiB of base64
+
+
+def test_records_are_stored_under_names_forge_makes_never_the_records_own(tmp_path):
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    hostile = _record(host="../../escape", pid=5)
+    got = collect(_line(_record(role="launcher", pid=1)) + _line(hostile), JOB)
+    folder = store(job_dir, got)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([FETCH_FILE, "log-0001.json", "log-0002.json"])
+    assert sorted(p.name for p in job_dir.iterdir()) == ["provenance"]  # nothing beside it, no temp dir left
+    assert not list(tmp_path.glob("escape*"))
+    summary = summarize(str(job_dir))
+    assert set(summary["per_host"]) == {"node-a", "../../escape"}
+    assert summary["reported_via"] == ["job log"]
+    assert read_summary(job_dir)["records"] == 2
+
+
+def test_launcher_node_list_names_the_hosts_without_a_record(tmp_path):
+    job_dir = tmp_path / "job"
+    (job_dir / "provenance").mkdir(parents=True)
+    launcher = _record(role="launcher", pid=1, host="n1", scheduler={"slurm": {"job_id": "4", "nodes": ["n1", "n2"]}})
+    Path(job_dir / "provenance" / "a1-n1-1.json").write_text(json.dumps(launcher))
+    summary = summarize(str(job_dir))
+    assert summary["expected_hosts"] == ["n1", "n2"] and summary["missing_hosts"] == ["n2"]

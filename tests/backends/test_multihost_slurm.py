@@ -1,0 +1,328 @@
+"""The slurm backend on a real two-host Slurm cluster: a controller, two compute hosts and a
+"laptop" host, each in its own network, UTS and mount namespace (its own IP, hostname and
+``/tmp``), on one machine (``namespaced_hosts.py``). The job directory is shared (every host
+sees the test's temp directory at the same path); each host's ``/tmp``, where the
+node-local copy goes, is its own. ``forge`` runs on the laptop host, as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from namespaced_hosts import Hosts, unavailable
+
+pytestmark = pytest.mark.slurm
+
+BIN = Path(sys.executable).parent
+NET = "10.213.0"
+CTL, N1, N2, LAPTOP = "sfh", "sfn1", "sfn2", "sfl"
+IPS = {CTL: f"{NET}.10", N1: f"{NET}.11", N2: f"{NET}.12", LAPTOP: f"{NET}.13"}
+
+CONF = """\
+ClusterName=forge2n
+SlurmctldHost={ctl}({ctl_ip})
+SlurmUser=slurm
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={base}/munge/munge.sock,cred_expire=10
+MpiDefault=none
+SwitchType=switch/none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={base}/log/jobcomp.txt
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MailProg=/bin/true
+StateSaveLocation={base}/state/ctld
+SlurmdSpoolDir={base}/state/spool/%n
+SlurmctldPidFile={base}/log/slurmctld.pid
+SlurmdPidFile={base}/log/slurmd-%n.pid
+SlurmctldLogFile={base}/log/slurmctld.log
+SlurmdLogFile={base}/log/slurmd-%n.log
+SlurmdTimeout=10
+SlurmctldTimeout=10
+ReturnToService=2
+KillWait=2
+MinJobAge=600
+NodeName={n1} NodeAddr={n1_ip} NodeHostname={n1} CPUs=2 RealMemory=1000 State=UNKNOWN
+NodeName={n2} NodeAddr={n2_ip} NodeHostname={n2} CPUs=2 RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes={n1},{n2} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skip with *reason* when *condition* is false; under CI (which runs as root) fail instead."""
+    if not condition:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@dataclass
+class Cluster:
+    hosts: Hosts
+    base: Path
+    conf: Path
+
+    def slurmd_pids(self, host: str) -> list[int]:
+        return [p for p in self.hosts.pids(host) if _comm(p) == "slurmd"]
+
+    def start_slurmd(self, host: str) -> None:
+        self.hosts.run(host, ["slurmd", "-f", str(self.conf), "-N", host], check=True, env=self.env())
+
+    def env(self, **extra: str) -> dict:
+        env = {**os.environ, "SLURM_CONF": str(self.conf), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env.pop("FORGE_SLURM_STAGING", None)
+        env.update(extra)
+        return env
+
+    def forge(self, *args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+        """``forge ARGS`` on the laptop host."""
+        return self.hosts.run(LAPTOP, [str(BIN / "forge"), *args], env=env or self.env(), timeout=timeout)
+
+    def idle_nodes(self) -> int:
+        out = self.hosts.run(LAPTOP, ["timeout", "5", "sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], env=self.env())
+        return len(set(out.stdout.split()))
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _wait(what: str, check, timeout: float, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+    pytest.fail(f"{what} not within {timeout:.0f} s\n{tail}")
+
+
+@pytest.fixture(scope="module")
+def slurm_two_hosts(tmp_path_factory):
+    import pwd
+
+    reason = unavailable()
+    need(reason is None, reason or "")
+    missing = [b for b in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "sinfo", "scontrol", "runuser")
+               if not (shutil.which(b) or Path("/usr/sbin", b).exists())]
+    need(not missing, f"Slurm/munge binaries missing: {', '.join(missing)} (apt-get install slurm-wlm munge)")
+    munge, slurm = pwd.getpwnam("munge"), pwd.getpwnam("slurm")
+    base = Path(tempfile.mkdtemp(prefix="sf2n", dir="/tmp"))
+    base.chmod(0o755)  # munge and slurm must traverse it
+    for sub, owner in (("munge", munge), ("log", slurm), ("state/ctld", slurm), (f"state/spool/{N1}", slurm),
+                       (f"state/spool/{N2}", slurm)):  # fmt: skip
+        (base / sub).mkdir(parents=True)
+        os.chown(base / sub, owner.pw_uid, owner.pw_gid)
+    os.chown(base / "state", slurm.pw_uid, slurm.pw_gid)
+    (base / "munge").chmod(0o755)
+    key = base / "munge" / "munge.key"
+    key.write_bytes(secrets.token_bytes(1024))
+    os.chown(key, munge.pw_uid, munge.pw_gid)
+    key.chmod(0o400)
+    conf = base / "slurm.conf"
+    conf.write_text(CONF.format(ctl=CTL, ctl_ip=IPS[CTL], base=base, n1=N1, n2=N2, n1_ip=IPS[N1], n2_ip=IPS[N2]))
+    # every host sees the state, the tests' temp directories and this Python at the same paths
+    expose = sorted({str(base), str(tmp_path_factory.getbasetemp()), os.path.realpath(sys.prefix),
+                     os.path.realpath(sys.base_prefix)})
+    hosts = Hosts(base, IPS, {h: expose for h in IPS})
+    c = Cluster(hosts, base, conf)
+    try:
+        hosts.up()
+        m = base / "munge"
+        hosts.run(CTL, ["runuser", "-u", "munge", "--", "munged", f"--socket={m}/munge.sock", f"--key-file={key}",
+                        f"--pid-file={m}/munged.pid", f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"],
+                  check=True)  # fmt: skip
+        _wait("munged", lambda: (m / "munged.pid").exists(), 10, m / "munged.log")
+        hosts.run(CTL, ["slurmctld", "-i", "-f", str(conf)], check=True, env=c.env())
+        ping = lambda: "UP" in hosts.run(LAPTOP, ["timeout", "5", "scontrol", "ping"], env=c.env()).stdout  # noqa: E731
+        _wait("slurmctld answering", ping, 30, base / "log" / "slurmctld.log")
+        for node in (N1, N2):
+            c.start_slurmd(node)
+        _wait("both compute hosts idle", lambda: c.idle_nodes() == 2, 30, base / "log" / f"slurmd-{N2}.log")
+        yield c
+    finally:
+        hosts.down(late=("slurmctld", "munged"))
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _results(log: str) -> list:
+    return [json.loads(line[line.index("RESULTS ") + 8:]) for line in log.splitlines() if "RESULTS " in line]
+
+
+def _records(job_dir: Path) -> list:
+    return [json.loads(p.read_text()) for p in sorted((job_dir / "provenance").glob("[!.]*.json"))]
+
+
+def _submit(cluster: Cluster, exp: Path, *extra: str, env: dict | None = None) -> tuple[dict, str]:
+    done = cluster.forge("submit", str(exp), "--json", *extra, env=env)
+    assert done.stdout.strip(), done.stderr
+    record = json.loads(done.stdout)
+    return record, done.stderr
+
+
+def _show(cluster: Cluster, job_id: str) -> tuple[dict, str]:
+    shown = cluster.forge("jobs", "show", job_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    text = cluster.forge("jobs", "show", job_id)
+    return json.loads(shown.stdout), text.stdout
+
+
+def test_both_launch_modes_run_patched_on_both_hosts_each_checking_its_own_copy(slurm_two_hosts, make_experiment):
+    cluster = slurm_two_hosts
+    # launch: once, the entrypoint starting one process per host (srun python ...)
+    exp = make_experiment("srun --ntasks-per-node=1 python -m workload.train", "slurm", {"nodes": 2}, name="once")
+    record, log = _submit(cluster, exp)
+    assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
+    results = _results(log)
+    assert sorted(r["host"] for r in results) == [N1, N2], log
+    for r in results:  # every process on both hosts: the srun task and the child it spawned
+        assert r["driver"].startswith("patched:plain:") and r["child"].startswith("patched:plain:"), r
+    job_dir = Path(record["dir"])
+    records = _records(job_dir)
+    verified = sorted(r["host"] for r in records if r["mode"] == "verify-only")
+    assert verified == [N1, N2], records  # each host verified its own copy, once: under its own /tmp
+    assert all(any(a.startswith("/tmp/starforge-") for a in r["argv"]) for r in records if r["mode"] == "verify-only")
+    patched = {(r["host"], r["pid"]) for r in records if any(p["status"] == "applied" for p in r["patches"])}
+    assert {r["host"] for r in results} == {h for h, _ in patched}
+    # Both hosts' copies were private (/tmp is each host's own) and are gone after the job.
+    for host in (N1, N2):
+        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
+    details, text = _show(cluster, record["id"])
+    prov = details["provenance"]
+    assert set(prov["per_host"]) == {N1, N2} and prov["missing_hosts"] == [], prov
+    assert prov["expected_hosts"] == [N1, N2]
+    for host in (N1, N2):
+        assert f"  host    : {host}: " in text, text
+        assert prov["per_host"][host]["patched"] >= 2, prov["per_host"]  # the srun task and its child
+
+    # launch: per-node, the launcher itself on each host
+    exp = make_experiment("python -m workload.train", "slurm", {"nodes": 2, "launch": "per-node"}, name="per-node")
+    record, log = _submit(cluster, exp)
+    assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
+    assert sorted(r["host"] for r in _results(log)) == [N1, N2], log
+    records = _records(Path(record["dir"]))
+    launchers = sorted((r["host"], r["mode"]) for r in records if r["role"] == "launcher")
+    assert launchers == [(N1, "launch"), (N1, "verify-only"), (N2, "launch"), (N2, "verify-only")], launchers
+
+
+SHIM = """#!/bin/sh
+# python3 of this test: on {host}, after the prepare step, change the plugin in this host's
+# node-local copy before the launcher starts (the run step's first argument is the copy's zip).
+case " $* " in
+  *" --verify-only "*) ;;
+  *) if [ "$(hostname)" = {host} ]; then
+       f="$(dirname "$(dirname "$1")")/forge_plugins/mark-worker/mark_worker.py"
+       chmod u+w "$f" && echo "CHANGED_ON_ONE_HOST = 1" >> "$f"
+     fi ;;
+esac
+exec {python} "$@"
+"""
+
+
+def test_a_plugin_changed_in_one_hosts_copy_after_prepare_stops_the_job_naming_that_host(slurm_two_hosts, make_experiment, tmp_path):
+    cluster = slurm_two_hosts
+    shim_dir = tmp_path / "shim"
+    shim_dir.mkdir()
+    shim = shim_dir / "python3"
+    shim.write_text(SHIM.format(host=N2, python=os.path.realpath(BIN / "python3")))
+    shim.chmod(0o755)
+    exp = make_experiment("python -m workload.train", "slurm", {"nodes": 2, "launch": "per-node"}, name="changed")
+    env = cluster.env(PATH=f"{shim_dir}{os.pathsep}{cluster.env()['PATH']}")
+    record, log = _submit(cluster, exp, env=env)
+    assert (record["status"], record["exit_code"]) == ("failed", 10), log
+    assert f"error: {N2}: the launcher on this host exited 10" in log, log
+    assert "mark_worker.py" in log  # the mismatch names the changed file
+    assert f"error: {N1}: the launcher" not in log  # the other host's copy was intact (its launcher was ended by srun)
+
+
+def _wait_for(what: str, check, timeout: float, detail=lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {timeout:.0f} s\n{detail()}")
+
+
+SLEEPER = "python -c 'import socket, time; print(\"sleeping on\", socket.gethostname(), flush=True); time.sleep(300)'"
+
+
+def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment):
+    cluster = slurm_two_hosts
+    exp = make_experiment(SLEEPER, "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    record, _ = _submit(cluster, exp, "--detach")
+    output = Path(record["dir"]) / "slurm" / "output.log"
+    both = lambda: output.exists() and {N1, N2} <= set(output.read_text().split())  # noqa: E731
+    _wait_for("both hosts running", both, 60)
+    for host in (N1, N2):  # each host has its private copy while the job runs
+        assert list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
+    cancelled = cluster.forge("jobs", "cancel", record["id"], "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    gone = lambda: not any(list(cluster.hosts.node_tmp(h).glob("starforge-*")) for h in (N1, N2))  # noqa: E731
+    _wait_for("node-local copies removed on both hosts", gone, 30)
+    assert json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] == "cancelled"
+
+
+# The first attempt sleeps (its host is killed under it); the requeued one ends at once.
+ATTEMPTS = ("python -c 'import os, socket, time; print(\"attempt\", os.environ[\"FORGE_ATTEMPT\"], \"on\", "
+            "socket.gethostname(), flush=True); time.sleep(0 if os.environ[\"FORGE_ATTEMPT\"] != \"0\" else 300)'")
+
+
+def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(slurm_two_hosts, make_experiment):
+    cluster = slurm_two_hosts
+    exp = make_experiment(ATTEMPTS, "slurm", {"nodes": 2, "launch": "per-node"}, name="requeued")
+    record, _ = _submit(cluster, exp, "--detach")
+    output = Path(record["dir"]) / "slurm" / "output.log"
+    _wait_for("attempt 0 on both hosts", lambda: output.exists() and output.read_text().count("attempt 0 on") == 2, 60)
+    # the host "crashes": every process on it but the namespace holder dies at once
+    holder = cluster.hosts.holders[N2]
+    for pid in cluster.hosts.pids(N2):
+        if pid != holder:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    # Slurm notices (SlurmdTimeout=10), requeues the job; the host comes back with its slurmd.
+    requeued = lambda: "Restarts=1" in cluster.hosts.run(  # noqa: E731
+        LAPTOP, ["timeout", "5", "scontrol", "show", "job", "-o", str(record["backend_ref"]["job_id"])],
+        env=cluster.env()).stdout
+    _wait_for("the job requeued", requeued, 90)
+    cluster.start_slurmd(N2)
+    jid = str(record["backend_ref"]["job_id"])
+    _wait_for("the host back", lambda: cluster.idle_nodes() == 2, 30)
+    done = cluster.forge("jobs", "show", record["id"], "--json")
+    ended = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] in (  # noqa: E731
+        "succeeded", "failed")
+    def state() -> str:
+        shown = cluster.hosts.run(LAPTOP, ["timeout", "5", "scontrol", "show", "job", jid], env=cluster.env()).stdout
+        return shown + (output.read_text() if output.exists() else "")
+
+    _wait_for("the second attempt ended", ended, 120, state)  # a requeued job waits cred_expire (10 s) to start
+    details, text = _show(cluster, record["id"])
+    assert (details["status"], details["exit_code"]) == ("succeeded", 0), (done.stdout, output.read_text())
+    prov = details["provenance"]
+    assert prov["attempts"] == [0, 1], prov
+    for host in (N1, N2):  # both hosts verified their copy again in the second attempt
+        assert prov["per_host"][host]["attempts"] == [0, 1], prov["per_host"]
+    # the killed host could not remove its first copy; the second attempt's prepare did
+    for host in (N1, N2):
+        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
+    assert "attempts 0, 1" in text, text
