@@ -35,11 +35,17 @@ SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in
 GROUPS_ENV = "STARFORGE_TEST_GROUPS_DIR"
 
 
+# A test that asks for a service at run time (``request.getfixturevalue``, e.g. a fixture
+# parametrized over backends) names it with the service's marker on that parameter
+# (``pytest.param("ray", marks=pytest.mark.ray)``): the marker puts it in the group too.
+MARKER_GROUPS = (("slurm", "slurm"), ("ray", "ray"), ("frameworks", "frameworks"))
+
+
 def service_group(item) -> str | None:
     """The service group of a collected test: the first expensive service it uses, or None."""
     group = next((g for fixture, g in SERVICE_GROUPS if fixture in item.fixturenames), None)
-    if group is None and item.get_closest_marker("frameworks") is not None:
-        group = "frameworks"
+    if group is None:
+        group = next((g for marker, g in MARKER_GROUPS if item.get_closest_marker(marker) is not None), None)
     return group
 
 
@@ -56,18 +62,33 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`).
-# The tests of a real service (registry, Ray, Slurm, trainer venvs) and these end-to-end
-# modules, each a minute or more of CLI subprocesses; CI runs everything.
-SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks")
-SLOW_MODULES = (
-    "tests/examples/",
-    "tests/test_docs_commands.py",
-    "tests/registry/test_bundle.py",
-    "tests/experiment/test_experiment_cli.py",
-    "tests/before_after/test_plan.py",
-    "tests/cli/test_registry_cli.py",
-)
+# `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`),
+# chosen by what a test needs, never by how long it takes: the edit loop needs only the
+# project's .venv. Left out: the tests of a real service (markers `oci`: the docker-registry
+# binary; `ray`: a Ray head; `slurm`: a Slurm cluster; `frameworks`: the trainer venvs; `netns`:
+# network namespaces of its own) and the tests that use a service's session fixture. A test
+# that starts one of those fixtures without being marked (a service asked for at run time,
+# unmarked) is an error, so the edit loop never starts a cluster by accident. CI runs everything.
+SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks", "netns")
+# session fixture -> the marker a test using it (perhaps through getfixturevalue) must carry
+SERVICE_FIXTURES = {
+    "oci_registry": "oci", "oci_registry_auth": "oci", "ray_head": "ray", "slurm_cluster": "slurm",
+    "ray_head_in": "frameworks",
+}
+SLOW_MODULES: tuple = ()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    marker = SERVICE_FIXTURES.get(fixturedef.argname)
+    item = getattr(request, "_pyfuncitem", None)
+    if marker is None or item is None or item.get_closest_marker("slow") is not None:
+        return
+    pytest.fail(
+        f"{item.nodeid} starts the session's {fixturedef.argname} but is not marked '{marker}': the edit loop "
+        f"(-m 'not slow') would start it; mark the test, or the parameter that asks for it "
+        f"(pytest.param(..., marks=pytest.mark.{marker}))", pytrace=False,
+    )
 
 
 def pytest_collection_modifyitems(config, items):
