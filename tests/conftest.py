@@ -49,17 +49,51 @@ def service_group(item) -> str | None:
     return group
 
 
+# The jobs the tests start get a TMPDIR of the run's own (STARFORGE_TEST_TMPDIR, made by the
+# controller, inherited by the workers and every process they start); pytest and the test
+# fixtures keep the machine's temp folder (short socket paths). A job's node entry makes its
+# code directory (forge-code-*) there and must remove it however the job ends, cancelled
+# included: the run fails when any is left at the end.
+TMP_ENV = "STARFORGE_TEST_TMPDIR"
+BASE_TMP_ENV = "STARFORGE_TEST_BASE_TMPDIR"
+
+
 def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     numprocesses = getattr(config.option, "numprocesses", None)
-    if numprocesses and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if numprocesses and not worker:
         # The controller, before it starts the workers (they inherit the environment).
         os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="forge-test-groups-")
+    if not worker:
+        os.environ[BASE_TMP_ENV] = tempfile.gettempdir()
+        os.environ[TMP_ENV] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="forge-test-tmp-")
+    tempfile.tempdir = os.environ.get(BASE_TMP_ENV) or None
+
+
+def leftover_code_dirs() -> list:
+    folder = os.environ.get(TMP_ENV, "")
+    return sorted(n for n in os.listdir(folder) if n.startswith("forge-code-")) if os.path.isdir(folder) else []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    left = leftover_code_dirs()
+    if left:
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"error: the run left {len(left)} job code directories in its TMPDIR {os.environ[TMP_ENV]}: "
+            f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''} (a job's node entry must remove its own)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config):
-    folder = os.environ.get(GROUPS_ENV)
-    if folder and not os.environ.get("PYTEST_XDIST_WORKER"):
-        shutil.rmtree(folder, ignore_errors=True)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for env in (GROUPS_ENV, TMP_ENV):
+        folder = os.environ.get(env)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 # `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`),
