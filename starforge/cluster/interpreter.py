@@ -25,8 +25,15 @@ import re
 import sys
 
 try:
-    from .codedir import (CODE_DIR_ENV, CODE_ZIP, make_code_dir, modules_to_compile, remove_on_signals, remove_own_code_dir,
-                          write_pointer)
+    from .codedir import (
+        CODE_DIR_ENV,
+        CODE_ZIP,
+        make_code_dir,
+        modules_to_compile,
+        remove_on_signals,
+        remove_own_code_dir,
+        write_pointer,
+    )
 except ImportError:  # not imported as a module: node_entry.py (or the end of this file) ran codedir.py in this namespace
     pass
 
