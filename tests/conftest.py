@@ -109,7 +109,6 @@ SERVICE_FIXTURES = {
     "oci_registry": "oci", "oci_registry_auth": "oci", "ray_head": "ray", "slurm_cluster": "slurm",
     "ray_head_in": "frameworks",
 }
-SLOW_MODULES: tuple = ()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -127,9 +126,8 @@ def pytest_fixture_setup(fixturedef, request):
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        where = item.nodeid.split("::", 1)[0]
         if (any(item.get_closest_marker(m) for m in SLOW_MARKERS) or service_group(item) is not None
-                or where.startswith(SLOW_MODULES)):
+                or any(f in SERVICE_FIXTURES for f in item.fixturenames)):
             item.add_marker(pytest.mark.slow)
     worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_ENV)
     if not (worker and folder):
