@@ -378,7 +378,8 @@ def main(argv: list | None = None) -> int:
         if debug:
             sys.exit(debug_exit(exc, 1))
         sys.exit(report(disk_error(exc)))
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C, also before click has started
+        click.echo(err=True)
         report(ForgeError("aborted"))
         sys.exit(130)
     except click.UsageError as exc:
