@@ -71,7 +71,7 @@ def plan(directory, values_files, sets, backend, registry, insecure, require_sig
 _STATUS = {
     "loaded": "installed",
     "registered": "registered, not installed (deferred: its context exists only in training)",
-    "skipped": "skipped (environment plugin: left to the environment mechanism)",
+    "skipped": "skipped (kind environment: left to the environment mechanism)",  # the launcher's words
     "failed": "FAILED",
 }
 
