@@ -6,7 +6,6 @@ import click
 
 from ..manifest import KINDS, LOADS
 
-
 # how a plugin of each other kind runs (docs/kinds.md): no load mode applies to it
 HOW_RUN = {
     "environment": "the trainer builds it with starforge.plugins.load_environment",
