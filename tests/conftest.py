@@ -99,10 +99,11 @@ def pytest_unconfigure(config):
 # `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`),
 # chosen by what a test needs, never by how long it takes: the edit loop needs only the
 # project's .venv. Left out: the tests of a real service (markers `oci`: the docker-registry
-# binary; `ray`: a Ray head; `slurm`: a Slurm cluster; `frameworks`: the trainer venvs; `netns`:
-# network namespaces of its own; `index`: downloads from the package index) and the tests that use a service's session fixture. A test
-# that starts one of those fixtures without being marked (a service asked for at run time,
-# unmarked) is an error, so the edit loop never starts a cluster by accident. CI runs everything.
+# binary; `ray`: a Ray head; `slurm`: a Slurm cluster; `frameworks`: the trainer venvs;
+# `netns`: network namespaces of its own; `index`: a download from the package index) and
+# the tests that use a service's session fixture. A test that starts one of those fixtures
+# without being marked (a service asked for at run time, unmarked) is an error, so the edit
+# loop never starts a cluster by accident. CI runs everything.
 SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks", "netns", "index")
 # session fixture -> the marker a test using it (perhaps through getfixturevalue) must carry
 SERVICE_FIXTURES = {
