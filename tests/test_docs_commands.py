@@ -89,13 +89,13 @@ def world(tmp_path_factory) -> Path:
     the script the docs tell a reader to run, so a page runs for them as it runs here."""
     root = tmp_path_factory.mktemp("docs-world")
     home, forge_home = root / "home", root / "forge-home"
-    for sub in (".local/share/bash-completion/completions", ".config/fish/completions"):
-        (home / sub).mkdir(parents=True)
     env = scratch_env(root, home, forge_home)
     proc = subprocess.run(["bash", str(REPO / "examples" / "docs-world.sh"), str(root)], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"export FORGE_HOME={forge_home} FORGE_OWNER=alice", f"cd {root / 'work'}"]
+    for sub in (".local/share/bash-completion/completions", ".config/fish/completions"):
+        (home / sub).mkdir(parents=True)
     return root
 
 
