@@ -12,10 +12,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 LEAKS = '''
+import json
 import os
 
 def test_a_job_that_leaves_its_code_directory():
-    os.mkdir(os.path.join(os.environ["TMPDIR"], "forge-code-leftover"))
+    path = os.path.join(os.environ["TMPDIR"], "forge-code-leftover")
+    os.mkdir(path)
+    with open(os.path.join(path, "forge-code.json"), "w") as f:
+        json.dump({"pid": 2 ** 22 + 7, "job_dir": "/jobs/killed"}, f)  # no such process: killed, never cleaned
+
+
+def test_a_job_still_running_at_the_end():
+    path = os.path.join(os.environ["TMPDIR"], "forge-code-running")
+    os.mkdir(path)
+    with open(os.path.join(path, "forge-code.json"), "w") as f:
+        json.dump({"pid": os.getppid(), "job_dir": "/jobs/running"}, f)  # a live process
 
 def test_pytests_own_temp_folder_is_the_machines(tmp_path):
     assert not str(tmp_path).startswith(os.environ["TMPDIR"])
@@ -35,10 +46,12 @@ def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
 def test_a_left_code_directory_fails_the_run(tmp_path):
     proc = _run(tmp_path, LEAKS)
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "2 passed" in proc.stdout
-    assert "error: the run left 1 job code directories in its TMPDIR" in proc.stdout and "forge-code-leftover" in proc.stdout
+    assert "3 passed" in proc.stdout
+    assert "error: the run left 1 job code directories in its TMPDIR" in proc.stdout
+    assert "forge-code-leftover (/jobs/killed)" in proc.stdout
+    assert "warning: 1 jobs still run at the end of the run" in proc.stdout and "forge-code-running (/jobs/running)" in proc.stdout
 
 
 def test_a_clean_run_passes(tmp_path):
-    proc = _run(tmp_path, LEAKS.replace('os.mkdir(os.path.join(os.environ["TMPDIR"], "forge-code-leftover"))', "pass"))
+    proc = _run(tmp_path, LEAKS.replace('"pid": 2 ** 22 + 7', '"pid": os.getppid()'))
     assert proc.returncode == 0, proc.stdout[-3000:]
