@@ -1,3 +1,3 @@
-from starforge.cli.main import main
+from starforge.cli import run
 
-main()
+run()

@@ -65,6 +65,10 @@ class NotFoundError(RegistryError):
     exit_code = 7
 
 
+class NoRegistryError(NotFoundError):
+    """The registry named is not there at all (a mistyped path): not a missing version."""
+
+
 class ImmutableVersionError(RegistryError):
     """A published version would be replaced by other content."""
 

@@ -36,46 +36,119 @@ SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in
 GROUPS_ENV = "STARFORGE_TEST_GROUPS_DIR"
 
 
+# A test that asks for a service at run time (``request.getfixturevalue``, e.g. a fixture
+# parametrized over backends) names it with the service's marker on that parameter
+# (``pytest.param("ray", marks=pytest.mark.ray)``): the marker puts it in the group too.
+MARKER_GROUPS = (("slurm", "slurm"), ("ray", "ray"), ("frameworks", "frameworks"))
+
+
 def service_group(item) -> str | None:
     """The service group of a collected test: the first expensive service it uses, or None."""
     group = next((g for fixture, g in SERVICE_GROUPS if fixture in item.fixturenames), None)
-    if group is None and item.get_closest_marker("frameworks") is not None:
-        group = "frameworks"
+    if group is None:
+        group = next((g for marker, g in MARKER_GROUPS if item.get_closest_marker(marker) is not None), None)
     return group
 
 
+# The jobs the tests start get a TMPDIR of the run's own (STARFORGE_TEST_TMPDIR, made by the
+# controller, inherited by the workers and every process they start); pytest and the test
+# fixtures keep the machine's temp folder (short socket paths). A job's node entry makes its
+# code directory (forge-code-*) there and must remove it however the job ends, cancelled
+# included: the run fails when any is left at the end.
+TMP_ENV = "STARFORGE_TEST_TMPDIR"
+BASE_TMP_ENV = "STARFORGE_TEST_BASE_TMPDIR"
+
+
 def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     numprocesses = getattr(config.option, "numprocesses", None)
-    if numprocesses and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if numprocesses and not worker:
         # The controller, before it starts the workers (they inherit the environment).
         os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="forge-test-groups-")
+    if not worker:
+        os.environ[BASE_TMP_ENV] = tempfile.gettempdir()
+        os.environ[TMP_ENV] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="forge-test-tmp-")
+    tempfile.tempdir = os.environ.get(BASE_TMP_ENV) or None
+
+
+def leftover_code_dirs() -> tuple[list, list]:
+    """The job code directories in the run's TMPDIR: ``(left behind, still in use)``, as
+    ``name (job dir)``; in use means the process that made it still runs (a job left running)."""
+    folder = os.environ.get(TMP_ENV, "")
+    names = sorted(n for n in os.listdir(folder) if n.startswith("forge-code-")) if os.path.isdir(folder) else []
+    dead, alive = [], []
+    for name in names:
+        try:
+            with open(os.path.join(folder, name, "forge-code.json")) as f:
+                key = json.load(f)
+            os.kill(int(key["pid"]), 0)
+        except ProcessLookupError:
+            dead.append(f"{name} ({key.get('job_dir')})")
+        except (OSError, ValueError, KeyError, TypeError):
+            dead.append(name)  # no readable key: nothing can ever claim or remove it
+        else:
+            alive.append(f"{name} ({key.get('job_dir')})")
+    return dead, alive
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    dead, alive = leftover_code_dirs()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if alive:
+        reporter.write_line(f"warning: {len(alive)} jobs still run at the end of the run (a test left them running): "
+                            f"{', '.join(alive[:3])}{' ...' if len(alive) > 3 else ''}", yellow=True)
+    if dead:
+        reporter.write_line(
+            f"error: the run left {len(dead)} job code directories in its TMPDIR {os.environ[TMP_ENV]}: "
+            f"{', '.join(dead[:5])}{' ...' if len(dead) > 5 else ''} (a job's node entry must remove its own)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config):
-    folder = os.environ.get(GROUPS_ENV)
-    if folder and not os.environ.get("PYTEST_XDIST_WORKER"):
-        shutil.rmtree(folder, ignore_errors=True)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for env in (GROUPS_ENV, TMP_ENV):
+        folder = os.environ.get(env)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-# `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`).
-# The tests of a real service (registry, Ray, Slurm, trainer venvs) and these end-to-end
-# modules, each a minute or more of CLI subprocesses; CI runs everything.
-SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks")
-SLOW_MODULES = (
-    "tests/examples/",
-    "tests/test_docs_commands.py",
-    "tests/registry/test_bundle.py",
-    "tests/experiment/test_experiment_cli.py",
-    "tests/before_after/test_plan.py",
-    "tests/cli/test_registry_cli.py",
-)
+# `slow`: left out of the edit loop (`bash .ci/run --quick`, i.e. `pytest -m "not slow"`),
+# chosen by what a test needs, never by how long it takes: the edit loop needs only the
+# project's .venv. Left out: the tests of a real service (markers `oci`: the docker-registry
+# binary; `ray`: a Ray head; `slurm`: a Slurm cluster; `frameworks`: the trainer venvs;
+# `netns`: network namespaces of its own; `index`: a download from the package index) and
+# the tests that use a service's session fixture. A test that starts one of those fixtures
+# without being marked (a service asked for at run time, unmarked) is an error, so the edit
+# loop never starts a cluster by accident. CI runs everything.
+SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks", "netns", "index")
+# session fixture -> the marker a test using it (perhaps through getfixturevalue) must carry
+SERVICE_FIXTURES = {
+    "oci_registry": "oci", "oci_registry_auth": "oci", "ray_head": "ray", "slurm_cluster": "slurm",
+    "ray_head_in": "frameworks",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    marker = SERVICE_FIXTURES.get(fixturedef.argname)
+    item = getattr(request, "_pyfuncitem", None)
+    if marker is None or item is None or item.get_closest_marker("slow") is not None:
+        return
+    pytest.fail(
+        f"{item.nodeid} starts the session's {fixturedef.argname} but is not marked '{marker}': the edit loop "
+        f"(-m 'not slow') would start it; mark the test, or the parameter that asks for it "
+        f"(pytest.param(..., marks=pytest.mark.{marker}))", pytrace=False,
+    )
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        where = item.nodeid.split("::", 1)[0]
         if (any(item.get_closest_marker(m) for m in SLOW_MARKERS) or service_group(item) is not None
-                or where.startswith(SLOW_MODULES)):
+                or any(f in SERVICE_FIXTURES for f in item.fixturenames)):
             item.add_marker(pytest.mark.slow)
     worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_ENV)
     if not (worker and folder):

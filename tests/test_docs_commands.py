@@ -11,12 +11,13 @@ Convention for docs/*.md and README.md:
   see. Anything else (``python3 -m venv``, ``pip install``, ``jq``) is not run.
 - ``<!-- doc-test: skip (why) -->`` on the line before a block leaves the whole block out;
   SKIP below lists single commands that cannot run here, each with its reason.
-- The commands of one file run in order in one ``bash`` process, in a scratch world
-  prepared the way the docs assume: a fresh ``FORGE_HOME`` where the reference plugins
-  (``forge_plugins/*``) are published as ``alice`` and as ``starforge``, ``FORGE_OWNER=alice``,
-  ``HOME`` inside the scratch directory, and as the working directory a copy of the
-  quickstart experiment (locked) holding ``forge_plugins/``, ``examples/``, ``opsd-patch/``
-  (the reference plugin) and ``alice-laptop.pub`` (a public key). Each command must exit 0.
+- The commands of one file run in order in one ``bash`` process, in the world a reader
+  makes with ``bash examples/docs-world.sh DIR`` (each page that needs it says so): a
+  fresh ``FORGE_HOME`` where the reference plugins (``forge_plugins/*``) are published as
+  ``alice`` and as ``starforge``, ``FORGE_OWNER=alice``, and as the working directory a copy
+  of the quickstart experiment (locked) holding ``forge_plugins/``, ``examples/``,
+  ``opsd-patch/`` (the reference plugin) and ``alice-laptop.pub`` (a public key); here
+  ``HOME`` is inside the scratch directory too. Each command must exit 0.
 - A job id in the docs (``quickstart-20261129-120000-3fa2``) stands for the id the docs'
   ``forge submit`` printed: the newest job's id is put in its place.
 """
@@ -84,25 +85,17 @@ def documented() -> list:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
-    """The scratch world every doc starts from (copied per doc)."""
+    """The scratch world every doc starts from (copied per doc): made by examples/docs-world.sh,
+    the script the docs tell a reader to run, so a page runs for them as it runs here."""
     root = tmp_path_factory.mktemp("docs-world")
-    work, home, forge_home = root / "work", root / "home", root / "forge-home"
-    shutil.copytree(REPO / "examples" / "quickstart", work, ignore=shutil.ignore_patterns("plugins.lock.json", ".forge", "__pycache__"))
-    shutil.copytree(REPO / "examples", work / "examples", ignore=shutil.ignore_patterns("plugins.lock.json", ".forge", "__pycache__"))
-    shutil.copytree(REPO / "forge_plugins", work / "forge_plugins", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "forge_plugins" / "opsd-patch", work / "opsd-patch", ignore=shutil.ignore_patterns("__pycache__"))
+    home, forge_home = root / "home", root / "forge-home"
+    env = scratch_env(root, home, forge_home)
+    proc = subprocess.run(["bash", str(REPO / "examples" / "docs-world.sh"), str(root)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"export FORGE_HOME={forge_home} FORGE_OWNER=alice", f"cd {root / 'work'}"]
     for sub in (".local/share/bash-completion/completions", ".config/fish/completions"):
         (home / sub).mkdir(parents=True)
-    from starforge.signing import generate_key
-
-    pair = generate_key(root / "laptop-key" / "alice-laptop.key")
-    shutil.copy(pair.public, work / "alice-laptop.pub")
-    env = scratch_env(root, home, forge_home)
-    for owner in ("alice", "starforge"):
-        for plugin in sorted((REPO / "forge_plugins").iterdir()):
-            if (plugin / "plugin.yaml").exists():
-                run_forge(env, work, "plugin", "publish", str(work / "forge_plugins" / plugin.name), "--owner", owner)
-    run_forge(env, work, "lock", ".")
     return root
 
 

@@ -27,7 +27,8 @@ import json, os
 
 def pytest_collection_finish(session):
     out = [{"id": item.nodeid, "fixtures": sorted(item.fixturenames),
-            "frameworks": item.get_closest_marker("frameworks") is not None} for item in session.items]
+            "markers": sorted(m for m in ("slurm", "ray", "frameworks") if item.get_closest_marker(m) is not None)}
+           for item in session.items]
     with open(os.environ["PROBE_OUT"], "w") as f:
         json.dump(out, f)
 '''
@@ -53,18 +54,22 @@ def test_every_test_of_a_service_is_in_that_services_group(tmp_path):
     groups = json.loads((groups_dir / "gw7.json").read_text())
     counts = Counter(groups.values())
     assert counts["ray"] >= 3 and counts["slurm"] >= 3 and counts["frameworks"] >= 3, counts
+    # a parameter that asks for a service at run time carries its marker (test_binding's backends)
+    assert any("ray" in item["markers"] and "ray_head" not in item["fixtures"] for item in items)
     for item in items:
         group = groups.get(item["id"])
         if "slurm_cluster" in item["fixtures"]:
             assert group == "slurm", item
         elif "ray_head" in item["fixtures"]:
             assert group == "ray", item
-        elif "ray_head_in" in item["fixtures"] or item["frameworks"]:
+        elif "ray_head_in" in item["fixtures"]:
             assert group == "frameworks", item
         elif "slurm_two_hosts" in item["fixtures"]:  # the multi-host clusters: one worker each
             assert group == "slurm-two-hosts", item
         elif "ray_two_hosts" in item["fixtures"]:
             assert group == "ray-two-hosts", item
+        elif item["markers"]:
+            assert group == next(g for g in ("slurm", "ray", "frameworks") if g in item["markers"]), item
         else:
             assert group is None, item
 
@@ -112,3 +117,43 @@ def test_n_alone_runs_a_services_tests_on_one_worker_and_starts_it_once(tmp_path
     assert all(w.startswith("gw") for w in seen["ray"] + seen["plain"])  # it did run distributed
     assert len(set(seen["ray"])) == 1, seen["ray"]  # every test of the service on one worker
     assert len(seen["start"]) == 1, seen["start"]  # so the service started once
+
+
+ASKS_AT_RUN_TIME = '''
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_head():
+    yield "head"
+
+
+@pytest.fixture
+def engine(request):
+    if request.param == "ray":
+        request.getfixturevalue("ray_head")
+    return request.param
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"], indirect=True)
+def test_unmarked(engine):
+    pass
+
+
+@pytest.mark.parametrize("engine", ["local", pytest.param("ray", marks=pytest.mark.ray)], indirect=True)
+def test_marked(engine):
+    pass
+'''
+
+
+def test_a_service_asked_for_at_run_time_must_carry_its_marker(tmp_path):
+    """The edit loop (-m 'not slow') never starts a cluster by accident: an unmarked test that
+    reaches a service's session fixture through getfixturevalue fails and says how to mark it."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(REPO / "tests" / "conftest.py", suite / "conftest.py")
+    (suite / "test_engines.py").write_text(ASKS_AT_RUN_TIME)
+    proc = _pytest(["-q", "-n", "0", "-m", "not slow", "--rootdir", str(suite), str(suite)], suite)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "2 passed, 1 deselected" in proc.stdout and "1 error" in proc.stdout, proc.stdout[-3000:]
+    assert "test_unmarked[ray] starts the session's ray_head but is not marked 'ray'" in proc.stdout

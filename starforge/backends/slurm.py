@@ -143,7 +143,12 @@ def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None 
 
 
 # what sbatch says -> what to do about it
+_NO_CONFIG = ("no Slurm configuration here: sbatch needs the cluster's slurm.conf (SLURM_CONF, /etc/slurm/slurm.conf, "
+              "or the cluster's DNS SRV record); submit from a login node of the cluster, or point SLURM_CONF at its slurm.conf")
 _SBATCH_HINTS = (
+    ("could not establish a configuration source", _NO_CONFIG),
+    ("unable to process configuration file", _NO_CONFIG),
+    ("fetch_config", _NO_CONFIG),
     ("invalid partition", "name a partition the cluster has ('sinfo -s' lists them) in slurm.sbatch_args (--partition=NAME)"),
     ("invalid account", "name an account you may charge in slurm.sbatch_args (--account=NAME); 'sacctmgr show assoc user=$USER'"),
     ("node configuration is not available", "the job asks for more than a node has: lower nodes, cpus_per_task or gpus_per_node under slurm:"),

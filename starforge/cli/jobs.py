@@ -8,6 +8,7 @@ import json
 import click
 
 from .choices import BackendChoice
+from .completion import complete_job_ids
 from .output import JobOutput, note, plural
 
 
@@ -99,7 +100,7 @@ def table(rows: list) -> list:
 
 
 @click.command("show")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the record, launcher status and provenance summary as JSON.")
 def show(job_id: str, as_json: bool) -> None:
     """Show a job's status, exit code, directory and provenance.
@@ -223,7 +224,7 @@ def merged_patches(patches: list) -> list:
 
 
 @click.command("status")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print {id, status, exit_code} as JSON.")
 def status(job_id: str, as_json: bool) -> None:
     """Print a job's status (and exit code once it has ended).
@@ -241,7 +242,7 @@ def status(job_id: str, as_json: bool) -> None:
 
 
 @click.command("logs")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the job ends.")
 def logs(job_id: str, follow: bool) -> None:
     """Print (or follow) a job's output.
@@ -264,7 +265,7 @@ def logs(job_id: str, follow: bool) -> None:
 
 
 @click.command("cancel")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the resulting record as JSON.")
 def cancel(job_id: str, as_json: bool) -> None:
     """Cancel a running job.
@@ -287,7 +288,7 @@ def cancel(job_id: str, as_json: bool) -> None:
 
 
 @click.command("rm")
-@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True, shell_complete=complete_job_ids)
 @click.option("--with-outputs", is_flag=True, help="Also delete what the jobs wrote into their working directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ids as a JSON list.")
 def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
@@ -351,7 +352,7 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
 
 
 @click.command("replay")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
 @click.option("--backend", type=BackendChoice(), help="Where to run the replay (default: where ID ran).")
 @click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
 @click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")

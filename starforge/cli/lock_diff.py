@@ -58,7 +58,13 @@ def diff(locks, rev, with_files, registry, insecure, as_json) -> None:
         old, new = read_lock_file(old_path), read_lock_file(new_path)
         old_label, new_label = str(old_path), str(new_path)
     else:
-        new_path = _lock_path(locks[0]) if locks else Path(FILENAME)
+        if locks:
+            new_path = _lock_path(locks[0])
+        else:  # the experiment of this directory or the nearest parent, as every command finds it
+            from ..experiment.config import find_experiment_root
+
+            root = find_experiment_root(".")
+            new_path = Path(FILENAME) if root == Path.cwd().resolve() else root / FILENAME
         rev = rev or "HEAD"
         old, existed = lock_at_revision(new_path, rev)
         new = read_lock_file(new_path)

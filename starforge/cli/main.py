@@ -19,7 +19,7 @@ import click
 
 from .. import __version__
 from ..errors import ForgeError, UsageError
-from .output import error_lines
+from .output import colour_forced, error_lines
 
 
 class Command(NamedTuple):
@@ -76,6 +76,7 @@ COMMANDS = {
         "remove": Command("trust:remove", 'Stop trusting a key (or every key) of OWNER.'),
         "list": Command("trust:list_trust", 'List owners and the key ids trusted for each.'),
     },
+    "config": Command("config_show:config", 'Show the effective home, registry, owner, keys and trust file, and where each came from.'),
     "completion": Command("completion:completion", 'Print the shell completion script for SHELL.'),
 }
 
@@ -85,6 +86,19 @@ ALIASES = {
     "jobs": {"ls": "list", "stop": "cancel", "kill": "cancel", "delete": "rm", "remove": "rm", "log": "logs"},
     "key": {"ls": "list", "new": "generate"},
     "trust": {"ls": "list", "rm": "remove"},
+}
+
+# words of other tools that are not forge's: group path -> word -> the command meant (a
+# hint, not an alias: "lint" is not quite "check"). A full command when it lives elsewhere.
+NEAR_MISSES = {
+    "plugin": {"lint": "check", "validate": "check", "verify": "check", "info": "show", "inspect": "show",
+               "describe": "show", "build": "pack", "push": "publish", "upload": "publish", "download": "pull",
+               "fetch": "pull", "new": "init", "create": "init", "search": "list"},
+    "jobs": {"submit": "forge submit", "run": "forge submit", "start": "forge submit", "create": "forge submit",
+             "describe": "show", "inspect": "show", "info": "show", "get": "show", "rerun": "replay",
+             "restart": "replay", "tail": "logs"},
+    "": {"run": "submit", "apply": "submit", "install": "lock", "sync": "lock", "template": "plan",
+         "diff": "lock diff", "show": "plugin show", "publish": "plugin publish", "init": "plugin init"},
 }
 
 # group -> (summary, example); a command's summary is the first line of its docstring
@@ -143,8 +157,13 @@ class LazyGroup(click.Group):
         if name and not name.startswith("-") and name not in self.table and name not in ALIASES.get(self.path, {}):
             import difflib
 
+            meant = NEAR_MISSES.get(self.path, {}).get(name)
             guesses = difflib.get_close_matches(name, list(self.table), n=1, cutoff=0.6)
-            guess = f" (did you mean '{ctx.command_path} {guesses[0]}'?)" if guesses else ""
+            if meant is not None:
+                full = meant if meant.startswith("forge ") else f"{ctx.command_path} {meant}"
+                guess = f" (did you mean '{full}'?)"
+            else:
+                guess = f" (did you mean '{ctx.command_path} {guesses[0]}'?)" if guesses else ""
             raise UsageError(f"no command '{ctx.command_path} {name}'{guess}", hint=f"see '{ctx.command_path} --help'")
         return super().resolve_command(ctx, args)
 
@@ -178,7 +197,8 @@ def forge(quiet: bool, verbose: bool, debug: bool) -> None:
     """StarForge: declared, versioned, digest-locked plugins for RL training jobs.
 
     Errors, hints and the launcher's plugin lines are coloured on a terminal unless
-    NO_COLOR is set. Shell completion: forge completion bash|zsh|fish.
+    NO_COLOR is set (FORCE_COLOR=1 colours piped output too). Shell completion: forge
+    completion bash|zsh|fish. 'forge config' shows where settings come from.
 
     \b
     Example:
@@ -204,7 +224,7 @@ def report(exc: ForgeError) -> int:
     from .output import detail
 
     for line in error_lines(exc.message, exc.hint):
-        click.echo(line, err=True)
+        click.echo(line, err=True, color=True if colour_forced() else None)
     detail(f"exit {exc.exit_code}: {type(exc).__name__} (docs/errors.md lists every code)")
     return exc.exit_code
 
@@ -262,19 +282,19 @@ def leaf_command(argv: list) -> tuple[int, object]:
     return len(argv), None
 
 
-def _options_taking_values(target: Command) -> set:
-    """The option strings of *target*'s command that take a value (``--set KEY=VALUE``)."""
+def _command_options(target: Command) -> tuple[set, set]:
+    """The option strings of *target*'s command: those that take a value (``--set KEY=VALUE``), and the flags."""
     module_name, attr = target.target.split(":")
     try:
         command = getattr(importlib.import_module(f"starforge.cli.{module_name}"), attr)
     except (ImportError, AttributeError):
-        return set()
+        return set(), set()
     names: set = set()
+    flags: set = set()
     for param in command.params:
-        if isinstance(param, click.Option) and not param.is_flag and not param.count:
-            names.update(param.opts)
-            names.update(param.secondary_opts)
-    return names
+        if isinstance(param, click.Option):
+            (flags if param.is_flag or param.count else names).update(param.opts + param.secondary_opts)
+    return names, flags
 
 
 def normalize_argv(argv: list) -> list:
@@ -283,7 +303,8 @@ def normalize_argv(argv: list) -> list:
     - ``forge help [CMD…]`` is ``forge CMD… --help``; ``forge version`` is ``forge --version``;
     - the global ``-q``, ``-v`` and ``--debug`` are accepted after the command too, as helm and
       uv accept them: they move to the front. Nothing after ``--`` moves, and neither does
-      the value of an option that takes one (``--set -q`` keeps ``-q`` as the value).
+      the value of an option that takes one (``--set -q`` keeps ``-q`` as the value);
+    - helm's ``--set a=1,b=2`` and ``-o json`` (:mod:`.spellings`).
     """
     args = list(argv)
     leading = 0
@@ -297,7 +318,10 @@ def normalize_argv(argv: list) -> list:
     start, target = leaf_command(args)
     if not isinstance(target, Command):
         return args
-    takes_value = _options_taking_values(target)
+    takes_value, flags = _command_options(target)
+    from .spellings import rewrite
+
+    args = rewrite(args, start, takes_value, "--json" in flags, command_path(args))
     hoisted = [token for token in args[:start] if token in GLOBAL_FLAGS]
     kept = [token for token in args[:start] if token not in GLOBAL_FLAGS]
     index = start
@@ -337,15 +361,12 @@ def debug_exit(exc: BaseException, code: int) -> int:
 
 
 def main(argv: list | None = None) -> int:
-    args = normalize_argv(argv if argv is not None else sys.argv[1:])
-    leading = []
-    for token in args:
-        if token not in GLOBAL_FLAGS:
-            break
-        leading.append(token)
-    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in leading
+    args = list(argv if argv is not None else sys.argv[1:])
+    own = args[:args.index("--")] if "--" in args else args  # --debug may come after the command too
+    debug = os.environ.get("FORGE_DEBUG") == "1" or "--debug" in own
     try:
-        code = forge.main(args=args, prog_name="forge", standalone_mode=False)
+        args = normalize_argv(args)
+        code = forge.main(args=args, prog_name="forge", standalone_mode=False, color=True if colour_forced() else None)
         # without standalone mode click returns the code of click.exceptions.Exit instead of exiting
         if isinstance(code, int) and not isinstance(code, bool) and code:
             sys.exit(code)
@@ -359,7 +380,8 @@ def main(argv: list | None = None) -> int:
         if debug:
             sys.exit(debug_exit(exc, 1))
         sys.exit(report(disk_error(exc)))
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C, also before click has started
+        click.echo(err=True)
         report(ForgeError("aborted"))
         sys.exit(130)
     except click.UsageError as exc:

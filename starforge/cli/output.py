@@ -1,7 +1,8 @@
 """How ``forge`` talks to the user: verbosity (``-q``/``-v``) and colour.
 
 Colour is used only when the stream is a terminal and ``NO_COLOR`` is unset (or empty),
-as https://no-color.org asks; piped output is never coloured. ``-q`` and ``-v`` travel in
+as https://no-color.org asks; piped output is coloured only with ``FORCE_COLOR`` set to
+anything but ``0`` or empty (https://force-color.org; ``NO_COLOR`` wins over it). ``-q`` and ``-v`` travel in
 ``FORGE_VERBOSITY`` (``-1``, ``0``, ``1``) so library code can honour them without the CLI.
 
 Laptop side; imported by ``forge --help``, so it stays small (click only).
@@ -23,10 +24,18 @@ def verbosity() -> int:
         return 0
 
 
+def colour_forced() -> bool:
+    """``FORCE_COLOR`` set (not empty, not ``0``) and ``NO_COLOR`` not: colour even when piped
+    (a CI log that renders ANSI, ``less -R``)."""
+    return os.environ.get("FORCE_COLOR", "") not in ("", "0") and not os.environ.get("NO_COLOR")
+
+
 def colour_on(stream=None) -> bool:
     """Whether to colour what goes to *stream* (default stderr)."""
     if os.environ.get("NO_COLOR"):
         return False
+    if colour_forced():
+        return True
     stream = stream if stream is not None else sys.stderr
     isatty = getattr(stream, "isatty", None)
     try:

@@ -8,11 +8,14 @@ import sys
 import click
 
 from .choices import BackendChoice
+from .completion import complete_set_keys
 
 
 @click.command("plan")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a hyperparameter, as forge submit does.")
+@click.option("-f", "--values", "values_files", multiple=True, metavar="FILE",
+              help="YAML of config keys laid over forge.yaml's config: (repeatable; --set comes after).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=complete_set_keys, help="Override a hyperparameter, as forge submit does.")
 @click.option("--backend", type=BackendChoice(),
               help="Run the load phase as a short CPU-only job on this backend (where the job's Python exists).")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
@@ -21,7 +24,7 @@ from .choices import BackendChoice
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Plan with the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the patch ledger as one JSON document.")
-def plan(directory, sets, backend, registry, insecure, require_signatures, dev, as_json) -> None:
+def plan(directory, values_files, sets, backend, registry, insecure, require_signatures, dev, as_json) -> None:
     """Show what the job would patch, without running it.
 
     Stages the locked experiment as 'forge submit' does (same checks, same JobSpec) into a
@@ -42,12 +45,15 @@ def plan(directory, sets, backend, registry, insecure, require_signatures, dev, 
     Example:
       forge plan examples/quickstart
       forge plan --set opsd.scale=0.5 --json | jq .conflicts
+      forge plan -f sweep/lr-high.yaml
       forge plan --backend slurm      # the job's Python is in the cluster's image
     """
     from ..experiment.dev_plugins import parse_dev_options
     from ..experiment.patchplan import CONFLICT, plan_experiment, plan_on_backend
+    from ..experiment.values import values_overrides
     from .output import detail, note
 
+    sets = [ov for path in values_files for ov in values_overrides(path)] + list(sets)
     dev_dirs = parse_dev_options(dev)
     if backend:
         outcome = plan_on_backend(directory, sets, backend=backend, registry=registry, insecure=insecure,
@@ -72,7 +78,7 @@ def plan(directory, sets, backend, registry, insecure, require_signatures, dev, 
 _STATUS = {
     "loaded": "installed",
     "registered": "registered, not installed (deferred: its context exists only in training)",
-    "skipped": "skipped (environment plugin: left to the environment mechanism)",
+    "skipped": "skipped (kind environment: left to the environment mechanism)",  # the launcher's words
     "failed": "FAILED",
 }
 

@@ -11,10 +11,12 @@ from typing import Any
 
 import click
 
+from .completion import complete_plugin_refs
+
 
 @click.command("diff")
-@click.argument("ref_a")
-@click.argument("ref_b")
+@click.argument("ref_a", shell_complete=complete_plugin_refs)
+@click.argument("ref_b", shell_complete=complete_plugin_refs)
 @click.option("--stat", is_flag=True, help="Only the manifest changes and the files added, removed or changed (no file contents).")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")

@@ -6,6 +6,12 @@ import click
 
 from ..manifest import KINDS, LOADS
 
+# how a plugin of each other kind runs (docs/kinds.md): no load mode applies to it
+HOW_RUN = {
+    "environment": "the trainer builds it with starforge.plugins.load_environment",
+    "data-prep": "run on the laptop with forge prep",
+}
+
 
 @click.command("init")
 @click.argument("name")
@@ -24,7 +30,13 @@ def init(name: str, kind: str, load: str, directory: str | None) -> None:
       forge plugin init opsd-patch --load deferred && forge plugin check opsd-patch
     """
     from ..authoring.init import init_plugin, module_name
+    from ..errors import UsageError
 
+    given = click.get_current_context().get_parameter_source("load")
+    if kind != "algorithm" and given is not None and given.name == "COMMANDLINE":
+        raise UsageError(f"--load applies to algorithm plugins; a {kind} plugin is never installed at job start",
+                         hint=f"drop --load ({HOW_RUN[kind]})")
     dest = init_plugin(name, kind, load, directory)
-    click.echo(f"created {dest}/ ({kind}, {load if kind == 'algorithm' else 'eager'}): plugin.yaml, {module_name(name)}.py, README.md, tests/")
+    how = f"{kind}, {load}" if kind == "algorithm" else f"{kind}: {HOW_RUN[kind]}"
+    click.echo(f"created {dest}/ ({how}): plugin.yaml, {module_name(name)}.py, README.md, tests/")
     click.echo(f"next: edit {dest}/{module_name(name)}.py, then 'forge plugin check {dest}'")

@@ -31,8 +31,9 @@ def read_passphrase(passphrase_file: str | None) -> str | None:
 @click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
 @click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key for --sign (default: the key named after the owner, else 'default').")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
+@click.option("--strict", is_flag=True, help="Treat check warnings as errors (as plugin check and pack do): nothing is published.")
 @click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
-def publish(directory, owner, registry, insecure, sign, key_file, passphrase_file, as_json) -> None:
+def publish(directory, owner, registry, insecure, sign, key_file, passphrase_file, strict, as_json) -> None:
     """Check, pack and publish a plugin as OWNER/NAME@VERSION.
 
     Published versions are immutable: publishing the same files again is a no-op success;
@@ -63,7 +64,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
         sign_key, passphrase, listed = signing_key(owner, key_file, passphrase_file)
     reg = open_registry(registry, insecure=insecure)
     with transfer_progress("publish", 0) as update:
-        result = publish_plugin(directory, reg, owner, sign_key=sign_key, passphrase=passphrase, progress=update)
+        result = publish_plugin(directory, reg, owner, sign_key=sign_key, passphrase=passphrase, progress=update, strict=strict)
     info = result.version
     if as_json:
         from dataclasses import asdict

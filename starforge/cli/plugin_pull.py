@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from .completion import complete_plugin_refs
+
 
 @click.command("pull")
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_plugin_refs)
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Directory to create (default: ./NAME).")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")

@@ -7,6 +7,8 @@ from dataclasses import asdict
 
 import click
 
+from .completion import complete_plugin_refs
+
 
 def describe(registry, ref: str) -> dict:
     """The resolved version of *ref* as a dict, with ``signature: {status, error}``."""
@@ -33,7 +35,7 @@ def with_default_owner(ref: str) -> str:
 
 
 @click.command("show")
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_plugin_refs)
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")

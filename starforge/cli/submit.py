@@ -8,12 +8,15 @@ import sys
 import click
 
 from .choices import BackendChoice
+from .completion import complete_set_keys
 from .output import JobOutput, note
 
 
 @click.command("submit")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a hyperparameter (+KEY=VALUE adds a new key).")
+@click.option("-f", "--values", "values_files", multiple=True, metavar="FILE",
+              help="YAML of config keys laid over forge.yaml's config: (repeatable; --set comes after).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=complete_set_keys, help="Override a hyperparameter (+KEY=VALUE adds a new key).")
 @click.option("--backend", type=BackendChoice(), help="Where to run (default: forge.yaml's backend).")
 @click.option("--dry-run", is_flag=True, help="Print the JobSpec JSON; stage and run nothing.")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
@@ -23,14 +26,15 @@ from .output import JobOutput, note
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Run the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON on stdout (the job's output goes to stderr).")
-def submit(directory, sets, backend, dry_run, detach, registry, insecure, require_signatures, dev, as_json) -> None:
+def submit(directory, values_files, sets, backend, dry_run, detach, registry, insecure, require_signatures, dev, as_json) -> None:
     """Stage the locked experiment as a job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
     here. Plugins of an owner with trusted keys (forge trust add) must carry a valid
     signature; --require-signatures demands one of every owner. Without --detach this
     waits, streams the job's output, and exits with the job's exit code; Ctrl-C cancels
-    the job. With --json the record (id, dir, status, exit_code, and exit_source: "job"
+    the job. -f/--values FILE lays a YAML file of config keys over forge.yaml's config:
+    (helm's values file); --set comes after it (--set a=1,b=2 sets two). With --json the record (id, dir, status, exit_code, and exit_source: "job"
     for the trainer's own code, "forge" for the launcher's or the backend's) is printed
     once the job has ended (started, with --detach). --dev NAME=DIR runs a plugin's
     working directory in place of its locked version (the inner loop of a plugin author:
@@ -41,14 +45,16 @@ def submit(directory, sets, backend, dry_run, detach, registry, insecure, requir
     Example:
       forge submit examples/quickstart --set opsd.scale=0.5
       forge submit --dry-run --set grpo.group_size=16 | jq .hyperparams
+      forge submit -f sweep/lr-high.yaml --set grpo.seed=1,grpo.steps=80
       forge submit --detach && forge jobs list
     """
     from ..experiment.dev_plugins import parse_dev_options
     from ..experiment.submit import submit_experiment
+    from ..experiment.values import values_overrides
 
     sub = submit_experiment(
         directory,
-        sets,
+        [ov for path in values_files for ov in values_overrides(path)] + list(sets),
         backend=backend,
         registry=registry,
         insecure=insecure,

@@ -135,6 +135,7 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     with open(zip_path, "rb") as f:
         data = f.read()
     path = _make_private_dir("forge-code-")
+    sweep_dead_code_dirs(os.path.dirname(path))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         entries = []
@@ -160,7 +161,7 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
                     os.makedirs(os.path.dirname(dest), 0o700)
                 with os.fdopen(os.open(dest, flags, 0o600), "wb") as f:
                     f.write(source)
-        key = {"schema": CODE_SCHEMA, "job_id": job_id, "job_dir": job_dir, "pid": os.getpid(),
+        key = {"schema": CODE_SCHEMA, "job_id": job_id, "job_dir": job_dir, "pid": os.getpid(), "node": node_tag(),
                "runtime_zip": os.path.abspath(zip_path), "runtime_sha256": hashlib.sha256(data).hexdigest()}
         with os.fdopen(os.open(os.path.join(path, CODE_KEY), flags, 0o600), "w") as f:
             json.dump(key, f, sort_keys=True)
@@ -384,6 +385,59 @@ def write_pointer(job_dir, code_dir):
         except OSError:
             pass
         return False
+
+
+def sweep_dead_code_dirs(folder):
+    """Remove the code directories in *folder* that a launch on this node left behind when it
+    was killed (SIGKILL cannot be cleaned after): this user's, keyed to this node, made by a
+    process that no longer exists. Anything else is left alone. Returns how many went."""
+    import errno
+    import shutil
+
+    removed = 0
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("forge-code-")]
+    except OSError:
+        return 0
+    here = node_tag()
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            if st.st_uid != os.getuid() or not os.path.isdir(path) or os.path.islink(path):
+                continue
+            with open(os.path.join(path, CODE_KEY), "rb") as f:
+                key = json.loads(f.read().decode("utf-8"))
+        except (IOError, OSError, ValueError):
+            continue
+        pid = key.get("pid") if isinstance(key, dict) else None
+        if key.get("schema") != CODE_SCHEMA or key.get("node") != here or not isinstance(pid, int) or pid <= 0:
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive: its launcher removes it
+        except OSError as exc:
+            if exc.errno != errno.ESRCH:  # EPERM: another user's process under that pid
+                continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def remove_on_signals():
+    """On SIGTERM or SIGHUP (where they still end the process), remove this process's code
+    directory first, then end by the same signal as before (a cancelled job's exit status is
+    unchanged). SIGINT raises KeyboardInterrupt, which the launcher's cleanup already sees."""
+    import signal
+
+    def handler(signum, frame):
+        remove_own_code_dir()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, handler)
 
 
 def remove_own_code_dir(environ=None):

@@ -16,7 +16,7 @@ import os
 import sys
 
 from .child_process import run_child
-from .errors import InstallError, LaunchFailure, SpecError
+from .errors import ForgeError, InstallError, LaunchFailure, PatchError, SpecError
 from .interpreter import runs_in_job_python
 from .interpreter_flags import apply_flags, in_process_form
 
@@ -109,10 +109,13 @@ def _exit_code(code) -> int:
     return 1
 
 
-def _install_error(exc: BaseException | None) -> InstallError | None:
+def _install_error(exc: BaseException | None) -> ForgeError | None:
+    """The install failure in *exc*'s chain: a deferred plugin's ``install`` that raised, or
+    a patch that waited for its module's import (``when_imported``) and found no target
+    there, which is its plugin's failure as much as one inside ``install``."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, InstallError):
+        if isinstance(exc, InstallError) or (isinstance(exc, PatchError) and getattr(exc, "plugin", None)):
             return exc
         seen.add(id(exc))
         exc = exc.__context__

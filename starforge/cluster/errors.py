@@ -84,10 +84,13 @@ class DeferredNotInstalledError(ForgeError):
 class PatchError(ForgeError):
     """A patch made through ``starforge.patching`` that cannot be applied or undone.
 
-    Raised inside a plugin's ``install``, so the launcher reports it as an install failure.
+    Raised inside a plugin's ``install``, so the launcher reports it as an install failure;
+    raised by the import a ``when_imported`` patch waited for, it carries ``plugin`` (the
+    patch's plugin) and the launcher reports it the same way.
     """
 
     exit_code = 13
+    plugin: str | None = None
 
 
 class PatchTargetError(PatchError):

@@ -32,6 +32,7 @@ try:
         code_dir_refusal,
         make_code_dir,
         modules_to_compile,
+        remove_on_signals,
         remove_own_code_dir,
         write_pointer,
     )
@@ -508,6 +509,7 @@ def main(argv=None, zip_path=None):
         else:
             first = [os.path.join(code_dir, CODE_ZIP) if own else code_dir, here]
             os.environ[CODE_DIR_ENV] = code_dir
+            remove_on_signals()  # a cancelled job (SIGTERM) leaves no code directory behind
             write_pointer(job_dir, code_dir)  # for the job's processes the entry's environment does not reach
     old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in first]
     os.environ["PYTHONPATH"] = os.pathsep.join(first + old)

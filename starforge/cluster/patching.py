@@ -579,6 +579,7 @@ def _module_imported(module: types.ModuleType) -> None:
                 _apply(p, module)
             except PatchError as err:
                 _live.pop(p._key, None)
+                err.plugin = p.plugin  # a patch that waited for this import: whose it is (exit 13, as in install)
                 first_error = first_error or err
         if first_error is not None:
             # Raised from the import statement: the module is not left half-patched in use.

@@ -44,6 +44,7 @@ Laptop side.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -164,14 +165,29 @@ class Experiment:
         return None
 
 
-def load_experiment(directory: str | Path = ".") -> Experiment:
-    """Read and validate ``<directory>/forge.yaml``."""
+def find_experiment_root(directory: str | os.PathLike = ".") -> Path:
+    """The experiment directory for *directory*: itself when it holds ``forge.yaml``; for the
+    current directory (the default of every command), the nearest parent holding one, as
+    git and uv find theirs; else *directory* itself (whose missing forge.yaml is the error)."""
     root = Path(directory).resolve()
+    if (root / FILENAME).is_file() or root != Path.cwd().resolve():
+        return root
+    for parent in root.parents:
+        if (parent / FILENAME).is_file():
+            return parent
+    return root
+
+
+def load_experiment(directory: str | Path = ".") -> Experiment:
+    """Read and validate ``<directory>/forge.yaml`` (for the current directory, the nearest
+    one up the tree: :func:`find_experiment_root`)."""
+    root = find_experiment_root(directory)
     path = root / FILENAME
     if not path.is_file():
         if not root.is_dir():
             raise UsageError(f"{directory}: no such directory")
-        raise ManifestError(f"{path}: no forge.yaml here", hint="an experiment directory holds forge.yaml; see docs/experiments.md")
+        raise ManifestError(f"{path}: no forge.yaml here or in a parent directory",
+                            hint="an experiment directory holds forge.yaml; see docs/experiments.md")
     doc = load_yaml_file(path)
     return parse_experiment(doc, root)
 

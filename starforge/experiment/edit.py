@@ -31,7 +31,7 @@ from pathlib import Path
 from ..cluster import atomic
 from ..errors import ManifestError, UsageError
 from ..yamlio import load_yaml
-from .config import FILENAME, Experiment, parse_experiment, parse_request
+from .config import FILENAME, Experiment, find_experiment_root, parse_experiment, parse_request
 from .lock import LockResult, resolve_lock
 from .lockfile import LockFile, read_lock, stale_reasons, write_lock
 
@@ -235,7 +235,7 @@ def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None 
     """
     from .lock import open_experiment_registry
 
-    root = Path(directory).resolve()
+    root = find_experiment_root(directory)
     path = root / FILENAME
     text = _read(path)
     exp = parse_experiment(load_yaml(text, str(path)), root)
@@ -275,7 +275,7 @@ def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None 
 
 def remove_plugin(directory: str | os.PathLike, name: str, registry_url: str | None = None, *, insecure: bool = False) -> EditResult:
     """Drop plugin *name* (``name`` or ``owner/name``) from forge.yaml and from the lock."""
-    root = Path(directory).resolve()
+    root = find_experiment_root(directory)
     path = root / FILENAME
     text = _read(path)
     exp = parse_experiment(load_yaml(text, str(path)), root)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import LockError, ManifestError, NotFoundError, UsageError
+from ..errors import LockError, ManifestError, NoRegistryError, NotFoundError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
@@ -334,6 +334,8 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
 def get_locked(registry, entry: LockEntry, locked_from: str | None = None):
     try:
         return registry.get(entry.owner, entry.name, entry.version)
+    except NoRegistryError:
+        raise  # a mistyped registry is named as such, not as a version it lacks
     except NotFoundError:
         if locked_from and locked_from != registry.url:
             raise LockError(

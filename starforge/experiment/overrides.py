@@ -50,6 +50,12 @@ class Override:
     new: bool  # written +key=value
     text: str  # as given
     raw: str = ""  # the value as written
+    origin: str = ""  # where errors say it came from (default: "--set TEXT")
+
+    @property
+    def shown(self) -> str:
+        """How messages name this override: ``--set KEY=VALUE``, or ``values.yaml:3: KEY``."""
+        return self.origin or f"--set {_shown(self.text)}"
 
     @classmethod
     def parse(cls, text: str) -> "Override":
@@ -178,7 +184,7 @@ def build_hyperparams(
                 )
         out[key] = value
     for text in sets:
-        ov = Override.parse(text)
+        ov = text if isinstance(text, Override) else Override.parse(text)
         out[ov.key] = _typed(ov, declared, config)
     return out
 
@@ -194,13 +200,13 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
     if decl is not None:
         if not ok:
             raise UsageError(
-                f"--set {_shown(ov.text)}: '{ov.key}' is declared as {decl['type']}, got {_describe(ov.value)}",
+                f"{ov.shown}: '{ov.key}' is declared as {decl['type']}, got {_describe(ov.value)}",
                 hint=f"example: --set {ov.key}={_example(decl['type'])}",
             )
         if not _allowed(decl, value):
             raise UsageError(
-                f"--set {_shown(ov.text)}: '{ov.key}' must be one of {_choices(decl)}, got {value!r}",
-                hint=f"example: --set {ov.key}={_yaml_text(decl['choices'][0])}",
+                f"{ov.shown}: '{ov.key}' must be one of {_choices(decl)}, got {value!r}",
+                hint=f"example: --set {ov.key}={yaml_text(decl['choices'][0])}",
             )
         return value
     if want == "str" and isinstance(ov.value, (bool, int, float)):
@@ -213,7 +219,7 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
         ok, value = _fit(want, ov.value, current)
         if not ok:
             raise UsageError(
-                f"--set {_shown(ov.text)}: '{ov.key}' is {_TYPE_WORDS[want]} in config ({current!r}), got {_describe(ov.value)}",
+                f"{ov.shown}: '{ov.key}' is {_TYPE_WORDS[want]} in config ({current!r}), got {_describe(ov.value)}",
                 hint=f"example: --set {ov.key}={_example(want)}",
             )
         return value
@@ -222,9 +228,9 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
     known = sorted(set(declared) | set(config))
     close = difflib.get_close_matches(ov.key, known, n=3, cutoff=0.6)
     if close:
-        message = f"--set {_shown(ov.text)}: unknown key '{ov.key}' (closest: {', '.join(close)})"
+        message = f"{ov.shown}: unknown key '{ov.key}' (closest: {', '.join(close)})"
     else:
-        message = f"--set {_shown(ov.text)}: unknown key '{ov.key}'"
+        message = f"{ov.shown}: unknown key '{ov.key}'"
     raise UsageError(message, hint=f"to add a key that neither config nor any plugin declares, write --set +{ov.key}=...")
 
 
@@ -242,10 +248,10 @@ def _allowed(decl: Mapping, value: Any) -> bool:
 
 
 def _choices(decl: Mapping) -> str:
-    return ", ".join(_yaml_text(c) for c in decl["choices"])
+    return ", ".join(yaml_text(c) for c in decl["choices"])
 
 
-def _yaml_text(value: Any) -> str:
+def yaml_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -33,7 +33,7 @@ from ..cluster.jsonload import loads as load_json
 from ..cluster.names import is_plugin_name
 from ..cluster.utctime import utc_now
 from ..directories import SHARED, make_dirs
-from ..errors import ImmutableVersionError, NotFoundError, RegistryError, SignatureError, UsageError
+from ..errors import ImmutableVersionError, NoRegistryError, NotFoundError, RegistryError, SignatureError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import canonical_version
 from .base import Progress, PublishedVersion, PublishResult, Registry, check_identity
@@ -327,7 +327,7 @@ class DirectoryRegistry(Registry):
         except FileNotFoundError:
             if self._is_default():
                 return False
-            raise NotFoundError(
+            raise NoRegistryError(
                 f"no registry at {self.url}",
                 hint="check --registry / FORGE_REGISTRY; a directory registry is created by the first publish to it",
             ) from None

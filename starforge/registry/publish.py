@@ -109,8 +109,10 @@ def publish_plugin(
     sign_key: str | os.PathLike | None = None,
     passphrase: str | bytes | None = None,
     progress: Progress | None = None,
+    strict: bool = False,
 ) -> PublishResult:
-    """Check the plugin at *root*, pack it and publish it as ``owner/name@version``.
+    """Check the plugin at *root* (*strict*: warnings are errors), pack it and publish it as
+    ``owner/name@version``.
 
     With *sign_key*, a DSSE envelope over the publish statement is stored beside it (with
     its Sigstore bundle); the statement names the archive the registry serves, so a
@@ -124,7 +126,7 @@ def publish_plugin(
 
     check_owner(owner, "the owner")
     root = Path(root)
-    report = require_valid(root)
+    report = require_valid(root, strict=strict)
     manifest = report.manifest
     assert manifest is not None  # require_valid raised otherwise
     from ..authoring.pack import refuse_own_archives

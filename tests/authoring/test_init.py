@@ -35,7 +35,10 @@ def test_init_then_check_passes_for_every_template(tmp_path, capsys, monkeypatch
     args = ["plugin", "init", "opsd-patch", "--kind", kind] + (["--load", load] if kind == "algorithm" else [])
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
-    assert out.startswith(f"created opsd-patch/ ({kind}, {load})")
+    # an algorithm's load mode; for the other kinds, how they run (no load mode applies to them)
+    how = {"environment": "environment: the trainer builds it with starforge.plugins.load_environment",
+           "data-prep": "data-prep: run on the laptop with forge prep"}.get(kind, f"{kind}, {load}")
+    assert out.startswith(f"created opsd-patch/ ({how})"), out
     root = tmp_path / "opsd-patch"
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
         ".forgeignore", "README.md", "opsd_patch.py", "plugin.yaml", "tests/test_opsd_patch.py",

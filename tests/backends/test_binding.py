@@ -155,7 +155,15 @@ def _evil_zip(marker: Path) -> bytes:
     return buf.getvalue()
 
 
-ALL = pytest.mark.parametrize("on_backend", ["local", "slurm", "ray"], indirect=True)
+def backends(*names):
+    """Parametrize ``on_backend`` over *names*; each engine's parameter carries its marker
+    (``ray``, ``slurm``), so the edit loop leaves the clusters out (tests/conftest.py)."""
+    return pytest.mark.parametrize(
+        "on_backend", [n if n == "local" else pytest.param(n, marks=getattr(pytest.mark, n)) for n in names], indirect=True
+    )
+
+
+ALL = backends("local", "slurm", "ray")
 
 
 @ALL
@@ -197,7 +205,7 @@ def test_a_jobspec_changed_after_staging_is_refused_by_the_launcher(on_backend, 
         assert (shown.status, shown.exit_code) == ("failed", 10)
 
 
-@pytest.mark.parametrize("on_backend", ["ray"], indirect=True)
+@backends("ray")
 def test_a_file_planted_in_the_package_is_refused_by_the_entrypoint(on_backend, make_experiment, tmp_path, monkeypatch):
     # A changed listing stopped Ray's job supervisor at start-up the same way.
     backend, staged, job_dir = _stage(make_experiment, on_backend, tmp_path, "python -m workload.ray_train")
@@ -214,7 +222,7 @@ def test_a_file_planted_in_the_package_is_refused_by_the_entrypoint(on_backend, 
     assert "planted.py" in log and "RESULTS" not in log, log
 
 
-@pytest.mark.parametrize("on_backend", ["local", "slurm"], indirect=True)
+@backends("local", "slurm")
 def test_a_jobspec_changed_after_launch_is_refused_by_a_new_process(on_backend, make_experiment, tmp_path):
     backend, staged, job_dir = _stage(
         make_experiment, on_backend, tmp_path, "python -m workload.tamper", {"workload/tamper.py": TAMPER_THEN_SPAWN}
@@ -226,7 +234,7 @@ def test_a_jobspec_changed_after_launch_is_refused_by_a_new_process(on_backend, 
     assert "evil:" not in child
 
 
-@pytest.mark.parametrize("on_backend", ["ray"], indirect=True)
+@backends("ray")
 def test_a_jobspec_changed_after_launch_is_refused_by_a_ray_worker(on_backend, make_experiment, tmp_path):
     backend, staged, job_dir = _stage(
         make_experiment, on_backend, tmp_path, "python -m workload.ray_tamper", {"workload/ray_tamper.py": RAY_TAMPER_THEN_TASK}

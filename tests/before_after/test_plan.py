@@ -286,7 +286,7 @@ def test_deferred_plugins_are_registered_and_environment_plugins_skipped(toy):
     run = toy.plan(ok=0)
     lines = run.stdout.splitlines()
     assert "starforge/late@1.0.0  registered, not installed (deferred: its context exists only in training)" in lines
-    assert "starforge/yes-reward@1.0.0  skipped (environment plugin: left to the environment mechanism)" in lines
+    assert "starforge/yes-reward@1.0.0  skipped (kind environment: left to the environment mechanism)" in lines  # as the launcher says it (docs/kinds.md)
     doc = json.loads(toy.plan("--json", ok=0).stdout)
     assert [(p["ref"], p["status"]) for p in doc["plugins"]] == [
         ("starforge/opsd-patch@1.2.0", "loaded"), ("starforge/late@1.0.0", "registered"),

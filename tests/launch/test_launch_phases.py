@@ -358,3 +358,16 @@ def test_verify_only_refuses_a_command(builder):
     result = subprocess.run(argv, capture_output=True, text=True)
     assert result.returncode == 2
     assert "error: --verify-only runs no command" in result.stderr
+
+
+def test_a_when_imported_patch_without_its_target_is_13_naming_the_plugin(builder):
+    # the patch waits for app.algo; when the trainer imports it, the target is not there
+    late = {"name": "late-typo", "files": {"late_typo.py": (
+        "from starforge import patching\n\n"
+        "def install(params):\n"
+        "    patching.wrap('app.algo:comptue', lambda original, x: original(x), when_imported=True)\n")}}
+    job = builder.job(plugins=[late])
+    result = job.launch()
+    assert result.returncode == 13, result.stderr
+    assert "alice/late-typo@1.0.0" in result.stderr and "'comptue'" in result.stderr and "did you mean 'compute'" in result.stderr
+    assert (job.status()["phase"], job.status()["code"], job.status()["plugin"]) == ("install", 13, "alice/late-typo@1.0.0")

@@ -338,7 +338,7 @@ def test_copy_carries_data_prep_plugins_between_laptops(near, tmp_path):
 # -- the whole flow across the gap ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("far_kind", ["directory", "oci"])
+@pytest.mark.parametrize("far_kind", ["directory", pytest.param("oci", marks=pytest.mark.oci)])
 def test_publish_lock_bundle_then_push_and_submit_on_the_far_side(near, far, tmp_path, private_registry, far_kind):
     registry_a = private_registry()
     exp = tmp_path / "exp"

@@ -21,7 +21,8 @@ def _url(kind: str, request, tmp_path: Path, label: str) -> str:
     return f"oci://127.0.0.1:{server.port}/{label}-{tmp_path.name.replace('_', '-').lower()[-36:]}"
 
 
-@pytest.fixture(params=[("directory", "oci"), ("oci", "directory")], ids=["dir-to-oci", "oci-to-dir"])
+@pytest.fixture(params=[pytest.param(("directory", "oci"), marks=pytest.mark.oci, id="dir-to-oci"),
+                        pytest.param(("oci", "directory"), marks=pytest.mark.oci, id="oci-to-dir")])
 def pair(request, tmp_path):
     src, dst = request.param
     return _url(src, request, tmp_path, "src"), _url(dst, request, tmp_path, "dst")

@@ -21,7 +21,7 @@ from test_tree_metadata import OWNER, User, write_experiment, write_plugin
 NAME, VERSION = "opsd-patch", "1.0.0"
 
 
-@pytest.fixture(params=["directory", "oci"])
+@pytest.fixture(params=["directory", pytest.param("oci", marks=pytest.mark.oci)])
 def registry(request, tmp_path):
     if request.param == "directory":
         return str(tmp_path / "registry")

@@ -130,7 +130,7 @@ def add_top_level(*names):
     return edit
 
 
-@pytest.fixture(params=["directory", "oci"])
+@pytest.fixture(params=["directory", pytest.param("oci", marks=pytest.mark.oci)])
 def registry(request, tmp_path):
     """A fresh registry of each kind: a directory, or a repository prefix of its own on a real OCI registry."""
     if request.param == "directory":
