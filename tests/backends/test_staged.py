@@ -115,7 +115,9 @@ def _pycache_in(tree: Path) -> list:
     return [str(p) for p in tree.rglob("__pycache__")]
 
 
-ALL = pytest.mark.parametrize("on_backend", ["local", "slurm", "ray"], indirect=True)
+ALL = pytest.mark.parametrize(
+    "on_backend", ["local", pytest.param("slurm", marks=pytest.mark.slurm), pytest.param("ray", marks=pytest.mark.ray)],
+    indirect=True)
 
 
 @ALL
