@@ -570,8 +570,9 @@ def main():
         "slurm": slurm,
         "cwd": os.getcwd(),
         "cwd_mode": oct(os.stat(os.getcwd()).st_mode & 0o777),
-        "job_dir_mode": oct(os.stat(os.path.dirname(os.getcwd())).st_mode & 0o777),
-        "job_dir_uid": os.stat(os.path.dirname(os.getcwd())).st_uid,
+        "job_dir": os.environ.get("FORGE_JOB_DIR"),
+        "job_dir_mode": oct(os.stat(os.environ["FORGE_JOB_DIR"]).st_mode & 0o777),
+        "job_dir_uid": os.stat(os.environ["FORGE_JOB_DIR"]).st_uid,
     }
     print("RESULTS " + json.dumps(out), flush=True)
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))

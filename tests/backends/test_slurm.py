@@ -57,12 +57,14 @@ def test_job_runs_once_with_plugins_in_every_process(slurm_job_env, make_experim
     assert record.dir == str(job_dir)
     [res] = _results(log)  # launch: once
     assert res["driver"].startswith("patched:plain:") and res["child"].startswith("patched:plain:"), res
-    # The training ran on the node-local copy, read-only, in a fresh private directory
-    # with an unpredictable name (mktemp -d under the job's TMPDIR, here /tmp).
-    found = re.fullmatch(r"(/tmp/starforge-(\d+)\.[A-Za-z0-9]{10})/recipe", res["cwd"])
-    assert found and found.group(2) == record.backend_ref["job_id"], res["cwd"]
-    local = found.group(1)
-    assert res["cwd_mode"] == "0o555"
+    # The training ran on the node-local copy, in a fresh private directory with an
+    # unpredictable name (mktemp -d under the job's TMPDIR), and worked in the job's
+    # working directory on the shared file system (what it writes outlives the copy).
+    base = re.escape(os.environ.get("TMPDIR") or "/tmp")
+    found = re.fullmatch(base + r"(/starforge-(\d+)\.[A-Za-z0-9]{10})", res["job_dir"])
+    assert found and found.group(2) == record.backend_ref["job_id"], res["job_dir"]
+    local = res["job_dir"]
+    assert res["cwd"] == str(job_dir / "work") and res["cwd_mode"] == "0o755", res
     assert (res["job_dir_mode"], res["job_dir_uid"]) == ("0o700", os.geteuid())
     assert not os.path.exists(local)  # ...which the collect step removed
     assert res["slurm"]["SLURM_JOB_ID"] == record.backend_ref["job_id"]
@@ -283,7 +285,7 @@ def test_another_users_planted_paths_are_never_used(slurm_job_env, make_experime
     assert (record.status, record.exit_code) == ("succeeded", 0), log
     assert not marker.exists()
     [res] = _results(log)
-    local = Path(res["cwd"]).parent
+    local = Path(res["job_dir"])
     assert local.parent == scratch and re.fullmatch(r"starforge-\d+\.[A-Za-z0-9]{10}", local.name), res
     assert (res["job_dir_mode"], res["job_dir_uid"]) == ("0o700", os.geteuid())
     assert not local.exists()  # removed by the collect step; what the other user planted is untouched

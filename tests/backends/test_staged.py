@@ -146,6 +146,14 @@ def test_relative_writes_land_in_the_jobs_working_directory_and_the_recipe_stays
 
     outputs = job_details(store.get(record.id))["outputs"]
     assert outputs["dir"] == str(staged.layout.work.resolve()) and outputs["files"] == 1, outputs
+    # ... and the job replays, strictly: its recipe, runtime, JobSpec and environment all proved
+    from starforge.experiment.replay import replay_job
+
+    again = replay_job(record.id, strict=True, store=store)
+    chunks: list[str] = []
+    final = wait(again.backend, again.record, chunks.append)
+    assert (final.status, final.exit_code) == ("succeeded", 0), "".join(chunks)
+    assert _wrote("".join(chunks))["tag"].startswith("patched:")
 
 
 def test_a_job_running_as_an_ordinary_user_writes_its_working_directory(make_experiment, tmp_path, other_user):
