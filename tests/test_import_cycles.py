@@ -69,7 +69,8 @@ def test_no_import_runs_back_up_the_layers():
 # only from its own layer or below (every import counts, lazy ones included); a new module
 # or package must be placed here, so the layering covers the whole tree.
 LAYERS = (
-    ("cluster", "plugins", "patching", "launch", "prep_child", "schemas"),  # the cluster side and its public names
+    # the cluster side and its public names; the templates `forge plugin init` writes (installed as data)
+    ("cluster", "plugins", "patching", "launch", "prep_child", "schemas", "plugin_templates"),
     ("errors", "urls", "yamlio", "directories", "home", "filelock", "credentials", "process_group",
      "terminal_text", "archive", "sigstore_bundle", "model_signature"),
     ("manifest", "userconfig"),

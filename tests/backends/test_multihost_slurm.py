@@ -86,6 +86,8 @@ class Cluster:
     def env(self, **extra: str) -> dict:
         env = {**os.environ, "SLURM_CONF": str(self.conf), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("FORGE_SLURM_STAGING", None)
+        # each host's own /tmp, as on a real node (not the suite's TMPDIR, a folder of the machine's /tmp)
+        env["TMPDIR"] = "/tmp"
         env.update(extra)
         return env
 
