@@ -208,6 +208,15 @@ def foreign_code_dir(kind: str, job, tmp_path: Path) -> Path:
     return path
 
 
+def _remove_planted(path: Path) -> None:
+    """Remove a code directory the test planted (the suite fails on any left in its TMPDIR)."""
+    if path.is_symlink():
+        target = Path(os.readlink(path))
+        path.unlink()
+        path = target
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _plant(path: Path) -> None:
     """A runtime that says so when it runs: in the directory's code zip (the source, its
     compiled code dropped) and as a package folder in the directory itself."""
@@ -262,8 +271,7 @@ def test_a_code_directory_of_another_user_or_job_or_zip_is_never_used(builder, t
     try:
         result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
     finally:
-        if kind == "another user":
-            shutil.rmtree(planted)
+        _remove_planted(planted)
     assert result.returncode == 0, result.stderr
     assert "child exit 0" in result.stdout
     assert "PLANTED RUNTIME RAN" not in result.stdout + result.stderr
@@ -470,7 +478,10 @@ sys.stderr.write(child.stderr)
 def test_a_pointer_to_a_code_directory_of_another_job_or_zip_is_never_used(builder, tmp_path, kind, reason):
     job = builder.job(plugins=[demo_plugin()], trainer=POINTED_AT_A_PLANTED_DIR)
     planted = foreign_code_dir(kind, job, tmp_path)
-    result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
+    try:
+        result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
+    finally:
+        _remove_planted(planted)
     assert result.returncode == 0, result.stderr
     assert "child exit 0" in result.stdout
     assert "PLANTED RUNTIME RAN" not in result.stdout + result.stderr
