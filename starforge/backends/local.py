@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from ..cluster.atomic import process_alive
+from ..cluster.status import VERIFY_EXIT
 from ..cluster.utctime import utc_now
 from ..credentials import shield_credentials, without_credentials
 from ..errors import BackendError
@@ -223,8 +224,8 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
             refused = check_runtime(job_dir, runtime_sha256)
             if refused:
                 log.write(f"error: {refused}\n".encode())
-                _write_status(job_dir, "verify", 10, refused)
-                store.save(record.with_changes(status="failed", exit_code=10, finished=utc_now(), message=refused))
+                _write_status(job_dir, "verify", VERIFY_EXIT, refused)
+                store.save(record.with_changes(status="failed", exit_code=VERIFY_EXIT, finished=utc_now(), message=refused))
                 return 0
             try:
                 proc = subprocess.Popen(

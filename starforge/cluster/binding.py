@@ -1,9 +1,10 @@
 # Binding what was staged to what runs (SPEC §9 "Binding").
 #
-# Written to parse on old interpreters (no f-strings, no annotations), like the node entry
-# (interpreter.py, the zip's __main__), which repeats the JobSpec check rather than import
-# this package (that would fix ``starforge`` to the zip before the job's code directory is
-# on the path). Standard library only.
+# Written to parse on old interpreters (no f-strings, no annotations): the node entry
+# (interpreter.py, the zip's __main__) checks the JobSpec with it, run in the entry's own
+# namespace (node_entry.py) rather than imported from this package (that would fix
+# ``starforge`` to the zip before the job's code directory is on the path). Standard
+# library only.
 """The sha256 of the staged JobSpec and runtime zip, handed to the job over the backend's channel.
 
 At staging the laptop computes the sha256 of ``.forge-runtime/starforge-runtime.zip`` and
@@ -24,7 +25,6 @@ import hashlib
 
 SPEC_ENV = "FORGE_SPEC_SHA256"  # = jobspec.SPEC_SHA256_ENV, which workers read (they do not import this module)
 SPEC_ARG = "--spec-sha256"
-VERIFY_EXIT = 10  # the launcher's "verification failed"
 
 _HEX = frozenset("0123456789abcdef")
 

@@ -16,7 +16,11 @@ True
 
 import json
 import os
-import re
+
+try:
+    from .plain_specifiers import is_release, plain_clauses
+except ImportError:  # not imported as a module: node_entry.py ran plain_specifiers.py in this namespace
+    pass
 
 # The job's code directory on this node (see make_code_dir), and the key file in it that
 # says for which job and which runtime zip it was made; bootstrap/sitecustomize.py checks
@@ -37,7 +41,7 @@ POINTER_PREFIX = "code-dir@"
 # ledger) is compiled from the same zip's source where it is imported.
 RUNTIME_MODULES = (
     "starforge", "starforge.launch", "starforge.launch.__main__", "starforge.cluster", "starforge.cluster.errors",
-    "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.atomic", "starforge.cluster.attempts",
+    "starforge.cluster.status", "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.atomic", "starforge.cluster.attempts",
     "starforge.cluster.binding", "starforge.cluster.child_process", "starforge.cluster.codedir",
     "starforge.cluster.interpreter", "starforge.cluster.interpreter_flags", "starforge.cluster.record",
     "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec", "starforge.cluster.readonly",
@@ -46,7 +50,8 @@ RUNTIME_MODULES = (
     "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.provenance_log", "starforge.cluster.job",
     "starforge.cluster.ray_init", "starforge.cluster.process_job", "starforge.cluster.recipe_imports", "starforge.cluster.fingerprint",
     "starforge.cluster.shadowing",
-    "starforge.cluster.requires", "starforge.cluster._vendor", "starforge.cluster._vendor.packaging",
+    "starforge.cluster.requires", "starforge.cluster.plain_specifiers", "starforge.cluster._vendor",
+    "starforge.cluster._vendor.packaging",
     "starforge.cluster._vendor.packaging.version", "starforge.cluster._vendor.packaging._ranges",
     "starforge.cluster._vendor.packaging.specifiers", "starforge.cluster.loader", "starforge.cluster.patch_targets",
     "starforge.cluster.patching", "starforge.patching", "starforge.cluster.plugins", "starforge.plugins",
@@ -55,10 +60,6 @@ RUNTIME_MODULES = (
 _VERSION_MODULES = ("starforge.cluster._vendor", "starforge.cluster._vendor.packaging",
                     "starforge.cluster._vendor.packaging.version")
 _SPECIFIER_MODULES = ("starforge.cluster._vendor.packaging._ranges", "starforge.cluster._vendor.packaging.specifiers")
-# A version specifier that packaging answers with its Version alone (requires.py): >=, <=,
-# == or != and a release, in every comma-separated clause.
-RELEASE = r"[0-9]+(?:\.[0-9]+)*"
-PLAIN_SPECIFIER = r"\s*(>=|<=|==|!=)\s*(" + RELEASE + r")\s*"
 # The job's code zip in the code directory: the runtime zip's sources, with the compiled
 # code of RUNTIME_MODULES beside them (PEP 552 hash-based pycs, written with the source).
 CODE_ZIP = "runtime-code.zip"
@@ -77,9 +78,8 @@ def modules_to_compile(spec):
     recipe = spec.get("recipe")
     if isinstance(recipe, dict):
         entries += list(recipe.get("plugins") or [])
-    core_release = bool(re.match(RELEASE + "$", str(spec.get("core_version") or "")))
+    core_release = is_release(str(spec.get("core_version") or ""))
     versions = specifiers = False
-    plain = re.compile(PLAIN_SPECIFIER + "$")
     for entry in entries:
         requires = entry.get("requires") if isinstance(entry, dict) else None
         if not isinstance(requires, dict):
@@ -88,7 +88,7 @@ def modules_to_compile(spec):
             value = requires.get(key)
             if not value:
                 continue
-            if not isinstance(value, str) or not all(plain.match(c) for c in value.split(",")):
+            if not isinstance(value, str) or plain_clauses(value) is None:
                 versions = specifiers = True
             elif key == "core" and not core_release:
                 versions = True

@@ -1,6 +1,7 @@
 """The errors of the cluster side; each class carries the exit code the launcher ends with.
 
-The launcher's contract (SPEC §9) gives each phase of a launch one code; a
+The launcher's contract (SPEC §9) gives each phase of a launch one code (the numbers are
+:mod:`.status`'s, which the node entry shares); a
 :class:`LaunchFailure` is built from the class of its phase, so no call site spells a
 number. The laptop's errors (:mod:`starforge.errors`) derive from :class:`ForgeError` too:
 one hierarchy, caught by meaning.
@@ -10,6 +11,8 @@ one hierarchy, caught by meaning.
 """
 
 from __future__ import annotations
+
+from .status import DEFERRED_EXIT, IMPORT_EXIT, INSTALL_EXIT, REQUIRES_EXIT, SPEC_EXIT, VERIFY_EXIT
 
 
 class ForgeError(Exception):
@@ -36,7 +39,7 @@ class UsageError(ForgeError):
 class SpecError(ForgeError):
     """A JobSpec that is malformed, or bad launcher usage."""
 
-    exit_code = 2
+    exit_code = SPEC_EXIT
     phase = "spec"
 
 
@@ -49,35 +52,35 @@ class SignatureError(ForgeError):
 class VerificationError(ForgeError):
     """A plugin tree whose files (or carried signature) do not match the spec."""
 
-    exit_code = 10
+    exit_code = VERIFY_EXIT
     phase = "verify"
 
 
 class RequirementError(ForgeError):
     """A plugin whose ``requires`` (core, python, packages) is not met here."""
 
-    exit_code = 11
+    exit_code = REQUIRES_EXIT
     phase = "requires"
 
 
 class PluginImportError(ForgeError):
     """A plugin entrypoint that cannot be imported or is not callable."""
 
-    exit_code = 12
+    exit_code = IMPORT_EXIT
     phase = "import"
 
 
 class InstallError(ForgeError):
     """A plugin's ``install`` hook raised."""
 
-    exit_code = 13
+    exit_code = INSTALL_EXIT
     phase = "install"
 
 
 class DeferredNotInstalledError(ForgeError):
     """A deferred plugin the training entrypoint never installed (strict mode)."""
 
-    exit_code = 14
+    exit_code = DEFERRED_EXIT
     phase = "install"
 
 
@@ -89,7 +92,7 @@ class PatchError(ForgeError):
     patch's plugin) and the launcher reports it the same way.
     """
 
-    exit_code = 13
+    exit_code = INSTALL_EXIT
     plugin: str | None = None
 
 

@@ -25,6 +25,7 @@ import re
 import sys
 
 try:
+    from .binding import SPEC_ARG, mismatch_message, sha256_bytes
     from .codedir import (
         CODE_DIR_ENV,
         CODE_ZIP,
@@ -36,13 +37,11 @@ try:
         remove_own_code_dir,
         write_pointer,
     )
-except ImportError:  # not imported as a module: node_entry.py (or the end of this file) ran codedir.py in this namespace
+    from .status import REQUIRES_EXIT, SPEC_EXIT, VERIFY_EXIT, write_status
+except ImportError:  # not imported as a module: node_entry.py ran the modules it imports in this namespace
     pass
 
 MIN_VERSION = (3, 10)
-REQUIRES_EXIT = 11  # the launcher's "unmet requirement" exit code
-VERIFY_EXIT = 10  # the launcher's "verification failed"
-SPEC_EXIT = 2
 
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 # The `#!/bin/sh` wrapper that pip (distlib) and conda write when the interpreter path is
@@ -367,28 +366,25 @@ def _unproven_message(interpreter):
             "(it never confirmed the entry's nonce)" % ((interpreter,) + MIN_VERSION))
 
 
-def _spec_binding_refusal(spec_path, data, argv):
+def spec_binding_refusal(spec_path, data, argv):
     """Why the JobSpec bytes *data* are not the ones bound by ``--spec-sha256`` in *argv*, or None.
 
-    The check of :mod:`.binding`, repeated: the entry does not import the ``starforge``
-    package (that would fix it to the zip before the job's code directory is on the path).
+    The check of :mod:`.binding`, made before the JobSpec names the interpreter to start.
     """
-    import hashlib
-
     expected = None
     for i, arg in enumerate(argv):
         if arg == "--":
             break
-        if arg == "--spec-sha256" and i + 1 < len(argv):
+        if arg == SPEC_ARG and i + 1 < len(argv):
             expected = argv[i + 1]
-        elif arg.startswith("--spec-sha256="):
-            expected = arg[len("--spec-sha256="):]
+        elif arg.startswith(SPEC_ARG + "="):
+            expected = arg[len(SPEC_ARG + "="):]
     if not expected:
         return None
-    got = hashlib.sha256(data).hexdigest()
+    got = sha256_bytes(data)
     if got == expected:
         return None
-    return "the JobSpec %s changed after staging: its sha256 is %s, the job was submitted with %s" % (spec_path, got, expected)
+    return mismatch_message("the JobSpec", spec_path, got, expected)
 
 
 def linked_job_path(job_dir):
@@ -401,19 +397,10 @@ def linked_job_path(job_dir):
 
 def _write_status(job_dir, code, message, phase="requires"):
     """status.json as the launcher writes it, for a job that could not start its launcher."""
-    path = os.path.join(job_dir, "status.json")
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    record = {"phase": phase, "code": code, "plugin": None, "message": message}
     try:
-        with open(tmp, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.rename(tmp, path)
+        write_status(job_dir, phase, code, None, message)
     except (IOError, OSError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
 
 
 def spec_argument(argv):
@@ -449,7 +436,7 @@ def main(argv=None, zip_path=None):
             data = f.read()
         # The JobSpec names the interpreter to start: bound to what was staged first
         # (SPEC §9; binding.py does the same for the launcher and every other process).
-        refused = _spec_binding_refusal(spec_path, data, argv)
+        refused = spec_binding_refusal(spec_path, data, argv)
         if refused:
             sys.stderr.write("error: %s\n" % refused)
             _write_status(job_dir, VERIFY_EXIT, refused, "verify")
@@ -536,8 +523,8 @@ def main(argv=None, zip_path=None):
         remove_own_code_dir()  # made here, under this pid: the child launcher leaves it
 
 
-if __name__ == "__main__":  # `python interpreter.py --spec …`: codedir.py beside it, as node_entry.py does
-    _codedir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "codedir.py")
-    with open(_codedir, "rb") as _f:
-        exec(compile(_f.read(), _codedir, "exec", dont_inherit=True))  # noqa: S102
-    sys.exit(main())
+if __name__ == "__main__":  # `python interpreter.py --spec …`: run as the zip's entry runs it, from this folder
+    import runpy
+
+    _folder = os.path.dirname(os.path.abspath(__file__))
+    sys.exit(runpy.run_path(os.path.join(_folder, "node_entry.py"))["run_from_folder"](_folder))

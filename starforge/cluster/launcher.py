@@ -16,15 +16,14 @@ from __future__ import annotations
 import os
 import sys
 
-from . import hyperparams_and_deferred
-from .atomic import write_file
+from . import hyperparams_and_deferred, status
 from .attempts import attempt_number, next_attempt
 from .binding import SPEC_ARG, SPEC_ENV, is_sha256
 from .codedir import remove_own_code_dir
 from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .interpreter import confirm_python, linked_job_path, spec_argument
-from .jobspec import format_json, read_spec
+from .jobspec import read_spec
 from .readonly import make_read_only
 from .utctime import utc_now
 
@@ -105,16 +104,9 @@ def hiding_lines(ref: str) -> list[str]:
 
 
 def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "") -> None:
-    """``status.json``: {phase, code, plugin, message, time}, written atomically."""
-    data = {
-        "phase": phase,
-        "code": code,
-        "plugin": plugin,
-        "message": message,
-        "time": utc_now(),
-    }
+    """``status.json``: {phase, code, plugin, message, time} (:mod:`.status` writes it)."""
     try:
-        write_file(os.path.join(job_dir, "status.json"), (format_json(data) + "\n").encode())
+        status.write_status(job_dir, phase, code, plugin, message, time=utc_now())
     except OSError as exc:
         say(f"forge-launch: cannot write status.json: {exc}")
 

@@ -11,12 +11,11 @@ never shadowed, nor used.
 from __future__ import annotations
 
 import operator
-import re
 import sys
 
-from .codedir import PLAIN_SPECIFIER, RELEASE
 from .errors import LaunchFailure, RequirementError
 from .jobspec import PluginEntry
+from .plain_specifiers import is_release, plain_clauses
 
 
 def _specifiers():
@@ -33,18 +32,12 @@ def packaging_version():
     return Version, InvalidVersion
 
 
-# A clause packaging answers by comparing versions alone: >=, <=, == or != and a release
-# (digits and dots: no wildcard, no local, no pre-, post- or dev-release, no epoch).
-# packaging's own Specifier.contains does exactly that for these clauses when the version
-# tested has no local part (``_fast_match``); anything else goes to its SpecifierSet, whose
-# module (with its range engine) costs every process that checks a ``requires`` more than
-# the rest of the check together.
+# A plain clause (plain_specifiers.py) is answered with packaging's Version alone, as
+# packaging's own Specifier.contains answers it; anything else goes to its SpecifierSet.
 # Where the version tested is a bare release too (``3.11.7``, ``0.1.0``: what the running
 # interpreter and a released starforge-core are), the comparison is the one PEP 440 (and
 # packaging's Version) makes between two releases: their numbers, trailing zeros dropped;
-# then packaging is not imported at all.
-_PLAIN = re.compile(PLAIN_SPECIFIER)  # the node entry compiles packaging only for what the job needs
-_RELEASE = re.compile(RELEASE)
+# then packaging is not imported at all (and the node entry compiles none of it).
 _COMPARE = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne}
 
 
@@ -56,17 +49,6 @@ def _release_key(release: str) -> tuple:
     return tuple(parts)
 
 
-def plain_clauses(spec: str) -> list | None:
-    """``[(operator, release)]`` when every clause of *spec* is plain (see ``_PLAIN``), else None."""
-    clauses = []
-    for clause in spec.split(","):
-        match = _PLAIN.fullmatch(clause)
-        if match is None:
-            return None
-        clauses.append((match.group(1), match.group(2)))
-    return clauses
-
-
 def satisfies(spec: str, have: str) -> bool:
     """Whether the version *have* satisfies the specifier *spec*, pre-releases included (they
     are facts, not choices); False when *have* is not a version. Raises packaging's
@@ -74,7 +56,7 @@ def satisfies(spec: str, have: str) -> bool:
     specifier compared with its ``Version`` (or, for a bare release, as it compares two
     releases), any other with its ``SpecifierSet``."""
     plain = plain_clauses(spec)
-    if plain is not None and _RELEASE.fullmatch(have):
+    if plain is not None and is_release(have):
         key = _release_key(have)
         return all(_COMPARE[op](key, _release_key(release)) for op, release in plain)
     Version, InvalidVersion = packaging_version()

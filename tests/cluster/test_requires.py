@@ -98,7 +98,8 @@ def test_every_verdict_is_the_one_packagings_specifierset_gives(spec):
     # alone, without importing its specifiers module; the verdicts are the same.
     from starforge.cluster._vendor.packaging.specifiers import SpecifierSet
     from starforge.cluster._vendor.packaging.version import InvalidVersion, Version
-    from starforge.cluster.requires import plain_clauses, satisfies
+    from starforge.cluster.plain_specifiers import plain_clauses
+    from starforge.cluster.requires import satisfies
 
     assert (plain_clauses(spec) is not None) == (spec in PLAIN)
     for have in VERSIONS:

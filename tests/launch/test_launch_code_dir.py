@@ -34,12 +34,14 @@ OTHER_USER = "forge-other"
 # plugin runs). Pinned: a module added to a worker's start is a decision, not an accident.
 WORKER_MODULES_WITHOUT_TARGET = [
     "starforge", "starforge.cluster", "starforge.cluster.atomic", "starforge.cluster.attempts",
-    "starforge.cluster.codedir", "starforge.cluster.digest", "starforge.cluster.errors", "starforge.cluster.exits",
+    "starforge.cluster.binding", "starforge.cluster.codedir", "starforge.cluster.digest", "starforge.cluster.errors",
+    "starforge.cluster.exits",
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
     "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
-    "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
+    "starforge.cluster.plain_specifiers", "starforge.cluster.process_job", "starforge.cluster.provenance",
+    "starforge.cluster.ray_init",
     "starforge.cluster.recipe_imports", "starforge.cluster.record", "starforge.cluster.shadowing",
-    "starforge.cluster.utctime",
+    "starforge.cluster.status", "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check and
 # patching with its target language (the plugin's own `from starforge import patching`).

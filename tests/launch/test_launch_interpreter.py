@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from starforge.cluster import interpreter
+from starforge.cluster.node_entry import ENTRY_MODULES
 from starforge.cluster.interpreter import (
     JobPythonError,
     check_job_python,
@@ -42,12 +43,12 @@ def venv(tmp_path: Path) -> Path:
     return bin_dir
 
 
-@pytest.mark.parametrize("source", [SOURCE, SOURCE.parent / "binding.py", SOURCE.parent / "node_entry.py",
-                                    SOURCE.parent / "codedir.py"], ids=["interpreter", "binding", "zip entry", "codedir"])
-def test_entry_parses_on_old_interpreters(source: Path):
-    # The entry (and the binding check it imports) runs under any python3 of the node: a
-    # 3.6 interpreter must get our exit 11, not a SyntaxError from f-strings, annotations
-    # or the walrus.
+@pytest.mark.parametrize("name", ("node_entry.py",) + ENTRY_MODULES)
+def test_entry_parses_on_old_interpreters(name: str):
+    # The entry (the zip's stub and every module it runs) runs under any python3 of the
+    # node: a 3.6 interpreter must get our exit 11, not a SyntaxError from f-strings,
+    # annotations or the walrus.
+    source = SOURCE.parent / name
     tree = ast.parse(source.read_text(), feature_version=(3, 4))
     for node in ast.walk(tree):
         assert not isinstance(node, (ast.JoinedStr, ast.NamedExpr, ast.AnnAssign)), ast.dump(node)[:80]
