@@ -169,13 +169,13 @@ def render_details(d: dict) -> list:
         )
         how = "environment" if p.get("kind") == "environment" else p.get("load") or "-"
         lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {how}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
-    patches = merged_patches(prov.get("patches") or [])
+    patches = [p for p in prov.get("patches") or [] if isinstance(p, dict)]
     if patches:
         rows = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]
-        rows += [("", p["status"], p["mode"], p["plugin"], p["target"]) for p in patches]
+        rows += [("", *(str(p.get(k) or "-") for k in ("status", "mode", "plugin", "target"))) for p in patches]
         lines.extend(line.rstrip() for line in table(rows))
-    for p in prov.get("patches") or []:
-        message = hiding_message(p) if isinstance(p, dict) else None
+    for p in patches:
+        message = hiding_message(p)
         if message:
             lines.append(f"  warning : {message}")
     for f in prov.get("failures") or []:
@@ -203,24 +203,6 @@ def provenance_source_lines(prov: dict) -> list:
     for host in prov.get("missing_hosts") or []:
         lines.append(f"  missing : {host}: no provenance record from this host")
     return lines
-
-
-# a patch is recorded once per process; the launcher sees it pending, the trainer applied
-_PATCH_STATUS_RANK = {"failed": 0, "applied": 1, "undone": 2, "pending": 3}
-
-
-def merged_patches(patches: list) -> list:
-    """One row per patch (target, plugin, mode), with the furthest status any process reached."""
-    merged: dict = {}
-    for patch in patches:
-        if not isinstance(patch, dict):
-            patch = {"target": str(patch)}
-        row = {k: str(patch.get(k) or "-") for k in ("target", "plugin", "mode", "status")}
-        key = (row["target"], row["plugin"], row["mode"])
-        seen = merged.get(key)
-        if seen is None or _PATCH_STATUS_RANK.get(row["status"], 9) < _PATCH_STATUS_RANK.get(seen["status"], 9):
-            merged[key] = row
-    return list(merged.values())
 
 
 @click.command("status")

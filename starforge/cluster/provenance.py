@@ -23,7 +23,11 @@ LOG_ENV = "FORGE_PROVENANCE_LOG"
 # a folder every host sees (Slurm's shared job directory) where records are also written as
 # they are made: a killed attempt runs no collect step, and still leaves them there
 SHARED_ENV = "FORGE_PROVENANCE_SHARED"
-_PATCH_KEY = ("target", "plugin", "mode", "function", "status")
+# A patch is one (target, plugin, mode), recorded once per process that made it; the job's
+# summary keeps the furthest status any process reached (the launcher sees a patch pending
+# that the trainer applied), and how many processes reached each.
+_PATCH_KEY = ("target", "plugin", "mode")
+_PATCH_STATUS_RANK = {"failed": 0, "applied": 1, "undone": 2, "pending": 3}
 
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -206,8 +210,11 @@ def summarize(job_dir: str) -> dict:
     "reported_via"}``; per plugin: its digest, source, load,
     and how many processes verified, loaded, registered, installed it later, skipped or
     shadowed it, left it pending (no target imported), left it alone (another interpreter
-    than the job's Python) or failed on it; per patch, the other plugins' patches of its
-    target it hides (a replace: ``hides``).
+    than the job's Python) or failed on it; per patch (target, plugin, mode): the furthest
+    ``status`` a process reached (failed, applied, undone, pending, in that order), the
+    ``function`` of that record, how many ``processes`` recorded it and how many reached
+    each status (``statuses``), and the other plugins' patches of its target it hides (a
+    replace: ``hides``). ``forge jobs show`` prints these rows as they are, text and JSON.
     """
     records = read_records(job_dir)
     expected = expected_hosts(records)
@@ -247,12 +254,8 @@ def summarize(job_dir: str) -> dict:
                 s[status] += 1
             s["installed_later"] += bool(p.get("installed_later"))
         for patch in rec.get("patches", []):
-            if not isinstance(patch, dict):
-                continue
-            key = tuple(str(patch.get(k)) for k in _PATCH_KEY)
-            entry = patches.setdefault(key, {**{k: patch.get(k) for k in _PATCH_KEY}, "hides": [], "processes": 0})
-            entry["processes"] += 1
-            entry["hides"] = entry["hides"] or list(patch.get("hides") or [])
+            if isinstance(patch, dict):
+                _merge_patch(patches, patch)
     return {
         "per_host": per_host(records),
         "expected_hosts": expected,
@@ -268,6 +271,21 @@ def summarize(job_dir: str) -> dict:
         "plugins": plugins,
         "patches": list(patches.values()),
     }
+
+
+def _merge_patch(patches: dict, patch: dict) -> None:
+    """Fold one process's record of a patch into the job's row of that patch."""
+    key = tuple(str(patch.get(k)) for k in _PATCH_KEY)
+    status = patch.get("status")
+    entry = patches.get(key)
+    if entry is None:
+        entry = patches[key] = {**{k: patch.get(k) for k in _PATCH_KEY}, "function": patch.get("function"),
+                                "status": status, "statuses": {}, "hides": [], "processes": 0}  # fmt: skip
+    elif _PATCH_STATUS_RANK.get(str(status), 9) < _PATCH_STATUS_RANK.get(str(entry["status"]), 9):
+        entry["status"], entry["function"] = status, patch.get("function")
+    entry["processes"] += 1
+    entry["statuses"][str(status)] = entry["statuses"].get(str(status), 0) + 1
+    entry["hides"] = entry["hides"] or list(patch.get("hides") or [])
 
 
 def per_host(records: list) -> dict:

@@ -124,6 +124,10 @@ def test_show_lists_each_patch_once_with_its_status(jobs, tmp_path):
     assert len(patch_lines) == 1, out
     assert patch_lines[0].split()[:3] == ["applied", "wrap", "alice/opsd-patch"]
     assert "STATUS" in out
+    # --json holds the same one row, with what each process saw
+    (row,) = json.loads(forge("jobs", "show", "exp-1", "--json").stdout)["provenance"]["patches"]
+    assert (row["status"], row["mode"], row["plugin"], row["target"]) == ("applied", "wrap", "alice/opsd-patch", "toy_grpo.adv:compute")
+    assert row["processes"] == 2 and row["statuses"] == {"pending": 1, "applied": 1}
 
 
 def test_a_job_whose_directory_is_gone_says_so(jobs, tmp_path):
