@@ -54,15 +54,15 @@ def directory_gone(record: JobRecord) -> bool:
 
 
 @dataclass(frozen=True)
-class PrunePlan:
+class PruneSelection:
     """What ``prune`` deletes (``chosen``) and the records it keeps whose directory is gone."""
 
     chosen: tuple
     dirless: tuple
 
 
-def plan_prune(records: Iterable[JobRecord], *, older_than: int | None, gone: bool,
-               refresh: Callable[[JobRecord], JobRecord] = lambda r: r, now: float | None = None) -> PrunePlan:
+def select_prune(records: Iterable[JobRecord], *, older_than: int | None, gone: bool,
+               refresh: Callable[[JobRecord], JobRecord] = lambda r: r, now: float | None = None) -> PruneSelection:
     """The ended jobs to prune: with *gone*, those whose directory is gone; with
     *older_than* (seconds), those created longer ago. *refresh* gives a job's record as its
     backend sees it now (asked only of candidates: it may query a backend); a job still
@@ -82,7 +82,7 @@ def plan_prune(records: Iterable[JobRecord], *, older_than: int | None, gone: bo
                 continue
         if missing:
             dirless.append(record)
-    return PrunePlan(chosen=tuple(chosen), dirless=tuple(dirless))
+    return PruneSelection(chosen=tuple(chosen), dirless=tuple(dirless))
 
 
 def check_removable(records: Iterable[JobRecord], *, with_outputs: bool = False) -> None:

@@ -171,7 +171,7 @@ def render_details(d: dict) -> list:
         lines.append(f"  plugin  : {ref} ({p.get('source') or '-'}, {how}) {counts or 'no activity'}  {p.get('digest') or ''}".rstrip())
     patches = [p for p in prov.get("patches") or [] if isinstance(p, dict)]
     if patches:
-        rows = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]
+        rows: list[tuple] = [("  patches:", "STATUS", "MODE", "PLUGIN", "TARGET")]
         rows += [("", *(str(p.get(k) or "-") for k in ("status", "mode", "plugin", "target"))) for p in patches]
         lines.extend(line.rstrip() for line in table(rows))
     for p in patches:
@@ -308,19 +308,19 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
       forge jobs prune --older-than 7d
       forge jobs prune --gone --dry-run
     """
-    from ..backends.cleanup import check_removable, parse_age, plan_prune, remove_jobs
+    from ..backends.cleanup import check_removable, parse_age, remove_jobs, select_prune
     from ..backends.store import JobStore
 
-    plan = plan_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
+    selection = select_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
                       refresh=_refreshed)
     if dry_run:
-        check_removable(plan.chosen, with_outputs=with_outputs)
-        removed = [r.id for r in plan.chosen]
+        check_removable(selection.chosen, with_outputs=with_outputs)
+        removed = [r.id for r in selection.chosen]
     else:
-        removed = remove_jobs(plan.chosen, with_outputs=with_outputs)
+        removed = remove_jobs(selection.chosen, with_outputs=with_outputs)
     _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
-    if plan.dirless:
-        note(f"{plural(len(plan.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
+    if selection.dirless:
+        note(f"{plural(len(selection.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
 
 
 def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:

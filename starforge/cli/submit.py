@@ -63,7 +63,7 @@ def submit(directory, values_files, sets, backend, dry_run, detach, registry, in
         require_signatures=require_signatures,
         dev=parse_dev_options(dev),
     )
-    for d in sub.plan.dev:
+    for d in sub.resolved.dev:
         note(f"note: dev plugin {d.entry.ref} from {d.root} runs in place of the locked {d.replaces} (unpublished, unsigned)")
     if dry_run:
         click.echo(sub.spec.to_json(), nl=False)

@@ -30,7 +30,7 @@ from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, V
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
 from .jobspec import JobSpec
-from .load_order import Item, plan
+from .load_order import Item, ordered_items
 from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
@@ -40,14 +40,14 @@ if TYPE_CHECKING:
 
 
 class Job:
-    """One job as seen by this process: the spec, the plan, what happened to each plugin."""
+    """One job as seen by this process: the spec, its plugins in load order, what happened to each."""
 
     def __init__(self, job_dir: str, spec_path: str, spec: JobSpec, role: str) -> None:
         self.job_dir = job_dir
         self.spec_path = spec_path
         self.spec = spec
         self.role = role  # launcher | worker
-        self.items = plan(spec, job_dir)
+        self.items = ordered_items(spec, job_dir)
         self.finders: list = []
         self.failure: LaunchFailure | None = None
         self.disabled = False

@@ -154,9 +154,9 @@ class JobSpec(Record):
     backend's default), recipe_digest (the tree digest of the staged ``recipe/``, recorded
     at staging so ``forge jobs replay`` can prove the recipe it runs again is the same) and
     replay (``{"of": ID, "environment": {...} | None, "strict": bool}`` for a job that
-    replays job ID: the launcher compares the environment fingerprint ID recorded) and plan
-    (``forge plan --backend``: the launcher runs the load phase only and prints the ledger,
-    as ``forge-launch --plan -``)."""
+    replays job ID: the launcher compares the environment fingerprint ID recorded) and
+    ledger_only (JSON key ``plan``; ``forge plan --backend``: the launcher runs the load
+    phase only and prints the ledger, as ``forge-launch --plan -``)."""
 
     id: str
     name: str
@@ -172,18 +172,20 @@ class JobSpec(Record):
     python: str | None
     recipe_digest: str | None
     replay: dict[str, Any] | None
-    plan: bool
+    ledger_only: bool
     __slots__ = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
-                 "core_version", "strict_deferred", "backend", "extra", "python", "recipe_digest", "replay", "plan")
+                 "core_version", "strict_deferred", "backend", "extra", "python", "recipe_digest", "replay",
+                 "ledger_only")
 
     def __init__(self, id: str, name: str, created: str, entrypoint: list, hyperparams: dict | None = None,
                  plugins: tuple = (), recipe_plugins: tuple = (), core_version: str = "",
                  strict_deferred: bool = False, backend: str = "local", extra: dict | None = None,
                  python: str | None = None, recipe_digest: str | None = None, replay: dict | None = None,
-                 plan: bool = False) -> None:
+                 ledger_only: bool = False) -> None:
         self._set(
             id, name, created, entrypoint, {} if hyperparams is None else hyperparams, plugins, recipe_plugins,
-            core_version, strict_deferred, backend, {} if extra is None else extra, python, recipe_digest, replay, plan,
+            core_version, strict_deferred, backend, {} if extra is None else extra, python, recipe_digest, replay,
+            ledger_only,
         )
 
     def to_dict(self) -> dict:
@@ -207,7 +209,7 @@ class JobSpec(Record):
             out["recipe"] = {**out["recipe"], "digest": self.recipe_digest}
         if self.replay is not None:
             out["replay"] = _copy(self.replay)
-        if self.plan:
+        if self.ledger_only:
             out["plan"] = True
         return out
 
@@ -269,8 +271,8 @@ class JobSpec(Record):
             ):
                 raise SpecError("jobspec.replay: 'strict' is true or false, 'environment' an object or null")
             replay = dict(replay)
-        plan = data.get("plan", False)
-        if not isinstance(plan, bool):
+        ledger_only = data.get("plan", False)
+        if not isinstance(ledger_only, bool):
             raise SpecError("jobspec.plan: expected true or false")
         return cls(
             id=job_id,
@@ -287,7 +289,7 @@ class JobSpec(Record):
             python=python,
             recipe_digest=recipe_digest,
             replay=replay,
-            plan=plan,
+            ledger_only=ledger_only,
         )
 
 

@@ -296,7 +296,7 @@ def launch(
 
     if verify_only:
         return _verify_only(job, on_item)
-    if plan_out is None and spec.plan and not cmd:
+    if plan_out is None and spec.ledger_only and not cmd:
         plan_out = "-"  # forge plan --backend: the ledger comes back through the job's log
     if plan_out is None:
         refused = _record_environment(job)

@@ -1,4 +1,4 @@
-"""The load plan: which plugins of a JobSpec this process loads, in which order.
+"""The load order: which plugins of a JobSpec this process loads, in which order.
 
 Packages first, then recipe built-ins; a built-in named like a package is shadowed. Each
 plugin is an :class:`Item` whose ``status`` the job moves along (planned → verified /
@@ -68,7 +68,7 @@ class Item:
         return rec
 
 
-def plan(spec: JobSpec, job_dir: str) -> list[Item]:
+def ordered_items(spec: JobSpec, job_dir: str) -> list[Item]:
     """Load order: packages, then built-ins; a built-in named like a package is shadowed.
 
     Refuses (:class:`SpecError`) data-prep plugins and two loaded plugins sharing a top-level name.

@@ -1,7 +1,7 @@
 """``forge plan``: what a job will patch, known before it runs (SPEC §16).
 
 :func:`plan_experiment` stages the locked experiment exactly as ``forge submit`` does
-(:func:`~starforge.experiment.stage.load_plan`, :func:`~starforge.experiment.stage.stage_job`:
+(:func:`~starforge.experiment.stage.resolve_job_in`, :func:`~starforge.experiment.stage.stage_job`:
 the same checks, the same JobSpec), into a temporary directory that is removed
 afterwards, and runs the launcher's load phase there (``forge-launch --plan``, see
 :mod:`starforge.cluster.ledger`) through the job's node entry, so it runs under the job's
@@ -238,17 +238,17 @@ def plan_experiment(
     """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
     from ..backends.staged import remove_tree
     from .lock import open_experiment_registry
-    from .stage import load_plan, stage_job
+    from .stage import resolve_job_in, stage_job
 
     t0 = time.perf_counter()
-    plan = load_plan(directory, sets, backend=backend, dev=dev)
-    exp = plan.experiment
+    resolved = resolve_job_in(directory, sets, backend=backend, dev=dev)
+    exp = resolved.experiment
     reg = open_experiment_registry(exp, registry, insecure=insecure)
     tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     try:
-        job_dir = tmp / plan.spec.id
-        staged = stage_job(plan, job_dir, reg, require_signatures=require_signatures)
-        local_python(plan.spec, job_dir)
+        job_dir = tmp / resolved.spec.id
+        staged = stage_job(resolved, job_dir, reg, require_signatures=require_signatures)
+        local_python(resolved.spec, job_dir)
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
         from ..backends.binding import check_runtime
@@ -279,7 +279,7 @@ def plan_experiment(
     finally:
         remove_tree(tmp)
     return PlanOutcome(
-        spec=plan.spec, ledger=ledger, conflicts=analyze(ledger, exp.plan_acknowledge),
+        spec=resolved.spec, ledger=ledger, conflicts=analyze(ledger, exp.plan_acknowledge),
         seconds=time.perf_counter() - t0, log=output,
     )
 
@@ -308,14 +308,14 @@ def plan_on_backend(
     from ..backends.store import JobStore
     from ..cluster.ledger import extract
     from .lock import open_experiment_registry
-    from .stage import load_plan, stage_job
+    from .stage import resolve_job_in, stage_job
 
     t0 = time.perf_counter()
-    plan = load_plan(directory, sets, backend=backend, dev=dev)
-    exp = plan.experiment
+    resolved = resolve_job_in(directory, sets, backend=backend, dev=dev)
+    exp = resolved.experiment
     settings = backend_class(backend).cpu_only_settings(exp.backend_settings(backend))
-    spec = plan.spec.replace(plan=True, extra={backend: settings} if settings else {})
-    plan = dataclasses.replace(plan, spec=spec)
+    spec = resolved.spec.replace(ledger_only=True, extra={backend: settings} if settings else {})
+    resolved = dataclasses.replace(resolved, spec=spec)
     reg = open_experiment_registry(exp, registry, insecure=insecure)
     scratch = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     runner = get_backend(backend, settings, JobStore(scratch / "jobs"))
@@ -323,7 +323,7 @@ def plan_on_backend(
     made = [p for p in (job_dir.parent, job_dir.parent.parent) if not p.exists()]  # .forge/jobs, when new
     chunks: list = []
     try:
-        staged = stage_job(plan, job_dir, reg, require_signatures=require_signatures)
+        staged = stage_job(resolved, job_dir, reg, require_signatures=require_signatures)
         record = runner.submit(staged, detach=True)
         record = wait(runner, record, chunks.append)
         output = "".join(chunks)

@@ -1,6 +1,6 @@
 """From a locked experiment to a JobSpec and a staged job directory (SPEC §8).
 
-:func:`plan_job` builds the :class:`~starforge.cluster.jobspec.JobSpec` (nothing is written):
+:func:`resolve_job` builds the :class:`~starforge.cluster.jobspec.JobSpec` (nothing is written):
 the lock must be fresh against forge.yaml (a stale or missing lock is an error, never
 re-resolved), the built-ins pass the static checks, and the hyperparameters are the
 declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` overrides.
@@ -65,7 +65,7 @@ SKIP_FILES = {".DS_Store"}
 
 
 @dataclass(frozen=True)
-class JobPlan:
+class ResolvedJob:
     """Everything needed to stage one job."""
 
     spec: JobSpec
@@ -93,7 +93,7 @@ def builtin_entry(b: Builtin) -> PluginEntry:
     return b.manifest.plugin_entry(b.tree_digest, b.top_level, file_map(b.root, b.files))
 
 
-def plan_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: dict | None = None) -> JobPlan:
+def resolve_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: dict | None = None) -> ResolvedJob:
     """The JobSpec for *exp* with the ``--set`` overrides *sets*; writes nothing.
 
     *dev* (``{name: directory}``, ``forge submit --dev``) puts unpublished plugin
@@ -134,49 +134,49 @@ def plan_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: dict 
         extra={backend: settings} if settings else {},
         python=exp.job_python(backend),
     )
-    return JobPlan(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed, dev=dev_plugins)
+    return ResolvedJob(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed, dev=dev_plugins)
 
 
-def stage_job(plan: JobPlan, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
+def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
               trust=None) -> StagedJob:
-    """Stage *plan* at *job_dir* (which must not exist): the locked plugins, the experiment's tree.
+    """Stage *job* at *job_dir* (which must not exist): the locked plugins, the experiment's tree.
 
     Signatures are checked first (:func:`verify_signatures`), so a plugin the trust file
     refuses is never staged. The staged ``jobspec.json`` carries each package's signature
     envelope, where one is known (:func:`carried_signatures`), for the launcher's optional
     check against a node-side trust file (``FORGE_TRUST``).
     """
-    if plan.dev and require_signatures:
+    if job.dev and require_signatures:
         from ..errors import SignatureError
 
         raise SignatureError(
-            f"dev plugin {plan.dev[0].entry.ref} (from {plan.dev[0].root}) is unpublished and unsigned; "
+            f"dev plugin {job.dev[0].entry.ref} (from {job.dev[0].root}) is unpublished and unsigned; "
             "--require-signatures runs signed plugins only",
             hint="publish and sign it (forge plugin publish --sign), lock, and submit without --dev",
         )
-    published = plan.published
+    published = job.published
     verify_signatures(published, registry, require=require_signatures, trust=trust)
-    spec = with_signatures(plan.spec, carried_signatures(published, registry))
-    dev = {d.entry.name: d for d in plan.dev}
+    spec = with_signatures(job.spec, carried_signatures(published, registry))
+    dev = {d.entry.name: d for d in job.dev}
 
     def fill_plugins(plugins_dir: Path) -> None:
         from .dev_plugins import copy_dev_plugin
 
-        for entry in plan.lock.plugins:
+        for entry in job.lock.plugins:
             target = plugins_dir / entry.name
             if entry.name in dev:
                 copy_dev_plugin(dev[entry.name], target)
                 continue
-            materialize_locked(entry, target, registry, plan.lock.registry)
+            materialize_locked(entry, target, registry, job.lock.registry)
             files = file_map(target)
             got = digest_of_map(files)
             if got != entry.tree_digest:
                 raise VerificationError(f"{entry.ref}: staged files have digest {got}, the lock says {entry.tree_digest}")
             # what the JobSpec says of the plugin is the lock entry: it must be what the staged tree says
-            check_entry(entry, read_tree(target, files, entry.tree_digest, entry.ref), plan.experiment.lock_path.name)
+            check_entry(entry, read_tree(target, files, entry.tree_digest, entry.ref), job.experiment.lock_path.name)
 
     return stage(spec, job_dir, plugins=fill_plugins,
-                 recipe=lambda dest: copy_recipe(plan.experiment.root, dest, plan.builtins))
+                 recipe=lambda dest: copy_recipe(job.experiment.root, dest, job.builtins))
 
 
 def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=None) -> dict:
@@ -365,8 +365,8 @@ def _copy_files(src: Path, dest: Path, files) -> None:
         shutil.copy2(src.joinpath(*rel.split("/")), target)
 
 
-def load_plan(directory: str | os.PathLike, sets=(), backend: str | None = None, dev: dict | None = None) -> JobPlan:
-    """Read forge.yaml in *directory* and plan its job (what ``forge submit`` starts with)."""
+def resolve_job_in(directory: str | os.PathLike, sets=(), backend: str | None = None, dev: dict | None = None) -> ResolvedJob:
+    """Read forge.yaml in *directory* and resolve its job (what ``forge submit`` starts with)."""
     from .config import load_experiment
 
-    return plan_job(load_experiment(Path(directory)), sets, backend=backend, dev=dev)
+    return resolve_job(load_experiment(Path(directory)), sets, backend=backend, dev=dev)

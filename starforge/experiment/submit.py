@@ -1,4 +1,4 @@
-"""``forge submit``: plan the job, stage its directory, hand it to a backend.
+"""``forge submit``: resolve the job, stage its directory, hand it to a backend.
 
 >>> sub = submit_experiment("examples/quickstart", ["opsd.scale=0.5"])   # doctest: +SKIP
 >>> sub.record.status, sub.job_dir
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..backends.staged import remove_tree
-from .stage import JobPlan, load_plan, stage_job
+from .stage import ResolvedJob, resolve_job_in, stage_job
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Submission:
-    plan: JobPlan
+    resolved: ResolvedJob
     job_dir: Path | None  # None for a dry run
     record: JobRecord | None  # None for a dry run
     backend: Backend | None
@@ -34,8 +34,8 @@ class Submission:
 
     @property
     def spec(self):
-        """The JobSpec as staged (with its recipe digest and carried signatures), else as planned."""
-        return self.staged.spec if self.staged is not None else self.plan.spec
+        """The JobSpec as staged (with its recipe digest and carried signatures), else as resolved."""
+        return self.staged.spec if self.staged is not None else self.resolved.spec
 
 
 def submit_experiment(
@@ -59,15 +59,15 @@ def submit_experiment(
     from ..backends.base import get_backend
     from .lock import open_experiment_registry
 
-    plan = load_plan(directory, sets, backend=backend, dev=dev)
+    resolved = resolve_job_in(directory, sets, backend=backend, dev=dev)
     if dry_run:
-        return Submission(plan=plan, job_dir=None, record=None, backend=None)
-    exp = plan.experiment
+        return Submission(resolved=resolved, job_dir=None, record=None, backend=None)
+    exp = resolved.experiment
     # The backend and its forge.yaml settings are checked before anything is staged.
-    runner = get_backend(plan.spec.backend, exp.backend_settings(plan.spec.backend), store)
-    python_note = runner.check_job_python(exp.job_python(plan.spec.backend))
-    job_dir = runner.staging_dir(exp.root, plan.spec.id)
-    staged = stage_job(plan, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
+    runner = get_backend(resolved.spec.backend, exp.backend_settings(resolved.spec.backend), store)
+    python_note = runner.check_job_python(exp.job_python(resolved.spec.backend))
+    job_dir = runner.staging_dir(exp.root, resolved.spec.id)
+    staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
                        require_signatures=require_signatures)
     try:
         record = runner.submit(staged, detach=detach)
@@ -75,10 +75,10 @@ def submit_experiment(
         # The backend never took the job (no record was saved): a staged directory nobody
         # will run is half-done work, so it goes. Once a record exists, the directory is
         # the job's and stays.
-        if not _recorded(runner, plan.spec.id):
+        if not _recorded(runner, resolved.spec.id):
             remove_tree(job_dir)
         raise
-    return Submission(plan=plan, job_dir=job_dir, record=record, backend=runner,
+    return Submission(resolved=resolved, job_dir=job_dir, record=record, backend=runner,
                       notes=(python_note,) if python_note else (), staged=staged)
 
 

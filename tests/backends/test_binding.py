@@ -24,7 +24,7 @@ from starforge.backends.ray import RayBackend
 from starforge.backends.slurm import SlurmBackend
 from starforge.backends.store import JobStore
 from starforge.experiment.lock import open_experiment_registry
-from starforge.experiment.stage import load_plan, stage_job
+from starforge.experiment.stage import resolve_job_in, stage_job
 
 BIN = Path(sys.executable).parent
 BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}
@@ -94,7 +94,7 @@ def _stage(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str, 
     exp = make_experiment(entrypoint, backend_name, settings)
     for rel, text in (files or {}).items():
         (exp / rel).write_text(text)
-    plan = load_plan(exp, backend=backend_name)
+    plan = resolve_job_in(exp, backend=backend_name)
     backend = BACKENDS[backend_name](plan.experiment.backend_settings(backend_name), JobStore(tmp_path / "jobs"))
     job_dir = backend.staging_dir(exp, plan.spec.id)
     staged = stage_job(plan, job_dir, open_experiment_registry(plan.experiment))

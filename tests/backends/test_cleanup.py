@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from starforge.backends.cleanup import check_removable, created_at, parse_age, plan_prune, remove_jobs
+from starforge.backends.cleanup import check_removable, created_at, parse_age, select_prune, remove_jobs
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
 from starforge.errors import BackendError, UsageError
@@ -48,7 +48,7 @@ def test_prune_by_age_keeps_young_running_and_unreadable_jobs(tmp_path):
         record("old-running", days_old=30, status="running", job_dir=dirs["old-running"]),
         record("garbled", created="not a time", job_dir=dirs["garbled"]),
     ]
-    plan = plan_prune(records, older_than=7 * DAY, gone=False, now=NOW)
+    plan = select_prune(records, older_than=7 * DAY, gone=False, now=NOW)
     assert [r.id for r in plan.chosen] == ["old"] and plan.dirless == ()
 
 
@@ -63,7 +63,7 @@ def test_prune_asks_the_backend_only_about_candidates_and_uses_its_answer(tmp_pa
     (tmp_path / "young-running").mkdir()
     records = [record("old-running", days_old=9, status="running", job_dir=tmp_path / "old-running"),
                record("young-running", days_old=0, status="running", job_dir=tmp_path / "young-running")]
-    plan = plan_prune(records, older_than=7 * DAY, gone=False, refresh=refresh, now=NOW)
+    plan = select_prune(records, older_than=7 * DAY, gone=False, refresh=refresh, now=NOW)
     assert asked == ["old-running"]
     assert [(r.id, r.status) for r in plan.chosen] == [("old-running", "failed")]
 
@@ -71,13 +71,13 @@ def test_prune_asks_the_backend_only_about_candidates_and_uses_its_answer(tmp_pa
 def test_prune_gone_drops_ended_records_without_a_directory(tmp_path):
     (tmp_path / "here").mkdir()
     records = [record("here", job_dir=tmp_path / "here"), record("gone"), record("gone-running", status="running")]
-    by_age = plan_prune(records, older_than=7 * DAY, gone=False, now=NOW)
+    by_age = select_prune(records, older_than=7 * DAY, gone=False, now=NOW)
     assert by_age.chosen == () and [r.id for r in by_age.dirless] == ["gone", "gone-running"]
-    plan = plan_prune(records, older_than=None, gone=True, now=NOW)
+    plan = select_prune(records, older_than=None, gone=True, now=NOW)
     assert [r.id for r in plan.chosen] == ["gone"]
     assert [r.id for r in plan.dirless] == ["gone-running"]  # a job still running keeps its record
     with pytest.raises(UsageError, match="--older-than AGE, --gone"):
-        plan_prune(records, older_than=None, gone=False)
+        select_prune(records, older_than=None, gone=False)
 
 
 def test_remove_checks_every_job_before_deleting_any(tmp_path):

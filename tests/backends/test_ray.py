@@ -131,10 +131,10 @@ def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_client, make_ex
 
 def test_tampered_plugin_fails_the_job_with_the_verification_code(ray_client, make_experiment, tmp_path):
     from starforge.experiment.lock import open_experiment_registry
-    from starforge.experiment.stage import load_plan, stage_job
+    from starforge.experiment.stage import resolve_job_in, stage_job
 
     exp = make_experiment("python -m workload.ray_train", "ray")
-    plan = load_plan(exp, backend="ray")
+    plan = resolve_job_in(exp, backend="ray")
     backend = RayBackend({}, JobStore(tmp_path / "jobs"))
     job_dir = backend.staging_dir(exp, plan.spec.id)
     staged = stage_job(plan, job_dir, open_experiment_registry(plan.experiment))

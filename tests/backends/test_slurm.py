@@ -117,10 +117,10 @@ def test_per_node_launch_runs_in_an_srun_step_and_passes_the_exit_code(slurm_job
 def test_tampered_plugin_stops_the_job_before_the_entrypoint(slurm_job_env, make_experiment, tmp_path):
     from starforge.backends.store import JobStore
     from starforge.experiment.lock import open_experiment_registry
-    from starforge.experiment.stage import load_plan, stage_job
+    from starforge.experiment.stage import resolve_job_in, stage_job
 
     exp = make_experiment("python -m workload.train", "slurm", {"staging": str(tmp_path / "shared")})
-    plan = load_plan(exp, backend="slurm")
+    plan = resolve_job_in(exp, backend="slurm")
     backend = SlurmBackend(plan.experiment.slurm, JobStore())
     job_dir = backend.staging_dir(exp, plan.spec.id)
     staged = stage_job(plan, job_dir, open_experiment_registry(plan.experiment))
@@ -274,9 +274,9 @@ def test_another_users_planted_paths_are_never_used(slurm_job_env, make_experime
     # user. Plant every predictable name; the job runs from a fresh private directory.
     marker = tmp_path / "ran-as-job-user"
     exp = make_experiment("python -m workload.train", "slurm", {"staging": str(tmp_path / "shared"), "node_dir": str(scratch)})
-    from starforge.experiment.stage import load_plan
+    from starforge.experiment.stage import resolve_job_in
 
-    job_id = load_plan(exp, backend="slurm").spec.id
+    job_id = resolve_job_in(exp, backend="slurm").spec.id
     _plant_job_tree(other_user, scratch / "evil", marker)
     names = [f"starforge-{job_id}", f"starforge-{job_id}.tmp", "starforge-1", "starforge-job"]
     for name in names:

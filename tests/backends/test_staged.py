@@ -30,7 +30,7 @@ from starforge.backends.staged import remove_tree
 from starforge.backends.store import JobStore
 from starforge.cluster.digest import tree_digest
 from starforge.experiment.lock import open_experiment_registry
-from starforge.experiment.stage import load_plan, stage_job
+from starforge.experiment.stage import resolve_job_in, stage_job
 
 BIN = Path(sys.executable).parent
 BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}
@@ -95,7 +95,7 @@ def _experiment(make_experiment, backend_name: str, tmp_path: Path, entrypoint: 
 
 
 def _stage(exp: Path, backend_name: str, store: JobStore):
-    plan = load_plan(exp, backend=backend_name)
+    plan = resolve_job_in(exp, backend=backend_name)
     backend = BACKENDS[backend_name](plan.experiment.backend_settings(backend_name), store)
     staged = stage_job(plan, backend.staging_dir(exp, plan.spec.id), open_experiment_registry(plan.experiment))
     return backend, staged
@@ -163,7 +163,7 @@ def test_a_job_running_as_an_ordinary_user_writes_its_working_directory(make_exp
     root = Path(tempfile.mkdtemp(prefix="sfjobs", dir="/tmp"))
     try:
         root.chmod(0o755)
-        plan = load_plan(exp)
+        plan = resolve_job_in(exp)
         staged = stage_job(plan, root / plan.spec.id, open_experiment_registry(plan.experiment))
         subprocess.run(["chown", "-R", other_user.name, str(staged.dir)], check=True)
         argv = node_entry("/usr/bin/python3", str(staged.dir), staged.binding.spec_sha256)

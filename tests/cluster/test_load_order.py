@@ -8,7 +8,7 @@ import pytest
 
 from starforge.cluster.errors import LaunchFailure
 from starforge.cluster.jobspec import JobSpec, PluginEntry
-from starforge.cluster.load_order import Item, plan
+from starforge.cluster.load_order import Item, ordered_items
 
 DIGEST = "sf1:" + "ab" * 32
 
@@ -30,7 +30,7 @@ def spec(plugins=(), recipe=()) -> JobSpec:
 
 
 def test_packages_come_first_then_builtins_each_under_its_own_root(tmp_path):
-    items = plan(spec([package("b-patch"), package("a-patch")], [builtin("local-algo")]), str(tmp_path))
+    items = ordered_items(spec([package("b-patch"), package("a-patch")], [builtin("local-algo")]), str(tmp_path))
     assert [(i.ref, i.builtin, i.status) for i in items] == [
         ("alice/b-patch@1.0.0", False, "planned"),
         ("alice/a-patch@1.0.0", False, "planned"),
@@ -41,7 +41,7 @@ def test_packages_come_first_then_builtins_each_under_its_own_root(tmp_path):
 
 
 def test_a_builtin_named_like_a_package_is_shadowed_and_does_not_clash(tmp_path):
-    items = plan(spec([package("opsd-patch")], [builtin("opsd-patch"), builtin("other")]), str(tmp_path))
+    items = ordered_items(spec([package("opsd-patch")], [builtin("opsd-patch"), builtin("other")]), str(tmp_path))
     shadowed = items[1]
     assert shadowed.status == "shadowed"
     assert shadowed.shadowed_by == "alice/opsd-patch@1.0.0"
@@ -54,7 +54,7 @@ def test_a_builtin_named_like_a_package_is_shadowed_and_does_not_clash(tmp_path)
 def test_two_loaded_plugins_with_one_top_level_module_are_refused(tmp_path):
     plugins = [package("one", top=("shared", "one")), package("two", owner="bob", top=("shared",))]
     with pytest.raises(LaunchFailure) as info:
-        plan(spec(plugins), str(tmp_path))
+        ordered_items(spec(plugins), str(tmp_path))
     failure = info.value
     assert (failure.phase, failure.code, failure.plugin) == ("spec", 2, "bob/two@1.0.0")
     assert failure.message == "bob/two@1.0.0 and alice/one@1.0.0 both provide the top-level module 'shared'"
@@ -62,22 +62,22 @@ def test_two_loaded_plugins_with_one_top_level_module_are_refused(tmp_path):
 
 def test_a_builtin_and_a_package_sharing_a_top_level_module_are_refused(tmp_path):
     with pytest.raises(LaunchFailure, match="recipe:algo@0.0.0 and alice/p@1.0.0 both provide the top-level module 'p'"):
-        plan(spec([package("p")], [builtin("algo", top=("p",))]), str(tmp_path))
+        ordered_items(spec([package("p")], [builtin("algo", top=("p",))]), str(tmp_path))
 
 
 def test_a_data_prep_plugin_never_enters_a_job(tmp_path):
     with pytest.raises(LaunchFailure) as info:
-        plan(spec([package("good"), package("prep", kind="data-prep")]), str(tmp_path))
+        ordered_items(spec([package("good"), package("prep", kind="data-prep")]), str(tmp_path))
     assert info.value.code == 2
     assert info.value.plugin == "alice/prep@1.0.0"
     assert "data-prep plugins never enter a job" in info.value.message
 
 
 def test_an_environment_plugin_waits_as_skipped_but_still_owns_its_modules(tmp_path):
-    items = plan(spec([package("env", kind="environment"), package("algo")]), str(tmp_path))
+    items = ordered_items(spec([package("env", kind="environment"), package("algo")]), str(tmp_path))
     assert [i.status for i in items] == ["skipped", "planned"]
     with pytest.raises(LaunchFailure, match="both provide the top-level module 'env'"):
-        plan(spec([package("env", kind="environment"), package("algo", top=("env",))]), str(tmp_path))
+        ordered_items(spec([package("env", kind="environment"), package("algo", top=("env",))]), str(tmp_path))
 
 
 def test_the_record_carries_the_entry_and_what_happened(tmp_path):

@@ -10,7 +10,7 @@ import starforge
 from starforge.cluster.jobspec import PluginEntry
 from starforge.experiment.config import load_experiment
 from starforge.experiment.lockfile import LockEntry, LockFile, read_lock
-from starforge.experiment.stage import plan_job
+from starforge.experiment.stage import resolve_job
 
 PACKAGE = Path(starforge.__file__).parent
 RECORD = "PublishedVersion"  # what a registry knows of a version: only a registry builds one
@@ -50,7 +50,7 @@ def test_the_jobspec_entry_of_a_locked_plugin_is_the_lock_entrys_own(tmp_path, m
                          params={"one.scale": {"type": "float", "default": 1.0}})
     entry = LockEntry(plugin=plugin, request="alice/one@==1.0.0", artifact_digest="sha256:" + "3" * 64)
     (exp_dir / "plugins.lock.json").write_text(LockFile(plugins=(entry,)).to_json())
-    plan = plan_job(load_experiment(exp_dir))
+    plan = resolve_job(load_experiment(exp_dir))
     assert plan.lock == read_lock(exp_dir / "plugins.lock.json")
     assert plan.spec.plugins[0] is plan.lock.plugins[0].plugin
     assert plan.spec.plugins[0] == plugin

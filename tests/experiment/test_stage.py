@@ -12,7 +12,7 @@ from starforge.cluster.jobspec import PluginEntry
 from starforge.errors import NotFoundError, RegistryError
 from starforge.experiment.config import load_experiment
 from starforge.experiment.lockfile import LockEntry, LockFile
-from starforge.experiment.stage import copy_recipe, make_read_only, new_job_id, plan_job, stage_job
+from starforge.experiment.stage import copy_recipe, make_read_only, new_job_id, resolve_job, stage_job
 
 
 def test_job_id_is_name_utc_time_and_a_short_random_part():
@@ -57,7 +57,7 @@ def test_a_failed_staging_leaves_nothing_behind(tmp_path, monkeypatch):
                                          load="eager", entrypoint="gone:install", owner="alice", top_level=("gone",)),
                       request="alice/gone@==1.0.0", artifact_digest="sha256:" + "2" * 64)
     (exp_dir / "plugins.lock.json").write_text(LockFile(plugins=(entry,)).to_json())
-    plan = plan_job(load_experiment(exp_dir))
+    plan = resolve_job(load_experiment(exp_dir))
     from starforge.registry.factory import open_registry
 
     job_dir = exp_dir / ".forge" / "jobs" / plan.spec.id

@@ -76,12 +76,12 @@ class World:
     def stage(self, job_name: str) -> Path:
         """The real staging flow, in this process, under the world's FORGE_HOME."""
         from starforge.experiment.lock import open_experiment_registry
-        from starforge.experiment.stage import load_plan, stage_job
+        from starforge.experiment.stage import resolve_job_in, stage_job
 
         old = os.environ.get("FORGE_HOME")
         os.environ["FORGE_HOME"] = str(self.home)
         try:
-            plan = load_plan(self.exp)
+            plan = resolve_job_in(self.exp)
             return stage_job(plan, self.tmp / "jobs" / job_name, open_experiment_registry(plan.experiment)).dir
         finally:
             if old is None:
