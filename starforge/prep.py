@@ -111,15 +111,12 @@ def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure:
     from .cluster.digest import verify_tree
     from .cluster.errors import VerificationError
     from .registry.factory import open_registry
+    from .registry.publish import with_default_owner
     from .registry.resolve import resolve
     from .registry.verified_fetch import fetch_verified
 
     registry = open_registry(registry_url, insecure=insecure)
-    if "/" not in ref.partition("@")[0]:  # as forge plugin pull: the default owner
-        from .registry.publish import default_owner
-
-        ref = f"{default_owner(None)}/{ref.strip()}"
-    info = resolve(registry, ref)
+    info = resolve(registry, with_default_owner(ref))  # as forge plugin pull: the default owner
     if (info.manifest or {}).get("kind") not in (None, "data-prep"):
         raise UsageError(_not_data_prep(info.ref, info.manifest["kind"]), hint=_KIND_HINT)
     with tempfile.TemporaryDirectory(prefix="forge-prep-") as tmp:

@@ -37,13 +37,12 @@ def pull(ref, output, registry, insecure, require_signatures, export_dir, as_jso
     """
     from ..registry.cache import materialize
     from ..registry.factory import open_registry
+    from ..registry.publish import with_default_owner
     from ..registry.resolve import resolve
     from ..registry.verified_fetch import fetch_verified
     from ..signing import load_trust
 
     reg = open_registry(registry, insecure=insecure)
-    from .plugin_show import with_default_owner
-
     ref = with_default_owner(ref)
     info = resolve(reg, ref)
     trust = load_trust()

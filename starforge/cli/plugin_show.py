@@ -24,16 +24,6 @@ def describe(registry, ref: str) -> dict:
     return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature}
 
 
-def with_default_owner(ref: str) -> str:
-    """``opsd-patch@~=1.2`` -> ``alice/opsd-patch@~=1.2`` with the default owner (--owner's
-    default: FORGE_OWNER, config, login name); a reference naming its owner is unchanged."""
-    if "/" in ref.partition("@")[0]:
-        return ref
-    from ..registry.publish import default_owner
-
-    return f"{default_owner(None)}/{ref.strip()}"
-
-
 @click.command("show")
 @click.argument("ref", shell_complete=complete_plugin_refs)
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
@@ -52,6 +42,7 @@ def show(ref, registry, insecure, as_json) -> None:
       forge plugin show alice/opsd-patch@~=1.2
     """
     from ..registry.factory import open_registry
+    from ..registry.publish import with_default_owner
     from ..terminal_text import shown
 
     d = describe(open_registry(registry, insecure=insecure), with_default_owner(ref))

@@ -34,9 +34,8 @@ def sign(ref, key_file, registry, insecure, passphrase_file, model_signature) ->
     from ..errors import UsageError
     from ..registry.base import parse_ref
     from ..registry.factory import open_registry
-    from ..registry.publish import sign_published
+    from ..registry.publish import sign_published, with_default_owner
     from .plugin_publish import report_signature, signing_key
-    from .plugin_show import with_default_owner
 
     ref = with_default_owner(ref)
     parsed = parse_ref(ref)

@@ -27,9 +27,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import LockError, UsageError
 from .lockfile import FILENAME, LockEntry, LockFile
+
+if TYPE_CHECKING:
+    from ..cluster.jobspec import PluginEntry
 
 # Exit code of `forge lock diff` / `forge plugin diff` when the two sides differ (docs/errors.md):
 # not an error, and no error class uses it, so CI can tell "changed" from "failed".
@@ -38,15 +42,8 @@ DIFFERENT = 20
 MANIFEST_FIELDS = ("kind", "load", "entrypoint", "targets", "requires", "params", "top_level")
 
 
-def facts_of_entry(entry: LockEntry) -> dict:
-    """What a lock records of one plugin, as the diff compares it (the lock file's fields but the archive digest and note)."""
-    d = entry.to_dict()
-    return {k: d[k] for k in ("owner", "name", "version", "digest", "request", "kind", "load", "entrypoint", "targets",
-                              "requires", "params", "top_level", "files", "signature")}
-
-
-def facts_of_plugin(plugin) -> dict:
-    """What a JobSpec/lock ``PluginEntry`` says of one plugin, as the diff compares it."""
+def facts_of_plugin(plugin: PluginEntry) -> dict:
+    """What a ``PluginEntry`` (a lock's, a registry record's, a plugin directory's) says of one plugin, as the diff compares it."""
     return {
         "owner": plugin.owner,
         "name": plugin.name,
@@ -63,23 +60,10 @@ def facts_of_plugin(plugin) -> dict:
     }
 
 
-def facts_of_published(info) -> dict:
-    """What a registry records of one version (``PublishedVersion``), as the diff compares it."""
-    m = info.manifest or {}
-    return {
-        "owner": info.owner,
-        "name": info.name,
-        "version": info.version,
-        "digest": info.tree_digest,
-        "kind": m.get("kind", "algorithm"),
-        "load": m.get("load", "eager"),
-        "entrypoint": m.get("entrypoint", ""),
-        "targets": list(m.get("targets") or []),
-        "requires": dict(m.get("requires") or {}),
-        "params": dict(m.get("params") or {}),
-        "top_level": list(info.top_level),
-        "files": dict(info.files),
-    }
+def facts_of_entry(entry: LockEntry) -> dict:
+    """What a lock records of one plugin: its ``PluginEntry``'s facts, the request and the signature facts."""
+    return {**facts_of_plugin(entry.plugin), "owner": entry.owner, "request": entry.request,
+            "signature": dict(entry.signature) if entry.signature is not None else None}
 
 
 def _version_direction(old: str, new: str) -> str:
@@ -297,17 +281,17 @@ def check_schema(lock: LockFile, label: str) -> None:
 # -- file-level diffs --------------------------------------------------------------------------------
 
 
-def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from: str | None, dest: Path) -> Path:
-    """The files of the plugin *facts* describe, by tree digest: the cache first, else
+def _fetch_tree(plugin: PluginEntry, artifact_digest: str | None, registry, locked_from: str | None, dest: Path) -> Path:
+    """The files of *plugin* (a lock entry's), by tree digest: the cache first, else
     *registry* (the one in use), else the registry the lock names as its hint — whichever
     serves that version with that tree digest (the digest is the identity)."""
     from ..errors import ForgeError
     from ..registry.cache import materialize, materialize_cached
     from .stage import served_version
 
-    wanted = _EntryView(facts)
-    if materialize_cached(wanted.owner, wanted.name, wanted.version, wanted.tree_digest, dest,
-                          artifact_digest=artifact_digest, files=facts.get("files") or None) is not None:
+    assert plugin.owner is not None  # a lock entry's plugin: a package
+    if materialize_cached(plugin.owner, plugin.name, plugin.version, plugin.tree_digest, dest,
+                          artifact_digest=artifact_digest, files=plugin.files or None) is not None:
         return dest
     candidates = [registry] if registry is not None else []
     if locked_from and (registry is None or locked_from != registry.url):
@@ -320,26 +304,14 @@ def _fetch_tree(facts: dict, artifact_digest: str | None, registry, locked_from:
     reasons = []
     for reg in candidates:
         try:
-            return materialize(reg, served_version(wanted, reg, locked_from), dest)
+            return materialize(reg, served_version(plugin, reg, locked_from), dest)
         except ForgeError as exc:
             reasons.append(exc.message)
     raise LockError(
-        f"{wanted.ref} ({short_digest(wanted.tree_digest)}) is not in the cache and no registry serves it"
+        f"{plugin.ref} ({short_digest(plugin.tree_digest)}) is not in the cache and no registry serves it"
         + (f": {reasons[-1]}" if reasons else ""),
         hint="pass --registry URL of a registry that serves this version (or pull it once: forge plugin pull)",
     )
-
-
-class _EntryView:
-    """The attributes of a lock entry that :func:`starforge.experiment.stage.served_version` reads."""
-
-    def __init__(self, facts: dict) -> None:
-        self.owner, self.name, self.version = facts["owner"], facts["name"], facts["version"]
-        self.tree_digest = facts["digest"]
-
-    @property
-    def ref(self) -> str:
-        return f"{self.owner}/{self.name}@{self.version}"
 
 
 def _read_text(path: Path) -> list | None:
@@ -393,8 +365,8 @@ def file_diffs(diff: dict, old: LockFile, new: LockFile, registry) -> None:
                     files = {"added": [], "removed": sorted(of["files"]), "changed": []}
                 else:
                     continue
-            a = _fetch_tree(of, o.artifact_digest, registry, old.registry, tmp / f"{i}-old") if of and o else None
-            b = _fetch_tree(nf, n.artifact_digest, registry, new.registry, tmp / f"{i}-new") if nf and n else None
+            a = _fetch_tree(o.plugin, o.artifact_digest, registry, old.registry, tmp / f"{i}-old") if o else None
+            b = _fetch_tree(n.plugin, n.artifact_digest, registry, new.registry, tmp / f"{i}-new") if n else None
             label_a = f"{of['name']}@{of['version']}" if of else "/dev/null"
             label_b = f"{nf['name']}@{nf['version']}" if nf else "/dev/null"
             if label_a == label_b:
@@ -402,3 +374,54 @@ def file_diffs(diff: dict, old: LockFile, new: LockFile, registry) -> None:
             item["diff"] = tree_diff(a, b, label_a, label_b, files)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- two versions of a plugin (forge plugin diff) ----------------------------------------------
+
+
+def diff_versions(registry, ref_a: str, ref_b: str, *, stat: bool = False) -> dict:
+    """What changed from the published version *ref_a* to *ref_b*: another reference, just
+    ``@VERSION`` (another version of *ref_a*'s plugin), or a plugin directory (what publishing
+    it would change). A reference without an owner gets the default owner.
+
+    ``{"old": {ref, digest}, "new": {ref, digest}, "equal", "fields"}``, and ``diff`` (the
+    unified diff of the files that differ, fetched by tree digest through the cache, else
+    *registry*) unless *stat*.
+    """
+    from ..registry.cache import materialize
+    from ..registry.publish import with_default_owner
+    from ..registry.resolve import resolve
+
+    ref_a = with_default_owner(ref_a)
+    local = Path(ref_b) if not ref_b.startswith("@") and Path(ref_b).is_dir() else None
+    a = resolve(registry, ref_a)
+    old = a.recorded_entry()
+    b = None
+    if local is not None:
+        from .dev_plugins import checked_directory
+
+        plugin, _ = checked_directory(local)
+        new = plugin.replace(owner=a.owner)
+        new_ref = f"{new.ref} ({local})"
+    else:
+        b = resolve(registry, with_default_owner(ref_a.partition("@")[0] + ref_b if ref_b.startswith("@") else ref_b))
+        new, new_ref = b.recorded_entry(), b.ref
+    fields = compare_facts(facts_of_plugin(old), facts_of_plugin(new))
+    doc: dict = {
+        "old": {"ref": a.ref, "digest": old.tree_digest},
+        "new": {"ref": new_ref, "digest": new.tree_digest},
+        "equal": old.tree_digest == new.tree_digest and not fields,
+        "fields": fields,
+    }
+    if not stat and fields.get("files"):
+        tmp = Path(tempfile.mkdtemp(prefix="forge-plugin-diff-"))
+        try:
+            root_a = materialize(registry, a, tmp / "a")
+            root_b = materialize(registry, b, tmp / "b") if b is not None else local
+            label_a, label_b = f"{old.name}@{old.version}", f"{new.name}@{new.version}"
+            if label_a == label_b:
+                label_a, label_b = "a/" + label_a, "b/" + label_b
+            doc["diff"] = tree_diff(root_a, root_b, label_a, label_b, fields["files"])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return doc

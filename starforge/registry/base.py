@@ -77,6 +77,15 @@ class PublishedVersion:
     def ref(self) -> str:
         return f"{self.owner}/{self.name}@{self.version}"
 
+    def recorded_entry(self):
+        """The JobSpec's entry for this version as its record states it (the registry's word,
+        which ``forge plugin diff`` shows; what a lock or a job acts on is read from the
+        verified tree instead: :meth:`~starforge.registry.verified.VerifiedTree.plugin_entry`)."""
+        from ..manifest import PluginManifest
+
+        manifest = PluginManifest.from_mapping(self.manifest, source=f"{self.ref}: the registry record")
+        return manifest.plugin_entry(self.tree_digest, self.top_level, self.files, owner=self.owner, version=self.version)
+
 
 @dataclass(frozen=True)
 class PublishResult:

@@ -66,6 +66,14 @@ def default_owner(explicit: str | None = None) -> str:
     return owner_and_source(explicit)[0]
 
 
+def with_default_owner(ref: str) -> str:
+    """``opsd-patch@~=1.2`` -> ``alice/opsd-patch@~=1.2`` with the default owner (--owner's
+    default: FORGE_OWNER, config, login name); a reference naming its owner is unchanged."""
+    if "/" in ref.partition("@")[0]:
+        return ref
+    return f"{default_owner(None)}/{ref.strip()}"
+
+
 LOGIN_NAME = "the login name"
 
 
