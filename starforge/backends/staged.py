@@ -41,7 +41,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from ..cluster.digest import tree_digest
 from ..cluster.environment import RUNTIME_DIR, WORK_DIR, install_runtime_zip, prepare_runtime, runtime_paths
@@ -183,20 +183,55 @@ def copy_work(recipe: Path, work: Path) -> None:
     a symbolic link of the recipe is copied as the same link, so a relative one points
     into ``work/`` as it pointed into ``recipe/``. Everything is writable by its owner.
     """
-    def walk(src: Path, dest: Path) -> None:
-        os.mkdir(dest, 0o755)
-        for entry in sorted(os.scandir(src), key=lambda e: e.name):
-            there = dest / entry.name
-            if entry.is_symlink():
-                os.symlink(os.readlink(entry.path), there)
-            elif entry.is_dir(follow_symlinks=False):
-                walk(Path(entry.path), there)
-            elif entry.is_file(follow_symlinks=False):
-                shutil.copyfile(entry.path, there, follow_symlinks=False)
-                mode = stat.S_IMODE(os.lstat(entry.path).st_mode)
-                os.chmod(there, (mode | 0o600) & 0o755)
+    copy_tree(recipe, work, writable=True)
 
-    walk(recipe, work)
+
+def copy_tree(src: Path, dest: Path, *, only: Collection[str] | None = None, writable: bool = False) -> None:
+    """Copy *src* into the new directory *dest*, never through a link and never as a hard link.
+
+    Folders are made 0755 (as the umask allows, never writable by others); a regular file
+    gets its bytes and permission bits (with *writable*: writable by its owner, by no one
+    else); a symbolic link is copied as the same link. With *only* (relative POSIX paths of
+    regular files), exactly those files and the folders leading to them: anything else
+    there is left out, and a listed path that is no longer a regular file is not copied.
+    """
+    folders = None if only is None else {rel.rsplit("/", 1)[0] for rel in only if "/" in rel}
+    if folders is not None:
+        folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+
+    def walk(here: str, there: Path, prefix: str) -> None:
+        os.mkdir(there, dir_mode(PRIVATE))
+        for entry in sorted(os.scandir(here), key=lambda e: e.name):
+            rel, target = prefix + entry.name, there / entry.name
+            if only is not None and folders is not None:
+                if entry.is_dir(follow_symlinks=False) and rel in folders:
+                    walk(entry.path, target, rel + "/")
+                elif entry.is_file(follow_symlinks=False) and rel in only:
+                    _copy_file(entry.path, target, writable)
+            elif entry.is_symlink():
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir(follow_symlinks=False):
+                walk(entry.path, target, rel + "/")
+            elif entry.is_file(follow_symlinks=False):
+                _copy_file(entry.path, target, writable)
+
+    walk(os.fspath(src), dest, "")
+
+
+def _copy_file(src: str, dest: Path, writable: bool) -> None:
+    shutil.copyfile(src, dest, follow_symlinks=False)
+    mode = stat.S_IMODE(os.lstat(src).st_mode)
+    os.chmod(dest, (mode | 0o600) & 0o755 if writable else mode)
+
+
+def copy_checked(src: Path, dest: Path, files: Collection[str], expected: str, what: str, hint: str | None = None) -> None:
+    """Copy exactly *files* of *src* into the new directory *dest* (:func:`copy_tree`) and
+    check that the copy has the tree digest *expected* that was checked before, so a file
+    edited, removed or linked meanwhile is refused (:class:`VerificationError` naming *what*)."""
+    copy_tree(src, dest, only=frozenset(files))
+    got = tree_digest(dest)
+    if got != expected:
+        raise VerificationError(f"{what} changed while it was staged: digest {got}, checked {expected}", hint=hint)
 
 
 def remove_tree(path: str | os.PathLike) -> None:

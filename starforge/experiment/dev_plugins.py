@@ -103,17 +103,7 @@ def load_dev_plugins(dev: dict, locked: list) -> list:
 
 def copy_dev_plugin(dev: DevPlugin, target: Path) -> None:
     """Copy exactly the dev plugin's packable files into *target* and check their digest."""
-    import shutil
+    from ..backends.staged import copy_checked
 
-    from ..cluster.digest import digest_of_map
-    from ..errors import VerificationError
-
-    os.mkdir(target, 0o755)
-    for rel in dev.files:
-        dest = target.joinpath(*rel.split("/"))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(dev.root.joinpath(*rel.split("/")), dest)
-    got = digest_of_map(file_map(target))
-    if got != dev.entry.tree_digest:
-        raise VerificationError(f"dev plugin {dev.entry.ref} changed while it was staged: digest {got}, checked "
-                                f"{dev.entry.tree_digest}", hint="submit again once the edit is saved")
+    copy_checked(dev.root, target, dev.files, dev.entry.tree_digest, f"dev plugin {dev.entry.ref}",
+                 hint="submit again once the edit is saved")

@@ -31,12 +31,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..backends.staged import StagedJob, stage
-from ..cluster.digest import digest_of_map, file_map, tree_digest
+from ..backends.staged import StagedJob, copy_checked, stage
+from ..cluster.digest import digest_of_map, file_map
 from ..cluster.jobspec import JobSpec, PluginEntry
 from ..cluster.readonly import make_read_only  # noqa: F401  (the staging tests use it from here)
 from ..cluster.utctime import TIMESTAMP
-from ..directories import PRIVATE, dir_mode, make_dirs
+from ..directories import PRIVATE, dir_mode
 from ..errors import VerificationError
 from ..registry.verified import read_tree
 from .config import Experiment
@@ -341,10 +341,7 @@ def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
                     continue
                 b = builtin_roots.get(path.resolve())
                 if b is not None:
-                    _copy_files(path, there / entry.name, b.files)
-                    got = tree_digest(there / entry.name)
-                    if got != b.tree_digest:
-                        raise VerificationError(f"built-in {b.name} changed while staging: digest {got}, checked {b.tree_digest}")
+                    copy_checked(path, there / entry.name, b.files, b.tree_digest, f"built-in {b.name}")
                 else:
                     walk(path, there / entry.name, False)
             elif entry.name in SKIP_FILES or entry.name.endswith(SKIP_SUFFIXES):
@@ -355,14 +352,6 @@ def copy_recipe(src: Path, dest: Path, builtins=()) -> None:
                 shutil.copy2(path, there / entry.name)
 
     walk(src, dest, True)
-
-
-def _copy_files(src: Path, dest: Path, files) -> None:
-    make_dirs(dest)
-    for rel in files:
-        target = dest.joinpath(*rel.split("/"))
-        make_dirs(target.parent)
-        shutil.copy2(src.joinpath(*rel.split("/")), target)
 
 
 def resolve_job_in(directory: str | os.PathLike, sets=(), backend: str | None = None, dev: dict | None = None) -> ResolvedJob:

@@ -16,24 +16,22 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from starforge.backends.base import node_entry, wait
-from starforge.backends.local import LocalBackend
-from starforge.backends.ray import RayBackend
-from starforge.backends.slurm import SlurmBackend
 from starforge.backends.staged import remove_tree
 from starforge.backends.store import JobStore
 from starforge.cluster.digest import tree_digest
 from starforge.experiment.lock import open_experiment_registry
 from starforge.experiment.stage import resolve_job_in, stage_job
+import test_binding
+from test_binding import BACKENDS, BIN, backends
 
-BIN = Path(sys.executable).parent
-BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}
+on_backend = test_binding.on_backend  # the fixture that starts and configures the backend's engine
+
 
 # A trainer as real ones are: it writes relative paths (TRL's output_dir, Hydra's outputs/)
 # and reads the recipe's own files relatively.
@@ -73,18 +71,6 @@ print("CHILD ran the staged module " + me.__file__, flush=True)
 FILES = {"workload/writes.py": WRITES, "workload/spawns.py": SPAWNS, "workload/child.py": CHILD, "configs/x.yaml": "lr: 0.5\n"}
 
 
-@pytest.fixture
-def on_backend(request, monkeypatch):
-    name = request.param
-    if name == "slurm":
-        request.getfixturevalue("slurm_env")
-        monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-        monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
-    elif name == "ray":
-        request.getfixturevalue("ray_client")
-    return name
-
-
 def _experiment(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str) -> Path:
     settings = {"staging": str(tmp_path / "shared")} if backend_name == "slurm" else None
     exp = make_experiment(entrypoint, backend_name, settings)
@@ -115,9 +101,7 @@ def _pycache_in(tree: Path) -> list:
     return [str(p) for p in tree.rglob("__pycache__")]
 
 
-ALL = pytest.mark.parametrize(
-    "on_backend", ["local", pytest.param("slurm", marks=pytest.mark.slurm), pytest.param("ray", marks=pytest.mark.ray)],
-    indirect=True)
+ALL = backends("local", "slurm", "ray")
 
 
 @ALL

@@ -22,6 +22,8 @@ def _numbers(out: str) -> list:
 
 
 class Quickstart:
+    """The quickstart experiment, its plugin published and locked, with a forge home of its own."""
+
     def __init__(self, tmp: Path, registry: str | None = None) -> None:
         self.tmp = tmp
         self.exp = tmp / "exp"
@@ -36,10 +38,10 @@ class Quickstart:
         self.forge("lock", str(self.exp), ok=0)
 
     def forge(self, *args, ok=None):
-        proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=self.tmp, env=self.env, capture_output=True,
-                              text=True, timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], cwd=self.tmp, env=self.env,
+                              capture_output=True, text=True, timeout=300)
         if ok is not None:
-            assert proc.returncode == ok, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+            assert proc.returncode == ok, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc
 
     def submit(self):

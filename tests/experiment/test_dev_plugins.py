@@ -10,41 +10,23 @@ diff REF ./DIR`` shows what publishing the directory would change.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from before_after.test_replay import REPO, Quickstart
 
-REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "forge_plugins" / "opsd-patch"
 
 
-class World:
+class World(Quickstart):
     """The quickstart, its plugin published and locked, and a working copy of that plugin."""
 
     def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.exp = tmp / "exp"
-        shutil.copytree(REPO / "examples" / "quickstart", self.exp,
-                        ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
-        self.home = tmp / "home"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
-        self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER="starforge")
-        self.forge("plugin", "publish", str(PLUGIN), ok=0)
-        self.forge("lock", str(self.exp), ok=0)
+        super().__init__(tmp)
         self.dev = tmp / "opsd-patch"
         shutil.copytree(PLUGIN, self.dev)
-
-    def forge(self, *args, ok=None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], cwd=self.tmp, env=self.env,
-                              capture_output=True, text=True, timeout=300)
-        if ok is not None:
-            assert proc.returncode == ok, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return proc
 
     def edit(self, factor: str) -> None:
         """The author's edit: every advantage multiplied by *factor* on top of opsd.scale."""
