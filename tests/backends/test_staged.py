@@ -163,6 +163,90 @@ def test_a_job_running_as_an_ordinary_user_writes_its_working_directory(make_exp
         remove_tree(root)
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def user_venv(other_user):
+    """A venv the ordinary user can run: the system's ``python3`` with this checkout's
+    starforge-core installed (copied in, not linked to the checkout or uv's cache), in a
+    folder everyone can read. (This test's own Python may sit in root's home, which that
+    user cannot enter.)"""
+    uv = shutil.which("uv") or (str(BIN / "uv") if (BIN / "uv").exists() else None)
+    python3 = shutil.which("python3", path="/usr/bin:/bin")
+    if uv is None or python3 is None:
+        pytest.fail("the ordinary user's venv is made by uv (on PATH or beside this Python, as .ci/setup installs it) "
+                    "from the system's python3")
+    base = Path(tempfile.mkdtemp(prefix="sfvenv", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        venv = base / "venv"
+        for argv in ([uv, "venv", "-q", "--python", python3, str(venv)],
+                     [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--link-mode", "copy", str(REPO)]):
+            made = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            assert made.returncode == 0, made.stderr
+        yield venv
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slurm
+def test_an_ordinary_user_submits_through_slurm_with_a_python_of_their_own_and_the_job_replays(
+        slurm_env, other_user, user_venv, make_experiment, plugin_registry, tmp_path):
+    # As a user of a cluster does it: their own forge (a venv of the system's python3),
+    # their own experiment, registry copy and forge home, the job directory on the shared
+    # staging folder; Slurm runs the job as that user. The relative-write trainer's outputs
+    # land where docs/backends.md says (the job directory's work/, on the shared folder),
+    # jobs show says so, and the job replays --strict.
+    import yaml
+
+    made = _experiment(make_experiment, "slurm", tmp_path, "python -m workload.writes")
+    base = Path(tempfile.mkdtemp(prefix="sfuser", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        exp, registry, shared = base / "exp", base / "registry", base / "shared"
+        shutil.copytree(made, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json"))
+        shutil.copytree(plugin_registry, registry)
+        doc = yaml.safe_load((exp / "forge.yaml").read_text())
+        doc.update(registry=str(registry), slurm={"staging": str(shared)})
+        (exp / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        (base / "home").mkdir()
+        subprocess.run(["chown", "-R", other_user.name, str(base)], check=True)
+        env = {"PATH": f"{user_venv / 'bin'}:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
+               "SLURM_CONF": str(slurm_env.conf)}
+
+        def forge(*args: str) -> subprocess.CompletedProcess:
+            argv = ["runuser", "-u", other_user.name, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+                    "forge", *args]
+            return subprocess.run(argv, cwd=exp, capture_output=True, text=True, timeout=600)
+
+        locked = forge("lock")
+        assert locked.returncode == 0, locked.stderr
+        sub = forge("submit", "--json")
+        assert sub.returncode == 0, sub.stdout + sub.stderr
+        record = json.loads(sub.stdout)
+        job_dir = Path(record["dir"])
+        assert (record["status"], record["backend"]) == ("succeeded", "slurm") and job_dir.parent == shared
+        wrote = _wrote(sub.stderr)
+        assert wrote["config"] == "lr: 0.5" and wrote["tag"].startswith("patched:"), wrote
+        assert Path(wrote["cwd"]) == (job_dir / "work").resolve()  # the shared job directory, not the node's copy
+        assert Path(wrote["algo"]).parent.parent.name == "recipe"
+        written = job_dir / "work" / "outputs" / "ckpt" / "step-1.txt"
+        assert written.read_text() == wrote["tag"] and written.stat().st_uid == other_user.uid
+        spec = json.loads((job_dir / "jobspec.json").read_text())
+        assert tree_digest(job_dir / "recipe") == spec["recipe"]["digest"] and not _pycache_in(job_dir / "recipe")
+        shown = forge("jobs", "show", record["id"])
+        assert f"outputs  : {job_dir / 'work'} (1 file," in shown.stdout, shown.stdout + shown.stderr
+
+        again = forge("jobs", "replay", record["id"], "--strict")
+        assert again.returncode == 0, again.stdout + again.stderr
+        replayed = again.stdout + again.stderr
+        assert f"replay  : of job {record['id']}" in replayed.splitlines(), replayed
+        assert _wrote(replayed)["tag"].startswith("patched:")  # the same plugin patched the same recipe again
+    finally:
+        remove_tree(base)
+
+
 def test_a_file_written_under_a_recipe_modules_name_never_shadows_the_staged_one(make_experiment, tmp_path, forge_home):
     from starforge.experiment.replay import replay_job
 
