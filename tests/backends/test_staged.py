@@ -190,17 +190,18 @@ def user_venv(other_user):
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.slurm
-def test_an_ordinary_user_submits_through_slurm_with_a_python_of_their_own_and_the_job_replays(
-        slurm_env, other_user, user_venv, make_experiment, plugin_registry, tmp_path):
+@backends("slurm", "ray")
+def test_an_ordinary_user_submits_with_a_python_of_their_own_and_the_job_replays(
+        on_backend, other_user, user_venv, make_experiment, plugin_registry, tmp_path):
     # As a user of a cluster does it: their own forge (a venv of the system's python3),
-    # their own experiment, registry copy and forge home, the job directory on the shared
-    # staging folder; Slurm runs the job as that user. The relative-write trainer's outputs
-    # land where docs/backends.md says (the job directory's work/, on the shared folder),
-    # jobs show says so, and the job replays --strict.
+    # their own experiment, registry copy and forge home. Slurm runs the job as that user,
+    # in the job directory on the shared staging folder; Ray runs it as the cluster's user,
+    # from the package that user's forge uploaded. The relative-write trainer's outputs land
+    # where the docs say (docs/launcher.md, "The job's working directory"), jobs show says
+    # so, and the job replays (--strict on Slurm).
     import yaml
 
-    made = _experiment(make_experiment, "slurm", tmp_path, "python -m workload.writes")
+    made = _experiment(make_experiment, on_backend, tmp_path, "python -m workload.writes")
     base = Path(tempfile.mkdtemp(prefix="sfuser", dir="/tmp"))
     try:
         base.chmod(0o755)
@@ -208,17 +209,23 @@ def test_an_ordinary_user_submits_through_slurm_with_a_python_of_their_own_and_t
         shutil.copytree(made, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json"))
         shutil.copytree(plugin_registry, registry)
         doc = yaml.safe_load((exp / "forge.yaml").read_text())
-        doc.update(registry=str(registry), slurm={"staging": str(shared)})
+        doc["registry"] = str(registry)
+        if on_backend == "slurm":
+            doc["slurm"] = {"staging": str(shared)}
         (exp / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         (base / "home").mkdir()
         subprocess.run(["chown", "-R", other_user.name, str(base)], check=True)
-        env = {"PATH": f"{user_venv / 'bin'}:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
-               "SLURM_CONF": str(slurm_env.conf)}
+        # the user's environment: their venv first on PATH, this test's cluster (and nothing of root's)
+        env = {"HOME": str(base / "home"), "LANG": "C.UTF-8",
+               **{k: os.environ[k] for k in ("SLURM_CONF", "FORGE_RAY_ADDRESS", "FORGE_RAY_TOKEN") if k in os.environ}}
+
+        runuser = shutil.which("runuser") or "/usr/sbin/runuser"
 
         def forge(*args: str) -> subprocess.CompletedProcess:
-            argv = ["runuser", "-u", other_user.name, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
-                    "forge", *args]
-            return subprocess.run(argv, cwd=exp, capture_output=True, text=True, timeout=600)
+            # runuser sets HOME (and the login names) itself: set again after it
+            argv = [runuser, "-u", other_user.name, "--", "env", f"HOME={env['HOME']}",
+                    f"PATH={user_venv / 'bin'}:/usr/bin:/bin", "forge", *args]
+            return subprocess.run(argv, cwd=exp, env=env, capture_output=True, text=True, timeout=600)
 
         locked = forge("lock")
         assert locked.returncode == 0, locked.stderr
@@ -226,21 +233,25 @@ def test_an_ordinary_user_submits_through_slurm_with_a_python_of_their_own_and_t
         assert sub.returncode == 0, sub.stdout + sub.stderr
         record = json.loads(sub.stdout)
         job_dir = Path(record["dir"])
-        assert (record["status"], record["backend"]) == ("succeeded", "slurm") and job_dir.parent == shared
+        assert (record["status"], record["backend"]) == ("succeeded", on_backend)
         wrote = _wrote(sub.stderr)
         assert wrote["config"] == "lr: 0.5" and wrote["tag"].startswith("patched:"), wrote
-        assert Path(wrote["cwd"]) == (job_dir / "work").resolve()  # the shared job directory, not the node's copy
-        assert Path(wrote["algo"]).parent.parent.name == "recipe"
-        written = job_dir / "work" / "outputs" / "ckpt" / "step-1.txt"
-        assert written.read_text() == wrote["tag"] and written.stat().st_uid == other_user.uid
+        assert Path(wrote["cwd"]).name == "work" and Path(wrote["algo"]).parent.parent.name == "recipe"
         spec = json.loads((job_dir / "jobspec.json").read_text())
         assert tree_digest(job_dir / "recipe") == spec["recipe"]["digest"] and not _pycache_in(job_dir / "recipe")
-        shown = forge("jobs", "show", record["id"])
-        assert f"outputs  : {job_dir / 'work'} (1 file," in shown.stdout, shown.stdout + shown.stderr
+        shown = forge("jobs", "show", record["id"]).stdout
+        if on_backend == "slurm":  # in the shared job directory, not the node's copy, as that user's
+            assert job_dir.parent == shared and Path(wrote["cwd"]) == (job_dir / "work").resolve()
+            written = job_dir / "work" / "outputs" / "ckpt" / "step-1.txt"
+            assert written.read_text() == wrote["tag"] and written.stat().st_uid == other_user.uid
+            assert f"outputs  : {job_dir / 'work'} (1 file," in shown, shown
+        else:  # in the node's copy of the package Ray unpacked: nothing comes back to the laptop
+            assert not (job_dir / "work" / "outputs").exists()
+            assert "outputs  : work/ in each Ray node's copy of the job package" in shown, shown
 
-        again = forge("jobs", "replay", record["id"], "--strict")
-        assert again.returncode == 0, again.stdout + again.stderr
+        again = forge("jobs", "replay", record["id"], *(["--strict"] if on_backend == "slurm" else []))
         replayed = again.stdout + again.stderr
+        assert again.returncode == 0, replayed
         assert f"replay  : of job {record['id']}" in replayed.splitlines(), replayed
         assert _wrote(replayed)["tag"].startswith("patched:")  # the same plugin patched the same recipe again
     finally:
