@@ -136,10 +136,11 @@ class Job:
         registry record or bundle never went through them. The names are the declared
         ones and those the verified files provide (:func:`.shadowing.top_level_names`).
         """
-        from .shadowing import recipe_top_level, shadowing, top_level_names
+        from .recipe_imports import recipe_names
+        from .shadowing import shadowing, top_level_names
 
-        if self._recipe_names is None:
-            self._recipe_names = recipe_top_level(os.path.join(self.job_dir, "recipe"))
+        if self._recipe_names is None:  # listed once, by the recipe's finder where it is installed
+            self._recipe_names = recipe_names(os.path.join(self.job_dir, "recipe"))
         names = set(item.entry.top_level) | set(top_level_names(list(contents)))
         refusal = shadowing(item.ref, names, self._recipe_names)
         if refusal is not None:

@@ -38,8 +38,7 @@ WORKER_MODULES_WITHOUT_TARGET = [
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
     "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
     "starforge.cluster.process_job", "starforge.cluster.provenance", "starforge.cluster.ray_init",
-    "starforge.cluster.recipe_imports", "starforge.cluster.record", "starforge.cluster.shadowing",
-    "starforge.cluster.utctime",
+    "starforge.cluster.recipe_imports", "starforge.cluster.record", "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check and
 # patching with its target language (the plugin's own `from starforge import patching`).
