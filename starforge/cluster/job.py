@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from .. import __version__
 from . import hyperparams_and_deferred
@@ -34,6 +33,7 @@ from .load_order import Item, plan
 from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
