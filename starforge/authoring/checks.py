@@ -20,7 +20,6 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this module's API)
     EXTENSION_RE,
@@ -34,10 +33,8 @@ from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
 from . import unsafe_text
 from .files import local_tree_digest, plugin_files
+from .installed import distribution_name, installed_top_levels
 from .syntax import python_floor, source_problems
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 MANIFEST_FILE = "plugin.yaml"
 
@@ -138,69 +135,6 @@ def _manifest_finding(exc: ManifestError, source: str) -> Finding:
 
 # -- top-level names ----------------------------------------------------------------------
 
-def _installed_top_levels() -> Mapping[str, list[str]]:
-    """``{top-level name: [distribution names]}`` of the distributions installed on ``sys.path``.
-
-    What ``importlib.metadata.packages_distributions()`` answers (each distribution's
-    ``top_level.txt``, else the top-level entries of its ``RECORD``), read from the
-    ``*.dist-info`` / ``*.egg-info`` folders directly: importlib.metadata parses every
-    distribution's metadata with the email package, which cost every ``forge plugin
-    check`` (and pack, publish) tens of milliseconds. A distribution's name is read from
-    its metadata only where one of its names is asked for (:func:`_name_findings`).
-    """
-    import sys
-
-    out: dict[str, list[str]] = {}
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for folder in names:
-            if not folder.endswith((".dist-info", ".egg-info")):
-                continue
-            path = os.path.join(entry or ".", folder)
-            try:
-                tops = _declared_top_levels(path)
-            except (OSError, UnicodeDecodeError):
-                continue  # a broken distribution's metadata must not break the check
-            for top in tops:
-                out.setdefault(top, []).append(path)
-    return out
-
-
-def _declared_top_levels(dist_info: str) -> set[str]:
-    """The top-level names of one installed distribution: its ``top_level.txt``, else its ``RECORD``."""
-    try:
-        with open(os.path.join(dist_info, "top_level.txt"), encoding="utf-8") as f:
-            return {line.strip() for line in f if line.strip()}
-    except FileNotFoundError:
-        pass
-    tops = set()
-    with open(os.path.join(dist_info, "RECORD"), encoding="utf-8") as f:
-        for line in f:
-            head, sep, _ = line.partition(",")[0].partition("/")
-            name = head if sep else head.partition(".")[0] if head.endswith((".py", ".so", ".pyd")) else head
-            if name and "." not in name:
-                tops.add(name)
-    return tops
-
-
-def _distribution_name(dist_info: str) -> str:
-    """The ``Name:`` of an installed distribution's metadata (its folder's name when unreadable)."""
-    for meta in ("METADATA", "PKG-INFO"):
-        try:
-            with open(os.path.join(dist_info, meta), encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    if line.startswith("Name:"):
-                        return line[len("Name:"):].strip()
-                    if not line.strip():
-                        break  # the end of the headers
-        except OSError:
-            continue
-    return os.path.basename(dist_info).partition("-")[0]
-
-
 def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[list[Finding], list[Finding]]:
     errors: list[Finding] = []
     warnings: list[Finding] = []
@@ -231,8 +165,8 @@ def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[li
             ))
         else:
             if installed is None:
-                installed = _installed_top_levels()
-            dists = {_distribution_name(path) for path in installed.get(name, ())}
+                installed = installed_top_levels()
+            dists = {distribution_name(path) for path in installed.get(name, ())}
             if dists:
                 warnings.append(Finding(
                     "installed-clash", origin, None,
