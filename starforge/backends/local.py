@@ -91,7 +91,10 @@ class LocalBackend(Backend):
         finally:
             os.close(holder)
         self._children[spec.id] = proc
-        self._ended[spec.id] = ended
+        if detach:
+            os.close(ended)  # nothing here waits for this job
+        else:
+            self._ended[spec.id] = ended
         return self.store.update(
             spec.id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": proc.pid})
         )
@@ -127,14 +130,26 @@ class LocalBackend(Backend):
                 readable, _, _ = select.select([ended], [], [], seconds)
                 if readable:
                     child.wait()
-                    os.close(self._ended.pop(record.id))
+                    self._forget_pipe(record.id)
                 return
             try:
                 child.wait(timeout=seconds)
             except subprocess.TimeoutExpired:
                 pass
 
-        return follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL, pause=pause)
+        def chunks() -> Iterator[str]:
+            try:
+                yield from follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL, pause=pause)
+            finally:
+                if follow:
+                    self._forget_pipe(record.id)  # followed to the end (or given up): nothing waits on it now
+
+        return chunks()
+
+    def _forget_pipe(self, job_id: str) -> None:
+        ended = self._ended.pop(job_id, None)
+        if ended is not None:
+            os.close(ended)
 
     def cancel(self, record: JobRecord) -> JobRecord:
         def ask(r: JobRecord) -> JobRecord:
