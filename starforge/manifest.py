@@ -14,7 +14,6 @@ Shared by both sides: standard library plus ``packaging``.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -58,6 +57,8 @@ Lines = Callable[[tuple], "int | None"]
 
 def closest(word: str, choices) -> str | None:
     """The closest of *choices* to *word*, or None when nothing is close."""
+    import difflib  # only for a mistake's hint
+
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return match[0] if match else None
 

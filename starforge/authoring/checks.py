@@ -20,7 +20,6 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this module's API)
     EXTENSION_RE,
@@ -34,10 +33,8 @@ from ..errors import CheckError, ManifestError
 from ..manifest import PluginManifest
 from . import unsafe_text
 from .files import local_tree_digest, plugin_files
+from .installed import distribution_name, installed_top_levels
 from .syntax import python_floor, source_problems
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 MANIFEST_FILE = "plugin.yaml"
 
@@ -138,15 +135,6 @@ def _manifest_finding(exc: ManifestError, source: str) -> Finding:
 
 # -- top-level names ----------------------------------------------------------------------
 
-def _installed_top_levels() -> Mapping[str, list[str]]:
-    from importlib.metadata import packages_distributions
-
-    try:
-        return packages_distributions()
-    except Exception:  # a broken distribution's metadata must not break the check
-        return {}
-
-
 def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[list[Finding], list[Finding]]:
     errors: list[Finding] = []
     warnings: list[Finding] = []
@@ -177,12 +165,12 @@ def _name_findings(origins: dict[str, str], plugin_name: str | None) -> tuple[li
             ))
         else:
             if installed is None:
-                installed = _installed_top_levels()
-            dists = installed.get(name)
+                installed = installed_top_levels()
+            dists = {distribution_name(path) for path in installed.get(name, ())}
             if dists:
                 warnings.append(Finding(
                     "installed-clash", origin, None,
-                    f"top-level name '{name}' is also provided by {', '.join(sorted(set(dists)))} installed here; "
+                    f"top-level name '{name}' is also provided by {', '.join(sorted(dists))} installed here; "
                     "where that distribution is installed, one of them shadows the other",
                     hint,
                 ))

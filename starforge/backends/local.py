@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -56,6 +57,7 @@ class LocalBackend(Backend):
     def __init__(self, settings=None, store: JobStore | None = None) -> None:
         super().__init__(settings, store)
         self._children: dict = {}  # job id -> Popen of the supervisor this process started
+        self._ended: dict = {}  # job id -> read end of a pipe that ends when that supervisor ends
 
     def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         job_dir = Path(staged.dir).resolve()
@@ -64,6 +66,10 @@ class LocalBackend(Backend):
             raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
         record = self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created)
         shield_credentials()  # the job's plugin code runs on this machine, below this process
+        # The supervisor holds the write end of a pipe and nothing else does (it starts the
+        # launcher with every other descriptor closed): the read end sees end-of-file the
+        # moment the supervisor ends, so a waiting submit wakes then, not at its next poll.
+        ended, holder = os.pipe()
         try:
             with _open_log(job_dir) as log:
                 bound = staged.binding
@@ -75,13 +81,21 @@ class LocalBackend(Backend):
                     stdout=log,
                     stderr=log,
                     start_new_session=True,
+                    pass_fds=(holder,),
                     env=without_credentials(),  # the supervisor and the job never see push credentials
                 )
         except OSError as exc:
+            os.close(ended)
             record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
             self.store.save(record)
             raise BackendError(f"cannot start job {spec.id}: {exc}") from None
+        finally:
+            os.close(holder)
         self._children[spec.id] = proc
+        if detach:
+            os.close(ended)  # nothing here waits for this job
+        else:
+            self._ended[spec.id] = ended
         return self.store.update(
             spec.id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": proc.pid})
         )
@@ -110,13 +124,33 @@ class LocalBackend(Backend):
 
         def pause(seconds: float) -> None:
             # The supervisor this process started ends right after it records the exit
-            # code: waiting on it ends the wait then, not at the next poll.
+            # code: waiting for its pipe to end (end-of-file) ends the wait then, not at
+            # the next poll (Popen.wait with a timeout polls, up to 50 ms late).
+            ended = self._ended.get(record.id)
+            if ended is not None:
+                readable, _, _ = select.select([ended], [], [], seconds)
+                if readable:
+                    child.wait()
+                    self._forget_pipe(record.id)
+                return
             try:
                 child.wait(timeout=seconds)
             except subprocess.TimeoutExpired:
                 pass
 
-        return follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL, pause=pause)
+        def chunks() -> Iterator[str]:
+            try:
+                yield from follow_file(Path(record.dir) / LOG_NAME, self, record, follow, poll=_POLL, pause=pause)
+            finally:
+                if follow:
+                    self._forget_pipe(record.id)  # followed to the end (or given up): nothing waits on it now
+
+        return chunks()
+
+    def _forget_pipe(self, job_id: str) -> None:
+        ended = self._ended.pop(job_id, None)
+        if ended is not None:
+            os.close(ended)
 
     def cancel(self, record: JobRecord) -> JobRecord:
         def ask(r: JobRecord) -> JobRecord:

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Literal
+
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Literal
 
 _counter = itertools.count()
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -8,7 +8,10 @@ Provenance records are named by it. Standard library only.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Mapping
 
 
 def _given(env: Mapping[str, str]) -> int | None:

@@ -18,13 +18,13 @@ import os
 import stat
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from .errors import VerificationError
 from .record import Record
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
-    from typing import Iterable
+    from typing import Any, Iterable
 
 PREFIX = "sf1:"
 _CHUNK = 1 << 20

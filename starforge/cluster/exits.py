@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, NoReturn, Protocol
 
 from .errors import ForgeError, LaunchFailure
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Callable, NoReturn, Protocol
 
-class Recorded(Protocol):
-    """What is told of the failure: a job (:class:`.job.Job`) that writes its provenance."""
+    class Recorded(Protocol):
+        """What is told of the failure: a job (:class:`.job.Job`) that writes its provenance."""
 
-    failure: LaunchFailure | None
+        failure: LaunchFailure | None
 
-    def write_provenance(self) -> str | None: ...
+        def write_provenance(self) -> str | None: ...
 
 
 def run_or_exit(job: Recorded | None, action: Callable[[], object]) -> None:

@@ -31,7 +31,12 @@ IMAGE_VARIABLES = ("FORGE_CONTAINER_IMAGE", "APPTAINER_CONTAINER", "SINGULARITY_
 _DIST_INFO = re.compile(r"^(?P<name>.+?)-(?P<version>[^-]+?)\.(dist-info|egg-info)$")
 
 
-def _normalize(name: str) -> str:
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 compares it (``packaging.utils.canonicalize_name``).
+
+    >>> canonical_name("Flash_Attn.Ext")
+    'flash-attn-ext'
+    """
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -46,7 +51,7 @@ def installed(path: list | None = None) -> dict:
         for name in names:
             m = _DIST_INFO.match(name)
             if m:
-                found.setdefault(_normalize(m.group("name")), (m.group("version"), os.path.join(os.path.abspath(entry or "."), name)))
+                found.setdefault(canonical_name(m.group("name")), (m.group("version"), os.path.join(os.path.abspath(entry or "."), name)))
     return found
 
 
@@ -57,7 +62,7 @@ def _provider(top: str, dists: dict, path: list | None = None):
     nowhere has none. Nothing is imported."""
     from importlib.machinery import PathFinder
 
-    key = _normalize(top)
+    key = canonical_name(top)
     if key in dists:
         return key
     entries = sys.path if path is None else path

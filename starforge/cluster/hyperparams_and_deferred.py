@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import threading
 import types
-from typing import Any, Callable, Mapping
 
 from .errors import UsageError
+
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
 
 
 class _Deferred:

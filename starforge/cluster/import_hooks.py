@@ -13,9 +13,11 @@ from __future__ import annotations
 import sys
 import threading
 import types
-from typing import TYPE_CHECKING, Any, Callable
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from .load_order import Item
 
 

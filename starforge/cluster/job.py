@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from .. import __version__
 from . import hyperparams_and_deferred
@@ -34,6 +33,7 @@ from .load_order import Item, ordered_items
 from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -136,10 +136,11 @@ class Job:
         registry record or bundle never went through them. The names are the declared
         ones and those the verified files provide (:func:`.shadowing.top_level_names`).
         """
-        from .shadowing import recipe_top_level, shadowing, top_level_names
+        from .recipe_imports import recipe_names
+        from .shadowing import shadowing, top_level_names
 
-        if self._recipe_names is None:
-            self._recipe_names = recipe_top_level(os.path.join(self.job_dir, "recipe"))
+        if self._recipe_names is None:  # listed once, by the recipe's finder where it is installed
+            self._recipe_names = recipe_names(os.path.join(self.job_dir, "recipe"))
         names = set(item.entry.top_level) | set(top_level_names(list(contents)))
         refusal = shadowing(item.ref, names, self._recipe_names)
         if refusal is not None:

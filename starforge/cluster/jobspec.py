@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Callable
 
 from .digest import is_digest
 from .errors import SpecError, VerificationError
 from .names import is_entrypoint, is_job_id, is_module, is_plugin_name
 from .record import Record
+
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 SCHEMA = "forge/jobspec/v1"
 KINDS = ("algorithm", "environment", "data-prep")

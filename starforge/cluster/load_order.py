@@ -8,11 +8,11 @@ loaded / registered / pending / failed ...). Standard library only.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from .errors import LaunchFailure, SpecError
 from .jobspec import JobSpec, PluginEntry
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

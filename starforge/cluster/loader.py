@@ -30,9 +30,12 @@ import importlib.util
 import marshal
 import os
 import sys
-from typing import Iterable, Mapping
 
 from .codedir import code_root
+
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
 
 PLUGIN_CODE_DIR = "plugin-code"
 

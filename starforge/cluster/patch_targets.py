@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import re
 import types
-from typing import TYPE_CHECKING
 
 from .errors import PatchTargetError
 from .record import Record
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from typing import Any
 

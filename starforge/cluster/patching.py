@@ -36,13 +36,13 @@ import sys
 import threading
 import time
 import types
-from typing import TYPE_CHECKING
 
 from .errors import PatchError, PatchTargetError
 from .import_hooks import ModuleWatcher
 from .patch_targets import Target, module_not_found, no_attribute, parse_target, resolve
 from .utctime import utc_millis
 
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterator
 

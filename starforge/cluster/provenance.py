@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from .atomic import write_file
 from .jobspec import format_json
+
+TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
+if TYPE_CHECKING:
+    from typing import Any
 
 DIRNAME = "provenance"
 # set to 1 where records also travel in the job's log (:mod:`.provenance_log`)

@@ -17,7 +17,51 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import re
 import sys
+
+# An extension module's file name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``): group 1 is its import name.
+EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
+
+
+def recipe_top_level(recipe_dir: str) -> dict[str, str]:
+    """``{name: what provides it}`` for the recipe's own importable top-level names.
+
+    The recipe directory is first on the entrypoint's ``sys.path``: ``x.py``, an extension
+    module, and a directory ``x/`` holding ``__init__.py`` or a Python file (a namespace
+    package) are importable as ``x``. One directory listing (and one per sub-directory),
+    never a walk of the recipe's data. The launcher's shadowing check refuses a plugin
+    providing one of these names (:func:`.shadowing.shadowing`).
+    """
+    out: dict[str, str] = {}
+    try:
+        entries = list(os.scandir(recipe_dir))
+    except OSError:
+        return out
+    for entry in entries:
+        name = entry.name
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if name.isidentifier() and _holds_python(entry.path):
+                    out.setdefault(name, f"recipe/{name}/")
+                continue
+        except OSError:
+            continue
+        if name.endswith(".py") and name[:-3].isidentifier():
+            out.setdefault(name[:-3], f"recipe/{name}")
+            continue
+        m = EXTENSION_RE.match(name)
+        if m:
+            out.setdefault(m.group(1), f"recipe/{name}")
+    return out
+
+
+def _holds_python(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return any(e.name.endswith(".py") for e in it)
+    except OSError:
+        return False
 
 
 class UncachedSourceLoader(importlib.machinery.SourceFileLoader):
@@ -32,11 +76,17 @@ class UncachedSourceLoader(importlib.machinery.SourceFileLoader):
 
 
 class RecipeFinder:
-    """Finds the modules of the staged recipe *recipe_dir* (its top-level *names* and below)."""
+    """Finds the modules of the staged recipe *recipe_dir* (its top-level names and below).
 
-    def __init__(self, recipe_dir: str, names) -> None:
+    *origins* is :func:`recipe_top_level` of *recipe_dir* (``{name: what provides it}``),
+    listed once: the launcher's shadowing check reads it from here (:func:`recipe_names`)
+    instead of listing the recipe again.
+    """
+
+    def __init__(self, recipe_dir: str, origins) -> None:
         self.recipe_dir = os.path.abspath(recipe_dir)
-        self.names = frozenset(names)
+        self.origins = dict(origins)
+        self.names = frozenset(self.origins)
 
     def find_spec(self, fullname, path=None, target=None):
         top, dot, _ = fullname.partition(".")
@@ -60,14 +110,28 @@ class RecipeFinder:
         return None
 
 
-def install_recipe_finder(recipe_dir: str) -> RecipeFinder | None:
-    """Put a :class:`RecipeFinder` for *recipe_dir* ahead of the path finder (once per recipe)."""
-    from .shadowing import recipe_top_level
-
+def installed_finder(recipe_dir: str) -> RecipeFinder | None:
+    """The :class:`RecipeFinder` of *recipe_dir* on ``sys.meta_path``, or None."""
     recipe_dir = os.path.abspath(recipe_dir)
     for finder in sys.meta_path:
         if isinstance(finder, RecipeFinder) and finder.recipe_dir == recipe_dir:
             return finder
+    return None
+
+
+def recipe_names(recipe_dir: str) -> dict[str, str]:
+    """The recipe's own top-level names (:func:`recipe_top_level`): those its finder listed
+    when this process installed one, else listed now."""
+    finder = installed_finder(recipe_dir)
+    return dict(finder.origins) if finder is not None else recipe_top_level(recipe_dir)
+
+
+def install_recipe_finder(recipe_dir: str) -> RecipeFinder | None:
+    """Put a :class:`RecipeFinder` for *recipe_dir* ahead of the path finder (once per recipe)."""
+    recipe_dir = os.path.abspath(recipe_dir)
+    finder = installed_finder(recipe_dir)
+    if finder is not None:
+        return finder
     if not os.path.isdir(recipe_dir):
         return None
     finder = RecipeFinder(recipe_dir, recipe_top_level(recipe_dir))

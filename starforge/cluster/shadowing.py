@@ -24,9 +24,11 @@ Cluster side: standard library only (the launcher imports it).
 
 from __future__ import annotations
 
-import os
-import re
 from typing import Iterable
+
+# The recipe's listing is the recipe finder's (every process of the job lists it there,
+# without importing the lists below); the names stay public here for every check.
+from .recipe_imports import EXTENSION_RE, recipe_top_level  # noqa: F401
 
 STDLIB_NAMES = frozenset({
     '__future__', '_abc', '_aix_support', '_android_support', '_apple_support', '_ast',
@@ -96,7 +98,6 @@ RESERVED_NAMES = {
     "usercustomize": "a start-up hook Python runs in every process",
 }
 
-EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 
 
 def top_level_names(files: list[str]) -> tuple[str, ...]:
@@ -144,45 +145,6 @@ def forbidden(name: str) -> str | None:
     if name in TRAINING_STACK:
         return f"the training-stack package '{name}'"
     return None
-
-
-def recipe_top_level(recipe_dir: str) -> dict[str, str]:
-    """``{name: what provides it}`` for the recipe's own importable top-level names.
-
-    The recipe directory is first on the entrypoint's ``sys.path``: ``x.py``, an extension
-    module, and a directory ``x/`` holding ``__init__.py`` or a Python file (a namespace
-    package) are importable as ``x``. One directory listing (and one per sub-directory),
-    never a walk of the recipe's data.
-    """
-    out: dict[str, str] = {}
-    try:
-        entries = list(os.scandir(recipe_dir))
-    except OSError:
-        return out
-    for entry in entries:
-        name = entry.name
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                if name.isidentifier() and _holds_python(entry.path):
-                    out.setdefault(name, f"recipe/{name}/")
-                continue
-        except OSError:
-            continue
-        if name.endswith(".py") and name[:-3].isidentifier():
-            out.setdefault(name[:-3], f"recipe/{name}")
-            continue
-        m = EXTENSION_RE.match(name)
-        if m:
-            out.setdefault(m.group(1), f"recipe/{name}")
-    return out
-
-
-def _holds_python(directory: str) -> bool:
-    try:
-        with os.scandir(directory) as it:
-            return any(e.name.endswith(".py") for e in it)
-    except OSError:
-        return False
 
 
 def shadowing(ref: str, names: Iterable[str], recipe: dict[str, str]) -> str | None:

@@ -23,7 +23,6 @@ Laptop side.
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -226,6 +225,8 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
     if ov.new:
         return ov.value
     known = sorted(set(declared) | set(config))
+    import difflib  # only for an unknown key's hint
+
     close = difflib.get_close_matches(ov.key, known, n=3, cutoff=0.6)
     if close:
         message = f"{ov.shown}: unknown key '{ov.key}' (closest: {', '.join(close)})"

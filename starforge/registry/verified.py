@@ -131,8 +131,10 @@ def _specifier(text: str | None) -> str | None:
 def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | None = None) -> dict:
     """The comparable form of a manifest (plugin.yaml data or a :class:`PluginManifest`) and
     its top-level names; raise :class:`ManifestError` when *manifest* is not a valid plugin.yaml."""
-    from packaging.utils import canonicalize_name
     from packaging.version import Version
+
+    # PEP 503 names without packaging.utils, which imports packaging.tags (logging, platform, sysconfig)
+    from ..cluster.fingerprint import canonical_name
 
     m = manifest if isinstance(manifest, PluginManifest) else PluginManifest.from_mapping(dict(manifest), "record")
     params = {}
@@ -149,7 +151,7 @@ def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | No
         "requires": (
             _specifier(m.requires.core),
             _specifier(m.requires.python),
-            {canonicalize_name(k): _specifier(v) for k, v in m.requires.packages.items()},
+            {canonical_name(k): _specifier(v) for k, v in m.requires.packages.items()},
         ),
         "targets": tuple(sorted(set(m.targets))),
         "top_level": tuple(sorted(set(top_level))),

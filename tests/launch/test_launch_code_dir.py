@@ -39,8 +39,7 @@ WORKER_MODULES_WITHOUT_TARGET = [
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.import_hooks", "starforge.cluster.interpreter",
     "starforge.cluster.job", "starforge.cluster.jobspec", "starforge.cluster.load_order", "starforge.cluster.names",
     "starforge.cluster.plain_specifiers", "starforge.cluster.process_job", "starforge.cluster.provenance",
-    "starforge.cluster.ray_init",
-    "starforge.cluster.recipe_imports", "starforge.cluster.record", "starforge.cluster.shadowing",
+    "starforge.cluster.ray_init", "starforge.cluster.recipe_imports", "starforge.cluster.record",
     "starforge.cluster.status", "starforge.cluster.utctime",
 ]
 # ... and, once the target is imported: the snapshot loader, the requirement check and
