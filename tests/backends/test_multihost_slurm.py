@@ -380,3 +380,84 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
     assert (second["attempt"], second["removed"], second["not_removed"]) == (1, [N1, N2], []), second
     assert (f"{N2} did not remove its node-local copy (the host died or was killed before its cleanup ran); "
             f"attempt 1's prepare on {N2} removed it") in text, text
+
+
+# Run by two users' jobs at once on both hosts: what this job's process sees of the other
+# job's node-local copy on its host (there is one: each job waits for it, then waits until
+# the other job has looked too, so both copies are there while either looks).
+COPIES = """\
+import glob
+import json
+import os
+import socket
+import time
+
+from workload import algo
+
+
+def wait_for(pattern, deadline):
+    while len(glob.glob(pattern)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+own = os.path.realpath(os.environ["FORGE_JOB_DIR"])
+deadline = time.monotonic() + 120
+wait_for("/tmp/starforge-*", deadline)
+others = {}
+for path in glob.glob("/tmp/starforge-*"):
+    if os.path.realpath(path) != own:
+        st = os.stat(path)
+        try:
+            os.listdir(path)
+            seen = "listed"
+        except PermissionError:
+            seen = "denied"
+        others[path] = [st.st_uid, oct(st.st_mode & 0o777), seen]
+print("RESULTS " + json.dumps({"host": socket.gethostname(), "uid": os.getuid(), "own": own,
+                               "own_mode": oct(os.stat(own).st_mode & 0o777), "others": others, "tag": algo.tag()}), flush=True)
+open("/tmp/looked-%d" % os.getuid(), "w").close()
+wait_for("/tmp/looked-*", deadline)
+"""
+
+
+def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_two_hosts, make_experiment, other_user,
+                                                                         plugin_registry):
+    cluster = slurm_two_hosts
+    exp = make_experiment("python -m workload.copies", "slurm", {"nodes": 2, "launch": "per-node"}, name="copies")
+    (exp / "workload" / "copies.py").write_text(COPIES)
+    # The other user's experiment (the same, locked), registry and forge state, on the shared file system.
+    theirs = cluster.base / "other-user"
+    shutil.copytree(exp, theirs / "copies", ignore=shutil.ignore_patterns(".forge"))
+    shutil.copytree(plugin_registry, theirs / "registry")
+    config = theirs / "copies" / "forge.yaml"
+    config.write_text(config.read_text().replace(plugin_registry, str(theirs / "registry")))
+    subprocess.run(["chown", "-R", f"{other_user.uid}", str(theirs)], check=True)
+    their_env = cluster.env(FORGE_HOME=str(theirs / "forge-home"), HOME=str(theirs), USER=other_user.name,
+                            LOGNAME=other_user.name)
+    as_them = ["runuser", "-m", "-u", other_user.name, "--", str(BIN / "forge"), "submit", str(theirs / "copies"), "--json"]
+    jobs = [subprocess.Popen(cluster.hosts.enter(LAPTOP, argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+            for argv, env in (([str(BIN / "forge"), "submit", str(exp), "--json"], cluster.env()), (as_them, their_env))]
+    try:
+        (mine, my_log), (other, their_log) = [job.communicate(timeout=240) for job in jobs]
+    finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+        for host in (N1, N2):
+            for marker in cluster.hosts.node_tmp(host).glob("looked-*"):
+                marker.unlink()
+    for out, log in ((mine, my_log), (other, their_log)):
+        assert out.strip(), log
+        assert (json.loads(out)["status"], json.loads(out)["exit_code"]) == ("succeeded", 0), log
+    by_user = {0: _results(my_log), other_user.uid: _results(their_log)}
+    for uid, results in by_user.items():
+        assert sorted(r["host"] for r in results) == [N1, N2], results
+        for r in results:  # each job ran patched from its own private copy, and saw one other copy there
+            assert r["uid"] == uid and r["own_mode"] == "0o700" and r["tag"].startswith("patched:plain:"), r
+            [(path, (owner, mode, seen))] = r["others"].items()
+            assert (owner, mode) == ((other_user.uid, "0o700") if uid == 0 else (0, "0o700")), r
+            if uid == other_user.uid:  # the ordinary user's job cannot look into the other job's copy
+                assert seen == "denied", r
+    for host in (N1, N2):
+        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
