@@ -221,8 +221,6 @@ def where(kind):
 @ray.remote(num_cpus=0, max_restarts=1, resources={"survivor": 0.01})
 class Survivor:
     def info(self):
-        if socket.gethostname() == "rn1":  # tells the test (on this host's /tmp) that it runs here
-            open("/tmp/survivor-ready", "w").close()
         return where("actor")
 
 
@@ -236,6 +234,7 @@ def main():
     [worker] = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "node_rn1" in n["Resources"]]
     actor = Survivor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(worker, soft=True)).remote()
     out = [ray.get(actor.info.remote(), timeout=120)]
+    open("/tmp/survivor-ready", "w").close()  # tells the test (on the head's /tmp) where the actor ran
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:  # the worker host is killed now: the actor comes back elsewhere
         try:
@@ -283,11 +282,12 @@ def test_a_killed_worker_host_a_restarted_actor_and_a_late_host_all_run_patched(
                                                    "--set", "mark.label=restarted"]),
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        ready = worker_tmp / "survivor-ready"
+        ready = hosts.node_tmp(HEAD) / "survivor-ready"
         deadline = time.monotonic() + 180
         while not ready.exists() and submit.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert ready.exists(), submit.communicate(timeout=60) if submit.poll() is not None else "no actor on the worker host"
+        ready.unlink()
         # The job's first process on the worker host swept what no process uses any more.
         left = {p.name for p in worker_tmp.glob("forge-code-*")}
         assert not (earlier & left), (earlier, left)
