@@ -73,6 +73,7 @@ from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
 from .base import Backend, JobRecord, exit_status, follow_file
 from .binding import Binding
+from .node_cleanup import CLEANUP_DIR
 
 if TYPE_CHECKING:
     from .staged import StagedJob
@@ -275,6 +276,8 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "# Every process writes its provenance record to the shared directory as it is made too:",
         "# the collect step of a killed or cancelled attempt never runs.",
         f'mkdir -p "$SHARED/provenance" && export {SHARED_PROVENANCE_ENV}="$SHARED/provenance"',
+        "# Each host says there when it removed its node-local copy (a host that died cannot).",
+        f'mkdir -p "$SHARED/{SLURM_DIR}/{CLEANUP_DIR}"',
         "# The binding of what was staged (sha256 of the runtime zip and of jobspec.json).",
         f"RUNTIME_SHA256={binding.runtime_sha256}",
         f"SPEC_SHA256={binding.spec_sha256}",
@@ -355,11 +358,13 @@ fi
 # a requeued attempt: this job's node-local copies an earlier attempt left on this node (a
 # host that died could not remove them), this user's own and real directories only
 if [ -n "${SLURM_JOB_ID:-}" ]; then
+    swept=0
     for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
         if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
-            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" || true
+            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" || true; swept=$((swept + 1))
         fi
     done
+    if [ "$swept" -gt 0 ]; then echo "$swept" > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$(hostname -s).swept" || true; fi
 fi
 for item in "$@"; do
     if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi
@@ -410,6 +415,8 @@ fi
 if [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/slurm/status-$host.json"; fi
 if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/status.json"; fi
 if [ -d "$local" ] && [ ! -L "$local" ] && [ -O "$local" ]; then chmod -R u+w "$local" 2>/dev/null; rm -rf "$local"; fi
+# this host cleaned up after this attempt (what `forge jobs show` reads; a host that died did not)
+if [ ! -e "$local" ] && [ -d "$shared/slurm/cleanup" ]; then echo removed > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$host.done"; fi
 true
 """
 

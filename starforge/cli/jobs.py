@@ -180,6 +180,9 @@ def render_details(d: dict) -> list:
             lines.append(f"  warning : {message}")
     for f in prov.get("failures") or []:
         lines.append(f"  failure : {f.get('phase', '?')} {f.get('plugin') or ''} {f.get('message') or ''}".rstrip())
+    from ..backends.node_cleanup import cleanup_lines
+
+    lines.extend(cleanup_lines(d.get("node_cleanup")))
     return lines
 
 

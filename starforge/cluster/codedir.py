@@ -388,40 +388,145 @@ def write_pointer(job_dir, code_dir):
 
 
 def sweep_dead_code_dirs(folder):
-    """Remove the code directories in *folder* that a launch on this node left behind when it
-    was killed (SIGKILL cannot be cleaned after): this user's, keyed to this node, made by a
-    process that no longer exists. Anything else is left alone. Returns how many went."""
-    import errno
+    """Remove the code directories in *folder* that no process uses any more: this user's
+    (the directory and its key, never through a link), keyed to this node, whose recorded
+    processes (the maker's pid in the key, and every process that registered in ``users/``,
+    see :func:`register_user`) are all gone. That is what a launch killed by SIGKILL leaves,
+    and what a node where no process lives as long as the job leaves (a Ray worker host).
+    Anything else is left alone. Each candidate is first renamed aside, then its processes are
+    read again there (a process registering afterwards finds it gone and makes its own); one
+    still in use goes back. Returns how many went."""
     import shutil
 
     removed = 0
     try:
-        names = [n for n in os.listdir(folder) if n.startswith("forge-code-")]
+        names = [n for n in os.listdir(folder) if n.startswith(("forge-code-", SWEEPING))]
     except OSError:
         return 0
     here = node_tag()
     for name in names:
         path = os.path.join(folder, name)
+        if not _unused_here(path, here):
+            continue
+        aside = os.path.join(folder, SWEEPING + _random_name())
         try:
-            st = os.lstat(path)
-            if st.st_uid != os.getuid() or not os.path.isdir(path) or os.path.islink(path):
-                continue
-            with open(os.path.join(path, CODE_KEY), "rb") as f:
-                key = json.loads(f.read().decode("utf-8"))
-        except (IOError, OSError, ValueError):
-            continue
-        pid = key.get("pid") if isinstance(key, dict) else None
-        if key.get("schema") != CODE_SCHEMA or key.get("node") != here or not isinstance(pid, int) or pid <= 0:
-            continue
+            os.rename(path, aside)
+        except OSError:
+            continue  # another sweep took it, or it went
+        if _unused_here(aside, here):
+            shutil.rmtree(aside, ignore_errors=True)
+            removed += 1
+        else:
+            try:
+                os.rename(aside, path)
+            except OSError:
+                pass
+    return removed
+
+
+# A code directory being swept is renamed to this prefix first (what a sweep ended halfway left
+# is swept again by the next one).
+SWEEPING = ".forge-code-sweep-"
+# The folder of a code directory where each process using it, other than its maker, records
+# its pid (an empty file named after it), so that no sweep removes it under them.
+USERS_DIR = "users"
+
+
+def _random_name():
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789_"
+    return "".join(letters[b % len(letters)] for b in bytearray(os.urandom(8)))
+
+
+def _unused_here(path, here):
+    """True when *path* is a code directory of this user and this node (never read through a
+    link) whose recorded processes are all gone."""
+    import errno
+    import stat
+
+    try:
+        st = os.lstat(path)
+        if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode):
+            return False
+        fd = os.open(os.path.join(path, CODE_KEY), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(f.fileno()).st_uid != os.getuid():
+                return False
+            key = json.loads(f.read().decode("utf-8"))
+        users = os.path.join(path, USERS_DIR)
+        pids = [key.get("pid") if isinstance(key, dict) else None]
+        if os.path.isdir(users) and not os.path.islink(users):
+            pids += [int(n) for n in os.listdir(users) if n.isdigit()]
+    except (IOError, OSError, ValueError):
+        return False
+    if key.get("schema") != CODE_SCHEMA or key.get("node") != here:
+        return False
+    for pid in pids:
+        if not isinstance(pid, int) or pid <= 0:
+            return False
         try:
             os.kill(pid, 0)
-            continue  # alive: its launcher removes it
+            return False  # alive: its maker removes it, or it still imports from it
         except OSError as exc:
             if exc.errno != errno.ESRCH:  # EPERM: another user's process under that pid
-                continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed += 1
-    return removed
+                return False
+    return True
+
+
+def register_user(path):
+    """Record this process as a user of the code directory *path* (``users/<pid>``), so no
+    sweep removes it while this process lives; False when *path* is gone (swept meanwhile)."""
+    users = os.path.join(path, USERS_DIR)
+    try:
+        os.mkdir(users, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        fd = os.open(os.path.join(users, str(os.getpid())), os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.close(fd)
+    except OSError:
+        return False
+    return os.path.isfile(os.path.join(path, CODE_KEY))
+
+
+def make_node_code_dir(zip_path, job_dir, job_id):
+    """The job's code directory on a node where no node entry ran (a Ray worker host, whose
+    copy of the job directory Ray unpacked): made by the first process of the job there, as the
+    node entry makes one (:func:`make_code_dir`, which also sweeps the unused ones), and
+    published through this node's pointer in the job directory for the job's other processes
+    there. Returns the directory this process uses: its own, or the one another process
+    published first (None when that one cannot be read); no process of the job on the node
+    lives as long as the job, so none removes it: the next launch or maker on the node sweeps
+    it once every process that used it is gone."""
+    import shutil
+
+    path = make_code_dir(zip_path, job_dir, job_id)
+    pointer = pointer_path(job_dir)
+    tmp = "%s.%d.tmp" % (pointer, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(path)
+        try:
+            os.link(tmp, pointer)  # first one wins
+            return path
+        except FileExistsError:
+            fd = os.open(pointer, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as f:
+                other = f.read(4096).decode("utf-8", "replace")
+            if other and os.path.isdir(other):
+                shutil.rmtree(path, ignore_errors=True)
+                return other
+            os.rename(tmp, pointer)  # it named a directory gone from this node (swept): ours now
+            return path
+    except (IOError, OSError):
+        return path  # no pointer: this process uses its own (swept once it is gone)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def remove_on_signals():

@@ -29,6 +29,11 @@ def job_details(record) -> dict:
 
         out["provenance"] = summarize(str(job_dir))
         out["provenance"]["from_log"] = read_summary(job_dir)
+    if record.backend == "slurm":
+        from ..backends.node_cleanup import node_cleanup
+        from ..cluster.provenance import read_records
+
+        out["node_cleanup"] = node_cleanup(job_dir, read_records(str(job_dir)), record.final)
     return out
 
 

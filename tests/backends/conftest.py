@@ -573,6 +573,8 @@ def main():
         "job_dir": os.environ.get("FORGE_JOB_DIR"),
         "job_dir_mode": oct(os.stat(os.environ["FORGE_JOB_DIR"]).st_mode & 0o777),
         "job_dir_uid": os.stat(os.environ["FORGE_JOB_DIR"]).st_uid,
+        # where a torchrun-style launcher started this process as one rank of several
+        "rank": [os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")],
     }
     print("RESULTS " + json.dumps(out), flush=True)
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from namespaced_hosts import Hosts, unavailable
+from namespaced_hosts import Hosts, closed_ancestors, unavailable
 
 pytestmark = pytest.mark.slurm
 
@@ -144,7 +144,8 @@ def slurm_two_hosts(tmp_path_factory):
     # every host sees the state, the tests' temp directories and this Python at the same paths
     expose = sorted({str(base), str(tmp_path_factory.getbasetemp()), os.path.realpath(sys.prefix),
                      os.path.realpath(sys.base_prefix)})
-    hosts = Hosts(base, IPS, {h: expose for h in IPS})
+    # ... and an ordinary user reaches this Python where a folder on the way is closed to others
+    hosts = Hosts(base, IPS, {h: expose for h in IPS}, reveal=closed_ancestors([sys.prefix, sys.base_prefix]))
     c = Cluster(hosts, base, conf)
     try:
         hosts.up()
@@ -214,15 +215,55 @@ def test_both_launch_modes_run_patched_on_both_hosts_each_checking_its_own_copy(
     for host in (N1, N2):
         assert f"  host    : {host}: " in text, text
         assert prov["per_host"][host]["patched"] >= 2, prov["per_host"]  # the srun task and its child
+    # each host said it removed its node-local copy
+    assert details["node_cleanup"]["attempts"] == [
+        {"attempt": 0, "prepared": [N1, N2], "removed": [N1, N2], "not_removed": [], "removed_later_by": {}}]
+    assert f"  cleanup : attempt 0: node-local copy removed on {N1}, {N2}" in text, text
 
-    # launch: per-node, the launcher itself on each host
-    exp = make_experiment("python -m workload.train", "slurm", {"nodes": 2, "launch": "per-node"}, name="per-node")
+    # launch: per-node, the launcher itself on each host, its entrypoint a torchrun-style
+    # multi-node start: one launcher per host starting two ranks there
+    exp = make_experiment(f"python -m workload.ranks {RANKS_PER_HOST} -m workload.train", "slurm",
+                          {"nodes": 2, "launch": "per-node"}, name="per-node")
+    (exp / "workload" / "ranks.py").write_text(RANKS)
     record, log = _submit(cluster, exp)
     assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
-    assert sorted(r["host"] for r in _results(log)) == [N1, N2], log
+    results = _results(log)
+    ranks = sorted((r["rank"][0], r["host"], r["rank"][1], r["rank"][2]) for r in results)
+    first, second = sorted((N1, N2), key=lambda h: min(r for r, host, _, _ in ranks if host == h))
+    assert ranks == [("0", first, "0", "4"), ("1", first, "1", "4"), ("2", second, "0", "4"), ("3", second, "1", "4")], log
+    for r in results:  # every rank on both hosts, and the process each rank spawned
+        assert r["driver"].startswith("patched:plain:") and r["child"].startswith("patched:plain:"), r
     records = _records(Path(record["dir"]))
     launchers = sorted((r["host"], r["mode"]) for r in records if r["role"] == "launcher")
     assert launchers == [(N1, "launch"), (N1, "verify-only"), (N2, "launch"), (N2, "verify-only")], launchers
+    per_host = _show(cluster, record["id"])[0]["provenance"]["per_host"]
+    assert all(per_host[h]["patched"] >= 4 for h in (N1, N2)), per_host  # two ranks and their children per host
+
+
+# A stand-in for torchrun's multi-node start (`torchrun --nnodes N --nproc-per-node K -m
+# mod`): started once per host, it starts K ranks there with the variables torchrun sets
+# (the node's rank from Slurm), and exits with the worst rank's code.
+RANKS_PER_HOST = 2
+RANKS = """\
+import os
+import subprocess
+import sys
+
+
+def main():
+    per_host, cmd = int(sys.argv[1]), sys.argv[2:]
+    node, nodes = int(os.environ["SLURM_NODEID"]), int(os.environ["SLURM_JOB_NUM_NODES"])
+    ranks = []
+    for local in range(per_host):
+        env = dict(os.environ, RANK=str(node * per_host + local), LOCAL_RANK=str(local), GROUP_RANK=str(node),
+                   WORLD_SIZE=str(nodes * per_host), LOCAL_WORLD_SIZE=str(per_host))
+        ranks.append(subprocess.Popen([sys.executable, *cmd], env=env))
+    sys.exit(max(rank.wait() for rank in ranks))
+
+
+if __name__ == "__main__":
+    main()
+"""
 
 
 SHIM = """#!/bin/sh
@@ -281,6 +322,10 @@ def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_e
     gone = lambda: not any(list(cluster.hosts.node_tmp(h).glob("starforge-*")) for h in (N1, N2))  # noqa: E731
     _wait_for("node-local copies removed on both hosts", gone, 30)
     assert json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] == "cancelled"
+    # and each host recorded that it did (its keeper step, signalled by the cancel)
+    cleaned = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["node_cleanup"] == {  # noqa: E731
+        "attempts": [{"attempt": 0, "prepared": [N1, N2], "removed": [N1, N2], "not_removed": [], "removed_later_by": {}}]}
+    _wait_for("both hosts' cleanup recorded", cleaned, 30, lambda: cluster.forge("jobs", "show", record["id"]).stdout)
 
 
 # The first attempt sleeps (its host is killed under it); the requeued one ends at once.
@@ -328,3 +373,91 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
     for host in (N1, N2):
         assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
     assert "attempts 0, 1" in text, text
+    # ... and `forge jobs show` says so: the killed host did not clean up after attempt 0
+    # (nothing on it ran any more), and which later prepare removed what it left
+    first, second = details["node_cleanup"]["attempts"]
+    assert (first["attempt"], N2 in first["not_removed"], first["removed_later_by"].get(N2)) == (0, True, 1), first
+    assert (second["attempt"], second["removed"], second["not_removed"]) == (1, [N1, N2], []), second
+    assert (f"{N2} did not remove its node-local copy (the host died or was killed before its cleanup ran); "
+            f"attempt 1's prepare on {N2} removed it") in text, text
+
+
+# Run by two users' jobs at once on both hosts: what this job's process sees of the other
+# job's node-local copy on its host (there is one: each job waits for it, then waits until
+# the other job has looked too, so both copies are there while either looks).
+COPIES = """\
+import glob
+import json
+import os
+import socket
+import time
+
+from workload import algo
+
+
+def wait_for(pattern, deadline):
+    while len(glob.glob(pattern)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+own = os.path.realpath(os.environ["FORGE_JOB_DIR"])
+deadline = time.monotonic() + 120
+wait_for("/tmp/starforge-*", deadline)
+others = {}
+for path in glob.glob("/tmp/starforge-*"):
+    if os.path.realpath(path) != own:
+        st = os.stat(path)
+        try:
+            os.listdir(path)
+            seen = "listed"
+        except PermissionError:
+            seen = "denied"
+        others[path] = [st.st_uid, oct(st.st_mode & 0o777), seen]
+print("RESULTS " + json.dumps({"host": socket.gethostname(), "uid": os.getuid(), "own": own,
+                               "own_mode": oct(os.stat(own).st_mode & 0o777), "others": others, "tag": algo.tag()}), flush=True)
+open("/tmp/looked-%d" % os.getuid(), "w").close()
+wait_for("/tmp/looked-*", deadline)
+"""
+
+
+def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_two_hosts, make_experiment, other_user,
+                                                                         plugin_registry):
+    cluster = slurm_two_hosts
+    exp = make_experiment("python -m workload.copies", "slurm", {"nodes": 2, "launch": "per-node"}, name="copies")
+    (exp / "workload" / "copies.py").write_text(COPIES)
+    # The other user's experiment (the same, locked), registry and forge state, on the shared file system.
+    theirs = cluster.base / "other-user"
+    shutil.copytree(exp, theirs / "copies", ignore=shutil.ignore_patterns(".forge"))
+    shutil.copytree(plugin_registry, theirs / "registry")
+    config = theirs / "copies" / "forge.yaml"
+    config.write_text(config.read_text().replace(plugin_registry, str(theirs / "registry")))
+    subprocess.run(["chown", "-R", f"{other_user.uid}", str(theirs)], check=True)
+    their_env = cluster.env(FORGE_HOME=str(theirs / "forge-home"), HOME=str(theirs), USER=other_user.name,
+                            LOGNAME=other_user.name)
+    as_them = ["runuser", "-m", "-u", other_user.name, "--", str(BIN / "forge"), "submit", str(theirs / "copies"), "--json"]
+    jobs = [subprocess.Popen(cluster.hosts.enter(LAPTOP, argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+            for argv, env in (([str(BIN / "forge"), "submit", str(exp), "--json"], cluster.env()), (as_them, their_env))]
+    try:
+        (mine, my_log), (other, their_log) = [job.communicate(timeout=240) for job in jobs]
+    finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+        for host in (N1, N2):
+            for marker in cluster.hosts.node_tmp(host).glob("looked-*"):
+                marker.unlink()
+    for out, log in ((mine, my_log), (other, their_log)):
+        assert out.strip(), log
+        assert (json.loads(out)["status"], json.loads(out)["exit_code"]) == ("succeeded", 0), log
+    by_user = {0: _results(my_log), other_user.uid: _results(their_log)}
+    for uid, results in by_user.items():
+        assert sorted(r["host"] for r in results) == [N1, N2], results
+        for r in results:  # each job ran patched from its own private copy, and saw one other copy there
+            assert r["uid"] == uid and r["own_mode"] == "0o700" and r["tag"].startswith("patched:plain:"), r
+            [(path, (owner, mode, seen))] = r["others"].items()
+            assert (owner, mode) == ((other_user.uid, "0o700") if uid == 0 else (0, "0o700")), r
+            if uid == other_user.uid:  # the ordinary user's job cannot look into the other job's copy
+                assert seen == "denied", r
+    for host in (N1, N2):
+        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host

@@ -144,6 +144,9 @@ def test_relative_job_environment_survives_a_child_in_another_directory(builder,
     job = builder.job(plugins=[demo_plugin()])
     full = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_") and k != "PYTHONPATH"}
     full.update(bootstrap_env(job.dir, relative=True))
+    node_tmp = tmp_path / "node-tmp"  # this emulated node's own: the worker makes the job's code directory there
+    node_tmp.mkdir()
+    full["TMPDIR"] = str(node_tmp)
     code = (
         "import subprocess, sys; from app import algo; print('worker', algo.compute(1)); "
         "subprocess.run([sys.executable, '-c', 'from app import algo; print(\"elsewhere\", algo.compute(1))'], "
@@ -153,3 +156,4 @@ def test_relative_job_environment_survives_a_child_in_another_directory(builder,
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["worker", "20", "elsewhere", "20"]
     assert len(job.records()) == 2
+    assert [p.name[:11] for p in node_tmp.iterdir()] == ["forge-code-"]  # one, shared by both processes

@@ -80,11 +80,18 @@ def _code_dir(runtime_zip):
     this user that nobody else can enter, and its key names this job and this very zip (by
     sha256); otherwise it is taken off sys.path and this process imports from the zip.
     """
-    path = _os.environ.get("FORGE_CODE_DIR") or _pointed_code_dir()
+    path = _os.environ.get("FORGE_CODE_DIR")
+    pointed = not path
+    if pointed:
+        path = _pointed_code_dir()
+        if not path or not _os.path.lexists(path):
+            path = _node_code_dir(runtime_zip)
     if not path:
         return None
     path = _os.path.abspath(path)
     reason = _code_dir_refusal(path, runtime_zip)
+    if reason is None and pointed and not _register(path, runtime_zip):
+        reason = "it went while this process started"
     if reason is None:
         return path
     _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != path
@@ -94,6 +101,52 @@ def _code_dir(runtime_zip):
     _sys.stderr.write("forge: process %d does not use the code directory %s (%s); the runtime zip is compiled here\n"
                       % (_os.getpid(), path, reason))
     return None
+
+
+def _codedir_functions(runtime_zip):
+    """codedir.py's functions, compiled from the runtime zip in a namespace of their own (as
+    node_entry.py does): importing ``starforge`` here would fix it to the zip before the
+    code directory is on the path."""
+    import zipimport
+
+    name = "starforge/cluster/codedir.py"
+    functions = {"__name__": "forge_codedir", "__file__": _os.path.join(runtime_zip, name)}
+    exec(compile(zipimport.zipimporter(runtime_zip).get_data(name), functions["__file__"], "exec", dont_inherit=True),
+         functions)  # noqa: S102
+    return functions
+
+
+def _node_code_dir(runtime_zip):
+    """The job's code directory made on this node by this process, for a process that a
+    backend started in its own unpacked copy of the job directory (a relative
+    FORGE_JOB_DIR: a Ray worker), where no node entry ran and none points to one yet."""
+    job_dir = _os.environ.get("FORGE_JOB_DIR", "")
+    job_python = _os.environ.get("FORGE_PYTHON")
+    if not runtime_zip or not job_dir or _os.path.isabs(job_dir) or (job_python and job_python != _sys.executable):
+        return None
+    try:
+        return _codedir_functions(runtime_zip)["make_node_code_dir"](
+            runtime_zip, _os.path.abspath(job_dir), _os.environ.get("FORGE_JOB_ID"))
+    except Exception as exc:  # an unsafe TMPDIR among them: this process compiles from the zip
+        _sys.stderr.write("forge: process %d makes no code directory on this node (%s); the runtime zip is compiled here\n"
+                          % (_os.getpid(), exc))
+        return None
+
+
+def _register(path, runtime_zip):
+    """Record this process as a user of the code directory *path* (found through the job
+    directory's pointer): ``users/<pid>`` in it (codedir.register_user, written out here so a
+    worker compiles nothing for it), so no sweep removes it while this process lives."""
+    users = _os.path.join(path, "users")
+    try:
+        try:
+            _os.mkdir(users, 0o700)
+        except FileExistsError:
+            pass
+        _os.close(_os.open(_os.path.join(users, str(_os.getpid())), _os.O_WRONLY | _os.O_CREAT | getattr(_os, "O_NOFOLLOW", 0), 0o600))
+    except OSError:
+        return False
+    return _os.path.isfile(_os.path.join(path, "forge-code.json"))
 
 
 def _pointed_code_dir():
