@@ -14,10 +14,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import forge
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "forge_plugins" / "opsd-patch"
@@ -40,8 +41,7 @@ class World:
         shutil.copytree(PLUGIN, self.dev)
 
     def forge(self, *args, ok=None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], cwd=self.tmp, env=self.env,
-                              capture_output=True, text=True, timeout=300)
+        proc = forge(*args, cwd=self.tmp, env=self.env, timeout=300)
         if ok is not None:
             assert proc.returncode == ok, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc
