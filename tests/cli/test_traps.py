@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import forge as run_forge
 
 FORGE = str(Path(sys.executable).with_name("forge"))
 
@@ -20,7 +21,7 @@ def env(tmp_path):
 
 
 def forge(env, *args, cwd, check=False):
-    result = subprocess.run([FORGE, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    result = run_forge(*args, env=env, cwd=cwd, timeout=60)
     if check:
         assert result.returncode == 0, result.stderr
     return result
