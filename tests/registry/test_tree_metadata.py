@@ -14,10 +14,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import forge as run_forge
 
 OWNER = "alice"
 FIXTURE = Path(__file__).resolve().parent.parent / "experiment" / "fixtures" / "lock-before-tree-rule"
@@ -34,8 +35,7 @@ class User:
         self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER=OWNER, DOCKER_CONFIG=str(root / "docker"))
 
     def forge(self, *args, ok=True, cwd=None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], env=self.env,
-                              cwd=cwd or self.root, capture_output=True, text=True, timeout=300)
+        proc = run_forge(*args, env=self.env, cwd=cwd or self.root, timeout=300)
         if ok:
             assert proc.returncode == 0, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         else:
