@@ -2,8 +2,6 @@
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +10,6 @@ from support.cli import forge as run_forge
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
 
-FORGE = str(Path(sys.executable).with_name("forge"))
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from support.cli import forge as run_forge
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
 
-FORGE = str(Path(sys.executable).with_name("forge"))
 
 
 @pytest.fixture

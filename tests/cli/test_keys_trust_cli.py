@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from support.cli import forge as run_forge
 
-FORGE = str(Path(sys.executable).with_name("forge"))
 
 
 @pytest.fixture
