@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from support.cli import check_restored, dumpable, forge, forge_process, process_state, restore
+from support.cli import check_restored, dumpable, forge, forge_process, process_state, restore, unshielded
 from support.experiment import Project
 
 
@@ -38,18 +38,19 @@ def test_the_state_check_sees_what_the_credential_shield_changes_and_restore_put
     from starforge.credentials import shield_credentials
 
     monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "push-S3cr3t")
-    before = process_state()
-    assert before["dumpable"] in (1, None) and before["shield_mark"] is False
-    try:
-        shield_credentials()
-        os.umask(0o077)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        changed = check_restored(before, process_state())
-    finally:
-        restore(before)
-    expected = {"c_environ", "shield_mark", "umask", "signals"} | ({"dumpable"} if before["dumpable"] is not None else set())
-    assert set(changed) == expected
-    assert check_restored(before, process_state()) == []
+    with unshielded():
+        before = process_state()
+        assert before["dumpable"] in (1, None) and before["shield_mark"] is False
+        try:
+            shield_credentials()
+            os.umask(0o077)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            changed = check_restored(before, process_state())
+        finally:
+            restore(before)
+        expected = {"c_environ", "shield_mark", "umask", "signals"} | ({"dumpable"} if before["dumpable"] is not None else set())
+        assert set(changed) == expected
+        assert check_restored(before, process_state()) == []
 
 
 def child_sees(name: str) -> str | None:
@@ -68,16 +69,17 @@ def test_a_local_job_submitted_in_process_leaves_the_process_as_it_found_it(tmp_
     project.publish(project.plugin("opsd-patch", params={"opsd.scale": ("float", 1.0)}))
     project.experiment(plugins=["alice/opsd-patch@~=1.2"])
     project.forge("lock")
-    before = process_state()
-    run = project.forge("submit", "--set", "opsd.scale=0.5")
-    assert "opsd-patch 1.2.0 installed opsd.scale=0.5" in run.stdout  # the job ran, its output relayed
-    assert check_restored(before, process_state()) == []
-    assert child_sees("FORGE_REGISTRY_PASSWORD") == "push-S3cr3t"
-    if before["dumpable"] is not None:
-        assert dumpable() == 1
     from starforge import credentials
 
-    assert getattr(credentials, "_shielded") is False  # the next in-process submit shields again
+    with unshielded():  # as a fresh forge process starts
+        before = process_state()
+        run = project.forge("submit", "--set", "opsd.scale=0.5")
+        assert "opsd-patch 1.2.0 installed opsd.scale=0.5" in run.stdout  # the job ran, its output relayed
+        assert check_restored(before, process_state()) == []
+        assert child_sees("FORGE_REGISTRY_PASSWORD") == "push-S3cr3t"
+        if before["dumpable"] is not None:
+            assert dumpable() == 1
+        assert getattr(credentials, "_shielded") is False  # the next in-process submit shields again
     job = json.loads(project.forge("jobs", "list", "--json").stdout)[-1]
     assert job["status"] == "succeeded"
 

@@ -117,6 +117,23 @@ def restore(state: dict) -> None:
     sys.argv[:] = state["argv"]
 
 
+@contextlib.contextmanager
+def unshielded():
+    """The block runs in a process not yet shielded (dumpable, the shield's mark unset), as a
+    fresh ``forge`` process starts; afterwards the process is as it was (a library call of
+    an earlier test may have shielded it)."""
+    from starforge import credentials
+
+    state = process_state()
+    try:
+        if state["dumpable"] is not None:
+            _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        setattr(credentials, SHIELD_MARK, False)
+        yield
+    finally:
+        restore(state)
+
+
 def check_restored(before: dict, after: dict) -> list:
     """The names of what differs between two :func:`process_state` snapshots."""
     return [key for key in before if before[key] != after[key]]
