@@ -3,13 +3,13 @@ and packed plugin versions (plugin_builders), one user and one registry of each 
 
 from __future__ import annotations
 
-
 import pytest
 
 # The plugin builders' fixtures, for every test in this folder (a conftest is where pytest looks).
 from plugin_builders import forge_home, make_version  # noqa: F401
 from support.oci import RegistryServer, need_binary, new_server
 from support.registry_world import User
+
 
 @pytest.fixture(scope="session")
 def oci_registry(tmp_path_factory):
