@@ -97,3 +97,33 @@ def test_output_of_a_child_process_forge_starts_is_captured(tmp_path):
     done = forge("prep", root, "-i", tmp_path / "in.jsonl", "-o", tmp_path / "out.jsonl", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "from the child" in done.stderr and "from the child" not in done.stdout
+
+
+def test_temporary_files_go_to_the_commands_tmpdir_as_in_a_process(tmp_path):
+    # forge plan stages the job in a temporary folder and removes it: under the TMPDIR the
+    # command was given (not the test process's cached one), and nothing is left there
+    import tempfile
+
+    project = Project(tmp_path / "world")
+    project.publish(project.plugin("opsd-patch"))
+    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
+    project.forge("lock")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    project.env["TMPDIR"] = str(scratch)
+    seen = []
+    before = tempfile.tempdir
+    original = tempfile.mkdtemp
+
+    def recording(*args, **kwargs):
+        made = original(*args, **kwargs)
+        seen.append(made)
+        return made
+
+    tempfile.mkdtemp = recording
+    try:
+        project.forge("plan")
+    finally:
+        tempfile.mkdtemp = original
+    assert any(path.startswith(str(scratch) + os.sep) for path in seen), seen
+    assert list(scratch.iterdir()) == [] and tempfile.tempdir == before

@@ -95,6 +95,7 @@ def process_state() -> dict:
         "sys.path": list(sys.path),
         "streams": (sys.stdin, sys.stdout, sys.stderr),
         "argv": list(sys.argv),
+        "tempfile.tempdir": tempfile.tempdir,
     }
 
 
@@ -115,6 +116,7 @@ def restore(state: dict) -> None:
     sys.path[:] = state["sys.path"]
     sys.stdin, sys.stdout, sys.stderr = state["streams"]
     sys.argv[:] = state["argv"]
+    tempfile.tempdir = state["tempfile.tempdir"]
 
 
 @contextlib.contextmanager
@@ -209,6 +211,7 @@ def forge(*args, env: dict | None = None, cwd=None, input: str | bytes | None = 
             os.environ.update(env)
         if cwd is not None:
             os.chdir(cwd)
+        tempfile.tempdir = None  # worked out again from TMPDIR, as in a fresh process
         raw = input.encode() if isinstance(input, str) else (input or b"")
         sys.stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape")
         sys.argv[:] = [FORGE, *args]
