@@ -12,6 +12,8 @@ import tarfile
 
 import pytest
 
+from support.cli import forge as run_forge
+
 from starforge.archive import pack, pack_tree, unpack
 from starforge.authoring.files import local_tree_digest, plugin_files
 from starforge.cluster.digest import tree_digest
@@ -384,7 +386,7 @@ def test_an_executable_member_from_another_tool_is_written_without_the_exec_bit(
 # -- the CLI --------------------------------------------------------------------------------
 
 def forge(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "starforge", *args], cwd=cwd, capture_output=True, text=True)
+    return run_forge(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
+from support.cli import forge, forge_process
+
 
 
 class Laptop:
@@ -22,9 +23,9 @@ class Laptop:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
         self.env.update(FORGE_HOME=str(root / "home"), FORGE_OWNER="alice", NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1")
 
-    def forge(self, *args, ok: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([str(BIN / "forge"), *map(str, args)], cwd=self.root, env={**self.env, **(env or {})},
-                              capture_output=True, text=True, timeout=300)
+    def forge(self, *args, ok: bool = True, env: dict | None = None, process: bool = False) -> subprocess.CompletedProcess:
+        """``forge ARGS`` (in this process; with *process*, as a process of its own: its children, its /proc)."""
+        proc = (forge_process if process else forge)(*args, cwd=self.root, env={**self.env, **(env or {})}, timeout=300)
         if ok:
             assert proc.returncode == 0, f"forge {' '.join(map(str, args))}\n{proc.stdout}\n{proc.stderr}"
         return proc
@@ -250,7 +251,7 @@ def test_the_plugin_runs_in_a_child_without_credentials_under_the_chosen_python(
     out = laptop.root / "out.jsonl"
     secrets = {"FORGE_REGISTRY_PASSWORD": "pw", "FORGE_KEY_PASSPHRASE": "pp", "FORGE_REGISTRY_USER": "u",
                "FORGE_RAY_TOKEN": "t", "HF_TOKEN": "hf"}
-    laptop.forge("prep", "snoop-prep", "-i", raw, "-o", out, env=secrets)
+    laptop.forge("prep", "snoop-prep", "-i", raw, "-o", out, env=secrets, process=True)
     (rec,) = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert rec["env"] == {"FORGE_REGISTRY_PASSWORD": None, "FORGE_KEY_PASSPHRASE": None, "FORGE_REGISTRY_USER": None,
                           "FORGE_RAY_TOKEN": None, "HF_TOKEN": "hf"}  # the user's own variables stay
@@ -376,7 +377,8 @@ def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(
     pid_file = laptop.root / "grandchild.pid"
     started = time.monotonic()
     try:
-        laptop.forge("prep", "lingering-prep", "-i", raw, "-o", laptop.root / "out.jsonl", env={"PID_FILE": str(pid_file)})
+        laptop.forge("prep", "lingering-prep", "-i", raw, "-o", laptop.root / "out.jsonl", env={"PID_FILE": str(pid_file)},
+                     process=True)
         took = time.monotonic() - started
         grandchild = int(pid_file.read_text())
         deadline = time.monotonic() + 5
@@ -448,7 +450,8 @@ def test_the_plugin_cannot_read_forges_credentials_from_its_proc_environ(laptop)
     raw = laptop.jsonl("raw.jsonl", [{"a": 1}])
     out = laptop.root / "out.jsonl"
     values = [SECRETS[k] for k in SECRETS if k != "HF_TOKEN"]
-    laptop.forge("prep", "proc-snoop", "-i", raw, "-o", out, env={**SECRETS, "SNOOP_FOR": json.dumps([v[::-1] for v in values])})
+    laptop.forge("prep", "proc-snoop", "-i", raw, "-o", out, env={**SECRETS, "SNOOP_FOR": json.dumps([v[::-1] for v in values])},
+                 process=True)
     forge, *_ = _snooped(out)
     # The forge process's environment block, as /proc shows it: no credential variable,
     # the user's own variables still there (so the read itself worked).

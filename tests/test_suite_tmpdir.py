@@ -39,7 +39,7 @@ def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     shutil.copy(REPO / "tests" / "conftest.py", suite / "conftest.py")
     (suite / "test_job.py").write_text(body)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FORGE_", "STARFORGE_"))}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--rootdir", str(suite), str(suite)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-n", "0", "--rootdir", str(suite), str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
+
+from support.cli import forge as run_forge
 
 from starforge.errors import ManifestError
 from starforge.registry.factory import default_registry_url
@@ -76,8 +76,7 @@ def test_publish_with_a_misspelt_owner_key_fails_with_one_located_line(isolated_
     (plugin / "p_mod.py").write_text("def install(params):\n    pass\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     env["FORGE_HOME"] = str(isolated_forge_home)
-    proc = subprocess.run([sys.executable, "-m", "starforge", "plugin", "publish", str(plugin)], env=env,
-                          capture_output=True, text=True)
+    proc = run_forge("plugin", "publish", plugin, env=env)
     assert proc.returncode == 3
     assert proc.stderr.splitlines()[0] == f"error: {path}:1: unknown key 'ownr' (did you mean 'owner'?)"
     assert "Traceback" not in proc.stderr

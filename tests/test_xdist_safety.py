@@ -37,7 +37,8 @@ def pytest_collection_finish(session):
 def _pytest(args, cwd, env_extra=None, timeout=300):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FORGE_", "STARFORGE_"))}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+    # hypothesis's plugin (imported by every pytest process, ~1 s each) is not what these runs are about
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -4,11 +4,10 @@ listed everywhere: test_backend_registration.py."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 from starforge.backends import BACKENDS, backend_names
+from support.cli import forge
 
-FORGE = str(Path(sys.executable).with_name("forge"))
 
 
 def test_the_store_imports_without_the_backend_interface():
@@ -23,8 +22,8 @@ def test_the_store_imports_without_the_backend_interface():
 def test_cli_choices_and_forge_yaml_check_name_the_backends_of_the_table(tmp_path):
     names = backend_names()
     assert names == tuple(BACKENDS) and {"local", "ray", "slurm"} <= set(names)
-    bad_cli = subprocess.run([FORGE, "submit", str(tmp_path), "--backend", "k8s"], capture_output=True, text=True)
+    bad_cli = forge("submit", tmp_path, "--backend", "k8s")
     assert bad_cli.returncode == 2 and ", ".join(map(repr, names)) in bad_cli.stderr
     (tmp_path / "forge.yaml").write_text("schema: forge/job/v1\nname: x\nentrypoint: python -m t\nbackend: k8s\n")
-    bad_yaml = subprocess.run([FORGE, "lock", str(tmp_path)], capture_output=True, text=True)
+    bad_yaml = forge("lock", tmp_path)
     assert bad_yaml.returncode == 3 and f"backends: {', '.join(names)}" in bad_yaml.stderr

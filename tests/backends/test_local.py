@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import forge as run_forge
+
 TRAINER = """\
 import os, sys, time
 from starforge import plugins
@@ -42,7 +44,7 @@ def env(tmp_path):
 
 
 def forge(env, cwd, *args, ok=True):
-    proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = run_forge(*args, env=env, cwd=cwd, timeout=120)
     if ok:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc

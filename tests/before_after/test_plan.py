@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import forge, forge_process
+
 REPO = Path(__file__).resolve().parents[2]
 CONFLICT = 21  # docs/errors.md
 
 
-def _forge(*args, cwd, env, ok=None):
-    proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+def _forge(*args, cwd, env, ok=None, process=False):
+    proc = (forge_process if process else forge)(*args, cwd=cwd, env=env, timeout=300)
     if ok is not None:
         assert proc.returncode == ok, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
@@ -36,11 +37,12 @@ class Toy:
         self.scratch.mkdir()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
         self.env.update(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", TMPDIR=str(self.scratch))
+        self.process = False  # True: forge runs as a process of its own (what its children inherit, its /proc)
         for name in ("opsd-patch", "dr-grpo"):
             self.forge("plugin", "publish", str(REPO / "forge_plugins" / name), ok=0)
 
     def forge(self, *args, ok=None):
-        return _forge(*args, cwd=self.tmp, env=self.env, ok=ok)
+        return _forge(*args, cwd=self.tmp, env=self.env, ok=ok, process=self.process)
 
     def plugin(self, name: str, body: str, targets=("toy_grpo.algorithms",)) -> None:
         root = self.tmp / "src" / name
@@ -165,6 +167,7 @@ def test_plugin_code_runs_without_credential_variables(toy):
                        "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
     toy.use("starforge/nosy@1.0.0")
     toy.env.update(FORGE_REGISTRY_PASSWORD="s3cret", FORGE_REGISTRY_USER="alice", FORGE_KEY_PASSPHRASE="pp")
+    toy.process = True
     toy.plan(ok=0)
 
 
@@ -306,6 +309,7 @@ def test_a_process_a_plugin_leaves_behind_neither_delays_plan_nor_outlives_it(to
                             f"    open({str(pid_file)!r}, 'w').write(str(pid))\n"
                             "    patching.wrap('toy_grpo.algorithms:compute_rewards', lambda o, *a: o(*a))\n")
     toy.use("starforge/lingering@1.0.0")
+    toy.process = True
     started = time.monotonic()
     try:
         toy.plan(ok=0)
@@ -345,6 +349,7 @@ def test_plugin_code_cannot_read_the_credentials_from_forges_proc_environ(toy):
     toy.use("starforge/proc-snoop@1.0.0")
     toy.env.update(FORGE_REGISTRY_PASSWORD="push-S3cr3t", FORGE_REGISTRY_USER="ci-pusher", FORGE_KEY_PASSPHRASE="sign-S3cr3t",
                    FORGE_RAY_TOKEN="ray-T0ken", HF_TOKEN="hf-token-456")
+    toy.process = True
     toy.plan(ok=0)
     seen = json.loads(report.read_text())
     forge = next(iter(seen.values()))  # the load phase's parent

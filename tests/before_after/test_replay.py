@@ -7,11 +7,12 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import forge
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBERS = ("rewards[", "advantages[", "step ", "first_mean_reward", "mean_reward")
@@ -38,8 +39,7 @@ class Quickstart:
         self.forge("lock", str(self.exp), ok=0)
 
     def forge(self, *args, ok=None):
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], cwd=self.tmp, env=self.env,
-                              capture_output=True, text=True, timeout=300)
+        proc = forge(*args, cwd=self.tmp, env=self.env, timeout=300)
         if ok is not None:
             assert proc.returncode == ok, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc

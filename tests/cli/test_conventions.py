@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import forge as run_forge
+
 FORGE = str(Path(sys.executable).with_name("forge"))
 ESC = "\x1b["
 
@@ -23,7 +25,7 @@ def env(tmp_path):
 
 
 def forge(env, *args):
-    return subprocess.run([FORGE, *args], env=env, capture_output=True, text=True, timeout=60)
+    return run_forge(*args, env=env, timeout=60)
 
 
 def on_terminal(env, *args) -> str:

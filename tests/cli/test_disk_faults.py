@@ -5,11 +5,11 @@ non-zero, and leaves nothing half-written behind."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import forge as run_forge
 from disk_faults import every_file, full_disk, read_only
 
 PLUGIN_YAML = "schema: forge/plugin/v1\nname: sp\nversion: '1.0.0'\nkind: algorithm\nentrypoint: sp:install\n"
@@ -26,8 +26,7 @@ class World:
 
     def forge(self, *args, cwd=None, home=None, ok=True):
         env = dict(self.env, FORGE_HOME=str(home)) if home else self.env
-        proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=env, cwd=cwd or self.tmp,
-                              capture_output=True, text=True, timeout=120)
+        proc = run_forge(*args, env=env, cwd=cwd or self.tmp, timeout=120)
         if ok:
             assert proc.returncode == 0, proc.stderr
         return proc

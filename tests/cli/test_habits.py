@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-FORGE = str(Path(sys.executable).with_name("forge"))
+from support.cli import forge as run_forge
+
 ESC = "\x1b["
 
 FORGE_YAML = """\
@@ -46,7 +45,7 @@ def exp(tmp_path, env) -> Path:
 
 
 def forge(env, *args, cwd=None, check=False, extra=None):
-    result = subprocess.run([FORGE, *args], env={**env, **(extra or {})}, cwd=cwd, capture_output=True, text=True, timeout=60)
+    result = run_forge(*args, env={**env, **(extra or {})}, cwd=cwd, timeout=60)
     if check:
         assert result.returncode == 0, result.stderr
     return result

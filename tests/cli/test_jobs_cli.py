@@ -2,16 +2,14 @@
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from support.cli import forge as run_forge
 
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
 
-FORGE = str(Path(sys.executable).with_name("forge"))
 
 
 @pytest.fixture
@@ -33,7 +31,7 @@ def add(store, job_id, *, created="2026-11-29T12:00:00Z", status="succeeded", jo
 
 
 def forge(*args):
-    return subprocess.run([FORGE, *args], capture_output=True, text=True, env=os.environ.copy())
+    return run_forge(*args, env=os.environ.copy())
 
 
 def test_list_says_how_many_it_left_out_and_json_shows_the_same_jobs(jobs):

@@ -2,16 +2,16 @@
 symlinked `.forge/jobs` made `rm` delete the directory it pointed at)."""
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from support.cli import forge as run_forge
+
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
 
-FORGE = str(Path(sys.executable).with_name("forge"))
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def victim(tmp_path, job_id):
 
 
 def forge(*args):
-    return subprocess.run([FORGE, *args], capture_output=True, text=True, env=os.environ.copy())
+    return run_forge(*args, env=os.environ.copy())
 
 
 def _swap_for_link(folder: Path, target: Path) -> None:

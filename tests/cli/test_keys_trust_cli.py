@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-FORGE = str(Path(sys.executable).with_name("forge"))
+from support.cli import forge as run_forge
+
 
 
 @pytest.fixture
@@ -22,7 +21,7 @@ def env(tmp_path):
 
 
 def forge(env, *args, ok=True):
-    proc = subprocess.run([FORGE, *args], env=env, capture_output=True, text=True, timeout=60)
+    proc = run_forge(*args, env=env, timeout=60)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc

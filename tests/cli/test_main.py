@@ -5,9 +5,11 @@ import sys
 
 import pytest
 
+from support.cli import forge as run_forge
+
 
 def forge(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "starforge", *args], capture_output=True, text=True, env=env)
+    return run_forge(*args, env=env)
 
 
 @pytest.mark.parametrize(

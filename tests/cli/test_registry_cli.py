@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.cli import forge as run_forge
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def env(tmp_path):
 
 
 def forge(env, *args, cwd=None, ok=True):
-    proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    proc = run_forge(*args, env=env, cwd=cwd, timeout=60)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc

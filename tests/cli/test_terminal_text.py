@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import forge as run_forge
+
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
 
@@ -43,8 +45,7 @@ class Laptop:
                         NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1")
 
     def forge(self, *args, ok: bool | None = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=300)
+        proc = run_forge(*args, cwd=self.root, env=self.env, timeout=300)
         if ok is True:
             assert proc.returncode == 0, f"forge {' '.join(map(str, args))}\n{proc.stdout}\n{proc.stderr}"
         return proc

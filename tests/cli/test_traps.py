@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-FORGE = str(Path(sys.executable).with_name("forge"))
+from support.cli import forge as run_forge
+
 
 
 @pytest.fixture
@@ -20,7 +18,7 @@ def env(tmp_path):
 
 
 def forge(env, *args, cwd, check=False):
-    result = subprocess.run([FORGE, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    result = run_forge(*args, env=env, cwd=cwd, timeout=60)
     if check:
         assert result.returncode == 0, result.stderr
     return result

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import forge as run_forge
+
 PLUGIN_YAML = """\
 schema: forge/plugin/v1
 name: opsd-patch
@@ -46,8 +48,7 @@ class World:
         self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER="alice")
 
     def forge(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=self.env, cwd=cwd or self.tmp,
-                              capture_output=True, text=True, timeout=120)
+        proc = run_forge(*args, env=self.env, cwd=cwd or self.tmp, timeout=120)
         assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc
 
@@ -67,8 +68,7 @@ class World:
     def trust_file(self, name: str, pub: Path) -> Path:
         path = self.tmp / f"{name}.json"
         env = dict(self.env, FORGE_HOME=str(self.tmp / f"{name}-home"))
-        proc = subprocess.run([sys.executable, "-m", "starforge", "trust", "add", "alice", str(pub)],
-                              env=env, capture_output=True, text=True, timeout=60)
+        proc = run_forge("trust", "add", "alice", pub, env=env, timeout=60)
         assert proc.returncode == 0, proc.stderr
         (self.tmp / f"{name}-home" / "trust.json").replace(path)
         return path

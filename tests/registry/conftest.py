@@ -1,136 +1,20 @@
-"""Real OCI registries for the registry tests: Debian ``docker-registry`` on 127.0.0.1.
-
-Each instance gets a free port, its own storage directory and config; it is stopped by its
-own PID. Missing binaries fail the run under CI and skip it elsewhere.
-"""
+"""The registry tests' fixtures: real OCI registries (support.oci), an isolated FORGE_HOME
+and packed plugin versions (plugin_builders), one user and one registry of each kind."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import httpx
 import pytest
 
 # The plugin builders' fixtures, for every test in this folder (a conftest is where pytest looks).
 from plugin_builders import forge_home, make_version  # noqa: F401
-
-REGISTRY_BIN = "docker-registry"
-
-
-def need_binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        reason = f"{name} is not installed (apt-get install docker-registry apache2-utils skopeo)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class RegistryServer:
-    """One ``docker-registry serve`` process; restartable on the same port and storage."""
-
-    root: Path
-    port: int
-    htpasswd: Path | None = None
-    user: str | None = None
-    password: str | None = None
-    proc: subprocess.Popen | None = field(default=None, repr=False)
-
-    @property
-    def storage(self) -> Path:
-        return self.root / "storage"
-
-    @property
-    def url(self) -> str:
-        return f"oci://127.0.0.1:{self.port}/forge"
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def write_config(self) -> Path:
-        auth = ""
-        if self.htpasswd is not None:
-            auth = f"auth:\n  htpasswd:\n    realm: forge-test\n    path: {self.htpasswd}\n"
-        config = self.root / "config.yml"
-        config.write_text(
-            "version: 0.1\n"
-            "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {self.storage}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: 127.0.0.1:{self.port}\n  secret: forge-test-secret-{self.port}\n"
-            + auth
-        )
-        return config
-
-    def start(self) -> "RegistryServer":
-        binary = need_binary(REGISTRY_BIN)
-        config = self.write_config()
-        log = open(self.root / "registry.log", "ab")
-        self.proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log,
-                                     stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"docker-registry exited: {(self.root / 'registry.log').read_text()[-2000:]}")
-            try:
-                r = httpx.get(f"{self.http}/v2/", timeout=1)
-                if r.status_code in (200, 401):
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("docker-registry did not become ready in 15 s")
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, no chance to finish anything."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-def _new_server(root: Path, *, auth: bool = False) -> RegistryServer:
-    root.mkdir(parents=True, exist_ok=True)
-    server = RegistryServer(root=root, port=free_port())
-    if auth:
-        htpasswd = need_binary("htpasswd")
-        server.user, server.password = "alice", "s3cret-pass"
-        out = subprocess.run([htpasswd, "-Bbn", server.user, server.password], check=True,
-                             capture_output=True, text=True).stdout
-        server.htpasswd = root / "htpasswd"
-        server.htpasswd.write_text(out)
-    return server.start()
+from support.oci import RegistryServer, need_binary, new_server
+from support.registry_world import User
 
 
 @pytest.fixture(scope="session")
 def oci_registry(tmp_path_factory):
     """A plain-HTTP registry without auth, shared by the session; yields the server."""
-    server = _new_server(tmp_path_factory.mktemp("oci-plain"))
+    server = new_server(tmp_path_factory.mktemp("oci-plain"))
     yield server
     server.stop()
 
@@ -138,7 +22,7 @@ def oci_registry(tmp_path_factory):
 @pytest.fixture(scope="session")
 def oci_registry_auth(tmp_path_factory):
     """A registry behind htpasswd Basic auth (user ``alice``), shared by the session."""
-    server = _new_server(tmp_path_factory.mktemp("oci-auth"), auth=True)
+    server = new_server(tmp_path_factory.mktemp("oci-auth"), auth=True)
     yield server
     server.stop()
 
@@ -149,7 +33,7 @@ def private_registry(tmp_path):
     servers = []
 
     def start(auth: bool = False) -> RegistryServer:
-        server = _new_server(tmp_path / f"registry-{len(servers)}", auth=auth)
+        server = new_server(tmp_path / f"registry-{len(servers)}", auth=auth)
         servers.append(server)
         return server
 
@@ -170,3 +54,17 @@ def _no_ambient_registry_credentials(monkeypatch, tmp_path):
     monkeypatch.delenv("FORGE_REGISTRY_USER", raising=False)
     monkeypatch.delenv("FORGE_REGISTRY_PASSWORD", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+
+
+@pytest.fixture(params=["directory", pytest.param("oci", marks=pytest.mark.oci)])
+def registry(request, tmp_path):
+    """A fresh registry of each kind: a directory, or a repository prefix of its own on a real OCI registry."""
+    if request.param == "directory":
+        return str(tmp_path / "registry")
+    server = request.getfixturevalue("oci_registry")
+    return f"oci://127.0.0.1:{server.port}/{tmp_path.name.replace('_', '-').lower()[-40:]}"
+
+
+@pytest.fixture
+def user(tmp_path) -> User:
+    return User(tmp_path / "user")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import forge as run_forge
+
 from starforge.bundle.layout import layout_header
 
 OWNER = "alice"
@@ -33,8 +35,7 @@ class Side:
         self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER=OWNER, DOCKER_CONFIG=str(root / "docker"))
 
     def forge(self, *args, ok=True, cwd=None, env=None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], env={**self.env, **(env or {})},
-                              cwd=cwd or self.root, capture_output=True, text=True, timeout=300)
+        proc = run_forge(*args, env={**self.env, **(env or {})}, cwd=cwd or self.root, timeout=300)
         if ok:
             assert proc.returncode == 0, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc

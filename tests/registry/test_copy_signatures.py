@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from test_locked_signatures import NAME, VERSION, envelope_by, set_envelopes
-from test_tree_metadata import OWNER, User, write_experiment, write_plugin
+from support.registry_world import OWNER, User, write_experiment, write_plugin
 
 
 def _url(kind: str, request, tmp_path: Path, label: str) -> str:

@@ -15,23 +15,9 @@ import shutil
 import socket
 from pathlib import Path
 
-import pytest
-from test_tree_metadata import OWNER, User, write_experiment, write_plugin
+from support.registry_world import OWNER, User, write_experiment, write_plugin
 
 NAME, VERSION = "opsd-patch", "1.0.0"
-
-
-@pytest.fixture(params=["directory", pytest.param("oci", marks=pytest.mark.oci)])
-def registry(request, tmp_path):
-    if request.param == "directory":
-        return str(tmp_path / "registry")
-    server = request.getfixturevalue("oci_registry")
-    return f"oci://127.0.0.1:{server.port}/{tmp_path.name.replace('_', '-').lower()[-40:]}"
-
-
-@pytest.fixture
-def user(tmp_path) -> User:
-    return User(tmp_path / "user")
 
 
 def key_id(user: User, name: str) -> str:

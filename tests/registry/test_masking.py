@@ -7,10 +7,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from support.cli import forge as run_forge
 
 SECRET = "S3cr3tPass"
 
@@ -18,7 +18,7 @@ SECRET = "S3cr3tPass"
 def forge(*args, env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "starforge", *args], env=e, capture_output=True, text=True, timeout=60)
+    return run_forge(*args, env=e, timeout=60)
 
 
 @pytest.mark.parametrize("url", [

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_tree_metadata import OWNER, User, write_plugin
+from support.registry_world import OWNER, User, write_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 SIGSTORE_JS = ROOT / ".venv-sigstore-js" / "node_modules"
@@ -297,7 +297,7 @@ def test_a_trusted_key_of_a_type_this_release_cannot_use_is_skipped_and_old_stat
 
 @pytest.mark.oci  # a real registry: left out of --quick
 def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_path):
-    from test_tree_metadata import write_experiment
+    from support.registry_world import write_experiment
 
     from starforge.registry.factory import open_registry
     from starforge.signing import stored_envelopes

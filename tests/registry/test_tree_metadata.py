@@ -11,63 +11,14 @@ the metadata refuses the edited record as tampered (exit 6), naming the field.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-OWNER = "alice"
+from support.registry_world import OWNER, User, write_experiment, write_plugin
+
 FIXTURE = Path(__file__).resolve().parent.parent / "experiment" / "fixtures" / "lock-before-tree-rule"
-
-
-class User:
-    """One user: a FORGE_HOME (cache, keys, trust) and the forge CLI run as a subprocess."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.home = root / "home"
-        root.mkdir(parents=True, exist_ok=True)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
-        self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER=OWNER, DOCKER_CONFIG=str(root / "docker"))
-
-    def forge(self, *args, ok=True, cwd=None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "starforge", *map(str, args)], env=self.env,
-                              cwd=cwd or self.root, capture_output=True, text=True, timeout=300)
-        if ok:
-            assert proc.returncode == 0, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        else:
-            assert "Traceback" not in proc.stderr, proc.stderr
-        return proc
-
-
-def write_plugin(root: Path, name: str = "opsd-patch", version: str = "1.0.0") -> Path:
-    module = name.replace("-", "_")
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "plugin.yaml").write_text(
-        f"schema: forge/plugin/v1\nname: {name}\nversion: '{version}'\nkind: algorithm\n"
-        f"entrypoint: {module}:install\nload: eager\ntargets: [trainer]\n"
-        "requires: {python: '>=3.10'}\n"
-        "params:\n  opsd.scale: {type: float, default: 1.0}\n"
-    )
-    (root / f"{module}.py").write_text(
-        "def install(params):\n    print('opsd.scale is %s' % params['opsd.scale'], flush=True)\n"
-    )
-    return root
-
-
-def write_experiment(root: Path, registry: str, plugins=("alice/opsd-patch@1.0.0",)) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "trainer.py").write_text(
-        "from starforge import plugins\nprint('trainer sees opsd.scale=%s' % plugins.hyperparams().get('opsd.scale'))\n"
-    )
-    (root / "forge.yaml").write_text(
-        "schema: forge/job/v1\nname: meta\nentrypoint: python trainer.py\n"
-        f"plugins: [{', '.join(plugins)}]\nconfig: {{}}\nregistry: {registry}\n"
-    )
-    return root
 
 
 # -- editing a version's record, as whoever can write the registry ----------------------------
@@ -128,20 +79,6 @@ def add_top_level(*names):
     def edit(manifest, top_level):
         return sorted(top_level + list(names))
     return edit
-
-
-@pytest.fixture(params=["directory", pytest.param("oci", marks=pytest.mark.oci)])
-def registry(request, tmp_path):
-    """A fresh registry of each kind: a directory, or a repository prefix of its own on a real OCI registry."""
-    if request.param == "directory":
-        return str(tmp_path / "registry")
-    server = request.getfixturevalue("oci_registry")
-    return f"oci://127.0.0.1:{server.port}/{tmp_path.name.replace('_', '-').lower()[-40:]}"
-
-
-@pytest.fixture
-def user(tmp_path) -> User:
-    return User(tmp_path / "user")
 
 
 def _published(user: User, registry: str, tmp_path: Path, *, sign: bool = False) -> Path:

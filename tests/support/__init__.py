@@ -1,0 +1,7 @@
+"""What the tests share: imported as ``support`` (pytest puts tests/ on ``sys.path``).
+
+- :mod:`support.cli`: run ``forge`` in this process (``forge(...)``) or as its own process
+  (``forge_process(...)``), both returning a ``subprocess.CompletedProcess``.
+- :mod:`support.experiment`: ``Project``, one user's world (FORGE_HOME, plugins, an experiment).
+- :mod:`support.oci`: real OCI registries (``docker-registry`` on 127.0.0.1).
+"""
