@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge
 
 REPO = Path(__file__).resolve().parents[2]
