@@ -583,21 +583,72 @@ print("activated by", activated, "patches", sorted(status), "copies", copies, sa
 """
 
 
+WORKER_MODULES = ("verl.workers.engine_workers", "verl.trainer.main_ppo", "verl.trainer.main_ppo_v0",
+                  "verl.trainer.ppo.v1.trainer_base")
+#: The large third-party packages verl's worker and driver modules import (none of them imports verl):
+#: loaded once in this process before it forks the import processes, so each of those pays only for verl
+PRELOAD = ("torch", "numpy", "tensordict", "transformers", "transformers.modeling_utils", "transformers.modeling_layers",
+           "transformers.image_processing_utils", "transformers.models.auto.auto_factory",
+           "transformers.models.auto.tokenization_auto", "datasets", "pandas", "peft", "peft.utils.save_and_load",
+           "ray", "ray.dag", "ray.experimental.state.api", "ray.util.collective", "aiohttp", "hydra", "hydra.utils",
+           "omegaconf", "pydantic", "torchdata.stateful_dataloader")
+#: module -> (exit code, output) of its import process (fork_worker_imports, before any case imports verl)
+FORKED_IMPORTS: dict = {}
+
+
+def fork_worker_imports():
+    """Import each of WORKER_MODULES in a process of its own forked from this one before anything of
+    verl is imported here and before any plugin is installed (called first, when worker-imports is
+    asked for): as in a fresh interpreter, the TargetWatcher sees verl's whole import sequence."""
+    import importlib
+    import os
+    import tempfile
+    import traceback
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # only a speed-up: the import process then loads it itself
+            pass
+    loaded = [m for m in sys.modules if m == "verl" or m.startswith("verl.")]
+    assert not loaded and not patching.records(), (loaded, patching.records())
+    paths = [p for p in sys.path if "forge_plugins" in p or "seedrt" in p or p.endswith("runtime")]
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    with tempfile.TemporaryDirectory(prefix="verl-worker-imports-") as folder:
+        for module in WORKER_MODULES:
+            code = WORKER_IMPORTS.format(paths=paths, stand_ins=["uvicorn", "fastapi", "transfer_queue"], module=module)
+            out_path = os.path.join(folder, module)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the import process: its output to a file, its result as its exit code
+                status = 1
+                try:
+                    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    exec(compile(code, f"<import {module}>", "exec"), {"__name__": "__main__"})
+                    status = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(status)
+            _, wait_status = os.waitpid(pid, 0)
+            FORKED_IMPORTS[module] = (os.waitstatus_to_exitcode(wait_status), Path(out_path).read_text())
+
+
 def worker_imports():
     """The plugin activated as the launcher does (right after ``core_algos`` is first imported), in
-    fresh interpreters importing verl's worker and driver modules: every hook finds its target,
-    and the modules that copied ``ppo_loss`` / ``validate_config`` hold the wrapped ones."""
-    import subprocess
-
-    paths = [p for p in sys.path if "forge_plugins" in p or "seedrt" in p or p.endswith("runtime")]
-    paths += [p for p in __import__("os").environ.get("PYTHONPATH", "").split(":") if p]
-    for module in ("verl.workers.engine_workers", "verl.trainer.main_ppo", "verl.trainer.main_ppo_v0",
-                   "verl.trainer.ppo.v1.trainer_base"):
-        code = WORKER_IMPORTS.format(paths=paths, stand_ins=["uvicorn", "fastapi", "transfer_queue"], module=module)
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-        out = proc.stdout + proc.stderr
-        assert proc.returncode == 0, out[-3000:]
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("activated by"))
+    processes importing verl's worker and driver modules with nothing of verl loaded before (one
+    each, see fork_worker_imports): every hook finds its target, and the modules that copied
+    ``ppo_loss`` / ``validate_config`` hold the wrapped ones."""
+    assert sorted(FORKED_IMPORTS) == sorted(WORKER_MODULES), FORKED_IMPORTS
+    for module in WORKER_MODULES:
+        returncode, out = FORKED_IMPORTS[module]
+        assert returncode == 0, out[-3000:]
+        line = next(ln for ln in out.splitlines() if ln.startswith("activated by"))
         assert line.startswith("activated by ['verl.trainer.ppo.core_algos']") and line.endswith(" True"), line
         # applied, or waiting for a module this process has not imported (v1's advantage module)
         assert "'failed'" not in line and line.count("('ppo_loss', 'applied')") == 2, line  # both plugins
@@ -728,6 +779,8 @@ CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers,
          "worker-imports": worker_imports}
 
 if __name__ == "__main__":
+    if "worker-imports" in sys.argv[1:]:
+        fork_worker_imports()
     for name in sys.argv[1:]:
         CASES[name]()
         patching.undo_all()
