@@ -113,10 +113,14 @@ def ray_two_hosts(tmp_path_factory, other_user):
     home = base / "home"
     home.mkdir()
     os.chown(home, other_user.uid, -1)
-    laptop_sees = [str(base), str(tmp_path_factory.getbasetemp())]
-    # the Ray hosts see only their own /tmp (and this Python, for the test user, where it is closed)
+    # the Ray hosts see only their own /tmp, and this Python: installed on every host, as on a
+    # real cluster (kept visible where it lies under /tmp, e.g. a checkout cloned there;
+    # revealed to the test user where a directory on its way is closed)
     python_paths = [sys.prefix, sys.base_prefix]
-    hosts = Hosts(base, IPS, {HEAD: [], WORKER: [], LATE: [], LAPTOP: laptop_sees}, reveal=closed_ancestors(python_paths))
+    python_in_tmp = sorted({os.path.realpath(p) for p in python_paths if os.path.realpath(p).startswith("/tmp/")})
+    laptop_sees = [str(base), str(tmp_path_factory.getbasetemp()), *python_in_tmp]
+    hosts = Hosts(base, IPS, {HEAD: python_in_tmp, WORKER: python_in_tmp, LATE: python_in_tmp, LAPTOP: laptop_sees},
+                  reveal=closed_ancestors(python_paths))
     try:
         hosts.up()
         as_user = ["runuser", "-u", other_user.name, "--", *_ray_env(home), str(BIN / "ray"), "start"]
