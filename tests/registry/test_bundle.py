@@ -17,28 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import forge as run_forge
+from support.registry_world import User
 
 from starforge.bundle.layout import layout_header
 
 OWNER = "alice"
 
 
-class Side:
+class Side(User):
     """One side of the gap: its own FORGE_HOME (cache, keys, trust), run as a user would."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.home = root / "home"
-        root.mkdir(parents=True, exist_ok=True)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
-        self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER=OWNER, DOCKER_CONFIG=str(root / "docker"))
-
-    def forge(self, *args, ok=True, cwd=None, env=None) -> subprocess.CompletedProcess:
-        proc = run_forge(*args, env={**self.env, **(env or {})}, cwd=cwd or self.root, timeout=300)
-        if ok:
-            assert proc.returncode == 0, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return proc
 
 
 def write_plugin(root: Path, name: str, version: str = "1.0.0", kind: str = "algorithm", extra: str = "") -> Path:

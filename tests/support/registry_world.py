@@ -22,8 +22,9 @@ class User:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
         self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER=OWNER, DOCKER_CONFIG=str(root / "docker"))
 
-    def forge(self, *args, ok=True, cwd=None) -> subprocess.CompletedProcess:
-        proc = run_forge(*args, env=self.env, cwd=cwd or self.root, timeout=300)
+    def forge(self, *args, ok=True, cwd=None, env=None) -> subprocess.CompletedProcess:
+        """``forge ARGS`` as this user (*env*: variables set for this call only)."""
+        proc = run_forge(*args, env={**self.env, **(env or {})}, cwd=cwd or self.root, timeout=300)
         if ok:
             assert proc.returncode == 0, f"forge {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         else:
