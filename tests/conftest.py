@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -60,6 +61,11 @@ BASE_TMP_ENV = "STARFORGE_TEST_BASE_TMPDIR"
 
 
 def pytest_configure(config):
+    # A runner started in the background without job control inherits SIGINT ignored, and so
+    # would every process a test starts; tests of signal handling assume an ordinary start,
+    # where Python installs its own handler and children begin with the default.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     numprocesses = getattr(config.option, "numprocesses", None)
     if numprocesses and not worker:
