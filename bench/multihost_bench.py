@@ -26,15 +26,14 @@ Pairs run interleaved, the order alternating. Printed: the medians of both sides
 ratios ``forge / ray`` (median and quartiles of the per-pair ratios) for start -> line and
 accepted -> line; goal <= 1.0 for both.
 
-``--fileops`` instead counts, with ``strace`` attached to the worker host's raylet (and
+Then (unless ``--no-fileops``) it counts, with ``strace`` attached to the worker host's raylet (and
 every process it starts), the file-system calls of the job's first worker processes on the
 worker host up to the actor's first line: a bare job (no plugin), the Ray way above, and
 forge with a plugin of 1, 20 and 200 files.
 
 Usage (root: the hosts are network namespaces)::
 
-    flock LOCK python bench/multihost_bench.py --pairs 10
-    flock LOCK python bench/multihost_bench.py --fileops
+    flock LOCK python bench/multihost_bench.py --pairs 12     # --pairs 0: only the file calls
 """
 
 from __future__ import annotations
@@ -72,11 +71,23 @@ import time
 
 T0 = time.time()
 
+
+def age(pid="self"):
+    """Seconds since process *pid* started (its exec or fork), from /proc."""
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    with open("/proc/%s/stat" % pid) as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    return up - start / os.sysconf("SC_CLK_TCK")
+
+
+DRIVER_AGE, PARENT_AGE = age(), age(os.getppid())
+
 import ray
 
 from workload import algo
 
-print("BENCH-DRIVER %.6f" % T0, flush=True)
+print("BENCH-DRIVER %.6f %.3f %.3f" % (T0, DRIVER_AGE, PARENT_AGE), flush=True)
 MARK = "/nonexistent-bench-mark"
 
 
@@ -84,7 +95,7 @@ MARK = "/nonexistent-bench-mark"
 class Probe:
     def __init__(self, mark):
         os.path.exists(mark)  # a marker in strace's output: the file calls before it are the start-up's
-        print("BENCH-LINE %.6f %s %s" % (time.time(), socket.gethostname(), algo.tag()), flush=True)
+        print("BENCH-LINE %.6f %s %s %.3f" % (time.time(), socket.gethostname(), algo.tag(), age()), flush=True)
 
     def tag(self):
         return algo.tag()
@@ -253,8 +264,8 @@ def run_side(hosts: Hosts, side: str, argv: list[str], cwd: Path, expect: str = 
                           capture_output=True, text=True, timeout=600)
     ended = time.time()
     out = done.stdout + done.stderr
-    line = re.search(r"BENCH-LINE (\d+\.\d+) (\S+) (\S+)", out)
-    driver = re.search(r"BENCH-DRIVER (\d+\.\d+)", out)
+    line = re.search(r"BENCH-LINE (\d+\.\d+) (\S+) (\S+) (\S+)", out)
+    driver = re.search(r"BENCH-DRIVER (\d+\.\d+) (\S+) (\S+)", out)
     if done.returncode != 0 or line is None or driver is None:
         raise SystemExit(f"{side}: exit {done.returncode}, no actor line:\n{out[-4000:]}")
     host, tag = line.group(2), line.group(3)
@@ -264,11 +275,16 @@ def run_side(hosts: Hosts, side: str, argv: list[str], cwd: Path, expect: str = 
         [info] = api(hosts, "find", json.loads(done.stdout)["id"])
     else:
         info = api(hosts, "job", argv[argv.index("--submission-id") + 1])
+    # entry: when the job's entrypoint command started (the driver's parent: forge's launcher, or
+    # the shell of a plain entrypoint); worker: when the actor's worker process started
     return {"start": start, "accepted": info["start_time"] / 1000.0, "driver": float(driver.group(1)),
-            "line": float(line.group(1)), "ended": ended}  # fmt: skip
+            "entry": float(driver.group(1)) - float(driver.group(3)) + float(driver.group(2)),
+            "line": float(line.group(1)), "worker": float(line.group(1)) - float(line.group(4)), "ended": ended}  # fmt: skip
 
 
 def quartiles(values: list) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
     q = statistics.quantiles(values, n=4, method="inclusive")
     return q[0], statistics.median(values), q[2]
 
@@ -291,12 +307,14 @@ def bench_pairs(hosts: Hosts, base: Path, pairs: int) -> None:
                 t = run_side(hosts, side, ray_command(work, plug, f"bench-{i}-{secrets.token_hex(3)}"), work)
             if i:
                 runs[side].append(t)
-            print(f"pair {i} {side}: start->accepted {t['accepted'] - t['start']:.2f} s, accepted->driver "
-                  f"{t['driver'] - t['accepted']:.2f} s, driver->line {t['line'] - t['driver']:.2f} s, "
+            print(f"pair {i} {side}: start->accepted {t['accepted'] - t['start']:.2f} s, accepted->entry "
+                  f"{t['entry'] - t['accepted']:.2f} s, entry->driver {t['driver'] - t['entry']:.2f} s, "
+                  f"driver->worker {t['worker'] - t['driver']:.2f} s, worker->line {t['line'] - t['worker']:.2f} s, "
                   f"start->line {t['line'] - t['start']:.2f} s", flush=True)  # fmt: skip
     print()
-    spans = {"start->accepted": ("start", "accepted"), "accepted->driver": ("accepted", "driver"),
-             "driver->line": ("driver", "line"), "start->line": ("start", "line"), "accepted->line": ("accepted", "line")}
+    spans = {"start->accepted": ("start", "accepted"), "accepted->entry": ("accepted", "entry"),
+             "entry->driver": ("entry", "driver"), "driver->worker": ("driver", "worker"),
+             "worker->line": ("worker", "line"), "start->line": ("start", "line"), "accepted->line": ("accepted", "line")}
     for name, (a, b) in spans.items():
         f = quartiles([r[b] - r[a] for r in runs["forge"]])
         r = quartiles([x[b] - x[a] for x in runs["ray"]])
@@ -316,6 +334,7 @@ KINDS = {
     "readdir": ("getdents64", "getdents"),
 }
 LINE = re.compile(r"^(\d+)\s+(\w+)\((.*)")
+PATH = re.compile(r'(?:AT_FDCWD, |\d+, )?"([^"]*)"')
 
 
 def count_calls(trace: Path, mark: str) -> list[dict]:
@@ -340,7 +359,9 @@ def count_calls(trace: Path, mark: str) -> list[dict]:
         kinds = {k: sum(1 for c, _ in calls if c in names) for k, names in KINDS.items()}
         kinds["other"] = len(calls) - sum(kinds.values())
         kinds["total"] = len(calls)
-        kinds["job files"] = sum(1 for _, rest in calls if "/runtime_resources/" in rest)
+        paths = [m.group(1) for _, rest in calls if (m := PATH.match(rest)) and m.group(1)]
+        # a relative path is in the worker's working directory: the job's unpacked package
+        kinds["job files"] = sum(1 for p in paths if "/runtime_resources/" in p or not p.startswith("/"))
         kinds["plugin files"] = sum(1 for _, rest in calls if "/forge_plugins/" in rest or "/markhook" in rest)
         kinds["failed"] = sum(1 for _, rest in calls if re.search(r"= -1 E", rest))
         out.append(kinds)
@@ -385,7 +406,7 @@ def bench_fileops(hosts: Hosts, base: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--fileops", action="store_true", help="count a worker's file calls instead (strace)")
+    parser.add_argument("--no-fileops", action="store_true", help="leave out the count of the workers' file calls")
     args = parser.parse_args()
     reason = unavailable()
     if reason:
@@ -399,10 +420,11 @@ def main() -> None:
         t = time.monotonic()
         hosts = start_cluster(base)
         print(f"cluster up in {time.monotonic() - t:.1f} s", flush=True)
-        if args.fileops:
-            bench_fileops(hosts, base)
-        else:
+        if args.pairs:
             bench_pairs(hosts, base, args.pairs)
+        if not args.no_fileops:
+            print(flush=True)
+            bench_fileops(hosts, base)
     finally:
         if hosts is not None:
             hosts.down(late=("gcs_server",))
