@@ -19,7 +19,11 @@ time (all hosts share this machine's clock). Per run the bench records:
 
 - ``start``: just before the command line is started;
 - ``accepted``: the job's ``start_time`` in the Ray Jobs API (when the head accepted it);
+- ``entry``: when the job's entrypoint command started (Ray's job supervisor starts it:
+  forge's launcher, or the plain ``python``), from ``/proc``;
+- ``python``: when the driver's interpreter started (forge: the launcher's child);
 - ``driver``: when the job's entrypoint module began (its first line);
+- ``worker``: when the actor's worker process on the worker host started, from ``/proc``;
 - ``line``: the time in the actor's first line.
 
 Pairs run interleaved, the order alternating. Printed: the medians of both sides and the two
@@ -81,13 +85,26 @@ def age(pid="self"):
     return up - start / os.sysconf("SC_CLK_TCK")
 
 
-DRIVER_AGE, PARENT_AGE = age(), age(os.getppid())
+def entry_age():
+    """Age of the job's entrypoint command: this process's oldest ancestor below Ray's job
+    supervisor (forge's launcher, or the shell or python of a plain entrypoint)."""
+    pid = os.getpid()
+    while True:
+        with open("/proc/%d/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open("/proc/%d/cmdline" % ppid, "rb") as f:
+            if b"JobSupervisor" in f.read() or ppid <= 1:
+                return age(pid)
+        pid = ppid
+
+
+DRIVER_AGE, ENTRY_AGE = age(), entry_age()
 
 import ray
 
 from workload import algo
 
-print("BENCH-DRIVER %.6f %.3f %.3f" % (T0, DRIVER_AGE, PARENT_AGE), flush=True)
+print("BENCH-DRIVER %.6f %.3f %.3f" % (T0, DRIVER_AGE, ENTRY_AGE), flush=True)
 MARK = "/nonexistent-bench-mark"
 
 
@@ -275,10 +292,12 @@ def run_side(hosts: Hosts, side: str, argv: list[str], cwd: Path, expect: str = 
         [info] = api(hosts, "find", json.loads(done.stdout)["id"])
     else:
         info = api(hosts, "job", argv[argv.index("--submission-id") + 1])
-    # entry: when the job's entrypoint command started (the driver's parent: forge's launcher, or
-    # the shell of a plain entrypoint); worker: when the actor's worker process started
-    return {"start": start, "accepted": info["start_time"] / 1000.0, "driver": float(driver.group(1)),
-            "entry": float(driver.group(1)) - float(driver.group(3)) + float(driver.group(2)),
+    # entry: when the job's entrypoint command started (forge's launcher, or the plain
+    # entrypoint); python: when the driver's interpreter started; driver: when its module began
+    # to run; worker: when the actor's worker process started
+    t0, driver_age, entry_age = (float(x) for x in driver.groups())
+    return {"start": start, "accepted": info["start_time"] / 1000.0, "driver": t0,
+            "entry": t0 - entry_age, "python": t0 - driver_age,
             "line": float(line.group(1)), "worker": float(line.group(1)) - float(line.group(4)), "ended": ended}  # fmt: skip
 
 
@@ -308,12 +327,14 @@ def bench_pairs(hosts: Hosts, base: Path, pairs: int) -> None:
             if i:
                 runs[side].append(t)
             print(f"pair {i} {side}: start->accepted {t['accepted'] - t['start']:.2f} s, accepted->entry "
-                  f"{t['entry'] - t['accepted']:.2f} s, entry->driver {t['driver'] - t['entry']:.2f} s, "
+                  f"{t['entry'] - t['accepted']:.2f} s, entry->python {t['python'] - t['entry']:.2f} s, "
+                  f"python->driver {t['driver'] - t['python']:.2f} s, "
                   f"driver->worker {t['worker'] - t['driver']:.2f} s, worker->line {t['line'] - t['worker']:.2f} s, "
                   f"start->line {t['line'] - t['start']:.2f} s", flush=True)  # fmt: skip
     print()
     spans = {"start->accepted": ("start", "accepted"), "accepted->entry": ("accepted", "entry"),
-             "entry->driver": ("entry", "driver"), "driver->worker": ("driver", "worker"),
+             "entry->python": ("entry", "python"), "python->driver": ("python", "driver"),
+             "driver->worker": ("driver", "worker"),
              "worker->line": ("worker", "line"), "start->line": ("start", "line"), "accepted->line": ("accepted", "line")}
     for name, (a, b) in spans.items():
         f = quartiles([r[b] - r[a] for r in runs["forge"]])
