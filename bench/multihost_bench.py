@@ -223,6 +223,8 @@ def publish(registry: str, src: Path, files: int) -> None:
     from starforge.registry.factory import open_registry
     from starforge.registry.publish import publish_plugin
 
+    if src.exists():
+        return  # published before in this run
     write_tree(src, MARK_PLUGIN)
     for i in range(files - 2):  # plugin.yaml and mark_worker.py are two
         (src / "extra" / f"m{i:03d}.py").parent.mkdir(exist_ok=True)
@@ -255,7 +257,7 @@ def make_ray_side(base: Path) -> tuple[Path, Path]:
     work, plug = base / "ray-work", base / "ray-plugin" / "markhook"
     write_tree(work, {k: v for k, v in WORKLOAD.items() if k.startswith("workload/")})
     (work / "workload" / "bench_job.py").write_text(BENCH_JOB)
-    plug.mkdir(parents=True)
+    plug.mkdir(parents=True, exist_ok=True)
     (plug / "__init__.py").write_text(RAY_HOOK)
     return work, plug
 
