@@ -21,7 +21,9 @@ time (all hosts share this machine's clock). Per run the bench records:
 - ``accepted``: the job's ``start_time`` in the Ray Jobs API (when the head accepted it);
 - ``entry``: when the job's entrypoint command started (Ray's job supervisor starts it:
   forge's launcher, or the plain ``python``), from ``/proc``;
-- ``python``: when the driver's interpreter started (forge: the launcher's child);
+- ``python``: when the driver's process was created, from ``/proc`` (an ``exec`` keeps that
+  time: where the entrypoint's first process ends up running the driver, as on both sides
+  here, it equals ``entry``, and ``python -> driver`` is all of the entrypoint's start);
 - ``driver``: when the job's entrypoint module began (its first line);
 - ``worker``: when the actor's worker process on the worker host started, from ``/proc``;
 - ``line``: the time in the actor's first line.
