@@ -14,8 +14,9 @@ the same plugin to the same job:
 Both packages are cold in every run: each run writes fresh content into the workload (and
 the Ray side's plugin package), so neither side finds its package in Ray's cache (forge's
 package holds the job's id anyway). The job places one actor on the worker host
-(``resources={"node_rn1": ...}``); its constructor prints a line carrying its wall-clock
-time (all hosts share this machine's clock). Per run the bench records:
+(``resources={"node_bn1": ...}``), then a second one (a later worker of the job on that
+host); each constructor prints a line carrying its wall-clock time (all hosts share this
+machine's clock). Per run the bench records:
 
 - ``start``: just before the command line is started;
 - ``accepted``: the job's ``start_time`` in the Ray Jobs API (when the head accepted it);
@@ -300,7 +301,10 @@ def run_side(hosts: Hosts, side: str, argv: list[str], cwd: Path, expect: str = 
     # entrypoint); python: when the driver's interpreter started; driver: when its module began
     # to run; worker: when the actor's worker process started
     t0, driver_age, entry_age = (float(x) for x in driver.groups())
+    lines = re.findall(r"BENCH-LINE (\d+\.\d+) \S+ \S+ (\S+)", out)
+    second = sorted(lines)[1] if len(lines) > 1 else lines[0]  # a later worker of the job on that host
     return {"start": start, "accepted": info["start_time"] / 1000.0, "driver": t0,
+            "worker2": float(second[0]) - float(second[1]), "line2": float(second[0]),
             "entry": t0 - entry_age, "python": t0 - driver_age,
             "line": float(line.group(1)), "worker": float(line.group(1)) - float(line.group(4)), "ended": ended}  # fmt: skip
 
@@ -315,7 +319,7 @@ def quartiles(values: list) -> tuple[float, float, float]:
 def bench_pairs(hosts: Hosts, base: Path, pairs: int) -> None:
     registry = str(base / "registry")
     publish(registry, base / "src-2" / "mark-worker", 2)
-    exp = make_forge_experiment(base, registry, 2, "forge-exp")
+    exp = make_forge_experiment(base, registry, 2, "forge-exp", " --two")
     work, plug = make_ray_side(base)
     forge = [str(BIN / "forge"), "submit", str(exp), "--json"]
     runs: dict[str, list] = {"forge": [], "ray": []}
@@ -327,7 +331,7 @@ def bench_pairs(hosts: Hosts, base: Path, pairs: int) -> None:
                 t = run_side(hosts, side, forge, exp)
             else:
                 freshen(work / "workload", plug)
-                t = run_side(hosts, side, ray_command(work, plug, f"bench-{i}-{secrets.token_hex(3)}"), work)
+                t = run_side(hosts, side, ray_command(work, plug, f"bench-{i}-{secrets.token_hex(3)}", ("--two",)), work)
             if i:
                 runs[side].append(t)
             print(f"pair {i} {side}: start->accepted {t['accepted'] - t['start']:.2f} s, accepted->entry "
@@ -339,11 +343,12 @@ def bench_pairs(hosts: Hosts, base: Path, pairs: int) -> None:
     spans = {"start->accepted": ("start", "accepted"), "accepted->entry": ("accepted", "entry"),
              "entry->python": ("entry", "python"), "python->driver": ("python", "driver"),
              "driver->worker": ("driver", "worker"),
-             "worker->line": ("worker", "line"), "start->line": ("start", "line"), "accepted->line": ("accepted", "line")}
+             "worker->line": ("worker", "line"), "2nd actor: worker->line": ("worker2", "line2"),
+             "start->line": ("start", "line"), "accepted->line": ("accepted", "line")}
     for name, (a, b) in spans.items():
         f = quartiles([r[b] - r[a] for r in runs["forge"]])
         r = quartiles([x[b] - x[a] for x in runs["ray"]])
-        print(f"{name:17s} forge {f[1]:6.2f} s (q1-q3 {f[0]:.2f}-{f[2]:.2f})   ray {r[1]:6.2f} s (q1-q3 {r[0]:.2f}-{r[2]:.2f})")
+        print(f"{name:24s} forge {f[1]:6.2f} s (q1-q3 {f[0]:.2f}-{f[2]:.2f})   ray {r[1]:6.2f} s (q1-q3 {r[0]:.2f}-{r[2]:.2f})")
     for name, (a, b) in (("start->line", ("start", "line")), ("accepted->line", ("accepted", "line"))):
         ratios = [(f[b] - f[a]) / (r[b] - r[a]) for f, r in zip(runs["forge"], runs["ray"])]
         q1, med, q3 = quartiles(ratios)
