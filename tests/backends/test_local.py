@@ -181,5 +181,6 @@ def test_a_submit_whose_staging_fails_leaves_no_supervisor_behind(exp, env, monk
     assert supervisors_of(store) == []
     assert not list(store.glob("*.json"))
     (exp / ".forge" / "jobs").unlink()
-    run = forge(env, exp, "submit")  # the next submit starts (and ends) its own
-    assert "trainer done" in run.stdout and supervisors_of(store) == []
+    run = forge(env, exp, "submit")  # the next submit starts its own, which ends once it has recorded the exit
+    assert "trainer done" in run.stdout
+    wait_for(lambda: supervisors_of(store) == [])
