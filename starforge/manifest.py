@@ -27,6 +27,7 @@ from .cluster.names import (
     is_module,
     is_plugin_name,
 )
+from .cluster.plain_specifiers import plain_clauses
 from .errors import ManifestError
 
 if TYPE_CHECKING:
@@ -255,9 +256,11 @@ class _Validator:
         return value
 
     def specifier(self, path: tuple, value: Any) -> str:
+        text = self.string(path, value)
+        if plain_clauses(text) is not None:
+            return text  # valid as it stands (>=, <=, == or != and a release): no SpecifierSet needed
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-        text = self.string(path, value)
         try:
             SpecifierSet(text)
         except InvalidSpecifier:

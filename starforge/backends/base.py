@@ -135,6 +135,14 @@ class Backend(abc.ABC):
         """Where the job directory for *job_id* is built; default ``<experiment>/.forge/jobs/<id>``."""
         return Path(experiment_dir) / ".forge" / "jobs" / job_id
 
+    def prepare(self, job_id: str) -> None:
+        """Called before the job *job_id* is staged, for a backend that can get ready meanwhile
+        (the local one starts its supervisor); :meth:`submit` follows, or :meth:`discard`
+        when staging failed. The default does nothing."""
+
+    def discard(self, job_id: str) -> None:
+        """Undo :meth:`prepare` for a job that will not be submitted. The default does nothing."""
+
     @abc.abstractmethod
     def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         """Start *staged* (hand its binding to the job over this backend's channel); save and return its record."""

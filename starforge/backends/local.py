@@ -58,23 +58,100 @@ class LocalBackend(Backend):
         super().__init__(settings, store)
         self._children: dict = {}  # job id -> Popen of the supervisor this process started
         self._ended: dict = {}  # job id -> read end of a pipe that ends when that supervisor ends
+        self._waiting: dict = {}  # job id -> (Popen, write end of its start pipe, ended) of a prepared supervisor
+
+    def prepare(self, job_id: str) -> None:
+        """Start the supervisor of *job_id* while the job is staged: its interpreter starts
+        and imports meanwhile (on another CPU where there is one), then waits for the job's
+        binding on its start pipe (:meth:`submit` writes it). When the pipe closes without
+        one (staging failed, this process ended), it ends, having touched nothing."""
+        self.discard(job_id)
+        ended, holder = os.pipe()
+        start_read, start_write = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), job_id],
+                stdin=start_read,
+                stdout=subprocess.DEVNULL,  # once started, its output goes to the job's log
+                start_new_session=True,
+                pass_fds=(holder,),
+                env=without_credentials(),  # the supervisor and the job never see push credentials
+            )
+        except OSError:
+            for fd in (ended, start_write):
+                os.close(fd)
+            return  # submit starts one, as it does for a job nobody prepared
+        finally:
+            os.close(holder)
+            os.close(start_read)
+        self._waiting[job_id] = (proc, start_write, ended)
+
+    def discard(self, job_id: str) -> None:
+        waiting = self._waiting.pop(job_id, None)
+        if waiting is not None:
+            proc, start_write, ended = waiting
+            os.close(start_write)  # end-of-file before any binding: it ends
+            os.close(ended)
+            proc.wait()
 
     def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         job_dir = Path(staged.dir).resolve()
         spec = staged.spec
         if not (job_dir / "jobspec.json").is_file():
+            self.discard(spec.id)
             raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
-        record = self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created)
+        try:
+            record = self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created)
+        except BaseException:
+            self.discard(spec.id)
+            raise
         shield_credentials()  # the job's plugin code runs on this machine, below this process
-        # The supervisor holds the write end of a pipe and nothing else does (it starts the
-        # launcher with every other descriptor closed): the read end sees end-of-file the
-        # moment the supervisor ends, so a waiting submit wakes then, not at its next poll.
+        bound = staged.binding
+        started = self._start_prepared(spec.id, bound)
+        try:
+            proc, ended = started if started is not None else self._start_supervisor(job_dir, spec.id, bound)
+        except OSError as exc:
+            record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
+            self.store.save(record)
+            raise BackendError(f"cannot start job {spec.id}: {exc}") from None
+        self._children[spec.id] = proc
+        if detach:
+            os.close(ended)  # nothing here waits for this job
+        else:
+            self._ended[spec.id] = ended
+        return self.store.update(
+            spec.id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": proc.pid})
+        )
+
+    def _start_prepared(self, job_id: str, bound) -> tuple | None:
+        """Hand the binding to the supervisor :meth:`prepare` started: ``(Popen, ended)``, or
+        None when there is none, or it is gone (then it is reaped, and another is started)."""
+        waiting = self._waiting.pop(job_id, None)
+        if waiting is None:
+            return None
+        proc, start_write, ended = waiting
+        try:
+            os.write(start_write, f"{bound.runtime_sha256} {bound.spec_sha256}\n".encode("ascii"))
+        except OSError:  # it ended before its job was ready (broken pipe)
+            os.close(ended)
+            proc.wait()
+            return None
+        finally:
+            os.close(start_write)
+        return proc, ended
+
+    def _start_supervisor(self, job_dir: Path, job_id: str, bound) -> tuple:
+        """Start a supervisor for the staged job now: ``(Popen, ended)``.
+
+        The supervisor holds the write end of the *ended* pipe and nothing else does (it
+        starts the launcher with every other descriptor closed): the read end sees end-of-file
+        the moment the supervisor ends, so a waiting submit wakes then, not at its next poll.
+        """
         ended, holder = os.pipe()
         try:
             with _open_log(job_dir) as log:
-                bound = staged.binding
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), spec.id,
+                    [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), job_id,
                      bound.runtime_sha256, bound.spec_sha256],
                     cwd=job_dir,
                     stdin=subprocess.DEVNULL,
@@ -84,21 +161,12 @@ class LocalBackend(Backend):
                     pass_fds=(holder,),
                     env=without_credentials(),  # the supervisor and the job never see push credentials
                 )
-        except OSError as exc:
+        except OSError:
             os.close(ended)
-            record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
-            self.store.save(record)
-            raise BackendError(f"cannot start job {spec.id}: {exc}") from None
+            raise
         finally:
             os.close(holder)
-        self._children[spec.id] = proc
-        if detach:
-            os.close(ended)  # nothing here waits for this job
-        else:
-            self._ended[spec.id] = ended
-        return self.store.update(
-            spec.id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": proc.pid})
-        )
+        return proc, ended
 
     def refresh(self, record: JobRecord) -> JobRecord:
         record = self.store.get(record.id)
@@ -291,6 +359,26 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
     return 0
 
 
+def supervise_when_staged(store_root: str, job_id: str) -> int:
+    """The body of a supervisor started before its job was staged (:meth:`LocalBackend.prepare`):
+    wait for the binding on the start pipe (standard input), then, its own output going to
+    the job's log from there on, :func:`supervise` the job. End-of-file first: nothing to do."""
+    words = sys.stdin.buffer.readline().decode("ascii", "replace").split()
+    if len(words) != 2:
+        return 0
+    job_dir = Path(JobStore(Path(store_root)).get(job_id).dir)
+    with _open_log(job_dir) as log:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(stdin, 0)
+    os.close(stdin)
+    os.chdir(job_dir)
+    return supervise(store_root, job_id, *words)
+
+
 def _write_status(job_dir: Path, phase: str, code: int, message: str) -> None:
     """``status.json`` as the launcher writes it, for a job whose launcher never ran."""
     from ..cluster.launcher import write_status
@@ -317,5 +405,8 @@ def _failure_message(job_dir: Path, code: int) -> str:
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--supervise":
         sys.exit(supervise(*sys.argv[2:6]))
-    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID RUNTIME_SHA256 SPEC_SHA256", file=sys.stderr)
+    if len(sys.argv) == 4 and sys.argv[1] == "--supervise":  # the binding comes on standard input
+        sys.exit(supervise_when_staged(*sys.argv[2:4]))
+    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID [RUNTIME_SHA256 SPEC_SHA256]",
+          file=sys.stderr)
     sys.exit(2)

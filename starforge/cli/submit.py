@@ -48,10 +48,14 @@ def submit(directory, values_files, sets, backend, dry_run, detach, registry, in
       forge submit -f sweep/lr-high.yaml --set grpo.seed=1,grpo.steps=80
       forge submit --detach && forge jobs list
     """
-    from ..experiment.dev_plugins import parse_dev_options
     from ..experiment.submit import submit_experiment
     from ..experiment.values import values_overrides
 
+    dev_dirs: dict = {}
+    if dev:  # its module only when --dev is given
+        from ..experiment.dev_plugins import parse_dev_options
+
+        dev_dirs = parse_dev_options(dev)
     sub = submit_experiment(
         directory,
         [ov for path in values_files for ov in values_overrides(path)] + list(sets),
@@ -61,7 +65,7 @@ def submit(directory, values_files, sets, backend, dry_run, detach, registry, in
         detach=detach,
         dry_run=dry_run,
         require_signatures=require_signatures,
-        dev=parse_dev_options(dev),
+        dev=dev_dirs,
     )
     for d in sub.resolved.dev:
         note(f"note: dev plugin {d.entry.ref} from {d.root} runs in place of the locked {d.replaces} (unpublished, unsigned)")

@@ -106,7 +106,7 @@ def code_root(root):
     return root if os.path.isfile(os.path.join(root, CODE_KEY)) else None
 
 
-def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
+def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES, ready=None):
     """A new directory holding the runtime zip's sources, compiled once for this job on this node.
 
     ``zipimport`` keeps no compiled code (it even compiles each module twice), so every
@@ -121,7 +121,9 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
     module. Without *compiled* (the launcher runs
     under another interpreter), the sources are unpacked into the directory instead, and the
     interpreter keeps each module's code in ``__pycache__`` the first time a process of the
-    job imports it. The directory is made as ``tempfile.mkdtemp`` makes one (:func:`_make_private_dir`) under the job's ``TMPDIR``
+    job imports it. *ready* (``{name in the zip: (source bytes, code)}``) is code this
+    process compiled already (the node entry's own modules): it is used for a module whose
+    source in the zip is those very bytes, instead of compiling it again. The directory is made as ``tempfile.mkdtemp`` makes one (:func:`_make_private_dir`) under the job's ``TMPDIR``
     (an unpredictable name, mode 0700, this user's) and keyed by the zip's sha256, the job's
     id and directory, and this process's pid in ``forge-code.json``; a process of the job
     uses it only when all of that holds for it (``bootstrap/sitecustomize.py``), and the
@@ -151,7 +153,7 @@ def make_code_dir(zip_path, job_dir, job_id, compiled=RUNTIME_MODULES):
         if compiled:
             code_zip = os.path.join(path, CODE_ZIP)
             pycs = compile_runtime([(name, source) for name, _, source in entries
-                                    if _module_name(name) in compiled], code_zip)
+                                    if _module_name(name) in compiled], code_zip, ready)
             with os.fdopen(os.open(code_zip, flags, 0o600), "wb") as f:
                 f.write(_code_zip(entries, pycs))
         else:
@@ -327,29 +329,39 @@ def _code_zip(entries, pycs):
     return buf.getvalue()
 
 
-def compile_runtime(sources, code_zip):
+def compile_runtime(sources, code_zip, ready=None):
     """``{name: pyc bytes}`` of *sources* (``[(name, source)]``), compiled as ``zipimport``
-    would compile them from *code_zip*.
+    would compile them from *code_zip*; a source that *ready* (``{name: (source bytes,
+    code)}``) holds with the same bytes keeps the code compiled from them there.
 
     In this process, one after the other: a forked child compiling half of them at the same
     time was measured slower on the 2-CPU machine of docs/performance.md, in wall time as
     well as in CPU (see "Start-up cost" there).
     """
-    return dict((name, _pyc(name, source, code_zip)) for name, source in sources)
+    ready = ready or {}
+    out = {}
+    for name, source in sources:
+        earlier = ready.get(name)
+        code = earlier[1] if earlier is not None and earlier[0] == source and b"\r" not in source else None
+        out[name] = _pyc(name, source, code_zip, code)
+    return out
 
 
-def _pyc(name, source, code_zip):
+def _pyc(name, source, code_zip, code=None):
     """The pyc of the module *name* (``starforge/…/x.py``) of the code zip at *code_zip*.
 
     Compiled as zipimport compiles a source of a zip (its path inside the zip, line endings
-    normalized); a hash-based pyc (PEP 552) recording the source's hash, unchecked by
-    default (flags 0b01): the source and its code are written together, in one file.
+    normalized), unless *code* is given (compiled from these bytes by this process, under
+    the runtime zip's path: the node entry's own modules); a hash-based pyc (PEP 552)
+    recording the source's hash, unchecked by default (flags 0b01): the source and its code
+    are written together, in one file.
     """
     import importlib.util
     import marshal
 
-    text = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    code = compile(text, os.path.join(code_zip, *name.split("/")), "exec", dont_inherit=True)
+    if code is None:
+        text = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        code = compile(text, os.path.join(code_zip, *name.split("/")), "exec", dont_inherit=True)
     return importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
 
 

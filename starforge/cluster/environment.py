@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 from .atomic import write_file
 from .jobspec import format_json, read_spec

@@ -414,10 +414,12 @@ def spec_argument(argv):
     return None
 
 
-def main(argv=None, zip_path=None):
+def main(argv=None, zip_path=None, entry_code=None):
     """The node entry: resolve the job's Python and run the launcher under it.
 
-    *zip_path*: the runtime zip this runs from (:mod:`.node_entry`, the zip's ``__main__``).
+    *zip_path*: the runtime zip this runs from (:mod:`.node_entry`, the zip's ``__main__``);
+    *entry_code*: ``{name in the zip: (source bytes, code)}`` of the modules the entry
+    compiled from it, reused for the job's code zip.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     spec_arg = spec_argument(argv)
@@ -476,7 +478,7 @@ def main(argv=None, zip_path=None):
         try:
             # Compiled here when this interpreter is the job's Python (the code is this
             # interpreter's); else unpacked, for the job's Python to compile on import.
-            code_dir = make_code_dir(here, job_dir, spec.get("id"), modules_to_compile(spec) if own else ())
+            code_dir = make_code_dir(here, job_dir, spec.get("id"), modules_to_compile(spec) if own else (), entry_code)
             # The launcher runs from there: checked as every process of the job checks it.
             refused = code_dir_refusal(code_dir, here, spec.get("id"), job_dir)
             if refused:

@@ -4,8 +4,10 @@
 # from the zip, in one namespace, and runs it. Python would otherwise compile a zip's
 # __main__ twice (zipimport compiles a source for its file name, then again for its code),
 # and the ``starforge`` package must not be imported from here: that would fix it to this
-# zip before the job's code zip (compiled once for the job) is on the path. Parses and
-# runs on old interpreters, as those modules do.
+# zip before the job's code zip (compiled once for the job) is on the path. The code
+# compiled here goes to main() with the bytes it was compiled from, so the job's code zip
+# reuses it for those very bytes instead of compiling these modules a second time. Parses
+# and runs on old interpreters, as those modules do.
 #
 # Standard library only.
 import os
@@ -17,13 +19,20 @@ ENTRY_MODULES = ("status.py", "binding.py", "plain_specifiers.py", "codedir.py",
 
 
 def run_entry(cluster_dir, read, zip_path):
-    """Run the node entry from the modules in *cluster_dir*, each read with *read*."""
+    """Run the node entry from the modules in *cluster_dir*, each read with *read*.
+
+    main() gets ``{name in the zip: (source bytes, code)}`` of the modules compiled here.
+    """
     entry = {"__name__": "starforge_node_entry", "__builtins__": __builtins__}
+    compiled = {}
     for name in ENTRY_MODULES:
         path = os.path.join(cluster_dir, name)
+        source = read(path)
+        code = compile(source, path, "exec", dont_inherit=True)
+        compiled["starforge/cluster/" + name] = (source, code)
         entry["__file__"] = path
-        exec(compile(read(path), path, "exec", dont_inherit=True), entry)  # noqa: S102
-    return entry["main"](None, zip_path)
+        exec(code, entry)  # noqa: S102
+    return entry["main"](None, zip_path, compiled)
 
 
 def read_file(path):

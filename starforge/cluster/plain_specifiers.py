@@ -45,3 +45,28 @@ def plain_clauses(spec):
             return None
         clauses.append((match.group(1), match.group(2)))
     return clauses
+
+
+def plain_text(spec):
+    """How packaging's ``str(SpecifierSet(spec))`` writes a plain *spec* (each clause without
+    spaces, the same clause once, sorted), or None when *spec* is not plain, or when two of its
+    clauses differ only in trailing zeros (``>=1.0, >=1.0.0``: SpecifierSet keeps either one).
+
+    >>> plain_text(" >= 3.10 , !=3.12.0")
+    '!=3.12.0,>=3.10'
+    """
+    clauses = plain_clauses(spec)
+    if clauses is None:
+        return None
+    texts = set(op + release for op, release in clauses)
+    if len(set((op, release_numbers(release)) for op, release in clauses)) != len(texts):
+        return None
+    return ",".join(sorted(texts))
+
+
+def release_numbers(release):
+    """How PEP 440 orders a bare release: its numbers, trailing zeros dropped (``3.10`` is ``3.10.0``)."""
+    parts = [int(p) for p in release.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)

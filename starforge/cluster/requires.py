@@ -15,7 +15,7 @@ import sys
 
 from .errors import LaunchFailure, RequirementError
 from .jobspec import PluginEntry
-from .plain_specifiers import is_release, plain_clauses
+from .plain_specifiers import is_release, plain_clauses, release_numbers
 
 
 def _specifiers():
@@ -41,14 +41,6 @@ def packaging_version():
 _COMPARE = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne}
 
 
-def _release_key(release: str) -> tuple:
-    """How PEP 440 orders a bare release: its numbers, trailing zeros dropped (``3.10`` is ``3.10.0``)."""
-    parts = [int(p) for p in release.split(".")]
-    while parts and parts[-1] == 0:
-        parts.pop()
-    return tuple(parts)
-
-
 def satisfies(spec: str, have: str) -> bool:
     """Whether the version *have* satisfies the specifier *spec*, pre-releases included (they
     are facts, not choices); False when *have* is not a version. Raises packaging's
@@ -57,8 +49,8 @@ def satisfies(spec: str, have: str) -> bool:
     releases), any other with its ``SpecifierSet``."""
     plain = plain_clauses(spec)
     if plain is not None and is_release(have):
-        key = _release_key(have)
-        return all(_COMPARE[op](key, _release_key(release)) for op, release in plain)
+        key = release_numbers(have)
+        return all(_COMPARE[op](key, release_numbers(release)) for op, release in plain)
     Version, InvalidVersion = packaging_version()
     if plain is None:
         SpecifierSet, _ = _specifiers()

@@ -24,7 +24,7 @@ Cluster side: standard library only (the launcher imports it).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 # The recipe's listing is the recipe finder's (every process of the job lists it there,
 # without importing the lists below); the names stay public here for every check.

@@ -97,14 +97,18 @@ class PluginRequest:
         return f"{self.owner}/{self.name}" + (f"@{self.specifier}" if self.specifier else "")
 
     def admits(self, version: str) -> bool:
-        """Whether *version* satisfies this request (a bare request admits any final release)."""
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
+        """Whether *version* satisfies this request (a bare request admits any final release).
 
-        v = Version(version)
+        The launcher's check of a specifier (pre-releases included): a plain one, such as
+        the ``==1.2.0`` of an exact request, without importing packaging's SpecifierSet.
+        """
         if self.specifier is None:
-            return not v.is_prerelease
-        return SpecifierSet(self.specifier).contains(v, prereleases=True)
+            from packaging.version import Version
+
+            return not Version(version).is_prerelease
+        from ..cluster.requires import satisfies
+
+        return satisfies(self.specifier, version)
 
 
 @dataclass(frozen=True)

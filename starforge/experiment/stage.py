@@ -99,12 +99,14 @@ def resolve_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: di
     *dev* (``{name: directory}``, ``forge submit --dev``) puts unpublished plugin
     directories in place of locked plugins (:mod:`.dev_plugins`).
     """
-    from .dev_plugins import load_dev_plugins
-
     builtins = load_builtins(exp)
     lock = fresh_lock(exp, builtins)
     shadowed = check_conflicts([e.loaded() for e in lock.plugins], [b.loaded() for b in builtins])
-    dev_plugins = tuple(load_dev_plugins(dev, list(lock.plugins))) if dev else ()
+    dev_plugins: tuple = ()
+    if dev:
+        from .dev_plugins import load_dev_plugins
+
+        dev_plugins = tuple(load_dev_plugins(dev, list(lock.plugins)))
     stand_ins = {d.entry.name: d.entry for d in dev_plugins}
     plugins = tuple(stand_ins.get(e.name, e.plugin) for e in lock.plugins)
     declared = declared_params(
@@ -160,11 +162,11 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
     dev = {d.entry.name: d for d in job.dev}
 
     def fill_plugins(plugins_dir: Path) -> None:
-        from .dev_plugins import copy_dev_plugin
-
         for entry in job.lock.plugins:
             target = plugins_dir / entry.name
             if entry.name in dev:
+                from .dev_plugins import copy_dev_plugin
+
                 copy_dev_plugin(dev[entry.name], target)
                 continue
             materialize_locked(entry, target, registry, job.lock.registry)

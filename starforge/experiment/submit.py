@@ -67,8 +67,13 @@ def submit_experiment(
     runner = get_backend(resolved.spec.backend, exp.backend_settings(resolved.spec.backend), store)
     python_note = runner.check_job_python(exp.job_python(resolved.spec.backend))
     job_dir = runner.staging_dir(exp.root, resolved.spec.id)
-    staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
-                       require_signatures=require_signatures)
+    runner.prepare(resolved.spec.id)  # the local backend's supervisor starts while the job is staged
+    try:
+        staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
+                           require_signatures=require_signatures)
+    except BaseException:
+        runner.discard(resolved.spec.id)
+        raise
     try:
         record = runner.submit(staged, detach=detach)
     except BaseException:

@@ -35,7 +35,6 @@ class Ref:
 
 def parse_ref(text: str) -> Ref:
     """Parse ``owner/name[@VERSION|@SPECIFIER]``; raise :class:`UsageError` when malformed."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     base, _, written = text.strip().partition("@")
@@ -51,6 +50,8 @@ def parse_ref(text: str) -> Ref:
             Version(spec)
             spec = f"=={spec}"
         except InvalidVersion:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
             try:
                 SpecifierSet(spec)
             except InvalidSpecifier:

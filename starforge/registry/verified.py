@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..cluster.plain_specifiers import plain_text
 from ..errors import ArchiveError, ManifestError, TamperedError
 from ..manifest import PluginManifest
 
@@ -123,9 +124,15 @@ def _value(v: Any) -> Any:
 
 
 def _specifier(text: str | None) -> str | None:
+    """The specifier set *text* as packaging writes it (a plain one without importing its SpecifierSet)."""
+    if text is None:
+        return None
+    plain = plain_text(text)
+    if plain is not None:
+        return plain
     from packaging.specifiers import SpecifierSet
 
-    return None if text is None else str(SpecifierSet(text))
+    return str(SpecifierSet(text))
 
 
 def canonical(manifest: Mapping | PluginManifest, top_level, files: Mapping | None = None) -> dict:

@@ -151,3 +151,36 @@ def test_jobs_commands_on_unknown_ids(exp, env):
     missing = forge(env, exp, "jobs", "show", "nope", ok=False)
     assert missing.returncode == 7 and "no job 'nope'" in missing.stderr
     assert forge(env, exp, "jobs", "list").stderr.startswith("no jobs yet")  # a note: stderr
+
+
+def supervisors_of(store: Path) -> list:
+    """The pids of supervisors of the jobs store *store* (``--supervise STORE …`` on their command line)."""
+    marker = b"--supervise\0" + str(store).encode() + b"\0"
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_submit_whose_staging_fails_leaves_no_supervisor_behind(exp, env, monkeypatch):
+    # The supervisor starts while the job is staged; when staging fails it ends with the
+    # submit, also in a process that lives on (a submit made in-process), and nothing is recorded.
+    from starforge.experiment.submit import submit_experiment
+
+    forge(env, exp, "lock")
+    (exp / ".forge").mkdir(exist_ok=True)
+    (exp / ".forge" / "jobs").write_text("not a directory: the job directory cannot be made")
+    monkeypatch.setenv("FORGE_HOME", env["FORGE_HOME"])
+    with pytest.raises(OSError):
+        submit_experiment(exp)
+    store = Path(env["FORGE_HOME"]) / "jobs"
+    assert supervisors_of(store) == []
+    assert not list(store.glob("*.json"))
+    (exp / ".forge" / "jobs").unlink()
+    run = forge(env, exp, "submit")  # the next submit starts its own, which ends once it has recorded the exit
+    assert "trainer done" in run.stdout
+    wait_for(lambda: supervisors_of(store) == [])

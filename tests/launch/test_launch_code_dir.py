@@ -80,9 +80,11 @@ def test_the_launcher_runs_in_the_entrys_own_interpreter_from_the_jobs_code_dire
     code = os.environ["FORGE_CODE_DIR"]
     st = os.lstat(code)
     runtime = {m: sys.modules[m].__file__ for m in sys.modules if m.startswith("starforge")}
+    compiled_as = {m: sys.modules["starforge.cluster." + m].__loader__.get_code("starforge.cluster." + m).co_filename
+                   for m in ("codedir", "interpreter", "job")}
     print("TRAINER " + json.dumps({"orig_argv": sys.orig_argv, "starforge": starforge.__file__, "code": code,
                                    "mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid, "compute": algo.compute(1),
-                                   "runtime": runtime}))
+                                   "runtime": runtime, "compiled_as": compiled_as}))
     """
     job = builder.job(plugins=[demo_plugin()], trainer=textwrap.dedent(trainer))
     result = entry_launch(job)
@@ -102,6 +104,11 @@ def test_the_launcher_runs_in_the_entrys_own_interpreter_from_the_jobs_code_dire
     for module, file in seen["runtime"].items():
         assert file.startswith(str(code / CODE_ZIP) + os.sep) and file.endswith(".pyc"), (module, file)
         assert module in RUNTIME_MODULES
+    # The entry's own modules were compiled once, by the entry, from the runtime zip (their
+    # code names it); the others by the code directory, for the code zip.
+    assert seen["compiled_as"] == {"codedir": str(job.dir / ZIP / "starforge" / "cluster" / "codedir.py"),
+                                   "interpreter": str(job.dir / ZIP / "starforge" / "cluster" / "interpreter.py"),
+                                   "job": str(code / CODE_ZIP / "starforge" / "cluster" / "job.py")}
     assert "runtime : starforge-core" in result.stderr and "from the job's runtime zip" in result.stderr
     assert not code.exists()  # the launcher that made it removed it when it ended
     assert job.plugin_lines(result) == ["plugin  : alice/demo-patch@1.0.0 loaded"]
@@ -324,6 +331,25 @@ def test_the_code_directory_holds_the_runtime_compiled_by_the_entry_itself(tmp_p
         assert data[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(data[4:8], "little") == 0b01
         assert data[8:16] == importlib.util.source_hash(source)
         assert marshal.loads(data[16:]).co_filename == str(path / CODE_ZIP / name[:-1])
+
+
+def test_the_code_directory_reuses_code_compiled_already_only_for_the_same_bytes(tmp_path):
+    # The node entry hands over the code of its own modules with the bytes it compiled it from.
+    import marshal
+
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    with zipfile.ZipFile(zip_path) as zf:
+        status_py = zf.read("starforge/cluster/status.py")
+        job_py = zf.read("starforge/cluster/job.py")
+    ready = {"starforge/cluster/status.py": (status_py, compile(status_py, "/entry/status.py", "exec")),
+             "starforge/cluster/job.py": (job_py + b"\n# not what the zip holds\n", compile(job_py, "/entry/job.py", "exec"))}
+    path = _made_in(tmp_path, zip_path, ready=ready)
+    with zipfile.ZipFile(path / CODE_ZIP) as zf:
+        status_code = marshal.loads(zf.read("starforge/cluster/status.pyc")[16:])
+        job_code = marshal.loads(zf.read("starforge/cluster/job.pyc")[16:])
+    assert status_code.co_filename == "/entry/status.py"
+    assert job_code.co_filename == str(path / CODE_ZIP / "starforge" / "cluster" / "job.py")  # compiled from the zip's bytes
 
 
 def test_a_code_directory_for_another_interpreter_holds_the_sources_unpacked(tmp_path):
