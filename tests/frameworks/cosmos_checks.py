@@ -25,9 +25,23 @@ REPO = HERE.parents[1]
 PLUGIN_DIRS = [str(REPO / "forge_plugins" / "cosmos-dr-grpo"), str(REPO / "forge_plugins" / "cosmos-gspo")]
 sys.path[:0] = PLUGIN_DIRS + [str(HERE / "cosmos_cpu")]
 
+import cosmos_toy  # noqa: E402
+
+#: The spawn pool of the reward-pool case, started before this process imports cosmos_rl: its fresh
+#: interpreter imports torch and cosmos_rl (seconds) while this one does and runs the other cases.
+SPAWNED = None
+if __name__ == "__main__" and "reward-pool" in sys.argv[1:]:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    os.environ["COSMOS_TEST_PLUGINS"] = "cosmos_dr_grpo"  # the worker's sitecustomize applies it at import
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE / "cosmos_cpu"), *PLUGIN_DIRS,
+                                                os.environ.get("PYTHONPATH", "")])
+    SPAWNED = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    SPAWNED.submit(os.getpid)  # starts the worker now (a pool starts its workers on the first task)
+
 import cosmos_dr_grpo  # noqa: E402
 import cosmos_gspo  # noqa: E402
-import cosmos_toy  # noqa: E402
 import torch  # noqa: E402
 from cosmos_rl.policy.config import Config  # noqa: E402
 from cosmos_rl.policy.trainer.llm_trainer import grpo_trainer  # noqa: E402
@@ -347,7 +361,6 @@ def reward_pool():
     they import cosmos_rl, as every process of a job does."""
     import multiprocessing as mp
     import time
-    from concurrent.futures import ProcessPoolExecutor
 
     from cosmos_rl.reward.dispatcher import RewardDispatcher
 
@@ -366,12 +379,11 @@ def reward_pool():
     dispatcher.shutdown()
     assert _advantages(forked) == CENTRED, _advantages(forked)
 
-    os.environ["COSMOS_TEST_PLUGINS"] = "cosmos_dr_grpo"
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE / "cosmos_cpu"), *PLUGIN_DIRS,
-                                                os.environ.get("PYTHONPATH", "")])
-    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
-                             initializer=cosmos_toy.calculator_init, initargs=(config,)) as pool:
-        spawned, _, _ = pool.submit(RewardDispatcher.compute_rewards, _payloads(), False, 0).result(timeout=300)
+    # the spawn worker started at this script's start: a fresh interpreter whose sitecustomize applied the
+    # plugin when it imported cosmos_rl; it sets up Cosmos-RL's calculator with this config, then computes
+    assert SPAWNED is not None, "the spawn pool starts with the script when reward-pool is asked for"
+    with SPAWNED as pool:
+        spawned, _, _ = pool.submit(cosmos_toy.compute_in_worker, config, _payloads()).result(timeout=300)
     assert _advantages(spawned) == CENTRED, _advantages(spawned)
     print(f"reward pool advantages (fork and spawn) {CENTRED} = r - mean(group), no std division")
 
@@ -384,3 +396,7 @@ if __name__ == "__main__":
         CASES[name]()
         patching.undo_all()
         print(f"ok {name}", flush=True)
+    # every case passed and every process it started has ended: leave without the interpreter's teardown
+    # (seconds of freeing torch's and Cosmos-RL's modules; nothing of theirs needs it here)
+    sys.stderr.flush()
+    os._exit(0)
