@@ -10,8 +10,8 @@ from frameworks_env import COSMOS_CPU, run_checks
 
 pytestmark = pytest.mark.frameworks
 
-#: the losses, the refusals and warnings at config parse time, two gloo data-parallel ranks, the reward pool
-#: under fork and under spawn
+#: the losses, the refusals and warnings at config parse time, one batch split unevenly over two gloo
+#: data-parallel ranks through the wrap of the trainer's step, the reward pool under fork and under spawn
 CASES = ["dr-grpo-numbers", "gspo-numbers", "refusals", "dp-ranks", "reward-pool"]
 
 
@@ -20,5 +20,6 @@ def test_cosmos_plugins_against_cosmos_rl(runtime_path):
     assert "cosmos-dr-grpo: train_policy algo='dr_grpo', unbiased_advantage=True" not in out  # captured by the cases
     assert "Cosmos-RL's own path bit for bit" in out
     assert "2 of 5 responses clipped, 1 capped at 10" in out
+    assert "mini-batches 2 + 1 + 1 and 1 + 1 + 2: -0.0068359375 bit for bit" in out  # -7/1024, as computed by hand
     assert "reward pool advantages (fork and spawn) [0.5625, -0.4375, 0.0625, -0.1875, -0.5625, 0.1875, 0.4375, " \
            "-0.0625]" in out

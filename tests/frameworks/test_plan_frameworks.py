@@ -93,6 +93,7 @@ def test_plan_of_the_cosmos_example(tmp_path):
         ("created", "replace", "cosmos_rl.dispatcher.algo.base:REGISTERED_ALGOs[dr_grpo]", "applied"),
         ("wrap", "wrap", "cosmos_rl.policy.config:Config.from_dict", "applied"),
         ("wrap", "wrap", "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:compute_loss", "applied"),
+        ("wrap", "wrap", "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:GRPOTrainer.step_training", "applied"),
     ]
     assert gspo == [
         ("wrap", "wrap", "cosmos_rl.policy.config:Config.from_dict", "applied"),
