@@ -86,7 +86,7 @@ def test_plan_of_the_cosmos_example(tmp_path):
                    PYTHONPATH=str(COSMOS_CPU))
     assert doc["clean"] is True
     assert [(p["ref"], p["status"]) for p in doc["plugins"]] == [
-        ("starforge/cosmos-dr-grpo@1.0.0", "loaded"), ("starforge/cosmos-gspo@1.0.0", "loaded")]
+        ("starforge/cosmos-dr-grpo@1.1.0", "loaded"), ("starforge/cosmos-gspo@1.0.0", "loaded")]
     dr_grpo, gspo = ([(p["how"], p["mode"], p["target"], p["status"]) for p in plugin["patches"]]
                      for plugin in doc["plugins"])
     assert dr_grpo == [
