@@ -302,6 +302,14 @@ LAYOUTS = (
     # other (token-balanced mini-batches differ by rank), two mu iterations
     ("4 + 4 responses, optimizer steps of 3 and 1, mini-batches 2 + 1 and 1 + 2, mu 2", DR_DELTAS8,
      [[[[0, 1], [2]], [[3]]], [[[4], [5, 6]], [[7]]]], 3, 2, False),
+    # pipeline parallelism: the last stage calls the loss per micro-batch (a tuple) with the mini-batch's counts; 4 + 4
+    # responses, mini-batches 3 + 1 and 1 + 3, each 3 in micro-batches 2 + 1
+    ("4 + 4 responses, pipeline micro-batches (2 + 1) + 1 and 1 + (1 + 2)", DR_DELTAS8,
+     [[[([0, 1], [2]), [3]]], [[[4], ([5], [6, 7])]]], None, 1, False),
+    # 4 + 3 responses (replicas' batches may differ), optimizer steps of 2, each rank's first in pipeline micro-batches
+    # 1 + 1, two mu iterations: a repeated mini-batch's counts do not move the loss calls' place in the batch
+    ("4 + 3 responses, optimizer steps of 2, pipeline micro-batches 1 + 1 first, mu 2", DR_DELTAS8,
+     [[[([0], [1])], [[2, 3]]], [[([4], [5])], [[6]]]], 2, 2, False),
     # 4 + 4 responses, one optimizer step, mini-batches 2 + 1 + 1 and 1 + 1 + 2: every divisor and share a power of
     # two, so on-policy (per-token loss -A) every operation is exact
     ("4 + 4 responses on-policy, mini-batches 2 + 1 + 1 and 1 + 1 + 2", ON_POLICY8,
@@ -317,18 +325,32 @@ def sub_batch(leaf, offsets, deltas, indices):
     return current, old, adv, cu, mask
 
 
+def flat(minibatch):
+    """The responses of a mini-batch (a tuple: its pipeline micro-batches)."""
+    return [i for micro in minibatch for i in micro] if isinstance(minibatch, tuple) else minibatch
+
+
 def trainer_step(trainer, rollouts, inter_policy_nccl, steps, mu, leaf, offsets, deltas):
     """What Cosmos-RL's ``GRPOTrainer.step_training`` does with the losses, its model, data packer and CUDA parts aside
     (it cannot run on CPU): per mu iteration, per optimizer step, per mini-batch, ``compute_loss`` looked up on its
     module, times the mini-batch's share of the optimizer step (``loss_scaling_factor``), backward; the optimizer
-    step takes the gradient. Returns each optimizer step's (loss, gradient), for every mu iteration."""
+    step takes the gradient. Under pipeline parallelism (a mini-batch given as a tuple of micro-batches) the last
+    stage's calls, one per micro-batch with the mini-batch's ``normalization_counts``, each times the share, summed.
+    Returns each optimizer step's (loss, gradient), for every mu iteration."""
     config, out = trainer.config, []
     for _ in range(mu):
         for minibatches in steps:
-            size, total = sum(len(m) for m in minibatches), 0.0
-            for indices in minibatches:
-                c, o, a, q, m = sub_batch(leaf, offsets, deltas, indices)
-                loss = loss_of(config, c, o, a, q, m, dp_group=trainer.dp_group) * (len(indices) / size)
+            size, total = sum(len(flat(m)) for m in minibatches), 0.0
+            for minibatch in minibatches:
+                share = len(flat(minibatch)) / size
+                if isinstance(minibatch, tuple):  # pipeline: one call per micro-batch, the mini-batch's counts
+                    counts = {"sequences": len(flat(minibatch)), "tokens": None, "dp_workers": 1}
+                    losses = [loss_of(config, *sub_batch(leaf, offsets, deltas, micro), dp_group=trainer.dp_group,
+                                      normalization_counts=counts) * share for micro in minibatch]
+                    loss = torch.sum(torch.stack(losses))
+                else:
+                    c, o, a, q, m = sub_batch(leaf, offsets, deltas, minibatch)
+                    loss = loss_of(config, c, o, a, q, m, dp_group=trainer.dp_group) * share
                 loss.backward()
                 total += float(loss.detach())
             out.append((total, leaf.grad.tolist()))
@@ -355,7 +377,7 @@ def _dp_rank(rank, world, store_path, queue):
                                                                     mesh={"dp": SimpleNamespace(get_group=lambda: group)}),
                                       dp_group=group)
             steps = ranks[rank]
-            rollouts = [i for minibatches in steps for m in minibatches for i in m]
+            rollouts = [i for minibatches in steps for m in minibatches for i in flat(m)]
             runs = []
             for wrapped in (True, False):
                 leaf, *_ = batch(deltas, LENGTHS8, CENTRED)
@@ -400,7 +422,7 @@ def dp_ranks():
         # the one-process value of each optimizer step: its responses on every rank in one loss call
         wanted = []
         for k in range(len(ranks[0])):
-            indices = [i for steps in ranks for m in steps[k] for i in m]
+            indices = [i for steps in ranks for m in steps[k] for i in flat(m)]
             leaf, *_ = batch(deltas, LENGTHS8, CENTRED)
             c, o, a, q, m = sub_batch(leaf, [sum(LENGTHS8[:i]) for i in range(8)], deltas, indices)
             loss = loss_of(config, c, o, a, q, m)
