@@ -1,8 +1,14 @@
 """Checks of the Cosmos-RL plugins against Cosmos-RL's own code, run in the Cosmos venv (no
-starforge-core there: the caller puts the checkout's cluster-side package on ``PYTHONPATH``,
-after ``cosmos_cpu/``, whose ``sitecustomize`` lets ``cosmos_rl`` import on CPU).
+starforge-core there: the caller puts the checkout's cluster-side package on ``PYTHONPATH``).
 
     python cosmos_checks.py CASE...    CASE: dr-grpo-numbers | gspo-numbers | refusals | dp-ranks | reward-pool
+
+This script's process imports neither torch nor cosmos_rl: it starts one spawn pool worker (a
+fresh interpreter, with ``cosmos_cpu/`` first on its ``PYTHONPATH``, whose ``sitecustomize``
+lets ``cosmos_rl`` import on CPU and applies ``cosmos-dr-grpo`` when it is imported, as a job's
+bootstrap does in every process) and runs the cases there, so ``cosmos_rl`` is imported once.
+With ``reward-pool``, that worker first computes advantages with Cosmos-RL's reward calculator
+before anything else touches the plugin: the spawn half of that case.
 
 The losses are Cosmos-RL's ``compute_loss`` (as its trainer calls it) on hand-made batches in
 float64, the advantages its rule-based algo registry through its reward calculator's
@@ -27,18 +33,45 @@ sys.path[:0] = PLUGIN_DIRS + [str(HERE / "cosmos_cpu")]
 
 import cosmos_toy  # noqa: E402
 
-#: The spawn pool of the reward-pool case, started before this process imports cosmos_rl: its fresh
-#: interpreter imports torch and cosmos_rl (seconds) while this one does and runs the other cases.
-SPAWNED = None
-if __name__ == "__main__" and "reward-pool" in sys.argv[1:]:
+
+def checks(names):
+    """In the spawn pool's worker (this module imported as ``__mp_main__``, cosmos_rl with it): the cases."""
+    import multiprocessing
+
+    if "reward-pool" in names:
+        SPAWNED.extend(spawned_advantages())  # first: the plugin as the worker's import applied it
+    patching.undo_all()
+    # a spawned worker inherits its start method; a Cosmos-RL process its launcher starts has the
+    # platform's (fork on Linux), which its reward dispatcher's pool uses
+    multiprocessing.set_start_method("fork", force=True)
+    for name in names:
+        CASES[name]()
+        patching.undo_all()
+        print(f"ok {name}", flush=True)
+    atexit.register(leave)
+    return names
+
+
+def leave():
+    """The worker's exit, once its results are sent: without the interpreter's teardown (seconds of
+    freeing torch's and Cosmos-RL's modules; nothing of theirs needs it here)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     os.environ["COSMOS_TEST_PLUGINS"] = "cosmos_dr_grpo"  # the worker's sitecustomize applies it at import
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE / "cosmos_cpu"), *PLUGIN_DIRS,
                                                 os.environ.get("PYTHONPATH", "")])
-    SPAWNED = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
-    SPAWNED.submit(os.getpid)  # starts the worker now (a pool starts its workers on the first task)
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        assert pool.submit(checks, sys.argv[1:]).result() == sys.argv[1:]
+    sys.exit(0)
+
+import atexit  # noqa: E402
 
 import cosmos_dr_grpo  # noqa: E402
 import cosmos_gspo  # noqa: E402
@@ -459,10 +492,30 @@ def _advantages(payloads):
     return [a for p in sorted(payloads, key=lambda p: p.prompt_idx) for a in p.advantages]
 
 
+#: what :func:`spawned_advantages` computed, for :func:`reward_pool`
+SPAWNED: list = []
+
+
+def spawned_advantages():
+    """In this spawn pool worker, before any case installs or undoes a plugin: Cosmos-RL's own calculator
+    (set up as its dispatcher's workers are) and ``compute_rewards``, with the registry entry the plugin
+    made when this fresh interpreter imported cosmos_rl."""
+    from cosmos_rl.dispatcher.algo.base import REGISTERED_ALGOs
+    from cosmos_rl.reward.dispatcher import RewardDispatcher
+
+    assert sys.modules["__main__"].__name__ == "__mp_main__", "not a spawned process"
+    assert "dr_grpo" in REGISTERED_ALGOs, "the plugin was not applied when this process imported cosmos_rl"
+    cosmos_toy.register_tokenizer()
+    config, _ = parse()
+    cosmos_toy.calculator_init(config)
+    spawned, _, _ = RewardDispatcher.compute_rewards(_payloads(), False, 0)
+    return _advantages(spawned)
+
+
 def reward_pool():
     """Dr-GRPO's advantages from Cosmos-RL's reward worker pool: its own dispatcher's pool (fork, the
-    platform's start method) and a spawn pool of its calculator, whose fresh workers get the plugin when
-    they import cosmos_rl, as every process of a job does."""
+    platform's start method) and a spawn pool's worker (this process: see :func:`spawned_advantages`), which
+    got the plugin when it imported cosmos_rl, as every process of a job does."""
     import multiprocessing as mp
     import time
 
@@ -483,24 +536,9 @@ def reward_pool():
     dispatcher.shutdown()
     assert _advantages(forked) == CENTRED, _advantages(forked)
 
-    # the spawn worker started at this script's start: a fresh interpreter whose sitecustomize applied the
-    # plugin when it imported cosmos_rl; it sets up Cosmos-RL's calculator with this config, then computes
-    assert SPAWNED is not None, "the spawn pool starts with the script when reward-pool is asked for"
-    with SPAWNED as pool:
-        spawned, _, _ = pool.submit(cosmos_toy.compute_in_worker, config, _payloads()).result(timeout=300)
-    assert _advantages(spawned) == CENTRED, _advantages(spawned)
+    assert SPAWNED == CENTRED, SPAWNED  # computed first in this spawned worker
     print(f"reward pool advantages (fork and spawn) {CENTRED} = r - mean(group), no std division")
 
 
 CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers, "refusals": refusals,
          "dp-ranks": dp_ranks, "reward-pool": reward_pool}
-
-if __name__ == "__main__":
-    for name in sys.argv[1:]:
-        CASES[name]()
-        patching.undo_all()
-        print(f"ok {name}", flush=True)
-    # every case passed and every process it started has ended: leave without the interpreter's teardown
-    # (seconds of freeing torch's and Cosmos-RL's modules; nothing of theirs needs it here)
-    sys.stderr.flush()
-    os._exit(0)

@@ -38,23 +38,3 @@ def calculator_init(config):
     register_tokenizer()
     LocalRewardCalculator.get_instance().setup(config=config, reward_fns=[reward])
 
-
-def compute_in_worker(config, payloads):
-    """In a reward worker: :func:`calculator_init`, then Cosmos-RL's own ``compute_rewards`` as its
-    dispatcher submits it. The worker then leaves without the interpreter's teardown (its results
-    are sent before it is asked to stop; freeing torch's and Cosmos-RL's modules takes seconds)."""
-    import atexit
-    import os
-    import sys
-
-    from cosmos_rl.reward.dispatcher import RewardDispatcher
-
-    calculator_init(config)
-
-    def leave():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
-    atexit.register(leave)
-    return RewardDispatcher.compute_rewards(payloads, False, 0)
