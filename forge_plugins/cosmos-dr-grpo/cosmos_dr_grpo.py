@@ -14,11 +14,21 @@ that must agree, and the plugin makes them agree where the config is parsed:
   Cosmos-RL's ``seq-mean-token-mean`` with ``unbiased_loss_max_tokens``; the bound's one
   owner is ``rollout.max_response_length``. The max-tokens divisor is read under no other
   ``loss_type``.
-- The number of responses is DP-global: with data-parallel ranks (``dp_group``, the
-  replicas' ``ddp_comm``) the loss's sequence count is summed over the ranks and the loss
-  scaled by their number, as Cosmos-RL does for tokens under ``balance_dp_token``, so the
-  gradient average over ranks divides by the global count. Across the mini-batches of one
-  optimizer step Cosmos-RL's trainer already scales each loss by its share of the batch.
+- The number of responses is global across the mini-batches of an optimizer step and the
+  data-parallel ranks. Cosmos-RL's trainer (``GRPOTrainer.step_training``) splits each rank's
+  batch into optimizer steps (``batch_size_per_optimize``) and those into mini-batches
+  (``mini_batch``, or token-balanced ones under ``max_token_len_per_mini_batch``), calls
+  ``compute_loss`` once per mini-batch and scales that loss by the mini-batch's share of the
+  rank's optimizer step; the gradient is then averaged over the ranks (``dp_group``, the
+  replicas' ``inter_policy_nccl``). The plugin wraps ``step_training``: before the step it sums
+  each optimizer step's response count over the ranks (one all-reduce per communicator), and
+  the loss of a mini-batch of ``n`` responses in optimizer step ``k`` divides by
+  ``total_k / ranks * n / local_k`` (``normalization_counts["sequences"]``), so that after the
+  trainer's scaling and the average over ranks every response weighs ``1 / total_k``, however
+  unevenly the mini-batches split the ranks' batches. A ``compute_loss`` called outside
+  ``step_training`` (a trainer that replaces it) sums the call's own count over the ranks
+  instead, which is the global count only when every rank's mini-batch is the same share of
+  its batch.
 
 At ``Config.from_dict`` (every Cosmos-RL process, the controller included, builds its
 config through it), for a GRPO ``train_policy``:
@@ -35,12 +45,14 @@ a response longer than the bound. The plugin changes nothing while another algo 
 in a config that did not go through ``from_dict``.
 """
 
+import contextvars
 import sys
 
 PLUGIN = "cosmos-dr-grpo"
 REGISTRY = "cosmos_rl.dispatcher.algo.base:REGISTERED_ALGOs"
 CONFIG = "cosmos_rl.policy.config:Config.from_dict"
 LOSS = "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:compute_loss"
+STEP = "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:GRPOTrainer.step_training"
 FIXED = "seq-mean-token-mean"
 BUILTIN_ALGOS = ("grpo", "ppo")
 #: keys from which Cosmos-RL infers a GRPO train_policy when it names no ``type``
@@ -174,6 +186,103 @@ def dp_sequence_count(local, dp_group, ddp_comm, device):
     return float(count), workers
 
 
+def optimizer_steps(responses, per_optimize):
+    """This rank's responses per optimizer step, as Cosmos-RL's ``step_training`` splits its batch."""
+    size = min(per_optimize, responses) if per_optimize is not None and per_optimize > 0 else responses
+    return [min(size, responses - start) for start in range(0, responses, size)] if size > 0 else []
+
+
+def dp_step_totals(local, dp_group, ddp_comm, device):
+    """(each optimizer step's response count summed over the data-parallel ranks, number of ranks).
+
+    Two all-reduces per communicator: the largest number of optimizer steps, then the counts
+    (a rank with fewer steps adds zeros). Reduced on *device* (NCCL reduces device tensors only).
+    """
+    import torch
+    import torch.distributed as dist
+
+    if dp_group is None and ddp_comm is None:
+        return [float(n) for n in local], 1
+    steps = torch.tensor(float(len(local)), dtype=torch.float64, device=device)
+    workers = 1
+    if dp_group is not None:
+        workers *= dist.get_world_size(group=dp_group)
+        dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=dp_group)
+    if ddp_comm is not None:
+        workers *= ddp_comm.world_size()
+        ddp_comm.allreduce(steps, steps, op=dist.ReduceOp.MAX)
+    counts = torch.zeros(int(steps), dtype=torch.float64, device=device)
+    counts[:len(local)] = torch.tensor([float(n) for n in local], dtype=torch.float64)
+    if dp_group is not None:
+        dist.all_reduce(counts, group=dp_group)
+    if ddp_comm is not None:
+        ddp_comm.allreduce(counts, counts, op=dist.ReduceOp.SUM)
+    return counts.tolist(), workers
+
+
+class StepCounts:
+    """The response counts of one ``step_training`` call, and where its loss calls are in it.
+
+    Cosmos-RL's trainer calls the loss once per mini-batch, in the order of its batch: optimizer
+    step after optimizer step, each covered by its mini-batches, again for every ``mu``
+    iteration. Under pipeline parallelism the last stage calls it once per micro-batch with the
+    mini-batch's ``normalization_counts`` (one dict per mini-batch, the same for a repeated
+    micro-batch), and the mini-batch is what moves the position.
+    """
+
+    def __init__(self, local, totals, workers):
+        self.local, self.totals, self.workers = list(local), list(totals), workers
+        self.position = 0  # responses of this rank's batch whose mini-batches have started
+        self.current = None  # (the normalization dict of the running mini-batch, its divisor)
+
+    def divisor(self, responses, normalization):
+        """The ``sequences`` divisor for a loss call of a mini-batch of *responses* (pipeline: the
+        mini-batch's ``normalization_counts``, of whose micro-batches this call is one)."""
+        if normalization is not None and self.current is not None and self.current[0] is normalization:
+            return self.current[1]
+        batch = sum(self.local)
+        if batch <= 0:
+            raise ValueError(f"{PLUGIN}: a loss call in a training step whose batch has no responses on this rank")
+        start = self.position % batch
+        step, end = 0, self.local[0]
+        while start >= end:
+            step += 1
+            end += self.local[step]
+        self.position = start + responses
+        divisor = self.totals[step] / self.workers * responses / self.local[step]
+        self.current = (normalization, divisor) if normalization is not None else None
+        return divisor
+
+
+_STEP = contextvars.ContextVar("cosmos_dr_grpo_step", default=None)
+
+
+def arguments(args, kwargs, names):
+    """The values of *names* among ``step_training``'s arguments (after ``self``), positional or not."""
+    order = ("rollouts", "current_step", "total_steps", "remain_samples_num", "inter_policy_nccl")
+    return [kwargs[n] if n in kwargs else args[order.index(n)] if order.index(n) < len(args) else None for n in names]
+
+
+def step_hook(name):
+    """Wrap ``GRPOTrainer.step_training``: agree on each optimizer step's global response count first."""
+
+    def dr_grpo_step_training(original, trainer, *args, **kwargs):
+        if getattr(trainer.config.train.train_policy, "algo", None) != name:
+            return original(trainer, *args, **kwargs)
+        rollouts, ddp_comm = arguments(args, kwargs, ("rollouts", "inter_policy_nccl"))
+        local = optimizer_steps(len(rollouts), trainer.batch_size_per_optimize)
+        dims = trainer.parallel_dims
+        dp_group = dims.mesh["dp"].get_group() if dims.dp_enabled else None
+        totals, workers = dp_step_totals(local, dp_group, ddp_comm, trainer.device)
+        token = _STEP.set(StepCounts(local, totals, workers))
+        try:
+            return original(trainer, *args, **kwargs)
+        finally:
+            _STEP.reset(token)
+
+    return dr_grpo_step_training
+
+
 def loss_hook(name):
     """Wrap Cosmos-RL's ``compute_loss`` (looked up by the trainer at call time) for the Dr-GRPO algo."""
 
@@ -194,11 +303,16 @@ def loss_hook(name):
                              f"{bound}, so that setting is not the generation bound Dr-GRPO divides by")
         normalization = kwargs.get("normalization_counts")
         local = cu_seqlens.numel() - 1 if normalization is None else normalization["sequences"]
-        count, workers = dp_sequence_count(local, dp_group, ddp_comm, current_token_logps.device)
-        if workers > 1:
-            # Cosmos-RL's seq-mean-token-mean divides by normalization["sequences"]: the global count
-            # over the ranks, scaled by their number (the gradient is averaged over them).
-            kwargs["normalization_counts"] = {**(normalization or {}), "sequences": count / workers}
+        step = _STEP.get()
+        if step is not None:
+            # inside the trainer's step: the optimizer step's global count, undoing the trainer's share scaling
+            kwargs["normalization_counts"] = {**(normalization or {}), "sequences": step.divisor(local, normalization)}
+        else:
+            count, workers = dp_sequence_count(local, dp_group, ddp_comm, current_token_logps.device)
+            if workers > 1:
+                # Cosmos-RL's seq-mean-token-mean divides by normalization["sequences"]: the global count
+                # over the ranks, scaled by their number (the gradient is averaged over them).
+                kwargs["normalization_counts"] = {**(normalization or {}), "sequences": count / workers}
         return original(*call, dp_group=dp_group, ddp_comm=ddp_comm,
                         rollout_per_token_logps=rollout_per_token_logps, **kwargs)
 
@@ -215,3 +329,4 @@ def install(params):
     patching.replace(f"{REGISTRY}[{name}]", mean_centred_algo(), when_imported=True, create=True)
     patching.wrap(CONFIG, parse_hook(name), when_imported=True)
     patching.wrap(LOSS, loss_hook(name), when_imported=True)
+    patching.wrap(STEP, step_hook(name), when_imported=True)

@@ -1,8 +1,14 @@
 """Checks of the Cosmos-RL plugins against Cosmos-RL's own code, run in the Cosmos venv (no
-starforge-core there: the caller puts the checkout's cluster-side package on ``PYTHONPATH``,
-after ``cosmos_cpu/``, whose ``sitecustomize`` lets ``cosmos_rl`` import on CPU).
+starforge-core there: the caller puts the checkout's cluster-side package on ``PYTHONPATH``).
 
     python cosmos_checks.py CASE...    CASE: dr-grpo-numbers | gspo-numbers | refusals | dp-ranks | reward-pool
+
+This script's process imports neither torch nor cosmos_rl: it starts one spawn pool worker (a
+fresh interpreter, with ``cosmos_cpu/`` first on its ``PYTHONPATH``, whose ``sitecustomize``
+lets ``cosmos_rl`` import on CPU and applies ``cosmos-dr-grpo`` when it is imported, as a job's
+bootstrap does in every process) and runs the cases there, so ``cosmos_rl`` is imported once.
+With ``reward-pool``, that worker first computes advantages with Cosmos-RL's reward calculator
+before anything else touches the plugin: the spawn half of that case.
 
 The losses are Cosmos-RL's ``compute_loss`` (as its trainer calls it) on hand-made batches in
 float64, the advantages its rule-based algo registry through its reward calculator's
@@ -25,9 +31,50 @@ REPO = HERE.parents[1]
 PLUGIN_DIRS = [str(REPO / "forge_plugins" / "cosmos-dr-grpo"), str(REPO / "forge_plugins" / "cosmos-gspo")]
 sys.path[:0] = PLUGIN_DIRS + [str(HERE / "cosmos_cpu")]
 
+import cosmos_toy  # noqa: E402
+
+
+def checks(names):
+    """In the spawn pool's worker (this module imported as ``__mp_main__``, cosmos_rl with it): the cases."""
+    import multiprocessing
+
+    if "reward-pool" in names:
+        SPAWNED.extend(spawned_advantages())  # first: the plugin as the worker's import applied it
+    patching.undo_all()
+    # a spawned worker inherits its start method; a Cosmos-RL process its launcher starts has the
+    # platform's (fork on Linux), which its reward dispatcher's pool uses
+    multiprocessing.set_start_method("fork", force=True)
+    for name in names:
+        CASES[name]()
+        patching.undo_all()
+        print(f"ok {name}", flush=True)
+    atexit.register(leave)
+    return names
+
+
+def leave():
+    """The worker's exit, once its results are sent: without the interpreter's teardown (seconds of
+    freeing torch's and Cosmos-RL's modules; nothing of theirs needs it here)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    os.environ["COSMOS_TEST_PLUGINS"] = "cosmos_dr_grpo"  # the worker's sitecustomize applies it at import
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE / "cosmos_cpu"), *PLUGIN_DIRS,
+                                                os.environ.get("PYTHONPATH", "")])
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        assert pool.submit(checks, sys.argv[1:]).result() == sys.argv[1:]
+    sys.exit(0)
+
+import atexit  # noqa: E402
+
 import cosmos_dr_grpo  # noqa: E402
 import cosmos_gspo  # noqa: E402
-import cosmos_toy  # noqa: E402
 import torch  # noqa: E402
 from cosmos_rl.policy.config import Config  # noqa: E402
 from cosmos_rl.policy.trainer.llm_trainer import grpo_trainer  # noqa: E402
@@ -276,58 +323,162 @@ def refusals():
           "distillation/per-token advantages; warned: token-scale clip, on-policy ratio, bf16 log-probs")
 
 
-def _dp_rank(rank, world, store_path, queue, parts):
-    """One data-parallel rank: a gloo group of *world* processes, Dr-GRPO's loss on its share of the batch."""
+LENGTHS8 = LENGTHS + [1, 5, 3, 2]
+DR_DELTAS8 = [[0.1 * ((i + 2 * t) % 7 - 3) for t in range(5)] for i in range(8)]  # some beyond the 0.2 clip
+ON_POLICY8 = [[0.0] * 5 for _ in range(8)]  # ratio exactly 1: every token's loss is -A, exact in binary
+#: (name, deltas, per rank: its responses split into optimizer steps, each into mini-batches, batch_size_per_optimize,
+#: mu_iterations, exact): how Cosmos-RL's step loop may split one batch over two data-parallel ranks
+LAYOUTS = (
+    # the ranks hold 3 and 1 responses, one mini-batch each
+    ("3 + 1 responses", DR_DELTAS8, [[[[0, 1, 2]]], [[[3]]]], None, 1, False),
+    # 4 + 4 responses, two optimizer steps of 3 and 1 per rank, the first split 2 + 1 on one rank and 1 + 2 on the
+    # other (token-balanced mini-batches differ by rank), two mu iterations
+    ("4 + 4 responses, optimizer steps of 3 and 1, mini-batches 2 + 1 and 1 + 2, mu 2", DR_DELTAS8,
+     [[[[0, 1], [2]], [[3]]], [[[4], [5, 6]], [[7]]]], 3, 2, False),
+    # pipeline parallelism: the last stage calls the loss per micro-batch (a tuple) with the mini-batch's counts; 4 + 4
+    # responses, mini-batches 3 + 1 and 1 + 3, each 3 in micro-batches 2 + 1
+    ("4 + 4 responses, pipeline micro-batches (2 + 1) + 1 and 1 + (1 + 2)", DR_DELTAS8,
+     [[[([0, 1], [2]), [3]]], [[[4], ([5], [6, 7])]]], None, 1, False),
+    # 4 + 3 responses (replicas' batches may differ), optimizer steps of 2, each rank's first in pipeline micro-batches
+    # 1 + 1, two mu iterations: a repeated mini-batch's counts do not move the loss calls' place in the batch
+    ("4 + 3 responses, optimizer steps of 2, pipeline micro-batches 1 + 1 first, mu 2", DR_DELTAS8,
+     [[[([0], [1])], [[2, 3]]], [[([4], [5])], [[6]]]], 2, 2, False),
+    # 4 + 4 responses, one optimizer step, mini-batches 2 + 1 + 1 and 1 + 1 + 2: every divisor and share a power of
+    # two, so on-policy (per-token loss -A) every operation is exact
+    ("4 + 4 responses on-policy, mini-batches 2 + 1 + 1 and 1 + 1 + 2", ON_POLICY8,
+     [[[[0, 1], [2], [3]]], [[[4], [5], [6, 7]]]], None, 1, True),
+)
+
+
+def sub_batch(leaf, offsets, deltas, indices):
+    """Responses *indices* of the 8-response batch: their slice of the one leaf (gradients land there) and the rest."""
+    _, old, adv, cu, mask = batch([deltas[i] for i in indices], [LENGTHS8[i] for i in indices],
+                                  [CENTRED[i] for i in indices])
+    current = torch.cat([leaf[offsets[i]:offsets[i] + LENGTHS8[i]] for i in indices])
+    return current, old, adv, cu, mask
+
+
+def flat(minibatch):
+    """The responses of a mini-batch (a tuple: its pipeline micro-batches)."""
+    return [i for micro in minibatch for i in micro] if isinstance(minibatch, tuple) else minibatch
+
+
+def trainer_step(trainer, rollouts, inter_policy_nccl, steps, mu, leaf, offsets, deltas):
+    """What Cosmos-RL's ``GRPOTrainer.step_training`` does with the losses, its model, data packer and CUDA parts aside
+    (it cannot run on CPU): per mu iteration, per optimizer step, per mini-batch, ``compute_loss`` looked up on its
+    module, times the mini-batch's share of the optimizer step (``loss_scaling_factor``), backward; the optimizer
+    step takes the gradient. Under pipeline parallelism (a mini-batch given as a tuple of micro-batches) the last
+    stage's calls, one per micro-batch with the mini-batch's ``normalization_counts``, each times the share, summed.
+    Returns each optimizer step's (loss, gradient), for every mu iteration."""
+    config, out = trainer.config, []
+    for _ in range(mu):
+        for minibatches in steps:
+            size, total = sum(len(flat(m)) for m in minibatches), 0.0
+            for minibatch in minibatches:
+                share = len(flat(minibatch)) / size
+                if isinstance(minibatch, tuple):  # pipeline: one call per micro-batch, the mini-batch's counts
+                    counts = {"sequences": len(flat(minibatch)), "tokens": None, "dp_workers": 1}
+                    losses = [loss_of(config, *sub_batch(leaf, offsets, deltas, micro), dp_group=trainer.dp_group,
+                                      normalization_counts=counts) * share for micro in minibatch]
+                    loss = torch.sum(torch.stack(losses))
+                else:
+                    c, o, a, q, m = sub_batch(leaf, offsets, deltas, minibatch)
+                    loss = loss_of(config, c, o, a, q, m, dp_group=trainer.dp_group) * share
+                loss.backward()
+                total += float(loss.detach())
+            out.append((total, leaf.grad.tolist()))
+            leaf.grad = None
+    return out
+
+
+def _dp_rank(rank, world, store_path, queue):
+    """One data-parallel rank of a gloo group of *world* processes: every layout's steps through the plugin's
+    wrap of ``step_training`` (the counts agreed with the other rank), then without it (each loss call's own
+    count reduced, what a trainer that replaces step_training gets)."""
+    from types import SimpleNamespace
+
     import torch.distributed as dist
 
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     try:
-        config, _ = parse()
-        part = parts[rank]
-        c, o, a, q, m = batch(DR_DELTAS[part], LENGTHS[part], ADV[part])
-        loss = loss_of(config, c, o, a, q, m, dp_group=dist.group.WORLD)
-        loss.backward()
-        queue.put((rank, float(loss), c.grad.tolist()))
+        results = []
+        for name, deltas, ranks, per_optimize, mu, _ in LAYOUTS:
+            config, _ = parse({"mu_iterations": mu})
+            group = dist.group.WORLD
+            trainer = SimpleNamespace(config=config, batch_size_per_optimize=per_optimize, device=torch.device("cpu"),
+                                      parallel_dims=SimpleNamespace(dp_enabled=True,
+                                                                    mesh={"dp": SimpleNamespace(get_group=lambda: group)}),
+                                      dp_group=group)
+            steps = ranks[rank]
+            rollouts = [i for minibatches in steps for m in minibatches for i in flat(m)]
+            runs = []
+            for wrapped in (True, False):
+                leaf, *_ = batch(deltas, LENGTHS8, CENTRED)
+                offsets = [sum(LENGTHS8[:i]) for i in range(8)]
+                args = (trainer, rollouts, None, steps, mu, leaf, offsets, deltas)
+                if wrapped:
+                    runs.append(cosmos_dr_grpo.step_hook("dr_grpo")(
+                        lambda t, rollouts, inter_policy_nccl: trainer_step(t, rollouts, inter_policy_nccl, *args[3:]),
+                        trainer, rollouts=rollouts, inter_policy_nccl=None))
+                else:
+                    runs.append(trainer_step(*args))
+            results.append(runs)
+        queue.put((rank, results))
     finally:
         dist.destroy_process_group()
 
 
 def dp_ranks():
-    """Two data-parallel ranks (real gloo collectives, forked processes) holding 3 and 1 responses:
-    the gradient averaged over them (what FSDP's reduction does) equals the one-process batch's."""
+    """Two data-parallel ranks (real gloo collectives, forked processes) splitting one batch unevenly, by the
+    layouts above: through the plugin's wrap of Cosmos-RL's ``step_training`` each optimizer step's loss and
+    gradient averaged over the ranks (what FSDP's reduction does) equal the one-process loss of that step's
+    responses (bit for bit in the exact layout); each loss call's own count reduced over the ranks does not."""
     import multiprocessing as mp
 
     cosmos_dr_grpo.install({})
-    config, _ = parse()
-    current, old, adv, cu, mask = batch(DR_DELTAS, LENGTHS, ADV)
-    whole = loss_of(config, current, old, adv, cu, mask)
-    whole.backward()
-    parts = [slice(0, 3), slice(3, 4)]
     ctx = mp.get_context("fork")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         queue = ctx.Queue()
-        procs = [ctx.Process(target=_dp_rank, args=(r, 2, os.path.join(tmp, "store"), queue, parts)) for r in range(2)]
+        procs = [ctx.Process(target=_dp_rank, args=(r, 2, os.path.join(tmp, "store"), queue)) for r in range(2)]
         for p in procs:
             p.start()
         for _ in procs:
-            rank, value, grad = queue.get(timeout=120)
-            results[rank] = (value, grad)
+            rank, runs = queue.get(timeout=120)
+            results[rank] = runs
         for p in procs:
             p.join(timeout=60)
             assert p.exitcode == 0, p.exitcode
-    averaged = (results[0][0] + results[1][0]) / 2
-    grads = [g / 2 for g in results[0][1] + results[1][1]]
-    assert close(averaged, float(whole)), (averaged, float(whole))
-    assert all(close(g, float(h)) for g, h in zip(grads, current.grad)), (grads, current.grad.tolist())
-    # Cosmos-RL's own reduction divides each rank by its own count: the average is another number
-    patching.undo_all()
-    own = []
-    for part in parts:
-        own.append(float(loss_of(config, *batch(DR_DELTAS[part], LENGTHS[part], ADV[part]))))
-    assert not close(sum(own) / 2, float(whole), 1e-6), own
-    print(f"dp ranks (3 + 1 responses, gloo): averaged loss {averaged!r} = one-process {float(whole)!r}; "
-          f"each rank dividing by its own count would give {sum(own) / 2!r}")
+    shown = []
+    for (name, deltas, ranks, per_optimize, mu, exact), run0, run1 in zip(LAYOUTS, results[0], results[1]):
+        config, _ = parse({"mu_iterations": mu})
+        # the one-process value of each optimizer step: its responses on every rank in one loss call
+        wanted = []
+        for k in range(len(ranks[0])):
+            indices = [i for steps in ranks for m in steps[k] for i in flat(m)]
+            leaf, *_ = batch(deltas, LENGTHS8, CENTRED)
+            c, o, a, q, m = sub_batch(leaf, [sum(LENGTHS8[:i]) for i in range(8)], deltas, indices)
+            loss = loss_of(config, c, o, a, q, m)
+            loss.backward()
+            wanted.append((float(loss.detach()), leaf.grad.tolist()))
+        wanted *= mu
+        if exact:  # by hand: each response's token losses are -A, so sum(-A * length) / bound / 8 responses
+            hand = sum(-CENTRED[i] * LENGTHS8[i] for i in range(8)) / BOUND / 8
+            assert wanted[0][0] == hand, (name, wanted[0][0], hand)
+        (wrapped0, own0), (wrapped1, own1) = run0, run1
+        for (l0, g0), (l1, g1), (want, grad) in zip(wrapped0, wrapped1, wanted):
+            averaged, grads = (l0 + l1) / 2, [(x + y) / 2 for x, y in zip(g0, g1)]
+            if exact:
+                assert averaged == want and grads == grad, (name, averaged, want, grads, grad)
+            else:
+                assert close(averaged, want), (name, averaged, want)
+                assert all(close(x, y) for x, y in zip(grads, grad)), (name, grads, grad)
+        own = [(l0 + l1) / 2 for (l0, _), (l1, _) in zip(own0, own1)]
+        if len(ranks[0][0]) > 1:  # several mini-batches: each call's own count weighs the ranks' shares wrongly
+            assert not close(own[0], wanted[0][0], 1e-6), (name, own, wanted)
+        shown.append(f"{name}: {wanted[0][0]!r}" + (" bit for bit" if exact else "") +
+                     ("" if len(ranks[0][0]) == 1 else f" (per-call counts: {own[0]!r})"))
+    print("dp ranks (gloo), one optimizer step's averaged loss = one-process value: " + "; ".join(shown))
 
 
 def _payloads():
@@ -341,13 +492,32 @@ def _advantages(payloads):
     return [a for p in sorted(payloads, key=lambda p: p.prompt_idx) for a in p.advantages]
 
 
+#: what :func:`spawned_advantages` computed, for :func:`reward_pool`
+SPAWNED: list = []
+
+
+def spawned_advantages():
+    """In this spawn pool worker, before any case installs or undoes a plugin: Cosmos-RL's own calculator
+    (set up as its dispatcher's workers are) and ``compute_rewards``, with the registry entry the plugin
+    made when this fresh interpreter imported cosmos_rl."""
+    from cosmos_rl.dispatcher.algo.base import REGISTERED_ALGOs
+    from cosmos_rl.reward.dispatcher import RewardDispatcher
+
+    assert sys.modules["__main__"].__name__ == "__mp_main__", "not a spawned process"
+    assert "dr_grpo" in REGISTERED_ALGOs, "the plugin was not applied when this process imported cosmos_rl"
+    cosmos_toy.register_tokenizer()
+    config, _ = parse()
+    cosmos_toy.calculator_init(config)
+    spawned, _, _ = RewardDispatcher.compute_rewards(_payloads(), False, 0)
+    return _advantages(spawned)
+
+
 def reward_pool():
     """Dr-GRPO's advantages from Cosmos-RL's reward worker pool: its own dispatcher's pool (fork, the
-    platform's start method) and a spawn pool of its calculator, whose fresh workers get the plugin when
-    they import cosmos_rl, as every process of a job does."""
+    platform's start method) and a spawn pool's worker (this process: see :func:`spawned_advantages`), which
+    got the plugin when it imported cosmos_rl, as every process of a job does."""
     import multiprocessing as mp
     import time
-    from concurrent.futures import ProcessPoolExecutor
 
     from cosmos_rl.reward.dispatcher import RewardDispatcher
 
@@ -366,21 +536,9 @@ def reward_pool():
     dispatcher.shutdown()
     assert _advantages(forked) == CENTRED, _advantages(forked)
 
-    os.environ["COSMOS_TEST_PLUGINS"] = "cosmos_dr_grpo"
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE / "cosmos_cpu"), *PLUGIN_DIRS,
-                                                os.environ.get("PYTHONPATH", "")])
-    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
-                             initializer=cosmos_toy.calculator_init, initargs=(config,)) as pool:
-        spawned, _, _ = pool.submit(RewardDispatcher.compute_rewards, _payloads(), False, 0).result(timeout=300)
-    assert _advantages(spawned) == CENTRED, _advantages(spawned)
+    assert SPAWNED == CENTRED, SPAWNED  # computed first in this spawned worker
     print(f"reward pool advantages (fork and spawn) {CENTRED} = r - mean(group), no std division")
 
 
 CASES = {"dr-grpo-numbers": dr_grpo_numbers, "gspo-numbers": gspo_numbers, "refusals": refusals,
          "dp-ranks": dp_ranks, "reward-pool": reward_pool}
-
-if __name__ == "__main__":
-    for name in sys.argv[1:]:
-        CASES[name]()
-        patching.undo_all()
-        print(f"ok {name}", flush=True)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from frameworks_env import COSMOS_CPU, REPO, clean_env, trainer_python
+from support.cli import forge as run_forge
 
 pytestmark = pytest.mark.frameworks
 
@@ -26,8 +25,8 @@ def _plan(tmp: Path, example: str, plugin: str | tuple, variable: str, venv: str
                     **extra_env)
 
     def forge(*args):
-        proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=tmp, env=env, capture_output=True, text=True,
-                              timeout=300)
+        # in this process (no interpreter start, no imports); the load phase is a process of its own either way
+        proc = run_forge(*args, cwd=tmp, env=env, timeout=300)
         assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return proc.stdout
 
@@ -87,13 +86,14 @@ def test_plan_of_the_cosmos_example(tmp_path):
                    PYTHONPATH=str(COSMOS_CPU))
     assert doc["clean"] is True
     assert [(p["ref"], p["status"]) for p in doc["plugins"]] == [
-        ("starforge/cosmos-dr-grpo@1.0.0", "loaded"), ("starforge/cosmos-gspo@1.0.0", "loaded")]
+        ("starforge/cosmos-dr-grpo@1.1.0", "loaded"), ("starforge/cosmos-gspo@1.0.0", "loaded")]
     dr_grpo, gspo = ([(p["how"], p["mode"], p["target"], p["status"]) for p in plugin["patches"]]
                      for plugin in doc["plugins"])
     assert dr_grpo == [
         ("created", "replace", "cosmos_rl.dispatcher.algo.base:REGISTERED_ALGOs[dr_grpo]", "applied"),
         ("wrap", "wrap", "cosmos_rl.policy.config:Config.from_dict", "applied"),
         ("wrap", "wrap", "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:compute_loss", "applied"),
+        ("wrap", "wrap", "cosmos_rl.policy.trainer.llm_trainer.grpo_trainer:GRPOTrainer.step_training", "applied"),
     ]
     assert gspo == [
         ("wrap", "wrap", "cosmos_rl.policy.config:Config.from_dict", "applied"),

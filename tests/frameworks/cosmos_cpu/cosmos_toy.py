@@ -37,3 +37,4 @@ def calculator_init(config):
 
     register_tokenizer()
     LocalRewardCalculator.get_instance().setup(config=config, reward_fns=[reward])
+
