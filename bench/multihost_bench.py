@@ -27,7 +27,8 @@ machine's clock). Per run the bench records:
   here, it equals ``entry``, and ``python -> driver`` is all of the entrypoint's start);
 - ``driver``: when the job's entrypoint module began (its first line);
 - ``worker``: when the actor's worker process on the worker host started, from ``/proc``;
-- ``line``: the time in the actor's first line.
+- ``line``: the time in the actor's first line, with the worker process's CPU time then
+  (near its age when the worker's start is work, not waiting).
 
 Pairs run interleaved, the order alternating. Printed: the medians of both sides and the two
 ratios ``forge / ray`` (median and quartiles of the per-pair ratios) for start -> line and
@@ -115,7 +116,9 @@ MARK = "/nonexistent-bench-mark"
 class Probe:
     def __init__(self, mark):
         os.path.exists(mark)  # a marker in strace's output: the file calls before it are the start-up's
-        print("BENCH-LINE %.6f %s %s %.3f" % (time.time(), socket.gethostname(), algo.tag(), age()), flush=True)
+        # the process's CPU time too (kept across exec): near its age when the start is work, not waiting
+        print("BENCH-LINE %.6f %s %s %.3f %.3f" % (time.time(), socket.gethostname(), algo.tag(), age(), time.process_time()),
+              flush=True)
 
     def tag(self):
         return algo.tag()
@@ -301,10 +304,11 @@ def run_side(hosts: Hosts, side: str, argv: list[str], cwd: Path, expect: str = 
     # entrypoint); python: when the driver's interpreter started; driver: when its module began
     # to run; worker: when the actor's worker process started
     t0, driver_age, entry_age = (float(x) for x in driver.groups())
-    lines = re.findall(r"BENCH-LINE (\d+\.\d+) \S+ \S+ (\S+)", out)
+    lines = re.findall(r"BENCH-LINE (\d+\.\d+) \S+ \S+ (\S+) (\S+)", out)
     second = sorted(lines)[1] if len(lines) > 1 else lines[0]  # a later worker of the job on that host
     return {"start": start, "accepted": info["start_time"] / 1000.0, "driver": t0,
             "worker2": float(second[0]) - float(second[1]), "line2": float(second[0]),
+            "cpu": float(sorted(lines)[0][2]), "cpu2": float(second[2]),
             "entry": t0 - entry_age, "python": t0 - driver_age,
             "line": float(line.group(1)), "worker": float(line.group(1)) - float(line.group(4)), "ended": ended}  # fmt: skip
 
@@ -348,6 +352,10 @@ def bench_pairs(hosts: Hosts, base: Path, pairs: int) -> None:
     for name, (a, b) in spans.items():
         f = quartiles([r[b] - r[a] for r in runs["forge"]])
         r = quartiles([x[b] - x[a] for x in runs["ray"]])
+        print(f"{name:24s} forge {f[1]:6.2f} s (q1-q3 {f[0]:.2f}-{f[2]:.2f})   ray {r[1]:6.2f} s (q1-q3 {r[0]:.2f}-{r[2]:.2f})")
+    for name, key in (("worker's CPU at the line", "cpu"), ("2nd actor: CPU at the line", "cpu2")):
+        f = quartiles([r[key] for r in runs["forge"]])
+        r = quartiles([x[key] for x in runs["ray"]])
         print(f"{name:24s} forge {f[1]:6.2f} s (q1-q3 {f[0]:.2f}-{f[2]:.2f})   ray {r[1]:6.2f} s (q1-q3 {r[0]:.2f}-{r[2]:.2f})")
     for name, (a, b) in (("start->line", ("start", "line")), ("accepted->line", ("accepted", "line"))):
         ratios = [(f[b] - f[a]) / (r[b] - r[a]) for f, r in zip(runs["forge"], runs["ray"])]
