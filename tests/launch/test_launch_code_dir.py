@@ -24,7 +24,7 @@ import pytest
 from launch_jobs import demo_plugin
 
 from starforge.cluster import runtime_zip
-from starforge.cluster.codedir import CODE_ZIP, RUNTIME_MODULES, make_code_dir
+from starforge.cluster.codedir import CODE_ZIP, RUNTIME_MODULES, WORKER_MODULES, make_code_dir, make_node_code_dir, pointer_path
 
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 OTHER_USER = "forge-other"
@@ -288,19 +288,43 @@ def test_a_code_directory_of_another_user_or_job_or_zip_is_never_used(builder, t
     assert f"does not use the code directory {planted} ({reason}" in result.stderr
 
 
-def _made_in(tmp_path: Path, zip_path: Path, **kwargs) -> Path:
+def _made_in(tmp_path: Path, zip_path: Path, job_dir: str = "/jobs/j1", make=make_code_dir, **kwargs) -> Path:
     os.environ["TMPDIR"], old = str(tmp_path), os.environ.get("TMPDIR")
     try:
         import tempfile
 
         tempfile.tempdir = None
-        return Path(make_code_dir(str(zip_path), "/jobs/j1", "j1", **kwargs))
+        return Path(make(str(zip_path), job_dir, "j1", **kwargs))
     finally:
         if old is None:
             del os.environ["TMPDIR"]
         else:
             os.environ["TMPDIR"] = old
         tempfile.tempdir = None
+
+
+def test_a_worker_host_s_code_directory_holds_compiled_what_a_worker_imports(tmp_path):
+    # Where no node entry ran (a Ray worker host), the job's first worker there makes the
+    # code directory: it compiles what every worker imports (the pinned lists above and Ray's
+    # setup hook), not the launcher's modules, which no process there imports.
+    assert set(WORKER_MODULES_WITH_TARGET) | {"starforge.cluster.ray_hook"} <= set(WORKER_MODULES) < set(RUNTIME_MODULES)
+    zip_path = tmp_path / "runtime.zip"
+    runtime_zip.write_runtime_zip(str(zip_path))
+    job_dir = tmp_path / "job"
+    (job_dir / ".forge-runtime").mkdir(parents=True)
+    node_tmp = tmp_path / "node-tmp"
+    node_tmp.mkdir()
+    path = _made_in(node_tmp, zip_path, str(job_dir), make=make_node_code_dir)
+    try:
+        assert path.parent == node_tmp and Path(pointer_path(str(job_dir))).read_text() == str(path)
+        with zipfile.ZipFile(path / CODE_ZIP) as zf:
+            names = zf.namelist()
+        compiled = {n[: -len(".pyc")].replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".pyc")}
+        assert compiled == set(WORKER_MODULES)
+        # every source is there all the same: a module outside the list is compiled where imported
+        assert "starforge/cluster/launcher.py" in names and "starforge/cluster/launcher.pyc" not in names
+    finally:
+        shutil.rmtree(path)
 
 
 def test_the_code_directory_holds_the_runtime_compiled_by_the_entry_itself(tmp_path):
