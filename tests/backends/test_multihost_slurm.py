@@ -162,7 +162,9 @@ def slurm_two_hosts(tmp_path_factory):
         _wait("both compute hosts idle", lambda: c.idle_nodes() == 2, 30, base / "log" / f"slurmd-{N2}.log")
         yield c
     finally:
-        hosts.down(late=("slurmctld", "munged"))
+        # slurmctld's helper slurmscriptd ignores SIGTERM and goes with slurmctld: stopped with it,
+        # not before it (else each waited for the whole grace)
+        hosts.down(late=("slurmctld", "munged", "slurmscriptd"))
         shutil.rmtree(base, ignore_errors=True)
 
 
