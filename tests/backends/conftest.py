@@ -575,6 +575,8 @@ def main():
         "job_dir_uid": os.stat(os.environ["FORGE_JOB_DIR"]).st_uid,
         # where a torchrun-style launcher started this process as one rank of several
         "rank": [os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")],
+        # what torchrun's agent adds: the rank of this host's agent, the rendezvous it joined
+        "agent": [os.environ.get(k) for k in ("GROUP_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR")],
     }
     print("RESULTS " + json.dumps(out), flush=True)
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))
