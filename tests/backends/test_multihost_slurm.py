@@ -436,25 +436,26 @@ wait_for("/tmp/looked-*", deadline)
 
 
 def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_two_hosts, make_experiment, other_user,
-                                                                         plugin_registry):
+                                                                         third_user, plugin_registry):
     cluster = slurm_two_hosts
     exp = make_experiment("python -m workload.copies", "slurm", {"nodes": 2, "launch": "per-node"}, name="copies")
     (exp / "workload" / "copies.py").write_text(COPIES)
-    # The other user's experiment (the same, locked), registry and forge state, on the shared file system.
-    theirs = cluster.base / "other-user"
-    shutil.copytree(exp, theirs / "copies", ignore=shutil.ignore_patterns(".forge"))
-    shutil.copytree(plugin_registry, theirs / "registry")
-    config = theirs / "copies" / "forge.yaml"
-    config.write_text(config.read_text().replace(plugin_registry, str(theirs / "registry")))
-    subprocess.run(["chown", "-R", f"{other_user.uid}", str(theirs)], check=True)
-    their_env = cluster.env(FORGE_HOME=str(theirs / "forge-home"), HOME=str(theirs), USER=other_user.name,
-                            LOGNAME=other_user.name)
-    as_them = ["runuser", "-m", "-u", other_user.name, "--", str(BIN / "forge"), "submit", str(theirs / "copies"), "--json"]
-    jobs = [subprocess.Popen(cluster.hosts.enter(LAPTOP, argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-            for argv, env in (([str(BIN / "forge"), "submit", str(exp), "--json"], cluster.env()), (as_them, their_env))]
+    # Two ordinary users, each with the experiment (the same, locked), a registry and forge
+    # state of their own on the shared file system, submit at once from the laptop host.
+    jobs = []
+    for user in (other_user, third_user):
+        theirs = cluster.base / f"user-{user.name}"
+        shutil.copytree(exp, theirs / "copies", ignore=shutil.ignore_patterns(".forge"))
+        shutil.copytree(plugin_registry, theirs / "registry")
+        config = theirs / "copies" / "forge.yaml"
+        config.write_text(config.read_text().replace(plugin_registry, str(theirs / "registry")))
+        subprocess.run(["chown", "-R", f"{user.uid}", str(theirs)], check=True)
+        env = cluster.env(FORGE_HOME=str(theirs / "forge-home"), HOME=str(theirs), USER=user.name, LOGNAME=user.name)
+        argv = ["runuser", "-m", "-u", user.name, "--", str(BIN / "forge"), "submit", str(theirs / "copies"), "--json"]
+        jobs.append(subprocess.Popen(cluster.hosts.enter(LAPTOP, argv), env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True))
     try:
-        (mine, my_log), (other, their_log) = [job.communicate(timeout=240) for job in jobs]
+        ended = [job.communicate(timeout=240) for job in jobs]
     finally:
         for job in jobs:
             if job.poll() is None:
@@ -462,17 +463,15 @@ def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_tw
         for host in (N1, N2):
             for marker in cluster.hosts.node_tmp(host).glob("looked-*"):
                 marker.unlink()
-    for out, log in ((mine, my_log), (other, their_log)):
+    for out, log in ended:
         assert out.strip(), log
         assert (json.loads(out)["status"], json.loads(out)["exit_code"]) == ("succeeded", 0), log
-    by_user = {0: _results(my_log), other_user.uid: _results(their_log)}
-    for uid, results in by_user.items():
+    for user, peer, (_, log) in ((other_user, third_user, ended[0]), (third_user, other_user, ended[1])):
+        results = _results(log)
         assert sorted(r["host"] for r in results) == [N1, N2], results
-        for r in results:  # each job ran patched from its own private copy, and saw one other copy there
-            assert r["uid"] == uid and r["own_mode"] == "0o700" and r["tag"].startswith("patched:plain:"), r
+        for r in results:  # each job ran patched from its own private copy, saw the other's copy there, and could not look in
+            assert r["uid"] == user.uid and r["own_mode"] == "0o700" and r["tag"].startswith("patched:plain:"), r
             [(path, (owner, mode, seen))] = r["others"].items()
-            assert (owner, mode) == ((other_user.uid, "0o700") if uid == 0 else (0, "0o700")), r
-            if uid == other_user.uid:  # the ordinary user's job cannot look into the other job's copy
-                assert seen == "denied", r
+            assert (owner, mode, seen) == (peer.uid, "0o700", "denied"), r
     for host in (N1, N2):
         assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
