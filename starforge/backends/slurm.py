@@ -30,9 +30,10 @@ control character in them is refused). It runs three kinds of step:
 
 Every process also writes its provenance record to the shared ``provenance/`` as it makes
 it (``FORGE_PROVENANCE_SHARED``), so an attempt killed before its collect step still left
-them there. With ``launch: per-node`` a launcher that fails says on which host
-(``error: HOST: the launcher on this host exited N``), and the job's exit code is that
-launcher's, not that of the other hosts' launchers srun ends because of it.
+them there. With ``launch: per-node`` the batch script says which host's launcher failed
+(``error: HOST: the launcher on this host exited N: <its status message>``, from the code
+that launcher left in the shared directory), and the job's exit code is that launcher's,
+not that of the other hosts' launchers srun ends because of it.
 
 The script records the exit code in ``slurm/exit_code``; output goes to
 ``slurm/output.log``. Status comes from ``scontrol show job``, then ``sacct`` where
@@ -315,6 +316,16 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         'if [ -n "${keeper:-}" ]; then kill -TERM "$keeper" 2>/dev/null; wait "$keeper"; fi',
         "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
         'rmdir "$LOCAL" 2>/dev/null',
+        *([
+            "# which host's launcher failed, and why (its status.json, collected above)",
+            f'for f in "$SHARED/{SLURM_DIR}/failed-$FORGE_ATTEMPT-"*; do',
+            '    if [ -f "$f" ] && [ "$(cat "$f")" -lt 128 ] 2>/dev/null; then',
+            '        host=${f##*/failed-$FORGE_ATTEMPT-}',
+            f'        why=$(sed -n \'s/^  "message": "\\(.*\\)",\\{{0,1\\}}$/\\1/p\' "$SHARED/{SLURM_DIR}/status-$host.json" 2>/dev/null)',
+            '        echo "error: $host: the launcher on this host exited $(cat "$f")${why:+: $why}" >&2',
+            "    fi",
+            "done",
+        ] if per_node else []),
         f'echo "$code" > "$SHARED/{SLURM_DIR}/exit_code.tmp" && mv -f "$SHARED/{SLURM_DIR}/exit_code.tmp" "$SHARED/{SLURM_DIR}/exit_code"',
         'exit "$code"',
         "",
@@ -383,16 +394,16 @@ fi
 exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only
 """
 
-# bash -c '<this>' forge-run SHARED ARGV...: run ARGV; on a failure, say which host it was,
-# and leave its code in SHARED/slurm/failed-<attempt>-<host> (a launcher that srun ended
-# because another host failed is killed with this shell and leaves nothing)
+# bash -c '<this>' forge-run SHARED ARGV...: run ARGV; on a failure, leave its code in
+# SHARED/slurm/failed-<attempt>-<host> (a launcher that srun ended because another host
+# failed is killed with this shell and leaves nothing). The batch script names the host from
+# it: a line printed here could be lost, as srun drops what a failed task printed last when
+# it ends the step (--kill-on-bad-exit) before that output reached it.
 NAME_HOST = r"""shared=$1; shift
 "$@"
 code=$?
 if [ "$code" -ne 0 ]; then
-    host=$(hostname -s)
-    echo "error: $host: the launcher on this host exited $code" >&2
-    echo "$code" > "$shared/slurm/failed-${FORGE_ATTEMPT:-0}-$host"
+    echo "$code" > "$shared/slurm/failed-${FORGE_ATTEMPT:-0}-$(hostname -s)"
 fi
 exit "$code"
 """

@@ -397,15 +397,13 @@ def slurm_cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def other_user():
-    """A second Unix user (``sfother``, made with ``useradd`` when missing) and a runner:
-    ``other_user.run("mkdir", path)`` runs a command as that user (``runuser``)."""
+def ordinary_user(name: str):
+    """An ordinary Unix user *name* (made with ``useradd`` when missing) and a runner:
+    ``user.run("mkdir", path)`` runs a command as that user (``runuser``)."""
     import pwd
     from types import SimpleNamespace
 
-    need(os.geteuid() == 0 and shutil.which("runuser") is not None, "acting as a second user needs root and runuser")
-    name = "sfother"
+    need(os.geteuid() == 0 and shutil.which("runuser") is not None, "acting as another user needs root and runuser")
     try:
         pwd.getpwnam(name)
     except KeyError:  # another test process may be adding it at the same moment: then it exists after
@@ -420,6 +418,18 @@ def other_user():
         return subprocess.run(["runuser", "-u", name, "--", *argv], capture_output=True, text=True, check=check, timeout=60)
 
     return SimpleNamespace(name=name, uid=entry.pw_uid, run=run)
+
+
+@pytest.fixture(scope="session")
+def other_user():
+    """A second Unix user, ``sfother`` (see :func:`ordinary_user`)."""
+    return ordinary_user("sfother")
+
+
+@pytest.fixture(scope="session")
+def third_user():
+    """Another ordinary user, ``sfthird``, for what two ordinary users do at once."""
+    return ordinary_user("sfthird")
 
 
 @pytest.fixture
@@ -575,6 +585,8 @@ def main():
         "job_dir_uid": os.stat(os.environ["FORGE_JOB_DIR"]).st_uid,
         # where a torchrun-style launcher started this process as one rank of several
         "rank": [os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")],
+        # what torchrun's agent adds: the rank of this host's agent, the rendezvous it joined
+        "agent": [os.environ.get(k) for k in ("GROUP_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR")],
     }
     print("RESULTS " + json.dumps(out), flush=True)
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))

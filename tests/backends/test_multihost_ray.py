@@ -60,11 +60,11 @@ def probe():
 
 def main():
     ray.init()
-    out = []
+    calls = []  # all at once: each needs a worker process of its own, started in parallel
     for host in ("rh", "rn1"):
         actor = Probe.options(resources={"node_" + host: 0.01}).remote()
-        out.append(ray.get(actor.info.remote(), timeout=120))
-        out.append(ray.get(probe.options(resources={"node_" + host: 0.01}).remote(), timeout=120))
+        calls += [actor.info.remote(), probe.options(resources={"node_" + host: 0.01}).remote()]
+    out = ray.get(calls, timeout=120)
     out.append(where("driver"))
     print("RESULTS " + json.dumps(out), flush=True)
 
@@ -88,6 +88,10 @@ def _ray_env(home: Path) -> list[str]:
             "-u", "PYTHONPATH", "RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", f"HOME={home}",
             # a loaded machine (several clusters of a test run at once): wait rather than fail
             "RAY_raylet_start_wait_time_s=180", "RAY_gcs_server_request_timeout_seconds=120",
+            # A host whose raylet refuses the head's health checks is dead after 3 checks 1 s apart
+            # (3 s, not Ray's 15 s: 5 checks 3 s apart). A slow raylet is not: a check fails
+            # only when refused or unanswered for 10 s (Ray's timeout, kept).
+            "RAY_health_check_period_ms=1000", "RAY_health_check_failure_threshold=3",
             f"PATH={BIN}:/usr/local/bin:/usr/bin:/bin"]  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -27,13 +28,27 @@ NET = "10.213.0"
 CTL, N1, N2, LAPTOP = "sfh", "sfn1", "sfn2", "sfl"
 IPS = {CTL: f"{NET}.10", N1: f"{NET}.11", N2: f"{NET}.12", LAPTOP: f"{NET}.13"}
 
+# torchrun of a trainer venv (torch, CPU) for the multi-node start: one agent per host, the
+# two agents meeting in a c10d rendezvous whose store the first host's agent serves at its
+# own address (inside the hosts' namespaces), each agent starting two ranks on its host.
+TORCHRUN = Path(__file__).resolve().parents[2] / ".venv-trl" / "bin" / "torchrun"
+
+# The timeouts that decide how soon a killed host's job runs again, as short as Slurm allows
+# without mistaking a busy host for a dead one:
+# - SlurmdTimeout=10: a host silent this long is DOWN and its job requeued.
+# - MessageTimeout=5: a ping to a host whose slurmd is gone fails after this (Slurm retries a
+#   refused connection once a second for MessageTimeout, up to 10 s); the host is DOWN after
+#   two failed pings, so this, not SlurmdTimeout, set the pace (about 26 s at the default 10).
+# - cred_expire=5 (Slurm's smallest): a requeued job is held this long before it may start.
+# - sched_interval=1: a held job starts once its hold ends, not at the next periodic pass of
+#   the scheduler (every 60 s by default: between 0 and 60 s more, by chance).
 CONF = """\
 ClusterName=forge2n
 SlurmctldHost={ctl}({ctl_ip})
 SlurmUser=slurm
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={base}/munge/munge.sock,cred_expire=10
+AuthInfo=socket={base}/munge/munge.sock,cred_expire=5
 MpiDefault=none
 SwitchType=switch/none
 ProctrackType=proctrack/linuxproc
@@ -53,6 +68,8 @@ SlurmdPidFile={base}/log/slurmd-%n.pid
 SlurmctldLogFile={base}/log/slurmctld.log
 SlurmdLogFile={base}/log/slurmd-%n.log
 SlurmdTimeout=10
+MessageTimeout=5
+SchedulerParameters=sched_interval=1
 SlurmctldTimeout=10
 ReturnToService=2
 KillWait=2
@@ -141,11 +158,12 @@ def slurm_two_hosts(tmp_path_factory):
     key.chmod(0o400)
     conf = base / "slurm.conf"
     conf.write_text(CONF.format(ctl=CTL, ctl_ip=IPS[CTL], base=base, n1=N1, n2=N2, n1_ip=IPS[N1], n2_ip=IPS[N2]))
-    # every host sees the state, the tests' temp directories and this Python at the same paths
-    expose = sorted({str(base), str(tmp_path_factory.getbasetemp()), os.path.realpath(sys.prefix),
-                     os.path.realpath(sys.base_prefix)})
-    # ... and an ordinary user reaches this Python where a folder on the way is closed to others
-    hosts = Hosts(base, IPS, {h: expose for h in IPS}, reveal=closed_ancestors([sys.prefix, sys.base_prefix]))
+    # every host sees the state, the tests' temp directories, this Python and the trainer venv
+    # torchrun comes from at the same paths
+    pythons = [sys.prefix, sys.base_prefix, *([str(TORCHRUN.parents[1])] if TORCHRUN.exists() else [])]
+    expose = sorted({str(base), str(tmp_path_factory.getbasetemp()), *map(os.path.realpath, pythons)})
+    # ... and an ordinary user reaches them where a folder on the way is closed to others
+    hosts = Hosts(base, IPS, {h: expose for h in IPS}, reveal=closed_ancestors(pythons))
     c = Cluster(hosts, base, conf)
     try:
         hosts.up()
@@ -162,7 +180,9 @@ def slurm_two_hosts(tmp_path_factory):
         _wait("both compute hosts idle", lambda: c.idle_nodes() == 2, 30, base / "log" / f"slurmd-{N2}.log")
         yield c
     finally:
-        hosts.down(late=("slurmctld", "munged"))
+        # slurmctld's helper slurmscriptd ignores SIGTERM and goes with slurmctld: stopped with it,
+        # not before it (else each waited for the whole grace)
+        hosts.down(late=("slurmctld", "munged", "slurmscriptd"))
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -188,11 +208,35 @@ def _show(cluster: Cluster, job_id: str) -> tuple[dict, str]:
     return json.loads(shown.stdout), text.stdout
 
 
+RANKS_PER_HOST = 2
+RDZV_ID = "two-hosts"
+
+
+@pytest.mark.frameworks
 def test_both_launch_modes_run_patched_on_both_hosts_each_checking_its_own_copy(slurm_two_hosts, make_experiment):
     cluster = slurm_two_hosts
+    need(TORCHRUN.exists(), f"{TORCHRUN.parent.parent.name} is missing (bash .ci/setup creates it)")
     # launch: once, the entrypoint starting one process per host (srun python ...)
-    exp = make_experiment("srun --ntasks-per-node=1 python -m workload.train", "slurm", {"nodes": 2}, name="once")
-    record, log = _submit(cluster, exp)
+    once = make_experiment("srun --ntasks-per-node=1 python -m workload.train", "slurm", {"nodes": 2}, name="once")
+    # launch: per-node, the launcher itself on each host, its entrypoint torchrun's multi-node
+    # start (the job's Python: the interpreter of torchrun's venv)
+    torchrun = (f"{TORCHRUN} --nnodes 2 --nproc-per-node {RANKS_PER_HOST} --rdzv-backend c10d "
+                f"--rdzv-endpoint {N1}:29400 --rdzv-id {RDZV_ID} -m workload.train")
+    per_node = make_experiment(torchrun, "slurm", {"nodes": 2, "launch": "per-node"}, name="per-node")
+    # the two jobs at once (each takes one of the two cores of each host)
+    submits = [subprocess.Popen(cluster.hosts.enter(LAPTOP, [str(BIN / "forge"), "submit", str(exp), "--json"]),
+                                env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for exp in (once, per_node)]
+    try:
+        ended = [submit.communicate(timeout=240) for submit in submits]
+    finally:
+        for submit in submits:
+            if submit.poll() is None:
+                submit.kill()
+                submit.communicate()
+    (out, log), (torch_out, torch_log) = ended
+    assert out.strip(), log
+    record = json.loads(out)
     assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
     results = _results(log)
     assert sorted(r["host"] for r in results) == [N1, N2], log
@@ -205,7 +249,7 @@ def test_both_launch_modes_run_patched_on_both_hosts_each_checking_its_own_copy(
     assert all(any(a.startswith("/tmp/starforge-") for a in r["argv"]) for r in records if r["mode"] == "verify-only")
     patched = {(r["host"], r["pid"]) for r in records if any(p["status"] == "applied" for p in r["patches"])}
     assert {r["host"] for r in results} == {h for h, _ in patched}
-    # Both hosts' copies were private (/tmp is each host's own) and are gone after the job.
+    # Both hosts' copies (both jobs') were private (/tmp is each host's own) and are gone after the jobs.
     for host in (N1, N2):
         assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
     details, text = _show(cluster, record["id"])
@@ -220,50 +264,25 @@ def test_both_launch_modes_run_patched_on_both_hosts_each_checking_its_own_copy(
         {"attempt": 0, "prepared": [N1, N2], "removed": [N1, N2], "not_removed": [], "removed_later_by": {}}]
     assert f"  cleanup : attempt 0: node-local copy removed on {N1}, {N2}" in text, text
 
-    # launch: per-node, the launcher itself on each host, its entrypoint a torchrun-style
-    # multi-node start: one launcher per host starting two ranks there
-    exp = make_experiment(f"python -m workload.ranks {RANKS_PER_HOST} -m workload.train", "slurm",
-                          {"nodes": 2, "launch": "per-node"}, name="per-node")
-    (exp / "workload" / "ranks.py").write_text(RANKS)
-    record, log = _submit(cluster, exp)
-    assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
-    results = _results(log)
-    ranks = sorted((r["rank"][0], r["host"], r["rank"][1], r["rank"][2]) for r in results)
-    first, second = sorted((N1, N2), key=lambda h: min(r for r, host, _, _ in ranks if host == h))
-    assert ranks == [("0", first, "0", "4"), ("1", first, "1", "4"), ("2", second, "0", "4"), ("3", second, "1", "4")], log
+    # torchrun: ranks 0-3 of one world, two on each host, numbered by the rendezvous
+    assert torch_out.strip(), torch_log
+    record = json.loads(torch_out)
+    assert (record["status"], record["exit_code"]) == ("succeeded", 0), torch_log
+    results = _results(torch_log)
+    ranks = sorted((r["rank"][0], r["host"], r["rank"][1], r["rank"][2], r["agent"][0]) for r in results)
+    first, second = sorted((N1, N2), key=lambda h: min(r[0] for r in ranks if r[1] == h))
+    assert ranks == [("0", first, "0", "4", "0"), ("1", first, "1", "4", "0"),
+                     ("2", second, "0", "4", "1"), ("3", second, "1", "4", "1")], torch_log
     for r in results:  # every rank on both hosts, and the process each rank spawned
+        assert r["agent"][1] == RDZV_ID and r["agent"][2] in (N1, IPS[N1]), r  # started by torchrun's agent
         assert r["driver"].startswith("patched:plain:") and r["child"].startswith("patched:plain:"), r
     records = _records(Path(record["dir"]))
     launchers = sorted((r["host"], r["mode"]) for r in records if r["role"] == "launcher")
     assert launchers == [(N1, "launch"), (N1, "verify-only"), (N2, "launch"), (N2, "verify-only")], launchers
+    pythons = {r["environment"]["python"]["executable"] for r in records if r["role"] == "launcher" and r["mode"] == "launch"}
+    assert pythons == {os.path.join(os.path.dirname(os.path.realpath(TORCHRUN)), "python")}, pythons  # torchrun's venv
     per_host = _show(cluster, record["id"])[0]["provenance"]["per_host"]
     assert all(per_host[h]["patched"] >= 4 for h in (N1, N2)), per_host  # two ranks and their children per host
-
-
-# A stand-in for torchrun's multi-node start (`torchrun --nnodes N --nproc-per-node K -m
-# mod`): started once per host, it starts K ranks there with the variables torchrun sets
-# (the node's rank from Slurm), and exits with the worst rank's code.
-RANKS_PER_HOST = 2
-RANKS = """\
-import os
-import subprocess
-import sys
-
-
-def main():
-    per_host, cmd = int(sys.argv[1]), sys.argv[2:]
-    node, nodes = int(os.environ["SLURM_NODEID"]), int(os.environ["SLURM_JOB_NUM_NODES"])
-    ranks = []
-    for local in range(per_host):
-        env = dict(os.environ, RANK=str(node * per_host + local), LOCAL_RANK=str(local), GROUP_RANK=str(node),
-                   WORLD_SIZE=str(nodes * per_host), LOCAL_WORLD_SIZE=str(per_host))
-        ranks.append(subprocess.Popen([sys.executable, *cmd], env=env))
-    sys.exit(max(rank.wait() for rank in ranks))
-
-
-if __name__ == "__main__":
-    main()
-"""
 
 
 SHIM = """#!/bin/sh
@@ -348,23 +367,19 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
             except ProcessLookupError:
                 pass
     # Slurm notices (SlurmdTimeout=10), requeues the job; the host comes back with its slurmd.
-    requeued = lambda: "Restarts=1" in cluster.hosts.run(  # noqa: E731
-        LAPTOP, ["timeout", "5", "scontrol", "show", "job", "-o", str(record["backend_ref"]["job_id"])],
-        env=cluster.env()).stdout
-    _wait_for("the job requeued", requeued, 90)
-    cluster.start_slurmd(N2)
     jid = str(record["backend_ref"]["job_id"])
-    _wait_for("the host back", lambda: cluster.idle_nodes() == 2, 30)
-    done = cluster.forge("jobs", "show", record["id"], "--json")
-    ended = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] in (  # noqa: E731
-        "succeeded", "failed")
-    def state() -> str:
-        shown = cluster.hosts.run(LAPTOP, ["timeout", "5", "scontrol", "show", "job", jid], env=cluster.env()).stdout
-        return shown + (output.read_text() if output.exists() else "")
 
-    _wait_for("the second attempt ended", ended, 120, state)  # a requeued job waits cred_expire (10 s) to start
+    def job() -> str:  # Slurm's view of the job (cheap to ask often, unlike a forge command)
+        return cluster.hosts.run(LAPTOP, ["timeout", "5", "scontrol", "show", "job", "-o", jid], env=cluster.env()).stdout
+
+    _wait_for("the job requeued", lambda: "Restarts=1" in job(), 90)
+    cluster.start_slurmd(N2)
+    _wait_for("the host back", lambda: cluster.idle_nodes() == 2, 30)
+    ended = lambda: re.search(r"JobState=(COMPLETED|FAILED|NODE_FAIL) ", job())  # noqa: E731
+    state = lambda: job() + (output.read_text() if output.exists() else "")  # noqa: E731
+    _wait_for("the second attempt ended", ended, 120, state)  # a requeued job waits cred_expire (5 s) to start
     details, text = _show(cluster, record["id"])
-    assert (details["status"], details["exit_code"]) == ("succeeded", 0), (done.stdout, output.read_text())
+    assert (details["status"], details["exit_code"]) == ("succeeded", 0), (details, state())
     prov = details["provenance"]
     assert prov["attempts"] == [0, 1], prov
     for host in (N1, N2):  # both hosts verified their copy again in the second attempt
@@ -421,25 +436,26 @@ wait_for("/tmp/looked-*", deadline)
 
 
 def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_two_hosts, make_experiment, other_user,
-                                                                         plugin_registry):
+                                                                         third_user, plugin_registry):
     cluster = slurm_two_hosts
     exp = make_experiment("python -m workload.copies", "slurm", {"nodes": 2, "launch": "per-node"}, name="copies")
     (exp / "workload" / "copies.py").write_text(COPIES)
-    # The other user's experiment (the same, locked), registry and forge state, on the shared file system.
-    theirs = cluster.base / "other-user"
-    shutil.copytree(exp, theirs / "copies", ignore=shutil.ignore_patterns(".forge"))
-    shutil.copytree(plugin_registry, theirs / "registry")
-    config = theirs / "copies" / "forge.yaml"
-    config.write_text(config.read_text().replace(plugin_registry, str(theirs / "registry")))
-    subprocess.run(["chown", "-R", f"{other_user.uid}", str(theirs)], check=True)
-    their_env = cluster.env(FORGE_HOME=str(theirs / "forge-home"), HOME=str(theirs), USER=other_user.name,
-                            LOGNAME=other_user.name)
-    as_them = ["runuser", "-m", "-u", other_user.name, "--", str(BIN / "forge"), "submit", str(theirs / "copies"), "--json"]
-    jobs = [subprocess.Popen(cluster.hosts.enter(LAPTOP, argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-            for argv, env in (([str(BIN / "forge"), "submit", str(exp), "--json"], cluster.env()), (as_them, their_env))]
+    # Two ordinary users, each with the experiment (the same, locked), a registry and forge
+    # state of their own on the shared file system, submit at once from the laptop host.
+    jobs = []
+    for user in (other_user, third_user):
+        theirs = cluster.base / f"user-{user.name}"
+        shutil.copytree(exp, theirs / "copies", ignore=shutil.ignore_patterns(".forge"))
+        shutil.copytree(plugin_registry, theirs / "registry")
+        config = theirs / "copies" / "forge.yaml"
+        config.write_text(config.read_text().replace(plugin_registry, str(theirs / "registry")))
+        subprocess.run(["chown", "-R", f"{user.uid}", str(theirs)], check=True)
+        env = cluster.env(FORGE_HOME=str(theirs / "forge-home"), HOME=str(theirs), USER=user.name, LOGNAME=user.name)
+        argv = ["runuser", "-m", "-u", user.name, "--", str(BIN / "forge"), "submit", str(theirs / "copies"), "--json"]
+        jobs.append(subprocess.Popen(cluster.hosts.enter(LAPTOP, argv), env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True))
     try:
-        (mine, my_log), (other, their_log) = [job.communicate(timeout=240) for job in jobs]
+        ended = [job.communicate(timeout=240) for job in jobs]
     finally:
         for job in jobs:
             if job.poll() is None:
@@ -447,17 +463,15 @@ def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_tw
         for host in (N1, N2):
             for marker in cluster.hosts.node_tmp(host).glob("looked-*"):
                 marker.unlink()
-    for out, log in ((mine, my_log), (other, their_log)):
+    for out, log in ended:
         assert out.strip(), log
         assert (json.loads(out)["status"], json.loads(out)["exit_code"]) == ("succeeded", 0), log
-    by_user = {0: _results(my_log), other_user.uid: _results(their_log)}
-    for uid, results in by_user.items():
+    for user, peer, (_, log) in ((other_user, third_user, ended[0]), (third_user, other_user, ended[1])):
+        results = _results(log)
         assert sorted(r["host"] for r in results) == [N1, N2], results
-        for r in results:  # each job ran patched from its own private copy, and saw one other copy there
-            assert r["uid"] == uid and r["own_mode"] == "0o700" and r["tag"].startswith("patched:plain:"), r
+        for r in results:  # each job ran patched from its own private copy, saw the other's copy there, and could not look in
+            assert r["uid"] == user.uid and r["own_mode"] == "0o700" and r["tag"].startswith("patched:plain:"), r
             [(path, (owner, mode, seen))] = r["others"].items()
-            assert (owner, mode) == ((other_user.uid, "0o700") if uid == 0 else (0, "0o700")), r
-            if uid == other_user.uid:  # the ordinary user's job cannot look into the other job's copy
-                assert seen == "denied", r
+            assert (owner, mode, seen) == (peer.uid, "0o700", "denied"), r
     for host in (N1, N2):
         assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
