@@ -57,20 +57,17 @@ RUNTIME_MODULES = (
     "starforge.cluster.patching", "starforge.patching", "starforge.cluster.plugins", "starforge.plugins",
     "starforge.cluster.ray_hook",
 )
-# Of those, what a job's worker imports at start (tests/launch/test_launch_code_dir.py pins
-# the list): a node where no node entry ran (a Ray worker host) has its code directory made by
-# the job's first worker there, which compiles only these; a module outside them (the
-# launcher's own, the vendored packaging) is compiled from the zip's source where imported.
+# Of those, what a job's worker imports (pinned by tests/launch/test_launch_code_dir.py): all that
+# the first worker on a host with no node entry (Ray's worker hosts) compiles into the code directory.
 WORKER_MODULES = (
     "starforge", "starforge.cluster", "starforge.cluster.errors", "starforge.cluster.status",
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.atomic", "starforge.cluster.attempts",
-    "starforge.cluster.binding", "starforge.cluster.codedir", "starforge.cluster.interpreter",
-    "starforge.cluster.record", "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec",
-    "starforge.cluster.utctime", "starforge.cluster.exits", "starforge.cluster.import_hooks",
-    "starforge.cluster.load_order", "starforge.cluster.provenance", "starforge.cluster.job",
-    "starforge.cluster.ray_init", "starforge.cluster.process_job", "starforge.cluster.recipe_imports",
-    "starforge.cluster.requires", "starforge.cluster.plain_specifiers", "starforge.cluster.loader",
-    "starforge.cluster.patch_targets", "starforge.cluster.patching", "starforge.patching",
+    "starforge.cluster.binding", "starforge.cluster.codedir", "starforge.cluster.interpreter", "starforge.cluster.record",
+    "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec", "starforge.cluster.utctime",
+    "starforge.cluster.exits", "starforge.cluster.import_hooks", "starforge.cluster.load_order",
+    "starforge.cluster.provenance", "starforge.cluster.job", "starforge.cluster.ray_init", "starforge.cluster.process_job",
+    "starforge.cluster.recipe_imports", "starforge.cluster.requires", "starforge.cluster.plain_specifiers",
+    "starforge.cluster.loader", "starforge.cluster.patch_targets", "starforge.cluster.patching", "starforge.patching",
     "starforge.cluster.plugins", "starforge.plugins", "starforge.cluster.ray_hook",
 )
 _VERSION_MODULES = ("starforge.cluster._vendor", "starforge.cluster._vendor.packaging",
