@@ -137,17 +137,25 @@ def test_a_local_workers_file_calls_do_not_grow_with_the_plugins_file_count(stra
     assert Counter(c for c, p in calls["1.0.1"] if p == extra) == Counter({"newfstatat": 1, "openat": 1})
 
 
-def processes(trace: Path) -> dict[str, list]:
-    """``{pid: [argv of each exec, in order]}`` and ``{pid: parent pid}`` of a ``strace -f`` trace."""
-    execs: dict[str, list] = {}
-    parents: dict[str, str] = {}
+def trace_calls(trace: Path):
+    """``(pid, call, arguments and result, child pid or None)`` of each call of a ``strace -f``
+    trace, in order; the child pid for the calls that start a process."""
     for line in trace.read_text().splitlines():
         m = re.match(r"^(\d+)\s+(\w+)\((.*)", line)
         if not m:
             continue
         pid, call, rest = m.groups()
-        if call in ("clone", "clone3", "fork", "vfork") and (child := re.search(r"= (\d+)$", rest)):
-            parents[child.group(1)] = pid
+        child = re.search(r"= (\d+)$", rest) if call in ("clone", "clone3", "fork", "vfork") else None
+        yield pid, call, rest, child.group(1) if child else None
+
+
+def processes(trace: Path) -> dict[str, list]:
+    """``{pid: [argv of each exec, in order]}`` and ``{pid: parent pid}`` of a ``strace -f`` trace."""
+    execs: dict[str, list] = {}
+    parents: dict[str, str] = {}
+    for pid, call, rest, child in trace_calls(trace):
+        if child:
+            parents[child] = pid
         elif call == "execve" and "= -1 " not in rest:  # one that worked (or whose result comes later)
             execs.setdefault(pid, []).append(re.findall(r'"([^"]*)"', rest.split("], ")[0])[1:])
     return {"execs": execs, "parents": parents}
@@ -214,14 +222,10 @@ def test_a_slurm_worker_touches_the_shared_job_directory_as_a_bare_worker_does(
     calls: dict[str, list] = {}
     cwds: dict[str, str] = {}  # pid -> its working directory, as the trace shows it (chdir, getcwd)
     fds: dict[str, dict] = {}  # pid -> {descriptor: the path it was opened with}
-    for line in trace.read_text().splitlines():
-        m = re.match(r"^(\d+)\s+(\w+)\((.*)", line)
-        if not m:
-            continue
-        pid, call, rest = m.groups()
-        if call in ("clone", "clone3", "fork", "vfork") and (child := re.search(r"= (\d+)$", rest)):
-            cwds[child.group(1)] = cwds.get(pid, "/")
-            fds[child.group(1)] = dict(fds.get(pid, {}))
+    for pid, call, rest, child in trace_calls(trace):
+        if child:
+            cwds[child] = cwds.get(pid, "/")
+            fds[child] = dict(fds.get(pid, {}))
             continue
         p = re.match(r'(?:(AT_FDCWD|\d+), )?"([^"]*)"', rest)
         if not (p and p.group(2)):
