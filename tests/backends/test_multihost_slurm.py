@@ -42,6 +42,8 @@ TORCHRUN = Path(__file__).resolve().parents[2] / ".venv-trl" / "bin" / "torchrun
 # - cred_expire=5 (Slurm's smallest): a requeued job is held this long before it may start.
 # - sched_interval=1: a held job starts once its hold ends, not at the next periodic pass of
 #   the scheduler (every 60 s by default: between 0 and 60 s more, by chance).
+# - KillWait=5: a cancelled job's steps get this long between SIGTERM and SIGKILL, the time in
+#   which each host's keeper step collects and removes its copy (Slurm's default is 30 s).
 CONF = """\
 ClusterName=forge2n
 SlurmctldHost={ctl}({ctl_ip})
@@ -72,7 +74,7 @@ MessageTimeout=5
 SchedulerParameters=sched_interval=1
 SlurmctldTimeout=10
 ReturnToService=2
-KillWait=2
+KillWait=5
 MinJobAge=600
 NodeName={n1} NodeAddr={n1_ip} NodeHostname={n1} CPUs=2 RealMemory=1000 State=UNKNOWN
 NodeName={n2} NodeAddr={n2_ip} NodeHostname={n2} CPUs=2 RealMemory=1000 State=UNKNOWN
@@ -315,6 +317,27 @@ def test_a_plugin_changed_in_one_hosts_copy_after_prepare_stops_the_job_naming_t
     assert f"error: {N1}: the launcher" not in log  # the other host's copy was intact (its launcher was ended by srun)
 
 
+def _leftovers(cluster) -> str:
+    """The node-local copies still on each host, and the end of each host's slurmd log."""
+    lines = []
+    for host in (N1, N2):
+        lines.append(f"{host}: {sorted(p.name for p in cluster.hosts.node_tmp(host).glob('starforge-*'))}")
+        log = cluster.base / "log" / f"slurmd-{host}.log"
+        lines += log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+    return "\n".join(lines)
+
+
+@pytest.fixture(autouse=True)
+def no_copy_left_for_the_next_test(slurm_two_hosts):
+    """Each test checks what its own jobs leave on the hosts; a copy one of them left when it
+    failed is removed after it, so the next test does not fail on it too."""
+    yield
+    for host in (N1, N2):
+        for copy in slurm_two_hosts.hosts.node_tmp(host).glob("starforge-*"):
+            subprocess.run(["chmod", "-R", "u+w", str(copy)], check=False)
+            shutil.rmtree(copy, ignore_errors=True)
+
+
 def _wait_for(what: str, check, timeout: float, detail=lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -339,7 +362,7 @@ def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_e
     cancelled = cluster.forge("jobs", "cancel", record["id"], "--json")
     assert cancelled.returncode == 0, cancelled.stderr
     gone = lambda: not any(list(cluster.hosts.node_tmp(h).glob("starforge-*")) for h in (N1, N2))  # noqa: E731
-    _wait_for("node-local copies removed on both hosts", gone, 30)
+    _wait_for("node-local copies removed on both hosts", gone, 30, lambda: _leftovers(cluster))
     assert json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["status"] == "cancelled"
     # and each host recorded that it did (its keeper step, signalled by the cancel)
     cleaned = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["node_cleanup"] == {  # noqa: E731
