@@ -533,7 +533,10 @@ def main():
     actor = Actor.remote()
     results.append(ray.get(actor.tag.remote()))
     results.append({"where": "driver", "tag": algo.tag(), "pid": os.getpid(), "own_hook": None})
-    print("RESULTS " + json.dumps(results), flush=True)
+    # one write: Ray's thread printing the workers' lines into this log could otherwise land
+    # between print's two writes (the text, then its newline)
+    sys.stdout.write("RESULTS " + json.dumps(results) + "\\n")
+    sys.stdout.flush()
     ok = all(r["tag"].startswith("patched:") for r in results)
     sys.exit(0 if ok else 3)
 

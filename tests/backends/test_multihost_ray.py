@@ -66,7 +66,8 @@ def main():
         calls += [actor.info.remote(), probe.options(resources={"node_" + host: 0.01}).remote()]
     out = ray.get(calls, timeout=120)
     out.append(where("driver"))
-    print("RESULTS " + json.dumps(out), flush=True)
+    sys.stdout.write("RESULTS " + json.dumps(out) + "\\n")  # one write (Ray's log thread prints here too)
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
@@ -256,7 +257,8 @@ def main():
         time.sleep(0.5)
     out.append(ray.get(probe.options(resources={"node_rn2": 0.01}).remote(), timeout=240))  # the host joining late
     out.append(where("driver"))
-    print("RESULTS " + json.dumps(out), flush=True)
+    sys.stdout.write("RESULTS " + json.dumps(out) + "\\n")  # one write (Ray's log thread prints here too)
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
