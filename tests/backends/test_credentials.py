@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from starforge.backends.base import wait
 from starforge.credentials import CREDENTIAL_VARIABLES, without_credentials
-from starforge.experiment.submit import submit_experiment
+from support.experiment import submit_and_wait
 
 SECRETS = {
     "FORGE_REGISTRY_USER": "ci-pusher",
@@ -29,10 +28,7 @@ def secrets(monkeypatch):
 
 
 def _run(exp: Path, backend: str):
-    sub = submit_experiment(exp, (), backend=backend)
-    chunks: list[str] = []
-    record = wait(sub.backend, sub.record, chunks.append)
-    log = "".join(chunks)
+    sub, record, log = submit_and_wait(exp, backend)
     assert (record.status, record.exit_code) == ("succeeded", 0), log
     [line] = [l for l in log.splitlines() if l.startswith("ENV ")]
     return sub, json.loads(line[len("ENV "):])

@@ -24,12 +24,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from starforge.backends.base import wait
 from starforge.experiment.config import load_experiment
 from starforge.experiment.lock import lock_experiment
-from starforge.experiment.submit import submit_experiment
 from starforge.registry.factory import open_registry
 from starforge.registry.publish import publish_plugin
+from support.experiment import submit_and_wait
 
 BIN = Path(sys.executable).parent
 
@@ -106,10 +105,7 @@ def run(exp: Path, traces: Path | None, backend: str, monkeypatch, started=None)
     if traces is not None:
         traces.mkdir(mode=0o755)
         monkeypatch.setenv("WORKLOAD_TRACE_DIR", str(traces))
-    sub = submit_experiment(exp, (), backend=backend)
-    chunks: list[str] = []
-    record = wait(sub.backend, sub.record, chunks.append)
-    log = "".join(chunks)
+    _, record, log = submit_and_wait(exp, backend)
     assert (record.status, record.exit_code) == ("succeeded", 0), log
     [line] = [ln for ln in log.splitlines() if ln.startswith("RESULTS ")]
     result = json.loads(line[len("RESULTS "):])

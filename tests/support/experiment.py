@@ -108,3 +108,15 @@ class Project:
     def jobs_dir(self) -> Path:
         return self.exp / ".forge" / "jobs"
 
+
+
+def submit_and_wait(exp: Path, backend: str, sets=()):
+    """Submit the experiment *exp* to *backend* and wait for the job to end: ``(submission,
+    job record, the job's log as it was followed)``."""
+    from starforge.backends.base import wait
+    from starforge.experiment.submit import submit_experiment
+
+    sub = submit_experiment(exp, sets, backend=backend)
+    chunks: list[str] = []
+    record = wait(sub.backend, sub.record, chunks.append)
+    return sub, record, "".join(chunks)
