@@ -31,7 +31,9 @@ IPS = {CTL: f"{NET}.10", N1: f"{NET}.11", N2: f"{NET}.12", LAPTOP: f"{NET}.13"}
 # torchrun of a trainer venv (torch, CPU) for the multi-node start: one agent per host, the
 # two agents meeting in a c10d rendezvous whose store the first host's agent serves at its
 # own address (inside the hosts' namespaces), each agent starting two ranks on its host.
-TORCHRUN = Path(__file__).resolve().parents[2] / ".venv-trl" / "bin" / "torchrun"
+# (through the checkout's link to it: the hosts see the venv where it lies, not a checkout
+# under /tmp, which is each host's own)
+TORCHRUN = (Path(__file__).resolve().parents[2] / ".venv-trl" / "bin" / "torchrun").resolve()
 
 # The timeouts that decide how soon a killed host's job runs again, as short as Slurm allows
 # without mistaking a busy host for a dead one:
