@@ -20,7 +20,7 @@ from starforge.cluster import runtime_zip
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 
 TRAINER = """
-import os, sys
+import sys
 from app import algo
 print("compute(1) =", algo.compute(1))
 print("argv:", sys.orig_argv[1])

@@ -109,7 +109,6 @@ class Project:
         return self.exp / ".forge" / "jobs"
 
 
-
 def submit_and_wait(exp: Path, backend: str, sets=()):
     """Submit the experiment *exp* to *backend* and wait for the job to end: ``(submission,
     job record, the job's log as it was followed)``."""
