@@ -62,13 +62,14 @@ SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint
 # first on sys.path; no working-directory entry), without a second interpreter start.
 # argv: ZIP SHA256 ENTRY-ARGS...
 ZIP_CHECK = (
-    "import hashlib, os, runpy, sys\n"
+    "import sys\n"
+    "if sys.path[:1] == ['']: del sys.path[0]\n"  # before any import: no module from the package's root
+    "import hashlib, os, runpy\n"
     "z, h = sys.argv[1], sys.argv[2]\n"
     "with open(z, 'rb') as f: g = hashlib.sha256(f.read()).hexdigest()\n"
     "if g != h:\n"
     "    sys.stderr.write('error: the job\\'s runtime zip %s changed after staging: its sha256 is %s, "
     "the job was submitted with %s\\n' % (z, g, h)); sys.exit(10)\n"
-    "if sys.path[:1] == ['']: del sys.path[0]\n"
     "sys.argv[:] = [z] + sys.argv[3:]\n"
     "runpy.run_path(os.path.abspath(z), run_name='__main__')\n"
 )

@@ -62,3 +62,14 @@ def test_a_zip_changed_after_it_was_bound_never_runs(builder, bare_python):
     assert result.returncode == 10
     assert f"error: the job's runtime zip {ZIP} changed after staging: its sha256 is " in result.stderr
     assert "compute(1)" not in result.stdout and not job.plugin_lines(result)
+
+
+def test_a_module_in_the_packages_root_is_not_imported_by_the_check(builder, bare_python):
+    job = builder.job(plugins=[demo_plugin()], trainer=TRAINER)
+    command = bound_command(job)
+    # what `python3 -c` would import from its working directory first: the check's own imports
+    (job.dir / "hashlib.py").write_text("print('PLANTED hashlib')\n")
+    result = run(job, command, bare_python)
+    assert result.returncode == 3, result.stderr
+    assert "PLANTED" not in result.stdout + result.stderr
+    assert "compute(1) = 20" in result.stdout
