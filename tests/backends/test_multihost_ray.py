@@ -21,23 +21,28 @@ from pathlib import Path
 import pytest
 from namespaced_hosts import Hosts, closed_ancestors, unavailable
 
+from starforge.cluster.provenance_log import MARKER
+
 pytestmark = pytest.mark.ray
 
 BIN = Path(sys.executable).parent
 NET = "10.214.0"
-HEAD, WORKER, LAPTOP, LATE = "rh", "rn1", "rc", "rn2"
-# LATE: a worker host whose Ray node is started only while a job runs
-IPS = {HEAD: f"{NET}.20", WORKER: f"{NET}.21", LAPTOP: f"{NET}.22", LATE: f"{NET}.23"}
+HEAD, WORKER, LAPTOP = "rh", "rn1", "rc"
+IPS = {HEAD: f"{NET}.20", WORKER: f"{NET}.21", LAPTOP: f"{NET}.22"}
 DASHBOARD = f"http://{IPS[HEAD]}:8265"
 
-# The job: an actor and a task on each host (custom resources), the driver on the head.
-HOSTS_WORKLOAD = '''\
+# The job, which checks everything at once: the worker host's Ray node starts only once the job
+# runs; an actor and a task are placed on each host (custom resources), the driver on the head;
+# then the worker host is killed under its actor, which may restart once, on the head.
+WORKLOAD = '''\
 import json
 import os
 import socket
 import sys
+import time
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from workload import algo
 
@@ -47,7 +52,7 @@ def where(kind):
             "code": algo.__file__, "runtime": sys.modules["starforge"].__file__}
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, max_restarts=1)
 class Probe:
     def info(self):
         return where("actor")
@@ -58,13 +63,37 @@ def probe():
     return where("task")
 
 
+def mark(name):  # a file in the head's /tmp, which the test watches
+    open("/tmp/" + name, "w").close()
+
+
 def main():
     ray.init()
-    calls = []  # all at once: each needs a worker process of its own, started in parallel
-    for host in ("rh", "rn1"):
-        actor = Probe.options(resources={"node_" + host: 0.01}).remote()
-        calls += [actor.info.remote(), probe.options(resources={"node_" + host: 0.01}).remote()]
+    mark("job-running")  # the test starts the worker host's Ray node now
+    deadline = time.monotonic() + 240
+    worker = []
+    while not worker and time.monotonic() < deadline:
+        worker = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "node_rn1" in n["Resources"]]
+        time.sleep(0.2)
+    on_head = Probe.options(resources={"node_rh": 0.01}).remote()
+    # "survivor": the head and the worker host have it; first on the worker host
+    survivor = Probe.options(resources={"survivor": 0.01},
+                             scheduling_strategy=NodeAffinitySchedulingStrategy(worker[0], soft=True)).remote()
+    # all at once: each needs a worker process of its own, started in parallel
+    calls = [on_head.info.remote(), survivor.info.remote()]
+    calls += [probe.options(resources={"node_" + host: 0.01}).remote() for host in ("rh", "rn1")]
     out = ray.get(calls, timeout=120)
+    mark("placed")  # the test kills the worker host now: the survivor comes back on the head
+    while time.monotonic() < deadline:
+        try:
+            again = ray.get(survivor.info.remote(), timeout=30)
+        except ray.exceptions.RayError:  # its host is gone, it is restarting
+            time.sleep(0.5)
+            continue
+        if again["host"] != "rn1":
+            out.append(dict(again, where="restarted"))
+            break
+        time.sleep(0.5)
     out.append(where("driver"))
     sys.stdout.write("RESULTS " + json.dumps(out) + "\\n")  # one write (Ray's log thread prints here too)
     sys.stdout.flush()
@@ -107,9 +136,30 @@ except (OSError, ValueError, KeyError):
 print(sum(1 for n in nodes if n.get("state") == "ALIVE"))
 """
 
+# run on the laptop host: the pids of the worker host's processes whose provenance record,
+# with a patch applied, is in a running job's log (as Ray forwarded it to the driver)
+WORKER_RECORDS = f"""
+import base64, json, re, urllib.request
+pids = set()
+try:
+    with urllib.request.urlopen("{DASHBOARD}/api/jobs/", timeout=5) as r:
+        running = [j["submission_id"] for j in json.load(r) if j.get("status") == "RUNNING"]
+    for job in running:
+        with urllib.request.urlopen("{DASHBOARD}/api/jobs/" + job + "/logs", timeout=5) as r:
+            log = json.load(r)["logs"]
+        for m in re.finditer(r"pid=(\\d+), ip={IPS[WORKER]}\\)[^@\\n]*{MARKER}([A-Za-z0-9+/=]+)", log):
+            record = json.loads(base64.b64decode(m[2]))
+            if any(p.get("status") == "applied" for p in record.get("patches", [])):
+                pids.add(m[1])
+except (OSError, ValueError, KeyError):
+    pass
+print(len(pids))
+"""
+
 
 @pytest.fixture(scope="module")
 def ray_two_hosts(tmp_path_factory, other_user):
+    """The head host's Ray node, up; ``hosts.join(WORKER)`` starts the worker host's."""
     reason = unavailable()
     need(reason is None, reason or "")
     need((BIN / "ray").exists(), "the 'ray' command is not installed (pip install '.[ray]')")
@@ -124,38 +174,28 @@ def ray_two_hosts(tmp_path_factory, other_user):
     python_paths = [sys.prefix, sys.base_prefix]
     python_in_tmp = sorted({os.path.realpath(p) for p in python_paths if os.path.realpath(p).startswith("/tmp/")})
     laptop_sees = [str(base), str(tmp_path_factory.getbasetemp()), *python_in_tmp]
-    hosts = Hosts(base, IPS, {HEAD: python_in_tmp, WORKER: python_in_tmp, LATE: python_in_tmp, LAPTOP: laptop_sees},
+    hosts = Hosts(base, IPS, {HEAD: python_in_tmp, WORKER: python_in_tmp, LAPTOP: laptop_sees},
                   reveal=closed_ancestors(python_paths))
     try:
         hosts.up()
         as_user = ["runuser", "-u", other_user.name, "--", *_ray_env(home), str(BIN / "ray"), "start"]
         common = ["--num-cpus", "1", "--object-store-memory", "100000000", "--temp-dir", "/tmp/ray",
                   "--disable-usage-stats"]  # fmt: skip
-        # the worker host joins once the head is up (earlier, it finds no head node in the GCS)
+
         def start(name: str, host: str, args: list) -> None:
             started = hosts.run(host, [*as_user, *args, *common], timeout=240)
             if started.returncode != 0:
                 pytest.fail(f"ray start ({name}) failed ({started.returncode}):\n{(started.stdout + started.stderr)[-3000:]}")
 
-        # "survivor": where an actor that must outlive the worker host may run (not the late host)
-        def join(host: str) -> None:  # a worker host's Ray node, started on *host*
-            resources = {f"node_{host}": 1, **({"survivor": 1} if host == WORKER else {})}
+        def join(host: str) -> None:  # a worker host's Ray node, started on *host* once the head is up
             start("worker", host, ["--address", f"{IPS[HEAD]}:6379", "--node-ip-address", IPS[host],
-                                   "--resources", json.dumps(resources)])
+                                   "--resources", json.dumps({f"node_{host}": 1, "survivor": 1})])
 
         hosts.join = join
+        # "survivor": where an actor that must outlive the worker host may run
         start("head", HEAD, ["--head", "--node-ip-address", IPS[HEAD], "--port", "6379", "--dashboard-host", IPS[HEAD],
                              "--dashboard-port", "8265", "--include-dashboard", "true", "--resources", '{"node_rh": 1, "survivor": 1}'])
-        join(WORKER)
-        deadline = time.monotonic() + 120
-        probe = [str(BIN / "python"), "-c", ALIVE_NODES]
-        while time.monotonic() < deadline:
-            seen = hosts.run(LAPTOP, probe, timeout=30).stdout.strip()
-            if seen == "2":
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the Ray cluster did not reach 2 alive nodes (saw {seen!r})")
+        wait_for(hosts, "the head's Ray node alive", ALIVE_NODES, "1")
         yield hosts
     finally:
         # raylets and agents before gcs_server: all at once, gcs_server hangs on SIGTERM
@@ -163,117 +203,44 @@ def ray_two_hosts(tmp_path_factory, other_user):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_one_job_patched_on_both_hosts_with_its_params_package_and_provenance_through_ray(
+def frames_seen(lines: list[str]) -> list:
+    """For each line holding a provenance frame: its beginning, the record's pid and whether
+    its record shows a patch applied (what a failed check about them prints)."""
+    import base64
+
+    seen = []
+    for line in lines:
+        at = line.find(MARKER)
+        if at >= 0:
+            payload = re.match(r"[A-Za-z0-9+/=]*", line[at + len(MARKER):])[0]
+            try:
+                record = json.loads(base64.b64decode(payload))
+                seen.append((line[:at][-60:], record["pid"], [p.get("status") for p in record.get("patches", [])]))
+            except ValueError as exc:
+                seen.append((line[:at][-60:], "undecodable", str(exc)))
+    return seen
+
+
+def wait_for(hosts: Hosts, what: str, script: str, expected: str, timeout: float = 120) -> None:
+    """Run *script* on the laptop host until it prints *expected*."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = hosts.run(LAPTOP, [str(BIN / "python"), "-c", script], timeout=30).stdout.strip()
+        if seen == expected:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{what}: not within {timeout:.0f} s (last seen {seen!r})")
+
+
+def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_killed_host(
         ray_two_hosts, make_experiment, other_user):
     hosts = ray_two_hosts
     exp = make_experiment("python -m workload.ray_hosts", "ray", {"address": DASHBOARD}, name="two-hosts")
-    (exp / "workload" / "ray_hosts.py").write_text(HOSTS_WORKLOAD)
+    (exp / "workload" / "ray_hosts.py").write_text(WORKLOAD)
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     for var in ("FORGE_RAY_ADDRESS", "FORGE_RAY_TOKEN", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         env.pop(var, None)
-    done = hosts.run(LAPTOP, [str(BIN / "forge"), "submit", str(exp), "--json", "--set", "mark.label=per-job"],
-                     env=env, timeout=300)
-    assert done.stdout.strip(), done.stderr
-    record = json.loads(done.stdout)
-    log = done.stderr
-    assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
-    results = json.loads(next(line for line in log.splitlines() if line.startswith("RESULTS "))[8:])
-    placed = sorted((r["where"], r["host"]) for r in results)
-    assert placed == [("actor", HEAD), ("actor", WORKER), ("driver", HEAD), ("task", HEAD), ("task", WORKER)], placed
-    for r in results:  # patched everywhere, with the job's params
-        assert r["tag"] == f"per-job:plain:{r['pid']}", r
-    # The worker host got the package from Ray (its own /tmp, Ray's working_dir), as the test user.
-    on_worker = next(r for r in results if r["host"] == WORKER)
-    assert on_worker["code"].startswith("/tmp/ray/"), on_worker
-    assert hosts.run(WORKER, ["test", "-e", str(exp)]).returncode == 1  # the laptop's files are not there
-    # No node entry ran on the worker host: the job's first process there made the job's code
-    # directory in that host's own /tmp (not under Ray's session directory), as the test user,
-    # and every process of the job there ran the runtime compiled in it. The head's, made by
-    # the node entry, went with the launcher.
-    [runtime] = {r["runtime"] for r in results if r["host"] == WORKER}
-    assert re.fullmatch(r"/tmp/forge-code-\w{8}/runtime-code\.zip/starforge/__init__\.pyc", runtime), runtime
-    code = hosts.node_tmp(WORKER) / runtime.split("/")[2]
-    assert (code.stat().st_uid, stat.S_IMODE(code.stat().st_mode)) == (other_user.uid, 0o700)
-    assert not list(hosts.node_tmp(HEAD).glob("forge-code-*"))
-    unpacked = list(hosts.node_tmp(WORKER).glob("ray/session_*/runtime_resources/working_dir_files/*/jobspec.json"))
-    assert unpacked and all(p.stat().st_uid == other_user.uid for p in unpacked), unpacked
-
-    shown = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"], "--json"], env=env)
-    prov = json.loads(shown.stdout)["provenance"]
-    assert set(prov["per_host"]) == {HEAD, WORKER}, prov
-    assert prov["per_host"][WORKER]["patched"] >= 2 and prov["per_host"][HEAD]["roles"]["launcher"] == 1, prov
-    assert prov["reported_via"] == ["job log"] and prov["from_log"]["refused"] == {}, prov["from_log"]
-    text = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"]], env=env).stdout
-    assert f"  host    : {WORKER}: " in text and "reported by the job itself, through its log" in text, text
-
-
-# The job of the fault test: an actor that may restart once, first on the worker host; the
-# worker host is killed under it; then a task needing a host that joins only now.
-FAULTS_WORKLOAD = '''\
-import json
-import os
-import socket
-import sys
-import time
-
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from workload import algo
-
-
-def where(kind):
-    return {"where": kind, "host": socket.gethostname(), "pid": os.getpid(), "tag": algo.tag(),
-            "runtime": sys.modules["starforge"].__file__}
-
-
-@ray.remote(num_cpus=0, max_restarts=1, resources={"survivor": 0.01})
-class Survivor:
-    def info(self):
-        return where("actor")
-
-
-@ray.remote(num_cpus=0)
-def probe():
-    return where("task")
-
-
-def main():
-    ray.init()
-    [worker] = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "node_rn1" in n["Resources"]]
-    actor = Survivor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(worker, soft=True)).remote()
-    out = [ray.get(actor.info.remote(), timeout=120)]
-    open("/tmp/survivor-ready", "w").close()  # tells the test (on the head's /tmp) where the actor ran
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:  # the worker host is killed now: the actor comes back elsewhere
-        try:
-            again = ray.get(actor.info.remote(), timeout=30)
-        except ray.exceptions.RayError:  # the actor's host is gone, it is restarting
-            time.sleep(0.5)
-            continue
-        if again["host"] != "rn1":
-            out.append(again)
-            break
-        time.sleep(0.5)
-    out.append(ray.get(probe.options(resources={"node_rn2": 0.01}).remote(), timeout=240))  # the host joining late
-    out.append(where("driver"))
-    sys.stdout.write("RESULTS " + json.dumps(out) + "\\n")  # one write (Ray's log thread prints here too)
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-
-def test_a_killed_worker_host_a_restarted_actor_and_a_late_host_all_run_patched(ray_two_hosts, make_experiment, other_user):
-    hosts = ray_two_hosts
-    exp = make_experiment("python -m workload.ray_faults", "ray", {"address": DASHBOARD}, name="faults")
-    (exp / "workload" / "ray_faults.py").write_text(FAULTS_WORKLOAD)
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for var in ("FORGE_RAY_ADDRESS", "FORGE_RAY_TOKEN", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-        env.pop(var, None)
-    # What a code-directory sweep on the worker host must leave or take: a directory of the
+    # What a code-directory sweep on the worker host must take or leave: a directory of the
     # test user whose process is gone (taken), one of another user (left), a link to one of
     # the test user's (left, not followed).
     node = f"{WORKER}+{os.stat('/proc/self/ns/pid').st_ino}"
@@ -286,45 +253,79 @@ def test_a_killed_worker_host_a_restarted_actor_and_a_late_host_all_run_patched(
             os.chown(p, uid, -1)
     (worker_tmp / "forge-code-link").symlink_to("/tmp/linked-target")
     os.lchown(worker_tmp / "forge-code-link", other_user.uid, -1)
-    # with the last job's, if one ran: its processes are gone too
-    earlier = {p.name for p in worker_tmp.glob("forge-code-*") if not p.is_symlink() and p.stat().st_uid == other_user.uid}
     submit = subprocess.Popen(hosts.enter(LAPTOP, [str(BIN / "forge"), "submit", str(exp), "--json",
-                                                   "--set", "mark.label=restarted"]),
+                                                   "--set", "mark.label=per-job"]),
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        ready = hosts.node_tmp(HEAD) / "survivor-ready"
-        deadline = time.monotonic() + 180
-        while not ready.exists() and submit.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert ready.exists(), submit.communicate(timeout=60) if submit.poll() is not None else "no actor on the worker host"
-        ready.unlink()
+        def reached(name: str) -> None:  # the job wrote /tmp/<name> on the head
+            mark = hosts.node_tmp(HEAD) / name
+            deadline = time.monotonic() + 180
+            while not mark.exists() and submit.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert mark.exists(), submit.communicate(timeout=60) if submit.poll() is not None else f"no {name}"
+
+        reached("job-running")
+        hosts.join(WORKER)  # the worker host joins a running job
+        reached("placed")
         # The job's first process on the worker host swept what no process uses any more.
         left = {p.name for p in worker_tmp.glob("forge-code-*")}
-        assert not (earlier & left), (earlier, left)
+        assert "forge-code-deadone1" not in left, left
         assert {"forge-code-another", "forge-code-link"} <= left and (worker_tmp / "linked-target").is_dir(), left
-        # The worker host dies: every process on it but the namespace holder, at once; a new
-        # worker host joins.
+        # Once the records of the worker host's actor and task have reached the job's log, the
+        # worker host dies: every process on it but the namespace holder, at once.
+        wait_for(hosts, "the worker host's records in the job's log", WORKER_RECORDS, "2")
         for pid in hosts.pids(WORKER):
             if pid != hosts.holders[WORKER]:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        hosts.join(LATE)
         out, log = submit.communicate(timeout=420)
     finally:
         if submit.poll() is None:
             submit.kill()
             submit.communicate()
+    assert out.strip(), log
     record = json.loads(out)
     assert (record["status"], record["exit_code"]) == ("succeeded", 0), log
-    first, restarted, late, driver = json.loads(next(line for line in log.splitlines() if line.startswith("RESULTS "))[8:])
-    assert (first["host"], restarted["host"], late["host"], driver["host"]) == (WORKER, HEAD, LATE, HEAD), log
+    results = json.loads(next(line for line in log.splitlines() if line.startswith("RESULTS "))[8:])
+    placed = sorted((r["where"], r["host"]) for r in results)
+    assert placed == [("actor", HEAD), ("actor", WORKER), ("driver", HEAD), ("restarted", HEAD), ("task", HEAD),
+                      ("task", WORKER)], placed
+    for r in results:  # patched everywhere, with the job's params; again after the restart
+        assert r["tag"] == f"per-job:plain:{r['pid']}", r
+    [first] = [r for r in results if r["where"] == "actor" and r["host"] == WORKER]
+    [restarted] = [r for r in results if r["where"] == "restarted"]
     assert restarted["pid"] != first["pid"]
-    for r in (first, restarted, late, driver):  # patched again after the restart, and on the late host
-        assert r["tag"] == f"restarted:plain:{r['pid']}", r
-    # the late host got the package through Ray and made the job's code directory in its own /tmp
-    assert re.fullmatch(r"/tmp/forge-code-\w{8}/runtime-code\.zip/starforge/__init__\.pyc", late["runtime"]), late
-    assert (hosts.node_tmp(LATE) / late["runtime"].split("/")[2]).is_dir()
-    prov = json.loads(hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"], "--json"], env=env).stdout)
-    assert {HEAD, LATE} <= set(prov["provenance"]["per_host"]), prov["provenance"]
+    # The worker host, which joined once the job ran, got the package from Ray (its own /tmp,
+    # Ray's working_dir), as the test user.
+    assert first["code"].startswith("/tmp/ray/"), first
+    assert hosts.run(WORKER, ["test", "-e", str(exp)]).returncode == 1  # the laptop's files are not there
+    # No node entry ran on the worker host: the job's first process there made the job's code
+    # directory in that host's own /tmp (not under Ray's session directory), as the test user,
+    # and every process of the job there ran the runtime compiled in it. The head's, made by
+    # the node entry, went with the launcher.
+    [runtime] = {r["runtime"] for r in results if r["host"] == WORKER}
+    assert re.fullmatch(r"/tmp/forge-code-\w{8}/runtime-code\.zip/starforge/__init__\.pyc", runtime), runtime
+    code = worker_tmp / runtime.split("/")[2]
+    assert (code.stat().st_uid, stat.S_IMODE(code.stat().st_mode)) == (other_user.uid, 0o700)
+    assert not list(hosts.node_tmp(HEAD).glob("forge-code-*"))
+    # Every process of the job on the worker host is gone (the host was killed): a sweep there,
+    # what the next launch or first process of the same user runs, removes the job's code
+    # directory (and leaves the other user's and the link).
+    sweep = "from starforge.cluster.codedir import sweep_dead_code_dirs; print(sweep_dead_code_dirs('/tmp'))"
+    swept = hosts.run(WORKER, ["runuser", "-u", other_user.name, "--", str(BIN / "python"), "-c", sweep])
+    assert (swept.stdout.strip(), code.exists()) == ("1", False), swept.stderr
+    unpacked = list(worker_tmp.glob("ray/session_*/runtime_resources/working_dir_files/*/jobspec.json"))
+    assert unpacked and all(p.stat().st_uid == other_user.uid for p in unpacked), unpacked
+
+    shown = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"], "--json"], env=env)
+    prov = json.loads(shown.stdout)["provenance"]
+    assert set(prov["per_host"]) == {HEAD, WORKER}, prov
+    worker_lines = [line for line in log.splitlines() if f"ip={IPS[WORKER]})" in line]
+    assert prov["per_host"][WORKER]["patched"] >= 2, (prov, frames_seen(worker_lines))
+    assert prov["per_host"][HEAD]["roles"]["launcher"] == 1, prov
+    assert prov["per_host"][HEAD]["patched"] >= 4, prov  # the driver, an actor, a task, the restarted actor
+    assert prov["reported_via"] == ["job log"] and prov["from_log"]["refused"] == {}, prov["from_log"]
+    text = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"]], env=env).stdout
+    assert f"  host    : {WORKER}: " in text and "reported by the job itself, through its log" in text, text
