@@ -632,33 +632,45 @@ def forge_home(tmp_path, monkeypatch):
     return home
 
 
-@pytest.fixture
-def make_experiment(tmp_path, plugin_registry, forge_home):
-    """``make(entrypoint, backend, settings) -> experiment dir``, locked against the test registry."""
+def locked_experiment(root: Path, registry: str, entrypoint: str, backend: str, settings: dict | None = None,
+                      name: str = "backend-test") -> Path:
+    """An experiment at *root* running the test workload with ``tester/mark-worker@1.0.0``,
+    locked against *registry* (``FORGE_HOME`` says where forge's cache is)."""
     import yaml
 
     from starforge.experiment.config import load_experiment
     from starforge.experiment.lock import lock_experiment
     from starforge.registry.factory import open_registry
 
+    write_tree(root, WORKLOAD)
+    doc = {
+        "schema": "forge/job/v1",
+        "name": name,
+        "entrypoint": entrypoint,
+        "plugins": ["tester/mark-worker@1.0.0"],
+        "config": {"mark": {"label": "patched"}},
+        "backend": backend,
+        "registry": registry,
+    }
+    if settings:
+        doc[backend] = settings
+    (root / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    lock_experiment(load_experiment(root), open_registry(registry))
+    return root
+
+
+@pytest.fixture(scope="session")
+def experiment_at():
+    """:func:`locked_experiment`, for a fixture wider than one test (``make_experiment`` is per test)."""
+    return locked_experiment
+
+
+@pytest.fixture
+def make_experiment(tmp_path, plugin_registry, forge_home):
+    """``make(entrypoint, backend, settings) -> experiment dir``, locked against the test registry."""
+
     def make(entrypoint: str, backend: str, settings: dict | None = None, name: str = "backend-test") -> Path:
-        root = tmp_path / name
-        write_tree(root, WORKLOAD)
-        doc = {
-            "schema": "forge/job/v1",
-            "name": name,
-            "entrypoint": entrypoint,
-            "plugins": ["tester/mark-worker@1.0.0"],
-            "config": {"mark": {"label": "patched"}},
-            "backend": backend,
-            "registry": plugin_registry,
-        }
-        if settings:
-            doc[backend] = settings
-        (root / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        exp = load_experiment(root)
-        lock_experiment(exp, open_registry(plugin_registry))
-        return root
+        return locked_experiment(tmp_path / name, plugin_registry, entrypoint, backend, settings, name)
 
     return make
 

@@ -26,7 +26,10 @@ pytestmark = pytest.mark.slurm
 BIN = Path(sys.executable).parent
 NET = "10.213.0"
 CTL, N1, N2, LAPTOP = "sfh", "sfn1", "sfn2", "sfl"
-IPS = {CTL: f"{NET}.10", N1: f"{NET}.11", N2: f"{NET}.12", LAPTOP: f"{NET}.13"}
+# N3, N4: the compute hosts of partition "faults", where the job whose host is killed runs,
+# beside the other tests' jobs on N1 and N2
+N3, N4 = "sfn3", "sfn4"
+IPS = {CTL: f"{NET}.10", N1: f"{NET}.11", N2: f"{NET}.12", LAPTOP: f"{NET}.13", N3: f"{NET}.14", N4: f"{NET}.15"}
 
 # torchrun of a trainer venv (torch, CPU) for the multi-node start: one agent per host, the
 # two agents meeting in a c10d rendezvous whose store the first host's agent serves at its
@@ -80,7 +83,10 @@ KillWait=5
 MinJobAge=600
 NodeName={n1} NodeAddr={n1_ip} NodeHostname={n1} CPUs=2 RealMemory=1000 State=UNKNOWN
 NodeName={n2} NodeAddr={n2_ip} NodeHostname={n2} CPUs=2 RealMemory=1000 State=UNKNOWN
+NodeName={n3} NodeAddr={n3_ip} NodeHostname={n3} CPUs=2 RealMemory=1000 State=UNKNOWN
+NodeName={n4} NodeAddr={n4_ip} NodeHostname={n4} CPUs=2 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes={n1},{n2} Default=YES MaxTime=INFINITE State=UP
+PartitionName=faults Nodes={n3},{n4} MaxTime=INFINITE State=UP
 """
 
 
@@ -116,8 +122,9 @@ class Cluster:
         """``forge ARGS`` on the laptop host."""
         return self.hosts.run(LAPTOP, [str(BIN / "forge"), *args], env=env or self.env(), timeout=timeout)
 
-    def idle_nodes(self) -> int:
-        out = self.hosts.run(LAPTOP, ["timeout", "5", "sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], env=self.env())
+    def idle_nodes(self, partition: str = "debug") -> int:
+        out = self.hosts.run(LAPTOP, ["timeout", "5", "sinfo", "-h", "-N", "-t", "idle", "-p", partition, "-o", "%N"],
+                             env=self.env())
         return len(set(out.stdout.split()))
 
 
@@ -150,8 +157,8 @@ def slurm_two_hosts(tmp_path_factory):
     munge, slurm = pwd.getpwnam("munge"), pwd.getpwnam("slurm")
     base = Path(tempfile.mkdtemp(prefix="sf2n", dir="/tmp"))
     base.chmod(0o755)  # munge and slurm must traverse it
-    for sub, owner in (("munge", munge), ("log", slurm), ("state/ctld", slurm), (f"state/spool/{N1}", slurm),
-                       (f"state/spool/{N2}", slurm)):  # fmt: skip
+    for sub, owner in (("munge", munge), ("log", slurm), ("state/ctld", slurm),
+                       *((f"state/spool/{n}", slurm) for n in (N1, N2, N3, N4))):  # fmt: skip
         (base / sub).mkdir(parents=True)
         os.chown(base / sub, owner.pw_uid, owner.pw_gid)
     os.chown(base / "state", slurm.pw_uid, slurm.pw_gid)
@@ -161,7 +168,8 @@ def slurm_two_hosts(tmp_path_factory):
     os.chown(key, munge.pw_uid, munge.pw_gid)
     key.chmod(0o400)
     conf = base / "slurm.conf"
-    conf.write_text(CONF.format(ctl=CTL, ctl_ip=IPS[CTL], base=base, n1=N1, n2=N2, n1_ip=IPS[N1], n2_ip=IPS[N2]))
+    conf.write_text(CONF.format(ctl=CTL, ctl_ip=IPS[CTL], base=base, n1=N1, n2=N2, n3=N3, n4=N4, n1_ip=IPS[N1],
+                                n2_ip=IPS[N2], n3_ip=IPS[N3], n4_ip=IPS[N4]))
     # every host sees the state, the tests' temp directories, this Python and the trainer venv
     # torchrun comes from at the same paths
     pythons = [sys.prefix, sys.base_prefix, *([str(TORCHRUN.parents[1])] if TORCHRUN.exists() else [])]
@@ -179,9 +187,10 @@ def slurm_two_hosts(tmp_path_factory):
         hosts.run(CTL, ["slurmctld", "-i", "-f", str(conf)], check=True, env=c.env())
         ping = lambda: "UP" in hosts.run(LAPTOP, ["timeout", "5", "scontrol", "ping"], env=c.env()).stdout  # noqa: E731
         _wait("slurmctld answering", ping, 30, base / "log" / "slurmctld.log")
-        for node in (N1, N2):
+        for node in (N1, N2, N3, N4):
             c.start_slurmd(node)
-        _wait("both compute hosts idle", lambda: c.idle_nodes() == 2, 30, base / "log" / f"slurmd-{N2}.log")
+        idle = lambda: c.idle_nodes() == 2 and c.idle_nodes("faults") == 2  # noqa: E731
+        _wait("the compute hosts idle", idle, 30, base / "log" / f"slurmd-{N2}.log")
         yield c
     finally:
         # slurmctld's helper slurmscriptd ignores SIGTERM and goes with slurmctld: stopped with it,
@@ -205,10 +214,10 @@ def _submit(cluster: Cluster, exp: Path, *extra: str, env: dict | None = None) -
     return record, done.stderr
 
 
-def _show(cluster: Cluster, job_id: str) -> tuple[dict, str]:
-    shown = cluster.forge("jobs", "show", job_id, "--json")
+def _show(cluster: Cluster, job_id: str, env: dict | None = None) -> tuple[dict, str]:
+    shown = cluster.forge("jobs", "show", job_id, "--json", env=env)
     assert shown.returncode == 0, shown.stderr
-    text = cluster.forge("jobs", "show", job_id)
+    text = cluster.forge("jobs", "show", job_id, env=env)
     return json.loads(shown.stdout), text.stdout
 
 
@@ -372,56 +381,6 @@ def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_e
     _wait_for("both hosts' cleanup recorded", cleaned, 30, lambda: cluster.forge("jobs", "show", record["id"]).stdout)
 
 
-# The first attempt sleeps (its host is killed under it); the requeued one ends at once.
-ATTEMPTS = ("python -c 'import os, socket, time; print(\"attempt\", os.environ[\"FORGE_ATTEMPT\"], \"on\", "
-            "socket.gethostname(), flush=True); time.sleep(0 if os.environ[\"FORGE_ATTEMPT\"] != \"0\" else 300)'")
-
-
-def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(slurm_two_hosts, make_experiment):
-    cluster = slurm_two_hosts
-    exp = make_experiment(ATTEMPTS, "slurm", {"nodes": 2, "launch": "per-node"}, name="requeued")
-    record, _ = _submit(cluster, exp, "--detach")
-    output = Path(record["dir"]) / "slurm" / "output.log"
-    _wait_for("attempt 0 on both hosts", lambda: output.exists() and output.read_text().count("attempt 0 on") == 2, 60)
-    # the host "crashes": every process on it but the namespace holder dies at once
-    holder = cluster.hosts.holders[N2]
-    for pid in cluster.hosts.pids(N2):
-        if pid != holder:
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-    # Slurm notices (SlurmdTimeout=10), requeues the job; the host comes back with its slurmd.
-    jid = str(record["backend_ref"]["job_id"])
-
-    def job() -> str:  # Slurm's view of the job (cheap to ask often, unlike a forge command)
-        return cluster.hosts.run(LAPTOP, ["timeout", "5", "scontrol", "show", "job", "-o", jid], env=cluster.env()).stdout
-
-    _wait_for("the job requeued", lambda: "Restarts=1" in job(), 90)
-    cluster.start_slurmd(N2)
-    _wait_for("the host back", lambda: cluster.idle_nodes() == 2, 30)
-    ended = lambda: re.search(r"JobState=(COMPLETED|FAILED|NODE_FAIL) ", job())  # noqa: E731
-    state = lambda: job() + (output.read_text() if output.exists() else "")  # noqa: E731
-    _wait_for("the second attempt ended", ended, 120, state)  # a requeued job waits cred_expire (5 s) to start
-    details, text = _show(cluster, record["id"])
-    assert (details["status"], details["exit_code"]) == ("succeeded", 0), (details, state())
-    prov = details["provenance"]
-    assert prov["attempts"] == [0, 1], prov
-    for host in (N1, N2):  # both hosts verified their copy again in the second attempt
-        assert prov["per_host"][host]["attempts"] == [0, 1], prov["per_host"]
-    # the killed host could not remove its first copy; the second attempt's prepare did
-    for host in (N1, N2):
-        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
-    assert "attempts 0, 1" in text, text
-    # ... and `forge jobs show` says so: the killed host did not clean up after attempt 0
-    # (nothing on it ran any more), and which later prepare removed what it left
-    first, second = details["node_cleanup"]["attempts"]
-    assert (first["attempt"], N2 in first["not_removed"], first["removed_later_by"].get(N2)) == (0, True, 1), first
-    assert (second["attempt"], second["removed"], second["not_removed"]) == (1, [N1, N2], []), second
-    assert (f"{N2} did not remove its node-local copy (the host died or was killed before its cleanup ran); "
-            f"attempt 1's prepare on {N2} removed it") in text, text
-
-
 # Run by two users' jobs at once on both hosts: what this job's process sees of the other
 # job's node-local copy on its host (there is one: each job waits for it, then waits until
 # the other job has looked too, so both copies are there while either looks).
@@ -500,3 +459,105 @@ def test_two_users_jobs_on_the_same_hosts_do_not_see_each_others_copies(slurm_tw
             assert (owner, mode, seen) == (peer.uid, "0o700", "denied"), r
     for host in (N1, N2):
         assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
+
+
+# The first attempt sleeps (its host is killed under it); the requeued one ends at once.
+ATTEMPTS = ("python -c 'import os, socket, time; print(\"attempt\", os.environ[\"FORGE_ATTEMPT\"], \"on\", "
+            "socket.gethostname(), flush=True); time.sleep(0 if os.environ[\"FORGE_ATTEMPT\"] != \"0\" else 300)'")
+KILLED_TEST = "test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded"
+
+
+@dataclass
+class Requeued:
+    """The fault test's job, run in a thread beside the module's other tests (most of it is
+    waiting for Slurm), on the hosts of partition "faults": what it got, or how it failed."""
+
+    env: dict
+    exp: Path
+    record: dict | None = None
+    output: Path | None = None
+    error: BaseException | None = None
+    thread: object = None  # the threading.Thread running it
+
+
+def _kill_a_host_under_a_job(cluster: Cluster, job: Requeued) -> None:
+    record, _ = _submit(cluster, job.exp, "--detach", env=job.env)
+    job.record = record
+    output = job.output = Path(record["dir"]) / "slurm" / "output.log"
+    _wait_for("attempt 0 on both hosts", lambda: output.exists() and output.read_text().count("attempt 0 on") == 2, 60)
+    # the host "crashes": every process on it but the namespace holder dies at once
+    holder = cluster.hosts.holders[N4]
+    for pid in cluster.hosts.pids(N4):
+        if pid != holder:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    # Slurm notices (SlurmdTimeout=10), requeues the job; the host comes back with its slurmd.
+    jid = str(record["backend_ref"]["job_id"])
+
+    def state() -> str:  # Slurm's view of the job (cheap to ask often, unlike a forge command)
+        return cluster.hosts.run(LAPTOP, ["timeout", "5", "scontrol", "show", "job", "-o", jid], env=cluster.env()).stdout
+
+    _wait_for("the job requeued", lambda: "Restarts=1" in state(), 90)
+    cluster.start_slurmd(N4)
+    _wait_for("the host back", lambda: cluster.idle_nodes("faults") == 2, 30)
+    ended = lambda: re.search(r"JobState=(COMPLETED|FAILED|NODE_FAIL) ", state())  # noqa: E731
+    seen = lambda: state() + (output.read_text() if output.exists() else "")  # noqa: E731
+    _wait_for("the second attempt ended", ended, 120, seen)  # a requeued job waits cred_expire (5 s) to start
+
+
+@pytest.fixture(scope="module", autouse=True)
+def requeued(request, slurm_two_hosts, tmp_path_factory, plugin_registry, experiment_at):
+    """Starts the fault test's job with the module's first test, when the fault test is selected."""
+    import threading
+
+    if not any(item.originalname == KILLED_TEST for item in request.session.items):
+        yield None
+        return
+    root = tmp_path_factory.mktemp("requeued")
+    env = slurm_two_hosts.env(FORGE_HOME=str(root / "forge-home"))
+    for name in ("FORGE_REGISTRY", "FORGE_OWNER", "FORGE_DEBUG", "FORGE_DISABLE", "FORGE_JOBS_DIR"):
+        env.pop(name, None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FORGE_HOME", env["FORGE_HOME"])
+        exp = experiment_at(root / "requeued", plugin_registry, ATTEMPTS, "slurm",
+                                {"nodes": 2, "launch": "per-node", "partition": "faults"}, "requeued")
+    job = Requeued(env, exp)
+
+    def run() -> None:
+        try:
+            _kill_a_host_under_a_job(slurm_two_hosts, job)
+        except BaseException as exc:  # pytest.fail raises a BaseException
+            job.error = exc
+
+    thread = threading.Thread(target=run, name="requeued-job", daemon=True)
+    thread.start()
+    job.thread = thread
+    yield job
+    thread.join(timeout=330)
+
+
+def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(slurm_two_hosts, requeued):
+    cluster, job = slurm_two_hosts, requeued
+    job.thread.join(timeout=330)
+    assert not job.thread.is_alive(), "the fault test's job did not end within 330 s"
+    if job.error is not None:
+        raise job.error
+    details, text = _show(cluster, job.record["id"], env=job.env)
+    assert (details["status"], details["exit_code"]) == ("succeeded", 0), (details, job.output.read_text())
+    prov = details["provenance"]
+    assert prov["attempts"] == [0, 1], prov
+    for host in (N3, N4):  # both hosts verified their copy again in the second attempt
+        assert prov["per_host"][host]["attempts"] == [0, 1], prov["per_host"]
+    # the killed host could not remove its first copy; the second attempt's prepare did
+    for host in (N3, N4):
+        assert not list(cluster.hosts.node_tmp(host).glob("starforge-*")), host
+    assert "attempts 0, 1" in text, text
+    # ... and `forge jobs show` says so: the killed host did not clean up after attempt 0
+    # (nothing on it ran any more), and which later prepare removed what it left
+    first, second = details["node_cleanup"]["attempts"]
+    assert (first["attempt"], N4 in first["not_removed"], first["removed_later_by"].get(N4)) == (0, True, 1), first
+    assert (second["attempt"], second["removed"], second["not_removed"]) == (1, [N3, N4], []), second
+    assert (f"{N4} did not remove its node-local copy (the host died or was killed before its cleanup ran); "
+            f"attempt 1's prepare on {N4} removed it") in text, text
