@@ -298,8 +298,9 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         'if [ "$code" -eq 0 ]; then',
         "    # every node: a keeper step that collects and removes this node's copy when it is",
         "    # signalled: at the end of the job below, or when the job is cancelled (scancel",
-        "    # signals every step, and no new step can start then)",
-        "    on_each_node --overlap bash -c " + q(_KEEPER) + ' forge-keep "$SHARED" "$LOCAL" ' + q(_COLLECT) + " &",
+        "    # signals every step, and no new step can start then); one keeper that ends early does",
+        "    # not end the others (no --kill-on-bad-exit for it)",
+        "    on_each_node --overlap --kill-on-bad-exit=0 bash -c " + q(KEEPER) + ' forge-keep "$SHARED" "$LOCAL" ' + q(COLLECT) + " &",
         "    keeper=$!",
         "    # 2. the training entrypoint on the local copy; the launcher exports the bootstrap",
         "    #    environment, whose paths are the same on every node",
@@ -314,7 +315,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "fi",
         "# 3. every node: provenance and launcher status back to the shared directory",
         'if [ -n "${keeper:-}" ]; then kill -TERM "$keeper" 2>/dev/null; wait "$keeper"; fi',
-        "on_each_node bash -c " + q(_COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
+        "on_each_node bash -c " + q(COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
         'rmdir "$LOCAL" 2>/dev/null',
         *([
             "# which host's launcher failed, and why (its status.json, collected above)",
@@ -409,15 +410,19 @@ exit "$code"
 """
 
 # bash -c '<this>' forge-keep SHARED LOCAL COLLECT: wait; on SIGTERM run COLLECT (below)
-_KEEPER = r"""shared=$1; local=$2; collect=$3
+KEEPER = r"""shared=$1; local=$2; collect=$3
 trap 'trap "" TERM; bash -c "$collect" forge-collect "$shared" "$local"; kill "$pid" 2>/dev/null; exit 0' TERM
-sleep infinity &
-pid=$!
-wait "$pid"
+# Slurm signals every process of the step at once: the sleep may die of the SIGTERM before
+# this shell gets it; waiting again keeps the shell here until its trap runs.
+while :; do
+    sleep 3600 &
+    pid=$!
+    wait "$pid"
+done
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL
-_COLLECT = r"""shared=$1; local=$2
+COLLECT = r"""shared=$1; local=$2
 host=$(hostname -s)
 if [ -d "$local/provenance" ]; then
     mkdir -p "$shared/provenance"

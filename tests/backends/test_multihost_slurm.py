@@ -332,7 +332,8 @@ def _leftovers(cluster) -> str:
     """The node-local copies still on each host, and the end of each host's slurmd log."""
     lines = []
     for host in (N1, N2):
-        lines.append(f"{host}: {sorted(p.name for p in cluster.hosts.node_tmp(host).glob('starforge-*'))}")
+        for copy in cluster.hosts.node_tmp(host).glob("starforge-*"):  # what is left in it
+            lines.append(f"{host}: {copy.name}: {sorted(str(p.relative_to(copy)) for p in copy.rglob('*'))[:40]}")
         log = cluster.base / "log" / f"slurmd-{host}.log"
         lines += log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
     return "\n".join(lines)
