@@ -591,7 +591,10 @@ def main():
         # what torchrun's agent adds: the rank of this host's agent, the rendezvous it joined
         "agent": [os.environ.get(k) for k in ("GROUP_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR")],
     }
-    print("RESULTS " + json.dumps(out), flush=True)
+    # one write: the ranks of one host share this output, and under an unbuffered stdout a
+    # print() writes the text and its newline separately, so another rank's line could land between
+    sys.stdout.write("RESULTS " + json.dumps(out) + "\\n")
+    sys.stdout.flush()
     code = int(os.environ.get("WORKLOAD_EXIT", "0"))
     sys.exit(code if code else (0 if out["driver"].startswith("patched:") and out["child"].startswith("patched:") else 3))
 
