@@ -157,6 +157,30 @@ print(len(pids))
 """
 
 
+# run on the laptop host: the lines of the running jobs' logs that Ray forwarded from another
+# process (a failed wait prints them), each cut at its frame
+JOB_LOG_TAILS = f"""
+import json, urllib.request
+with urllib.request.urlopen("{DASHBOARD}/api/jobs/", timeout=30) as r:
+    running = [j["submission_id"] for j in json.load(r) if j.get("status") == "RUNNING"]
+for job in running:
+    with urllib.request.urlopen("{DASHBOARD}/api/jobs/" + job + "/logs", timeout=30) as r:
+        log = json.load(r)["logs"]
+    print(job, len(log.splitlines()), "lines")
+    for line in log.splitlines():
+        at = line.find("{MARKER}")
+        if "pid=" in line:
+            print((line[:at + 40] if at >= 0 else line)[:200])
+"""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 @pytest.fixture(scope="module")
 def ray_two_hosts(tmp_path_factory, other_user):
     """The head host's Ray node, up; ``hosts.join(WORKER)`` starts the worker host's."""
@@ -221,15 +245,32 @@ def frames_seen(lines: list[str]) -> list:
     return seen
 
 
-def wait_for(hosts: Hosts, what: str, script: str, expected: str, timeout: float = 120) -> None:
-    """Run *script* on the laptop host until it prints *expected*."""
+def wait_for(hosts: Hosts, what: str, script: str, expected: str, timeout: float = 120, explain=None) -> None:
+    """Run *script* on the laptop host until it prints *expected*; *explain()*, if given, says
+    more in the failure."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        seen = hosts.run(LAPTOP, [str(BIN / "python"), "-c", script], timeout=30).stdout.strip()
+        ran = hosts.run(LAPTOP, [str(BIN / "python"), "-c", script], timeout=30)
+        seen = ran.stdout.strip()
         if seen == expected:
             return
         time.sleep(0.5)
-    pytest.fail(f"{what}: not within {timeout:.0f} s (last seen {seen!r})")
+    more = explain() if explain else ""
+    pytest.fail(f"{what}: not within {timeout:.0f} s (last seen {seen!r}, {ran.stderr[-500:]!r})\n{more}")
+
+
+def worker_host_state(hosts: Hosts) -> str:
+    """What the worker host's processes and Ray's logs there hold (a failed wait prints it)."""
+    lines = [f"processes: {[_cmdline(pid)[:80] for pid in hosts.pids(WORKER)]}"]
+    shown = hosts.run(LAPTOP, [str(BIN / "python"), "-c", JOB_LOG_TAILS], timeout=30)
+    lines.append(f"the running jobs' logs, lines from other processes: {shown.stdout[-4000:]} {shown.stderr[-500:]}")
+    # (not session_latest: a link to the host's own /tmp, elsewhere from here)
+    logs = hosts.node_tmp(WORKER) / "ray"
+    for path in [*sorted(logs.glob("session_2*/logs/worker-*.out")), *logs.glob("session_2*/logs/log_monitor.*")]:
+        text = path.read_text(errors="replace").splitlines()
+        frames = frames_seen(text)
+        lines.append(f"{path.name}: {len(text)} lines, frames {frames}, last {[t[:160] for t in text[-6:]]}")
+    return "\n".join(lines)
 
 
 def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_killed_host(
@@ -273,7 +314,8 @@ def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_
         assert {"forge-code-another", "forge-code-link"} <= left and (worker_tmp / "linked-target").is_dir(), left
         # Once the records of the worker host's actor and task have reached the job's log, the
         # worker host dies: every process on it but the namespace holder, at once.
-        wait_for(hosts, "the worker host's records in the job's log", WORKER_RECORDS, "2")
+        wait_for(hosts, "the worker host's records in the job's log", WORKER_RECORDS, "2",
+                 explain=lambda: worker_host_state(hosts))
         for pid in hosts.pids(WORKER):
             if pid != hosts.holders[WORKER]:
                 try:
