@@ -139,7 +139,7 @@ print(sum(1 for n in nodes if n.get("state") == "ALIVE"))
 # run on the laptop host: the pids of the worker host's processes whose provenance record,
 # with a patch applied, is in a running job's log (as Ray forwarded it to the driver)
 WORKER_RECORDS = f"""
-import base64, json, re, urllib.request
+import base64, json, re, sys, urllib.request
 pids = set()
 try:
     with urllib.request.urlopen("{DASHBOARD}/api/jobs/", timeout=5) as r:
@@ -151,14 +151,14 @@ try:
             record = json.loads(base64.b64decode(m[2]))
             if any(p.get("status") == "applied" for p in record.get("patches", [])):
                 pids.add(m[1])
-except (OSError, ValueError, KeyError):
-    pass
+except (OSError, ValueError, KeyError) as exc:  # (a failed wait shows the last one)
+    print(repr(exc), file=sys.stderr)
 print(len(pids))
 """
 
 
-# run on the laptop host: the lines of the running jobs' logs that Ray forwarded from another
-# process (a failed wait prints them), each cut at its frame
+# run on the laptop host: the lines of the running jobs' logs (a failed wait prints them), each
+# cut short after its frame's start
 JOB_LOG_TAILS = f"""
 import json, urllib.request
 with urllib.request.urlopen("{DASHBOARD}/api/jobs/", timeout=30) as r:
@@ -169,8 +169,7 @@ for job in running:
     print(job, len(log.splitlines()), "lines")
     for line in log.splitlines():
         at = line.find("{MARKER}")
-        if "pid=" in line:
-            print((line[:at + 40] if at >= 0 else line)[:200])
+        print((line[:at + 40] if at >= 0 else line)[:200])
 """
 
 
@@ -261,9 +260,9 @@ def wait_for(hosts: Hosts, what: str, script: str, expected: str, timeout: float
 
 def worker_host_state(hosts: Hosts) -> str:
     """What the worker host's processes and Ray's logs there hold (a failed wait prints it)."""
-    lines = [f"processes: {[_cmdline(pid)[:80] for pid in hosts.pids(WORKER)]}"]
+    lines = [f"processes: {[' '.join(Path(a).name for a in _cmdline(pid).split()[:3]) for pid in hosts.pids(WORKER)]}"]
     shown = hosts.run(LAPTOP, [str(BIN / "python"), "-c", JOB_LOG_TAILS], timeout=30)
-    lines.append(f"the running jobs' logs, lines from other processes: {shown.stdout[-4000:]} {shown.stderr[-500:]}")
+    lines.append(f"the running jobs' logs: {shown.stdout[-6000:]} {shown.stderr[-500:]}")
     # (not session_latest: a link to the host's own /tmp, elsewhere from here)
     logs = hosts.node_tmp(WORKER) / "ray"
     for path in [*sorted(logs.glob("session_2*/logs/worker-*.out")), *logs.glob("session_2*/logs/log_monitor.*")]:
