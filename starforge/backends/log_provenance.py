@@ -7,6 +7,7 @@ in it is untrusted input:
 
 - at most :data:`MAX_BYTES` (1 MiB) of framed records are read per job; frames past the
   cap are counted, not decoded;
+- a frame Ray forwarded in two or more pieces is joined again (:func:`frames`);
 - each frame must be base64 of a JSON object with the provenance schema, this job's id
   and fields of the expected types (:func:`check_record`); only those fields are kept,
   anything else in a frame is dropped, and a refused frame is counted with its reason;
@@ -98,27 +99,90 @@ class Collected:
         }
 
 
-def frames(text: str):
-    """The payload of every framed line in *text* (after any prefix Ray put before it)."""
+# Ray's prefix of a line it forwarded from a worker: "(<name> pid=<pid>, ip=<ip>) ", with colours
+_SOURCE = re.compile(r"(?:\x1b\[[0-9;]*m)?\([^()\n]*pid=[^()\n]*\)(?:\x1b\[[0-9;]*m)? ")
+_GARBLED = object()  # what a payload that is not base64 of JSON decodes to
+_PAST_CAP = object()  # a payload past the cap: not decoded
+_PIECES = 4  # at most this many lines joined into one frame (a half-written frame is 2)
+
+
+def frames(text: str, max_bytes: int = MAX_BYTES):
+    """``(payload, value)`` for every framed line in *text* (after any prefix Ray put before
+    it): *value* is the JSON the payload holds, ``_GARBLED``, or ``_PAST_CAP`` for a payload
+    past *max_bytes* of payloads (not decoded).
+
+    Ray's log monitor reads a worker's log file while the worker writes it, and forwards what
+    it has read as a line: a frame read half-written reaches the driver's log as two lines of
+    the same source (the same ``(pid=…, ip=…)`` prefix), not always next to each other. So a
+    forwarded frame that does not decode and ends its line is held back, and the next line of
+    the same source is joined to it when that line is all base64, up to :data:`_PIECES`
+    pieces; a frame that stays cut is given as it is (and refused). A frame cut inside its
+    marker is not seen.
+    """
+    held: dict[str, tuple[str, int]] = {}  # a source's prefix -> its frame's payload so far, pieces
+    used = 0
+
+    def give(payload: str, value=None):  # (value None: decode the payload)
+        nonlocal used
+        if used + len(payload) > max_bytes:
+            return payload, _PAST_CAP
+        used += len(payload)
+        return payload, _value_of(payload) if value is None else value
+
+    def hold_or_give(prefix: str, payload: str, pieces: int = 1):
+        value = _value_of(payload) if used + len(payload) <= max_bytes else _PAST_CAP
+        if value is _GARBLED and pieces < _PIECES:
+            held[prefix] = (payload, pieces)
+            return None
+        return give(payload, value)
+
     for line in text.splitlines():
+        source = _SOURCE.match(line)
+        prefix = source.group(0) if source else ""
+        if prefix in held:
+            (start, pieces), rest = held.pop(prefix), line[len(prefix):]
+            if rest and _B64.fullmatch(rest):
+                given = hold_or_give(prefix, start + rest, pieces + 1)
+                if given:
+                    yield given
+                continue
+            yield give(start, _GARBLED)
         at = line.find(MARKER)
         if at < 0:
             continue
         match = _B64.match(line, at + len(MARKER))
-        yield match.group(0) if match else ""
+        payload = match.group(0) if match else ""
+        if prefix and at + len(MARKER) + len(payload) == len(line):
+            given = hold_or_give(prefix, payload)
+        else:
+            given = give(payload)
+        if given:
+            yield given
+    for start, _ in held.values():
+        yield give(start, _GARBLED)
+
+
+def _value_of(payload: str):
+    try:
+        return json.loads(base64.b64decode(payload.encode("ascii"), validate=True).decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeError):
+        return _GARBLED
 
 
 def collect(text: str, job_id: str, max_bytes: int = MAX_BYTES) -> Collected:
     """The records of job *job_id* framed in the log *text*, checked (see the module doc)."""
     out = Collected()
     latest: dict = {}
-    for payload in frames(text):
+    for payload, value in frames(text, max_bytes):
         out.frames += 1
-        if out.bytes_read + len(payload) > max_bytes:
+        if value is _PAST_CAP:
             out.cut += 1
             continue
         out.bytes_read += len(payload)
-        record, reason = decode(payload, job_id)
+        if value is _GARBLED:
+            out.refuse("not base64 of JSON (cut or garbled)")
+            continue
+        record, reason = check_record(value, job_id)
         if record is None:
             out.refuse(reason)
             continue
@@ -127,16 +191,6 @@ def collect(text: str, job_id: str, max_bytes: int = MAX_BYTES) -> Collected:
         latest[key] = record
     out.records = list(latest.values())
     return out
-
-
-def decode(payload: str, job_id: str) -> tuple[dict | None, str]:
-    """``(record, "")`` for a good frame, else ``(None, reason)``."""
-    try:
-        raw = base64.b64decode(payload.encode("ascii"), validate=True)
-        data = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeError):
-        return None, "not base64 of JSON (cut or garbled)"
-    return check_record(data, job_id)
 
 
 def check_record(data, job_id: str) -> tuple[dict | None, str]:

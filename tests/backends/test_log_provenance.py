@@ -74,6 +74,23 @@ def test_bad_frames_are_refused_with_a_reason_and_unknown_fields_dropped():
     }
 
 
+def test_a_frame_ray_forwarded_in_pieces_is_joined_again_and_one_cut_for_good_is_refused():
+    # Ray's log monitor read worker 7's frame half-written: its halves reach the driver's log as
+    # two lines of that worker, with another worker's line between them.
+    seven = "\x1b[36m(Probe pid=7, ip=10.1.0.2)\x1b[0m "
+    eight = "\x1b[36m(probe pid=8, ip=10.1.0.2)\x1b[0m "
+    whole = _line(_record(pid=7)).rstrip("\n")
+    cut = len(provenance_log.MARKER) + 101
+    cut_for_good = _line(_record(pid=7, patches=[]))[:90]  # a later frame of 7, never continued
+    log = (seven + whole[:cut] + "\n" + eight + _line(_record(pid=8)) + seven + whole[cut:] + "\n"
+           + seven + cut_for_good + "\n" + seven + "training step 1\n")
+    got = collect(log, JOB)
+    assert sorted((r["pid"], r["patches"][0]["status"]) for r in got.records) == [(7, "applied"), (8, "applied")]
+    assert got.frames == 3 and got.refused == {"not base64 of JSON (cut or garbled)": 1}
+    # the same halves without Ray's prefix (not forwarded lines): not joined
+    assert collect(whole[:cut] + "\n" + whole[cut:] + "\n", JOB).refused == {"not base64 of JSON (cut or garbled)": 1}
+
+
 def test_frames_past_the_cap_are_counted_not_read():
     big = _record(argv=["x" * 400_000])
     log = "".join(_line(_record(pid=p, argv=big["argv"])) for p in range(1, 5))

@@ -137,9 +137,11 @@ print(sum(1 for n in nodes if n.get("state") == "ALIVE"))
 """
 
 # run on the laptop host: the pids of the worker host's processes whose provenance record,
-# with a patch applied, is in a running job's log (as Ray forwarded it to the driver)
+# with a patch applied, is in a running job's log (as Ray forwarded it to the driver), read by
+# the laptop's own reader of those frames
 WORKER_RECORDS = f"""
-import base64, json, re, sys, urllib.request
+import json, sys, urllib.request
+from starforge.backends.log_provenance import frames
 pids = set()
 try:
     with urllib.request.urlopen("{DASHBOARD}/api/jobs/", timeout=5) as r:
@@ -147,11 +149,11 @@ try:
     for job in running:
         with urllib.request.urlopen("{DASHBOARD}/api/jobs/" + job + "/logs", timeout=5) as r:
             log = json.load(r)["logs"]
-        for m in re.finditer(r"pid=(\\d+), ip={IPS[WORKER]}\\)[^@\\n]*{MARKER}([A-Za-z0-9+/=]+)", log):
-            record = json.loads(base64.b64decode(m[2]))
-            if any(p.get("status") == "applied" for p in record.get("patches", [])):
-                pids.add(m[1])
-except (OSError, ValueError, KeyError) as exc:  # (a failed wait shows the last one)
+        for _, record in frames(log):
+            if isinstance(record, dict) and record.get("host") == "{WORKER}" and any(
+                    p.get("status") == "applied" for p in record.get("patches", [])):
+                pids.add(record.get("pid"))
+except (OSError, ValueError, KeyError, AttributeError) as exc:  # (a failed wait shows the last one)
     print(repr(exc), file=sys.stderr)
 print(len(pids))
 """
