@@ -246,6 +246,16 @@ def frames_seen(lines: list[str]) -> list:
     return seen
 
 
+def worker_lines_shown(prov: dict, log: str) -> str:
+    """The job log's lines from the worker host, each with its length, start and where its frames
+    begin, then every frame of those lines, and what the laptop read (a failed check prints it)."""
+    lines = [line for line in log.splitlines() if f"ip={IPS[WORKER]})" in line]
+    shown = [f"{len(line)} {line[:100]!r} frames at {[m.start() for m in re.finditer(re.escape(MARKER), line)]}"
+             for line in lines]
+    return "\n".join([json.dumps(prov.get("per_host")), json.dumps(prov.get("from_log")), *shown,
+                      repr(frames_seen(lines))])
+
+
 def wait_for(hosts: Hosts, what: str, script: str, expected: str, timeout: float = 120, explain=None) -> None:
     """Run *script* on the laptop host until it prints *expected*; *explain()*, if given, says
     more in the failure."""
@@ -365,8 +375,7 @@ def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_
     shown = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"], "--json"], env=env)
     prov = json.loads(shown.stdout)["provenance"]
     assert set(prov["per_host"]) == {HEAD, WORKER}, prov
-    worker_lines = [line for line in log.splitlines() if f"ip={IPS[WORKER]})" in line]
-    assert prov["per_host"][WORKER]["patched"] >= 2, (prov, frames_seen(worker_lines))
+    assert prov["per_host"][WORKER]["patched"] >= 2, worker_lines_shown(prov, log)
     assert prov["per_host"][HEAD]["roles"]["launcher"] == 1, prov
     assert prov["per_host"][HEAD]["patched"] >= 4, prov  # the driver, an actor, a task, the restarted actor
     assert prov["reported_via"] == ["job log"] and prov["from_log"]["refused"] == {}, prov["from_log"]
