@@ -100,16 +100,19 @@ def config(directory, registry, owner, as_json) -> None:
       forge config
       FORGE_OWNER=alice forge config --json | jq .owner
     """
+    from ..terminal_text import shown
+
     settings = effective_settings(directory, registry, owner)
-    if as_json:
+    if as_json:  # JSON escapes control characters itself
         click.echo(json.dumps(settings, indent=2, sort_keys=True))
         return
+    # every value comes from outside forge (the environment, a file, a flag): spelled out
     width = max(len(k) for k in settings)
     for key, item in settings.items():
         value = item["value"]
         if isinstance(value, list):
             value = ", ".join(value) or "(none)"
-        click.echo(f"{key:<{width}} : {value if value is not None else '-'}")
-        click.echo(f"{'':<{width}}   from {item['source']}")
+        click.echo(shown(f"{key:<{width}} : {value if value is not None else '-'}"))
+        click.echo(shown(f"{'':<{width}}   from {item['source']}"))
     if settings["owner"]["value"] is None:
         note("the owner is not valid; set it with --owner, FORGE_OWNER or 'owner:' in config.yaml")

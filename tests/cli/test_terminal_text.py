@@ -186,3 +186,19 @@ def test_jobs_show_and_list_spell_out_what_a_job_record_holds(laptop, tmp_path):
     assert "phase    : install (plugin alice/x\\u202etxt.exe): install raised^[]52;c;Y3VybCBldmlsLnNofHNo^G^Msignature: verified" in show.stdout
     listed = laptop.forge("jobs", "list")
     assert_nothing_raw(listed)
+
+
+def test_forge_config_spells_out_an_invalid_owner_and_every_value_it_prints(laptop, tmp_path):
+    # publish's error: line escapes FORGE_OWNER; forge config, which shows the same value, must too
+    laptop.env.update(FORGE_OWNER=f"bob{OSC52}", FORGE_REGISTRY=f"{tmp_path}/reg{RLO}", FORGE_JOBS_DIR=f"{tmp_path}/jobs{CR}")
+    published = laptop.forge("plugin", "publish", laptop.plugin("owned"), ok=False)
+    assert published.returncode == 2 and "owner 'bob^[]52;c;Y3VybCBldmlsLnNofHNo^G' (from FORGE_OWNER)" in published.stderr
+    assert_nothing_raw(published)
+    shown = laptop.forge("config")
+    assert_nothing_raw(shown)
+    assert "from owner 'bob^[]52;c;Y3VybCBldmlsLnNofHNo^G' (from FORGE_OWNER) is not a valid owner name" in shown.stdout
+    assert f"registry    : {tmp_path}/reg\\u202etxt.exe\n" in shown.stdout
+    assert f"jobs_dir    : {tmp_path}/jobs^Msignature: verified\n" in shown.stdout
+    as_json = laptop.forge("config", "--json")
+    assert_nothing_raw(as_json)
+    assert json.loads(as_json.stdout)["registry"]["value"] == f"{tmp_path}/reg{RLO}"  # JSON escapes, and keeps the value
