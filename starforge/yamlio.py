@@ -16,6 +16,7 @@ Laptop side (imports PyYAML).
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,10 +145,22 @@ def _line_of(text: str, position: int) -> int:
     return text.count("\n", 0, max(position, 0)) + 1
 
 
-def load_yaml_file(path: str | Path) -> YamlDoc:
+def load_yaml_file(path: str | Path, max_bytes: int | None = None, kind: str = "the file",
+                   hint: str | None = None) -> YamlDoc:
+    """:func:`load_yaml` of the file at *path*; with *max_bytes*, a larger file is refused
+    before any of it is parsed (PyYAML reads about 2 MB a second), naming *kind* and *hint*."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if max_bytes is None:
+            text = path.read_text(encoding="utf-8")
+        else:
+            with open(path, "rb") as file:  # at most one byte past the limit is read
+                data = file.read(max_bytes + 1)
+                size = max(os.fstat(file.fileno()).st_size, len(data))
+            if size > max_bytes:
+                limit = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes} bytes"
+                raise ManifestError(f"{path}: {size} bytes, more than the {limit} {kind} may hold", hint=hint)
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads lines
     except FileNotFoundError:
         raise ManifestError(f"{path}: no such file") from None
     except UnicodeDecodeError:

@@ -97,3 +97,12 @@ def test_missing_and_non_utf8_files(tmp_path):
 def test_parse_scalar_for_set(text, expected):
     got = parse_scalar(text)
     assert got == expected and type(got) is type(expected)
+
+
+def test_a_capped_read_refuses_a_larger_file_and_reads_a_smaller_one_as_an_uncapped_read_does(tmp_path):
+    crlf = tmp_path / "crlf.yaml"
+    crlf.write_bytes(b"a: 1\r\nb:\r\n  c: x\ry: 2\r\n")
+    capped, whole = load_yaml_file(crlf, max_bytes=64), load_yaml_file(crlf)
+    assert (capped.data, capped.lines) == (whole.data, whole.lines)
+    with pytest.raises(ManifestError, match=r"crlf.yaml: 23 bytes, more than the 22 bytes a test file may hold$"):
+        load_yaml_file(crlf, max_bytes=22, kind="a test file")

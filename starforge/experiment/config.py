@@ -220,7 +220,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         config = {}
     if not isinstance(config, dict):
         raise v.fail(("config",), f"config: expected a mapping, got {_kind(config)}")
-    _check_config(v, config, ("config",), {})
+    config_keys(doc, config, ("config",))
     backend = data.get("backend", "local")
     names = backend_names()
     if backend not in names:
@@ -413,33 +413,59 @@ def _builtins(v: _Validator, value: Any) -> tuple:
     return tuple(out)
 
 
-def _check_config(v: _Validator, mapping: dict, path: tuple, seen: dict) -> None:
-    for key, value in mapping.items():
-        here = path + (key,)
+@dataclass(frozen=True)
+class ConfigKey:
+    """One dotted key of a config mapping, as written."""
+
+    value: Any
+    line: int | None
+    new: bool = False  # written +key (values files): a key neither config: nor a plugin declares
+
+
+def config_keys(doc: YamlDoc, mapping: dict, base: tuple = (), plus: bool = False) -> dict:
+    """The dotted keys of *mapping* -> :class:`ConfigKey`, in the order written: forge.yaml's
+    ``config:`` (*base* ``("config",)``) or a values file (the whole document).
+
+    One rule for both: each key is a name (letters, digits, ``_``, ``-``, dotted); NaN and
+    infinities are refused; one key written twice (``grpo: {lr: 1}`` and ``grpo.lr: 9``), or
+    both a value and a group (``grpo: 1`` and ``grpo.lr: 2``), is an error naming the first
+    line. With *plus* (values files), a key written ``+key`` is new, and so is every key under it.
+    """
+    out: dict = {}
+    _walk_config(_Validator(doc), mapping, base, (), False, plus, out, {})
+    return out
+
+
+def _walk_config(v: _Validator, mapping: dict, path: tuple, parts: tuple, new: bool, plus: bool,
+                 out: dict, groups: dict) -> None:
+    """*groups* maps every proper prefix of a key seen so far to the first key under it."""
+    for written, value in mapping.items():
+        here = path + (written,)
+        key, is_new = written, new
+        if plus and isinstance(key, str) and key.startswith("+"):
+            key, is_new = key[1:], True
         if not isinstance(key, str) or not CONFIG_KEY_RE.match(key):
-            raise v.fail(here, f"config key {key!r} is not a name (letters, digits, '_', '-', dotted)")
+            raise v.fail(here, f"config key {written!r} is not a name (letters, digits, '_', '-', dotted)",
+                         hint="a key that neither config: nor a plugin declares is written +key" if plus else None)
+        dotted_parts = parts + tuple(key.split("."))
         if isinstance(value, dict) and value:
-            _check_config(v, value, here, seen)
+            _walk_config(v, value, here, dotted_parts, is_new, plus, out, groups)
             continue
         bad = first_non_finite(value)
         if bad is not None:
             label = ".".join(str(p) for p in here)
             raise v.fail(here, f"{label}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
-        dotted = ".".join(here[1:])
-        if dotted in seen:
-            raise v.fail(here, f"config key '{dotted}' is written twice (first at line {seen[dotted]})")
-        seen[dotted] = v.doc.line(here)
-        for n in range(1, len(dotted.split("."))):
-            prefix = ".".join(dotted.split(".")[:n])
-            if prefix in seen:
-                raise v.fail(here, f"config key '{dotted}' is inside '{prefix}', which is already a value (line {seen[prefix]})")
-    if len(path) > 1:
-        return
-    # a value key written after a longer key with it as prefix (a.b: 1 after a.b.c: 2)
-    for dotted in seen:
-        for other in seen:
-            if other.startswith(dotted + "."):
-                raise v.fail(path, f"config key '{dotted}' is both a value and a group ('{other}')")
+        dotted = ".".join(dotted_parts)
+        if dotted in out:
+            raise v.fail(here, f"config key '{dotted}' is written twice (first at line {out[dotted].line})")
+        if dotted in groups:
+            raise v.fail(here, f"config key '{dotted}' is both a value and a group ('{groups[dotted]}')")
+        for n in range(1, len(dotted_parts)):
+            prefix = ".".join(dotted_parts[:n])
+            if prefix in out:
+                raise v.fail(here, f"config key '{dotted}' is inside '{prefix}', which is already a value (line {out[prefix].line})")
+            groups.setdefault(prefix, dotted)
+        out[dotted] = ConfigKey(value=value, line=v.doc.line(here), new=is_new)
 
 
 def _kind(value: Any) -> str:

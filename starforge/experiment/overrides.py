@@ -10,7 +10,8 @@ strings, ``[1,2]`` flow lists) read by :func:`starforge.yamlio.parse_scalar`, th
   existing value is ``null``;
 - a declared key with ``choices`` takes only one of them (``--set`` and ``config:`` alike);
 - any other key is an error naming the closest known keys, unless written ``+key=value``
-  (a new key, taken as parsed).
+  (a new key, taken as parsed); values files (:mod:`.values`) follow the same rule, a new
+  key written ``+key:`` there.
 
 The known keys are the flattened ``config`` keys plus the ``params`` every locked and
 built-in plugin declares.
@@ -232,7 +233,8 @@ def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, A
         message = f"{ov.shown}: unknown key '{ov.key}' (closest: {', '.join(close)})"
     else:
         message = f"{ov.shown}: unknown key '{ov.key}'"
-    raise UsageError(message, hint=f"to add a key that neither config nor any plugin declares, write --set +{ov.key}=...")
+    spelling = f"'+{ov.key}:' in the values file" if ov.origin else f"--set +{ov.key}=..."
+    raise UsageError(message, hint=f"to add a key that neither config nor any plugin declares, write {spelling}")
 
 
 def _shown(text: str) -> str:

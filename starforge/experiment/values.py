@@ -1,8 +1,11 @@
 """Values files: ``forge submit -f FILE`` / ``forge plan -f FILE`` (helm's ``--values``).
 
-A YAML mapping laid over forge.yaml's ``config:`` (before any ``--set``); each key is typed
-as ``config:`` and ``--set`` keys are (:mod:`.overrides`), and errors name the file, the line
-and the key.
+A YAML mapping laid over forge.yaml's ``config:`` (before any ``--set``), read by the rule
+``config:`` is read by (:func:`.config.config_keys`: a key written twice is an error), each
+key then typed as ``--set`` keys are (:mod:`.overrides`): a key neither ``config:`` nor a
+plugin declares is refused with the closest known keys, unless written ``+key`` (Hydra's
+spelling, as in ``--set +key=value``). Errors name the file, the line and the key. A file
+over :data:`MAX_BYTES` is refused before it is parsed.
 
 Laptop side.
 """
@@ -12,21 +15,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ManifestError, UsageError
-from ..manifest import PARAM_KEY_RE
 from ..yamlio import load_yaml_file
-from .config import flatten
-from .overrides import NON_FINITE_HINT, Override, first_non_finite, yaml_float, yaml_text
+from .config import config_keys
+from .overrides import Override, yaml_text
+
+# What a file of config keys holds is kilobytes; PyYAML reads about 2 MB a second, so a
+# cap keeps a mistaken -f (a data set, a log) from stalling submit and plan.
+MAX_BYTES = 1 << 20
 
 
 def values_overrides(path: str) -> list:
     """The settings of a values file (``forge submit -f FILE``, helm's ``--values``): a YAML
     mapping laid over ``config:`` (nested or dotted keys, flattened as ``config:`` is), each
-    key typed as ``config:`` and ``--set`` type it. A key neither ``config:`` nor a plugin
-    declares is taken as a new key, as it would be in ``config:``."""
+    a :class:`~.overrides.Override` typed as ``--set`` types it; ``+key`` marks a new key."""
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"-f/--values {path}: no such file", hint="give a YAML file of config keys, e.g. values.yaml")
-    doc = load_yaml_file(file)
+    doc = load_yaml_file(file, max_bytes=MAX_BYTES, kind="a values file",
+                         hint="a values file holds config keys; put large data in a file the trainer reads, "
+                              "and set its path")
     data = doc.data
     if data is None:
         return []
@@ -37,15 +44,8 @@ def values_overrides(path: str) -> list:
         raise ManifestError(f"{path}: this looks like a forge.yaml, not a values file",
                             hint="a values file holds what goes under config: (its keys at the top level)")
     out = []
-    for key, value in flatten(data).items():
-        line = doc.line(tuple(key.split(".")))
-        origin = f"{path}:{line}: {key}" if line else f"{path}: {key}"
-        if not isinstance(key, str) or not PARAM_KEY_RE.match(key):
-            raise ManifestError(f"{origin}: '{key}' is not a dotted key (letters, digits, '_', '-')")
-        bad = first_non_finite(value)
-        if bad is not None:
-            raise ManifestError(f"{origin}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)
-        raw = value if isinstance(value, str) else yaml_text(value)
-        out.append(Override(key=key, value=value, new=True, text=f"{key}={raw}", raw=str(raw), origin=origin))
+    for key, item in config_keys(doc, data, plus=True).items():
+        origin = f"{path}:{item.line}: {key}" if item.line else f"{path}: {key}"
+        raw = item.value if isinstance(item.value, str) else yaml_text(item.value)
+        out.append(Override(key=key, value=item.value, new=item.new, text=f"{key}={raw}", raw=str(raw), origin=origin))
     return out
-

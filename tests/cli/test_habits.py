@@ -58,8 +58,8 @@ def hyperparams(env, *args, cwd) -> dict:
 
 
 def test_values_file_lies_over_config_and_set_comes_after(env, exp):
-    (exp / "lr-high.yaml").write_text("grpo:\n  lr: 2\nsweep.name: high   # dotted keys too; a new key needs no +\n")
-    (exp / "seed.yaml").write_text("grpo: {lr: 3, seed: 7}\n")
+    (exp / "lr-high.yaml").write_text("grpo:\n  lr: 2\n+sweep.name: high   # dotted keys too; a new key is written +key\n")
+    (exp / "seed.yaml").write_text("grpo: {lr: 3, +seed: 7}\n")
     assert hyperparams(env, "-f", "lr-high.yaml", cwd=exp) == {"grpo.lr": 2.0, "grpo.steps": 10, "tag": "base", "sweep.name": "high"}
     # files in order, then --set: the last word wins
     got = hyperparams(env, "--values", "lr-high.yaml", "-f", "seed.yaml", "--set", "grpo.lr=4", cwd=exp)
@@ -76,6 +76,60 @@ def test_values_file_errors_name_the_file_line_and_key(env, exp):
     (exp / "whole.yaml").write_text(FORGE_YAML)
     looks = forge(env, "submit", "--dry-run", "-f", "whole.yaml", cwd=exp)
     assert looks.returncode != 0 and "looks like a forge.yaml" in looks.stderr
+
+
+def test_a_values_file_key_nobody_declares_is_refused_with_the_closest_unless_written_plus_key(env, exp):
+    # a typo used to become a new setting; now it is refused as --set refuses it
+    (exp / "typo.yaml").write_text("grpo:\n  lr: 2\n  stpes: 20\n")
+    typo = forge(env, "submit", "--dry-run", "-f", "typo.yaml", cwd=exp)
+    assert typo.returncode == 2 and "Traceback" not in typo.stderr
+    assert typo.stderr.splitlines() == [
+        "error: typo.yaml:3: grpo.stpes: unknown key 'grpo.stpes' (closest: grpo.steps)",
+        "hint: to add a key that neither config nor any plugin declares, write '+grpo.stpes:' in the values file",
+    ]
+    same = forge(env, "submit", "--dry-run", "--set", "grpo.stpes=20", cwd=exp)
+    assert same.returncode == 2 and "unknown key 'grpo.stpes' (closest: grpo.steps)" in same.stderr
+    # +key at any level makes that key, and every key under it, new; a known key stays typed
+    (exp / "new.yaml").write_text("+sweep: {name: high, id: 3}\ngrpo: {+seed: 7}\n+grpo.lr: 2\n")
+    got = hyperparams(env, "-f", "new.yaml", cwd=exp)
+    assert (got["sweep.name"], got["sweep.id"], got["grpo.seed"], got["grpo.lr"]) == ("high", 3, 7, 2.0)
+
+
+def test_a_values_file_that_sets_one_key_twice_is_refused_as_forge_yaml_is(env, exp):
+    for text, line, first in (("grpo: {lr: 1.0}\ngrpo.lr: 9.0\n", 2, 1), ("grpo.lr: 9.0\ngrpo:\n  lr: 1.0\n", 3, 1),
+                              ("+grpo.seed: 1\ngrpo: {+seed: 2}\n", 2, 1)):
+        (exp / "twice.yaml").write_text(text)
+        twice = forge(env, "submit", "--dry-run", "-f", "twice.yaml", cwd=exp)
+        assert twice.returncode == 3 and "Traceback" not in twice.stderr, twice.stderr
+        key = "grpo.seed" if "seed" in text else "grpo.lr"
+        assert twice.stderr.splitlines()[0] == f"error: twice.yaml:{line}: config key '{key}' is written twice (first at line {first})"
+    # the same words forge.yaml's own rule uses
+    (exp / "forge.yaml").write_text(FORGE_YAML.replace("  tag: base\n", "  tag: base\n  grpo.lr: 9.0\n"))
+    in_forge_yaml = forge(env, "submit", "--dry-run", cwd=exp)
+    assert in_forge_yaml.stderr.splitlines()[0] == f"error: {exp / 'forge.yaml'}:10: config key 'grpo.lr' is written twice (first at line 7)"
+    # a value and a group, in either order
+    for text in ("grpo: 1\ngrpo.lr: 2\n", "grpo.lr: 2\ngrpo: 1\n"):
+        (exp / "group.yaml").write_text(text)
+        group = forge(env, "plan", "-f", "group.yaml", cwd=exp)
+        assert group.returncode == 3 and "error: group.yaml:2: config key 'grpo" in group.stderr, group.stderr
+
+
+def test_a_values_file_over_one_mebibyte_is_refused_before_it_is_read(env, exp):
+    import time
+
+    (exp / "big.yaml").write_text("".join(f"+k{i}: {i}\n" for i in range(300_000)))  # 3.6 MB of keys
+    started = time.monotonic()
+    big = forge(env, "submit", "--dry-run", "-f", "big.yaml", cwd=exp)
+    assert time.monotonic() - started < 5
+    size = (exp / "big.yaml").stat().st_size
+    assert big.returncode == 3 and big.stderr.splitlines() == [
+        f"error: big.yaml: {size} bytes, more than the 1 MiB a values file may hold",
+        "hint: a values file holds config keys; put large data in a file the trainer reads, and set its path",
+    ]
+    # just under the cap is read
+    (exp / "fits.yaml").write_text("".join(f"+k{i}: {'x' * 1000}\n" for i in range(1000)))
+    assert (exp / "fits.yaml").stat().st_size < 1 << 20
+    assert len(hyperparams(env, "-f", "fits.yaml", cwd=exp)["k999"]) == 1000
 
 
 def test_set_takes_helms_comma_form_with_escapes_and_keeps_flow_lists(env, exp):
