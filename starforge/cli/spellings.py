@@ -1,8 +1,11 @@
 """Command-line spellings users bring from helm, kubectl and uv, as the forms forge parses.
 
-- ``--set a=1,b=2`` (helm's comma form) is ``--set a=1 --set b=2``; a comma splits only
-  where a ``KEY=`` follows it outside brackets and quotes (``--set x=[1,2]`` stays one
-  list), and ``\\,`` is a comma inside a value;
+- ``--set a=1,b=2`` (helm's comma form) is ``--set a=1 --set b=2``. Quoting is helm's
+  exactly: quotes are ordinary characters (``note=it's`` is five characters, and a quote
+  never hides a comma), and a backslash makes the next character literal and goes
+  (``\\,`` is a comma inside a value, ``\\\\`` a backslash). A comma splits where a
+  ``KEY=`` follows it, except inside a flow list or mapping that a value begins with
+  (``--set x=[1,2]`` stays one list, as helm's ``x={1,2}`` does);
 - ``-o json`` / ``--output json`` / ``-ojson`` / ``--output=json`` is ``--json`` for a
   command that has ``--json`` and no ``-o`` of its own (``bundle create -o FILE`` keeps
   its meaning); ``-o text`` is the default output;
@@ -15,6 +18,8 @@ Laptop side; standard library only (the errors are starforge's).
 ['a=1', 'b=2']
 >>> split_set("x=[1,2],name=a\\\\,b")
 ['x=[1,2]', 'name=a,b']
+>>> split_set("note=it's,steps=99")
+["note=it's", 'steps=99']
 """
 
 from __future__ import annotations
@@ -25,33 +30,30 @@ from ..errors import UsageError
 
 _KEY_AHEAD = re.compile(r"\+?[A-Za-z_][A-Za-z0-9_.\-]*=")
 OUTPUT_FORMATS = ("json", "text")
+_BRACKETS = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def split_set(text: str) -> list:
-    """The ``--set`` arguments one comma-joined ``--set`` value stands for."""
+    """The ``--set`` arguments one comma-joined ``--set`` value stands for (see above)."""
     parts: list = []
     current: list = []
-    depth = 0
-    quote = ""
+    value_at = None  # where this part's value begins in *current* (past its first '=')
+    depth = 0  # brackets open in the flow list or mapping the value began with
     i = 0
     while i < len(text):
         c = text[i]
-        if c == "\\" and text[i + 1:i + 2] == ",":
-            current.append(",")
+        if c == "\\":  # helm: the next character stands for itself; the backslash goes
+            current.append(text[i + 1:i + 2])
             i += 2
             continue
-        if quote:
-            if c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth = max(0, depth - 1)
-        elif c == "," and depth == 0 and _KEY_AHEAD.match(text, i + 1) and "=" in "".join(current):
+        if value_at is None:
+            if c == "=":
+                value_at = len(current) + 1
+        elif depth or (c in "[{" and len(current) == value_at):
+            depth += _BRACKETS.get(c, 0)
+        elif c == "," and _KEY_AHEAD.match(text, i + 1):
             parts.append("".join(current))
-            current = []
+            current, value_at = [], None
             i += 1
             continue
         current.append(c)
@@ -108,8 +110,7 @@ def rewrite(args: list, start: int, takes_value: set, has_json: bool, command: s
             continue
         if token.startswith("--set=") and "--set" in takes_value:
             spaced_set(token[len("--set="):], args[index + 1:index + 3])
-            parts = split_set(token[len("--set="):])
-            out += [token] if len(parts) == 1 else [t for part in parts for t in ("--set", part)]
+            out += [t for part in split_set(token[len("--set="):]) for t in ("--set", part)]
             index += 1
             continue
         if has_json and not own_output:

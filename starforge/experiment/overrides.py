@@ -75,7 +75,10 @@ class Override:
             raise UsageError(f"--set {_shown(text)}: {exc.written} is beyond the float range (it would read as infinity)",
                              hint=exc.hint) from None
         except ManifestError as exc:
-            raise UsageError(f"--set '{_shown(text)}': value is not a YAML scalar or flow list: {exc.message}") from None
+            quoted = raw.lstrip()[:1] in ("'", '"')  # perhaps cut at a comma: quotes do not hide one
+            raise UsageError(f"--set '{_shown(text)}': value is not a YAML scalar or flow list: {exc.message}",
+                             hint=r"a comma followed by KEY= starts the next --set even inside quotes, as in helm; "
+                                  r"write \, for a comma in a value" if quoted else None) from None
         bad = first_non_finite(value)
         if bad is not None:
             raise UsageError(f"--set {_shown(text)}: {yaml_float(bad)} is not a finite number", hint=NON_FINITE_HINT)

@@ -139,6 +139,26 @@ def test_set_takes_helms_comma_form_with_escapes_and_keeps_flow_lists(env, exp):
     assert hyperparams(env, "--set", "tag=red, green", cwd=exp)["tag"] == "red, green"
 
 
+def test_set_quoting_is_helms_quotes_never_hide_a_comma_and_a_backslash_escapes_one_character(env, exp):
+    # an apostrophe used to switch the comma split off for the rest of the argument
+    got = hyperparams(env, "--set", "tag=it's,grpo.steps=99", cwd=exp)
+    assert (got["tag"], got["grpo.steps"]) == ("it's", 99)
+    assert hyperparams(env, "--set=tag=it's,grpo.steps=98", cwd=exp)["grpo.steps"] == 98
+    # a bracket inside a value is a character; a flow list the value begins with stays one value
+    got = hyperparams(env, "--set", "tag=see [draft,grpo.steps=97", "--set", "+ids=[[1,2],[3]],+m={a: 1, b: 2},grpo.lr=2", cwd=exp)
+    assert (got["tag"], got["grpo.steps"], got["ids"], got["m"], got["grpo.lr"]) == ("see [draft", 97, [[1, 2], [3]], {"a": 1, "b": 2}, 2.0)
+    # a backslash makes the next character literal and goes, in both --set spellings
+    assert hyperparams(env, "--set", r"tag=a\\b\,c", cwd=exp)["tag"] == "a\\b,c"
+    assert hyperparams(env, r"--set=tag=a\,b", cwd=exp)["tag"] == "a,b"
+    # a quoted value holding a comma before KEY= is cut there, as helm cuts it; the error says why
+    cut = forge(env, "submit", "--dry-run", "--set", 'tag="x,grpo.steps=1"', cwd=exp)
+    assert cut.returncode == 2
+    assert cut.stderr.splitlines()[0].startswith("error: --set 'tag=\"x': value is not a YAML scalar")
+    assert cut.stderr.splitlines()[1] == ("hint: a comma followed by KEY= starts the next --set even inside quotes, as in helm; "
+                                          "write \\, for a comma in a value")
+    assert hyperparams(env, "--set", r'tag="x\,grpo.steps=1"', cwd=exp)["tag"] == "x,grpo.steps=1"
+
+
 @pytest.mark.parametrize("pieces", [["grpo.lr", "=", "3"], ["grpo.lr", "=3"], ["grpo.lr=", "="]])
 def test_spaces_around_the_equals_sign_are_explained(env, exp, pieces):
     result = forge(env, "submit", "--set", *pieces, cwd=exp)
