@@ -89,3 +89,41 @@ def test_unsigned_version_of_a_trusted_owner_says_how_to_sign_it(tmp_path, env):
     assert "'forge plugin sign alice/opsd-patch@1.2.0' adds a signature to a published version" in refused.stderr
     forge(env, "plugin", "publish", str(src), "--sign")  # the fix the hint names
     forge(env, "plugin", "pull", "alice/opsd-patch", "-o", str(tmp_path / "out"))
+
+
+def test_key_takes_a_key_name_or_a_path_and_refuses_a_bare_value_that_is_both(tmp_path, env):
+    import shutil
+
+    keys = Path(env["FORGE_HOME"]) / "keys"
+    release = json.loads(forge(env, "key", "generate", "--name", "release", "--json").stdout)["key_id"]
+    other = json.loads(forge(env, "key", "generate", "--name", "other", "--json").stdout)["key_id"]
+    src = plugin(tmp_path / "p")
+    work = tmp_path / "work"
+    work.mkdir()
+    # a name, as key generate --name and key export NAME take it (it used to be "no signing key at release")
+    out = run_forge("plugin", "publish", str(src), "--sign", "--key", "release", env=env, cwd=work, timeout=60)
+    assert out.returncode == 0 and f"signed with key {release}" in out.stdout, out.stderr
+    # a value with a '/' is a path
+    shutil.copy(keys / "other.key", work / "ci.key")
+    signed = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--key", "./ci.key", env=env, cwd=work, timeout=60)
+    assert signed.returncode == 0 and f"signed with key {other}" in signed.stdout, signed.stderr
+    # a bare value that is a file here and a key name: refused, naming both
+    shutil.copy(keys / "other.key", work / "release")
+    both = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--key", "release", env=env, cwd=work, timeout=60)
+    assert both.returncode == 2 and both.stderr.splitlines() == [
+        f"error: --key release is ambiguous: both the file ./release and your key 'release' ({keys / 'release.key'})",
+        f"hint: for the file write --key ./release; for the key, --key {keys / 'release.key'}",
+    ]
+    # a bare value that is only a file here is not taken for a key name: the hint gives the path spelling
+    only_file = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--key", "ci.key", env=env, cwd=work, timeout=60)
+    assert only_file.returncode == 2
+    assert only_file.stderr.splitlines()[1] == "hint: a value without '/' names a key; for the file ci.key here, write --key ./ci.key"
+    # a misspelt name gets the closest key and the keys that exist
+    typo = run_forge("plugin", "publish", str(src), "--sign", "--key", "relase", env=env, cwd=work, timeout=60)
+    assert typo.returncode == 2 and "Traceback" not in typo.stderr
+    assert typo.stderr.splitlines() == [
+        f"error: --key relase: no key named 'relase' in {keys} (did you mean 'release'?)",
+        "hint: keys here: other, release; a path to a key file holds a '/' (--key ./FILE)",
+    ]
+    missing = run_forge("plugin", "publish", str(src), "--sign", "--key", "./nope.key", env=env, cwd=work, timeout=60)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no signing key at ./nope.key\n")
