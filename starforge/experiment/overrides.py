@@ -186,10 +186,29 @@ def build_hyperparams(
                     hint="write one of the choices there, or remove it to use the plugin's default",
                 )
         out[key] = value
+    known = set(declared) | set(out)
     for text in sets:
         ov = text if isinstance(text, Override) else Override.parse(text)
         out[ov.key] = _typed(ov, declared, config)
+        if ov.key not in known:
+            _value_or_group(ov, known)
+            known.add(ov.key)
     return out
+
+
+def _value_or_group(ov: Override, known: set) -> None:
+    """A new key is a value or a group of keys, never both, as in ``config:``
+    (:func:`.config.config_keys`): ``+grpo=1`` beside ``grpo.lr`` would make two meanings of ``grpo``."""
+    parts = ov.key.split(".")
+    for n in range(1, len(parts)):
+        prefix = ".".join(parts[:n])
+        if prefix in known:
+            raise UsageError(f"{ov.shown}: '{ov.key}' is inside '{prefix}', which is already a value",
+                             hint=f"a key is a value or a group of keys, not both: choose a name outside '{prefix}'")
+    inner = sorted(k for k in known if k.startswith(ov.key + "."))
+    if inner:
+        raise UsageError(f"{ov.shown}: '{ov.key}' is both a value and a group ('{inner[0]}')",
+                         hint=f"a key is a value or a group of keys, not both: set the keys inside it (--set {inner[0]}=...)")
 
 
 def _typed(ov: Override, declared: Mapping[str, Mapping], config: Mapping[str, Any]) -> Any:

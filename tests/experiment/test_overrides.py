@@ -96,3 +96,16 @@ def test_set_outside_the_declared_choices_is_refused_naming_them():
         build_hyperparams({"g.flag": {"type": "bool", "choices": [False]}}, {}, ["g.flag=true"])
     with pytest.raises(ManifestError, match="forge.yaml:4: config key 'trl.loss_type' is 'bnpo', not one of the plugin's choices: dr_grpo, grpo"):
         build_hyperparams(CHOICES, {"trl.loss_type": "bnpo"}, (), {"trl.loss_type": "forge.yaml:4"})
+
+
+def test_a_new_key_is_a_value_or_a_group_never_both_as_in_config():
+    # forge.yaml refuses `grpo: 1` beside `grpo.lr`; a new key set beside the known ones follows the same rule
+    with pytest.raises(UsageError, match=r"^--set \+grpo=1: 'grpo' is both a value and a group \('grpo.group_size'\)$"):
+        hp("+grpo=1")
+    with pytest.raises(UsageError, match=r"^--set \+grpo.lr.warmup=3: 'grpo.lr.warmup' is inside 'grpo.lr', which is already a value$"):
+        hp("+grpo.lr.warmup=3")
+    with pytest.raises(UsageError, match=r"'opsd' is both a value and a group \('opsd.scale'\)"):
+        hp("+opsd=2")  # a declared param counts as a known key
+    with pytest.raises(UsageError, match=r"'sweep.name.x' is inside 'sweep.name'"):
+        hp("+sweep.name=a", "+sweep.name.x=b")  # and so does a key an earlier --set added
+    assert hp("+grpo.seed=7", "+sweep.name=a", "+sweep.id=2")["sweep.id"] == 2  # beside known keys, inside a group: fine
