@@ -109,3 +109,17 @@ def complete_set_keys(ctx, param, incomplete: str) -> list:
         pass
     prefix = "+" if incomplete.startswith("+") else ""
     return _matching((f"{prefix}{k}=" for k in keys), incomplete)
+
+
+def complete_key_names(ctx, param, incomplete: str) -> list:
+    """``--key``: the names of your keys; files once the value holds a ``/`` (a path)."""
+    if "/" in incomplete:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(incomplete, type="file")]
+    try:
+        from ..signing import list_keys
+
+        return _matching((r["name"] for r in list_keys()), incomplete)
+    except Exception:
+        return []

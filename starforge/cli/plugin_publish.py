@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
+from .completion import complete_key_names
 
 
 def read_passphrase(passphrase_file: str | None) -> str | None:
@@ -29,7 +30,7 @@ def read_passphrase(passphrase_file: str | None) -> str | None:
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
-@click.option("--key", "key_file", metavar="NAME|FILE",
+@click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
               help="Key for --sign: one of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--strict", is_flag=True, help="Treat check warnings as errors (as plugin check and pack do): nothing is published.")

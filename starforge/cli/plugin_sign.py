@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from .completion import complete_key_names
+
 
 @click.command("sign")
 @click.argument("ref")
-@click.option("--key", "key_file", metavar="NAME|FILE",
+@click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
               help="One of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")

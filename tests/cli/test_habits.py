@@ -229,6 +229,17 @@ def test_completion_offers_job_ids_plugin_refs_and_set_keys_from_local_state(env
     assert complete(unreachable, "forge plugin pull alice/", exp) == []
 
 
+def test_key_completes_to_key_names_and_to_files_once_it_holds_a_slash(env, tmp_path):
+    forge(env, "key", "generate", "--name", "release", check=True)
+    forge(env, "key", "generate", "--name", "laptop", check=True)
+    assert complete(env, "forge plugin publish --sign --key re", tmp_path) == ["release"]
+    assert complete(env, "forge plugin sign alice/x@1.0.0 --key ", tmp_path) == ["laptop", "release"]
+    words = "forge plugin sign alice/x@1.0.0 --key ./k".split(" ")
+    result = forge(env, extra={"_FORGE_COMPLETE": "bash_complete", "COMP_WORDS": " ".join(words), "COMP_CWORD": str(len(words) - 1)},
+                   cwd=tmp_path)
+    assert result.stdout.splitlines() == ["file,./k"]  # the shell completes the path
+
+
 def test_force_color_colours_piped_errors_and_no_color_wins(env):
     plain = forge(env, "jobs", "show", "nope")
     assert ESC not in plain.stderr
