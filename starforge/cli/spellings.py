@@ -110,7 +110,8 @@ def rewrite(args: list, start: int, takes_value: set, has_json: bool, command: s
             continue
         if token.startswith("--set=") and "--set" in takes_value:
             spaced_set(token[len("--set="):], args[index + 1:index + 3])
-            out += [t for part in split_set(token[len("--set="):]) for t in ("--set", part)]
+            parts = split_set(token[len("--set="):])  # one part stays --set=PART: '--set=-q' is a value
+            out += [f"--set={parts[0]}"] if len(parts) == 1 else [t for part in parts for t in ("--set", part)]
             index += 1
             continue
         if has_json and not own_output:
