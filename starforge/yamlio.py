@@ -148,7 +148,7 @@ def _line_of(text: str, position: int) -> int:
 def load_yaml_file(path: str | Path, max_bytes: int | None = None, kind: str = "the file",
                    hint: str | None = None) -> YamlDoc:
     """:func:`load_yaml` of the file at *path*; with *max_bytes*, a larger file is refused
-    before any of it is parsed (PyYAML reads about 2 MB a second), naming *kind* and *hint*."""
+    before any of it is parsed (the reader takes seconds a megabyte), naming *kind* and *hint*."""
     path = Path(path)
     try:
         if max_bytes is None:

@@ -19,7 +19,7 @@ from ..yamlio import load_yaml_file
 from .config import config_keys
 from .overrides import Override, yaml_text
 
-# What a file of config keys holds is kilobytes; PyYAML reads about 2 MB a second, so a
+# A file of config keys holds kilobytes; the YAML reader takes one to five seconds a MB, so a
 # cap keeps a mistaken -f (a data set, a log) from stalling submit and plan.
 MAX_BYTES = 1 << 20
 
