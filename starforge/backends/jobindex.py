@@ -188,12 +188,12 @@ class JobIndex:
         assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         existed = self.path.exists()
+        conn: sqlite3.Connection | None = None
         try:
             conn = self._open()
             problem = self._check(conn)
         except sqlite3.DatabaseError as exc:
             problem = f"unreadable ({exc})"
-            conn = None
         if problem:
             if conn is not None:
                 conn.close()
@@ -203,6 +203,7 @@ class JobIndex:
             self._check(conn)
         elif not existed:
             sync.rebuilt = "missing"
+        assert conn is not None  # opened, or opened anew after the discard
         try:
             yield conn
         finally:
