@@ -243,41 +243,54 @@ class JobIndex:
 
     def sync(self) -> tuple:
         """Bring the index in step with the records; return ``(Sync, jobs)``: every indexed job."""
+        return self._answer(lambda conn: conn.execute("SELECT record, removed FROM jobs").fetchall(), None)
+
+    def query(self, *, plugin: str | None = None, params: Iterable[tuple] = ()) -> tuple:
+        """``(Sync, matches, unknown)``: the jobs that ran *plugin* (``owner/name``,
+        ``owner/name@version`` or ``sf1:…``) and whose parameters match every ``(key, raw
+        value)`` of *params*; *unknown*: jobs whose pins are not known (recorded before records
+        kept them, their job files gone), which could have run it."""
+        params = list(params)
+
+        def select(conn: sqlite3.Connection) -> list:
+            ids: set | None = None
+            if plugin:
+                ids = set(_pin_ids(conn, plugin))
+            for key, raw in params:
+                found = {job_id for job_id, value in conn.execute("SELECT job_id, value FROM params WHERE key = ?", (key,))
+                         if param_matches({key: json.loads(value)}, key, raw)}
+                ids = found if ids is None else ids & found
+            wanted = sorted(ids or ())
+            rows = []
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                rows += conn.execute(f"SELECT record, removed FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
+                                     chunk).fetchall()
+            return rows + conn.execute("SELECT record, removed FROM jobs WHERE pins_known = 0").fetchall()
+
+        sync, jobs = self._answer(select, (plugin, params))
+        matches = [j for j in jobs if j.pins_known]
+        unknown = [j for j in jobs if not j.pins_known] if (plugin or params) else []
+        return sync, matches, unknown
+
+    def _answer(self, select, query) -> tuple:
         sync = Sync()
         if self.path is None:
             sync.where = f"records ({self.store.root} is on a network file system and no local folder could hold the index)"
-            return sync, self._read_records(sync)
+            jobs = self._read_records(sync)
+            if query is not None:
+                plugin, params = query
+                jobs = [j for j in jobs if not j.pins_known or (
+                    (not plugin or any(pin_matches(p, plugin) for p in j.record.plugins))
+                    and all(param_matches(j.record.params, k, raw) for k, raw in params))]
+            return sync, jobs
         sync.where = f"index {self.path}"
         with self._connect(sync) as conn:
             self._catch_up(conn, sync)
             sync.unreadable = [(str(self.store.root / name), problem)
                                for name, problem in conn.execute("SELECT name, problem FROM files WHERE problem IS NOT NULL")]
-            jobs = [IndexedJob(JobRecord.from_dict(json.loads(text)), bool(removed))
-                    for text, removed in conn.execute("SELECT record, removed FROM jobs")]
-        return sync, _ordered(jobs)
-
-    def query(self, *, plugin: str | None = None, digests: Iterable[str] | None = None,
-              params: Iterable[tuple] = ()) -> tuple:
-        """``(Sync, matches, unknown)``: the jobs that ran *plugin* (``owner/name`` or
-        ``owner/name@version`` or ``sf1:…``), or any of *digests*, and whose parameters match
-        every ``(key, raw value)`` of *params*; *unknown*: jobs that could match but whose pins
-        are not known (recorded before records kept them, their job files gone)."""
-        sync, jobs = self.sync()
-        wanted = set(digests) if digests is not None else None
-        matches, unknown = [], []
-        for job in jobs:
-            if not job.pins_known:  # recorded before records kept pins and parameters, its files gone
-                if plugin or wanted is not None or params:
-                    unknown.append(job)
-                continue
-            if not all(param_matches(job.record.params, key, raw) for key, raw in params):
-                continue
-            if plugin and not any(pin_matches(p, plugin) for p in job.record.plugins):
-                continue
-            if wanted is not None and not any(p.get("digest") in wanted for p in job.record.plugins):
-                continue
-            matches.append(job)
-        return sync, matches, unknown
+            rows = select(conn)
+        return sync, _ordered([IndexedJob(JobRecord.from_dict(json.loads(text)), bool(removed)) for text, removed in rows])
 
     def _catch_up(self, conn: sqlite3.Connection, sync: Sync) -> None:
         listing = _listing(self.store)
@@ -289,10 +302,12 @@ class JobIndex:
             known = dict(conn.execute("SELECT name, facts FROM files"))
             for name in known.keys() - listing.keys():
                 self._forget(conn, name)
-            for name, facts in listing.items():
+            fresh = not known
+            for name, facts in sorted(listing.items()):  # records before tombstones ("removed/…" sorts last)
                 if known.get(name) != facts:
-                    self._forget(conn, name)
-                    self._add(conn, name, facts, sync)
+                    if not fresh:
+                        self._forget(conn, name)
+                    self._add(conn, name, facts, sync, fresh=fresh and not name.startswith(REMOVED_DIR + "/"))
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -309,46 +324,49 @@ class JobIndex:
                 for table, key in (("jobs", "id"), ("pins", "job_id"), ("params", "job_id")):
                     conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (job_id,))
 
-    def _add(self, conn: sqlite3.Connection, name: str, facts: str, sync: Sync) -> None:
+    def _add(self, conn: sqlite3.Connection, name: str, facts: str, sync: Sync, fresh: bool = False) -> None:
+        """Index the record file *name* (*fresh*: the index holds nothing of its id yet)."""
         sync.read += 1
         try:
-            record, removed = self._load(name)
+            record, removed, text = self._load(name)
         except ValueError as exc:
             conn.execute("INSERT INTO files VALUES (?, ?, NULL, ?)", (name, facts, str(exc)))
             return
-        live = conn.execute("SELECT removed FROM jobs WHERE id = ?", (record.id,)).fetchone()
-        if live is not None and removed and not live[0]:
-            # a tombstone beside a live record of the same id (a job re-submitted under its id): the record wins
-            conn.execute("INSERT INTO files VALUES (?, ?, NULL, NULL)", (name, facts))
-            return
-        for table, key in (("jobs", "id"), ("pins", "job_id"), ("params", "job_id")):
-            conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (record.id,))
+        if not fresh:
+            live = conn.execute("SELECT removed FROM jobs WHERE id = ?", (record.id,)).fetchone()
+            if live is not None and removed and not live[0]:
+                # a tombstone beside a live record of the same id (a job re-submitted under its id): the record wins
+                conn.execute("INSERT INTO files VALUES (?, ?, NULL, NULL)", (name, facts))
+                return
+            for table, key in (("jobs", "id"), ("pins", "job_id"), ("params", "job_id")):
+                conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (record.id,))
         conn.execute("INSERT INTO files VALUES (?, ?, ?, NULL)", (name, facts, record.id))
-        conn.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?)",
-                     (record.id, name, record.created, int(removed), int(record.plugins is not None),
-                      json.dumps(record.to_dict(), sort_keys=True)))
-        for pin in record.plugins or ():
-            owner, plugin_name, version = pin_parts(pin)
-            conn.execute("INSERT INTO pins VALUES (?, ?, ?, ?, ?, ?)",
-                         (record.id, owner, plugin_name, version, str(pin.get("digest") or ""), str(pin.get("ref") or "")))
-        for key, value in (record.params or {}).items():
-            conn.execute("INSERT INTO params VALUES (?, ?, ?)", (record.id, key, json.dumps(value, sort_keys=True)))
+        conn.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?)",
+                     (record.id, name, record.created, int(removed), int(record.plugins is not None), text))
+        conn.executemany("INSERT INTO pins VALUES (?, ?, ?, ?, ?, ?)",
+                         [(record.id, *pin_parts(pin), str(pin.get("digest") or ""), str(pin.get("ref") or ""))
+                          for pin in record.plugins or ()])
+        conn.executemany("INSERT INTO params VALUES (?, ?, ?)",
+                         [(record.id, key, json.dumps(value, sort_keys=True)) for key, value in (record.params or {}).items()])
 
     def _load(self, name: str) -> tuple:
-        """``(record, removed)`` of the record file *name*; old records' pins are backfilled
-        from their staged ``jobspec.json`` where it still exists. ValueError: unreadable."""
+        """``(record, removed, JSON text)`` of the record file *name*; old records' pins are
+        backfilled from their staged ``jobspec.json`` where it still exists. ValueError: unreadable."""
         removed = name.startswith(REMOVED_DIR + "/")
         path = self.store.root / name
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             record = JobRecord.from_dict(data)
         except (OSError, ValueError, TypeError) as exc:
             raise ValueError(f"unreadable job record: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
         if record.plugins is None and not removed:
-            record = backfill(self.store, record)
-        return record, removed
+            filled = backfill(self.store, record)
+            if filled is not record:
+                record, text = filled, json.dumps(filled.to_dict(), sort_keys=True)
+        return record, removed, text
 
     def _read_records(self, sync: Sync) -> list:
         """Every job, read from the records themselves (no index)."""
@@ -356,13 +374,26 @@ class JobIndex:
         for name in _listing(self.store):
             sync.read += 1
             try:
-                record, removed = self._load(name)
+                record, removed, _ = self._load(name)
             except ValueError as exc:
                 sync.unreadable.append((str(self.store.root / name), str(exc)))
                 continue
             jobs.append(IndexedJob(record, removed))
         live = {j.record.id for j in jobs if not j.removed}
         return _ordered([j for j in jobs if not (j.removed and j.record.id in live)])
+
+
+def _pin_ids(conn: sqlite3.Connection, wanted: str) -> list:
+    """The ids of the jobs with a pin that is *wanted* (as :func:`pin_matches` reads it)."""
+    if wanted.startswith("sf1:"):
+        return [r[0] for r in conn.execute("SELECT job_id FROM pins WHERE digest = ?", (wanted,))]
+    head, at, version = wanted.partition("@")
+    owner, _, name = head.partition("/")
+    if at:
+        rows = conn.execute("SELECT job_id FROM pins WHERE owner = ? AND name = ? AND version = ?", (owner, name, version))
+    else:
+        rows = conn.execute("SELECT job_id FROM pins WHERE owner = ? AND name = ?", (owner, name))
+    return [r[0] for r in rows]
 
 
 def _ordered(jobs: list) -> list:

@@ -87,7 +87,7 @@ def find_jobs(*, plugin: str | None = None, yanked: bool = False, params: tuple 
 def sync_notes(sync) -> list:
     """The index's one-line notes: rebuilt (and why), answered from the records, unreadable records."""
     notes = []
-    if sync.rebuilt:
+    if sync.rebuilt and (sync.rebuilt != "missing" or sync.read):
         notes.append(f"note: job index {sync.rebuilt}: rebuilt from {sync.read} job record(s)")
     if sync.where.startswith("records"):
         notes.append(f"note: no job index: read the {sync.where}")
