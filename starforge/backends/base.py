@@ -94,6 +94,10 @@ class Backend(abc.ABC):
         fields.setdefault("spec_sha256", staged.binding.spec_sha256)
         experiment = staged.layout.experiment
         fields.setdefault("experiment", str(experiment) if experiment is not None else "")
+        from .jobindex import pins_of_spec
+
+        fields.setdefault("plugins", pins_of_spec(spec))
+        fields.setdefault("params", dict(spec.hyperparams))
         replay = getattr(spec, "replay", None)
         if replay and "replay_of" not in fields:
             fields["replay_of"] = str(replay.get("of") or "")

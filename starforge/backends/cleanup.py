@@ -101,6 +101,17 @@ def check_removable(records: Iterable[JobRecord], *, with_outputs: bool = False)
             )
 
 
+def with_pins(record: JobRecord) -> JobRecord:
+    """*record*, with the pins and parameters of its ``jobspec.json`` when it predates records
+    keeping them: what its tombstone keeps once the job directory is gone."""
+    if record.plugins is not None:
+        return record
+    from .jobindex import pins_from_job_dir
+
+    found = pins_from_job_dir(Path(record.dir))
+    return record if found is None else record.with_changes(plugins=found[0], params=found[1])
+
+
 def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, with_outputs: bool = False) -> list:
     """Delete each job (its own directory, then its record), after checking them all; return the ids."""
     unique = list({r.id: r for r in records}.values())
@@ -108,9 +119,10 @@ def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, 
     store = store if store is not None else JobStore()
     removed = []
     for record in unique:
+        tombstone = with_pins(record)
         job_dir = removable_job_dir(record)
         if job_dir is not None:
             remove_job_dir(job_dir)
-        store.remove(record.id)
+        store.remove(record.id, tombstone)
         removed.append(record.id)
     return removed

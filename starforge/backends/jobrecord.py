@@ -34,6 +34,11 @@ class JobRecord:
     runtime_sha256: str = ""  # sha256 of the staged runtime zip (forge jobs replay runs the same one)
     spec_sha256: str = ""  # sha256 of the staged jobspec.json (forge jobs replay checks it before reading it)
     replay_of: str = ""  # the job this one replays (forge jobs replay), else ""
+    # What the job ran, from submit on (SPEC §18): [{ref, digest}] of its locked plugins and
+    # built-ins, and its hyperparameters (values files and --set merged, typed). None: a
+    # record made before records kept them (backfilled from jobspec.json while it exists).
+    plugins: list | None = None
+    params: dict | None = None
 
     @property
     def final(self) -> bool:
@@ -64,4 +69,8 @@ class JobRecord:
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
         values["backend_ref"] = dict(values.get("backend_ref") or {})
+        if values.get("plugins") is not None:
+            values["plugins"] = [dict(p) for p in values["plugins"] if isinstance(p, dict)]
+        if values.get("params") is not None and not isinstance(values["params"], dict):
+            values["params"] = None
         return cls(**values)

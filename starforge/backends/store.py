@@ -29,6 +29,7 @@ from ..errors import BackendError, NotFoundError, UsageError
 from ..filelock import exclusive_lock
 from .jobrecord import JobRecord
 
+REMOVED_DIR = "removed"  # tombstones of removed jobs: what they ran survives their files (SPEC §18)
 AMBIGUOUS_SHOWN = 8  # ids an ambiguous prefix error lists before "…"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -81,10 +82,20 @@ class JobStore:
                 records.append(JobRecord.from_dict(_read_json(p)))
         return sorted(records, key=lambda r: (r.created, r.id))
 
-    def remove(self, job_id: str) -> None:
-        """Delete the record of *job_id* (an exact id) and its lock file."""
+    def remove(self, job_id: str, tombstone: JobRecord | None = None) -> None:
+        """Delete the record of *job_id* (an exact id) and its lock file, leaving *tombstone*
+        (the record as it was, default: as stored) under ``removed/``: which plugins and
+        parameters the job ran is kept when its files go."""
         with self.locked(job_id):
-            self.path(job_id).unlink(missing_ok=True)
+            path = self.path(job_id)
+            if tombstone is None:
+                with contextlib.suppress(BackendError, TypeError):
+                    tombstone = JobRecord.from_dict(_read_json(path))
+            if tombstone is not None:
+                make_dirs(self.root / REMOVED_DIR)
+                atomic.write_file(self.root / REMOVED_DIR / f"{job_id}.json",
+                                  json.dumps(tombstone.to_dict(), indent=2, sort_keys=True) + "\n")
+            path.unlink(missing_ok=True)
         (self.root / f"{job_id}.lock").unlink(missing_ok=True)
 
     def update(self, job_id: str, change: Callable[[JobRecord], JobRecord]) -> JobRecord:

@@ -58,21 +58,36 @@ DEFAULT_LIMIT = 20
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON list.")
-@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True, help="Show the N most recent jobs.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help=f"Show the N most recent jobs [default: {DEFAULT_LIMIT}; every match with a filter].")
 @click.option("--all", "show_all", is_flag=True, help="Show every job.")
-def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
+@click.option("--plugin", "plugin", metavar="REF|sf1:DIGEST",
+              help="Only jobs that ran this plugin version (owner/name@version), any version of owner/name, or a tree digest.")
+@click.option("--yanked", is_flag=True, help="Only jobs that ran a plugin version yanked now.")
+@click.option("--param", "params", metavar="KEY=VALUE", multiple=True,
+              help="Only jobs whose parameter KEY had VALUE (compared as typed); repeatable.")
+def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | None, yanked: bool, params: tuple) -> None:
     """List submitted jobs, newest last, with status and exit code.
 
     Text and --json show the same jobs: the --limit most recent (20 unless told), or
-    every one with --all; how many were left out is said on stderr.
+    every one with --all; how many were left out is said on stderr. With --plugin,
+    --yanked or --param, the jobs that ran it, removed jobs (their tombstones) included,
+    and every match unless --limit is given; jobs whose pins are not known (recorded
+    before job records kept them, their job files gone) are listed apart, never dropped.
 
     \b
     Example:
       forge jobs list
       forge jobs list --all --json | jq -r '.[] | select(.status=="failed") | .id'
+      forge jobs list --plugin starforge/opsd-patch@1.2.0
+      forge jobs list --param opsd.scale=0.5 --json
     """
+    if plugin or yanked or params:
+        _list_filtered(as_json, limit, plugin, yanked, params)
+        return
     from ..backends.store import JobStore
 
+    limit = limit or DEFAULT_LIMIT
     everything = JobStore().list()
     listed = everything if show_all else everything[-limit:]
     records = [_refreshed(r) for r in listed]
@@ -82,15 +97,60 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     elif not records:
         note("no jobs yet (submit one with: forge submit)")
     else:
-        rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
-        for r in records:
-            rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, r.dir))
-        from ..terminal_text import shown
-
-        for line in table(rows):
-            click.echo(shown(line))
+        _print_records(records)
     if omitted:
         note(f"{len(records)} of {plural(len(everything), 'job')} shown, the most recent; {omitted} older omitted (--all shows every job)")
+
+
+def _print_records(records: list, removed: frozenset = frozenset()) -> None:
+    rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
+    for r in records:
+        where = "(removed)" if r.id in removed else r.dir
+        rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, where))
+    from ..terminal_text import shown
+
+    for line in table(rows):
+        click.echo(shown(line))
+
+
+def _list_filtered(as_json: bool, limit: int | None, plugin: str | None, yanked: bool, params: tuple) -> None:
+    from ..experiment.job_query import find_jobs
+
+    found = find_jobs(plugin=plugin, yanked=yanked, params=params)
+    for line in found.notes:
+        note(line)
+    matches = found.matches[-limit:] if limit else found.matches
+    records = [_refreshed(j.record) if not j.removed else j.record for j in matches]
+    removed = frozenset(j.record.id for j in matches if j.removed)
+    if as_json:
+        out = []
+        for job, record in zip(matches, records):
+            shown = record.shown()
+            shown["removed"] = job.removed
+            shown["ran"] = found.ran.get(record.id, [])
+            out.append(shown)
+        for job in found.unknown:
+            shown = job.record.shown()
+            shown["removed"] = job.removed
+            shown["ran"] = None
+            out.append(shown)
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        if records:
+            _print_records(records, removed)
+            from ..terminal_text import shown as escaped
+
+            for record in records:
+                for line in found.ran.get(record.id, []):
+                    click.echo(escaped(f"  {record.id}: {line}"))
+        else:
+            note(f"no job {found.described}")
+        if found.unknown:
+            note(f"{plural(len(found.unknown), 'job')} with pins unknown (recorded before job records kept them; "
+                 "their jobspec.json is gone), so not known to have run it or not:")
+            _print_records([j.record for j in found.unknown], frozenset(j.record.id for j in found.unknown if j.removed))
+    if limit and len(found.matches) > limit:
+        note(f"{limit} of {plural(len(found.matches), 'matching job')} shown, the most recent")
 
 
 def table(rows: list) -> list:
@@ -142,6 +202,7 @@ def render_details(d: dict) -> list:
     ]
     if d.get("replay_of"):
         lines.append(f"replay of: {d['replay_of']}")
+    lines.extend(pin_lines(d))
     if d.get("outputs"):
         lines.append(f"outputs  : {d['outputs']['where']}")
     if d.get("finished"):
@@ -184,6 +245,32 @@ def render_details(d: dict) -> list:
 
     lines.extend(cleanup_lines(d.get("node_cleanup")))
     return lines
+
+
+def pin_lines(d: dict) -> list:
+    """What the job ran: its plugin pins and its parameters (SPEC §18)."""
+    if d.get("plugins") is None:
+        return ["pins     : unknown (recorded before job records kept them, and its jobspec.json is gone)"]
+    lines = []
+    for i, pin in enumerate(d["plugins"]):
+        lines.append(f"{'pins     :' if i == 0 else '          '} {pin.get('ref')}  {pin.get('digest')}")
+    if not d["plugins"]:
+        lines.append("pins     : none")
+    params = d.get("params") or {}
+    for i, key in enumerate(sorted(params)):
+        lines.append(f"{'params   :' if i == 0 else '          '} {key} = {_param_text(params[key])}")
+    if not params:
+        lines.append("params   : none")
+    return lines
+
+
+def _param_text(value) -> str:
+    """A parameter as it would be written after ``--set KEY=``: strings quoted, so ``"0.5"`` and ``0.5`` differ."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def provenance_source_lines(prov: dict) -> list:

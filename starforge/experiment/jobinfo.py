@@ -18,6 +18,11 @@ from pathlib import Path
 
 def job_details(record) -> dict:
     """The record as a dict plus ``launch_status`` and ``provenance`` (None when absent)."""
+    if record.plugins is None:  # a record from before records kept pins: from its jobspec.json
+        from ..backends.jobindex import backfill
+        from ..backends.store import JobStore
+
+        record = backfill(JobStore(), record)
     out = record.shown()
     job_dir = Path(record.dir)
     out["launch_status"] = _read_json(job_dir / "status.json")
