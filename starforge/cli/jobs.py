@@ -73,24 +73,46 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     """
     from ..backends.store import JobStore
 
-    everything = JobStore().list()
+    everything, unreadable = JobStore().scan()
     listed = everything if show_all else everything[-limit:]
     records = [_refreshed(r) for r in listed]
     omitted = len(everything) - len(records)
     if as_json:
-        click.echo(json.dumps([r.shown() for r in records], indent=2, sort_keys=True))
-    elif not records:
+        click.echo(json.dumps([r.shown() for r in records] + [unreadable_row(u) for u in unreadable], indent=2,
+                              sort_keys=True))
+    elif not records and not unreadable:
         note("no jobs yet (submit one with: forge submit)")
     else:
         rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
         for r in records:
             rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, r.dir))
+        rows += [(u.id, UNREADABLE, "-", "-", "-", f"record {u.path}") for u in unreadable]
         from ..terminal_text import shown
 
         for line in table(rows):
             click.echo(shown(line))
     if omitted:
         note(f"{len(records)} of {plural(len(everything), 'job')} shown, the most recent; {omitted} older omitted (--all shows every job)")
+    from ..terminal_text import shown
+
+    for u in unreadable:  # never silenced: a record forge cannot read is damage, not chatter
+        click.echo(shown(f"warning: job record {u.path} is unreadable ({u.reason}); forge jobs rm {u.id} removes it"),
+                   err=True)
+
+
+UNREADABLE = "unreadable"  # the status `jobs list` shows for a file of the store that holds no record
+
+
+def unreadable_row(u) -> dict:
+    """``forge jobs list --json``'s row for an unreadable record: every key a record's row has
+    (null), the status ``unreadable``, the reason as ``message`` and the file as ``record``."""
+    from dataclasses import fields
+
+    from ..backends.jobrecord import JobRecord
+
+    row: dict = {f.name: None for f in fields(JobRecord)}
+    row.update(id=u.id, status=UNREADABLE, message=u.reason, record=str(u.path), backend_ref={})
+    return row
 
 
 def table(rows: list) -> list:
@@ -281,15 +303,28 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
 
     A job that is still pending or running is refused (cancel it first). A job whose
     working directory holds outputs (checkpoints, logs it wrote) is refused, with their
-    size, unless --with-outputs is given. Every ID is checked before anything is deleted.
+    size, unless --with-outputs is given. A record forge cannot read (listed as
+    'unreadable') is removed alone: its job directory cannot be known from it. Every ID is
+    checked before anything is deleted.
 
     \b
     Example:
       forge jobs rm quickstart-20261129-120000-3fa2
     """
     from ..backends.cleanup import remove_jobs
+    from ..backends.store import JobStore
+    from ..errors import BackendError
 
-    _report_removed(remove_jobs([_get(job_id) for job_id in job_ids], with_outputs=with_outputs), as_json)
+    records, unreadable = [], []
+    for job_id in job_ids:
+        try:
+            records.append(_get(job_id))
+        except BackendError:
+            damaged = JobStore().unreadable(job_id)
+            if damaged is None:
+                raise
+            unreadable.append(damaged)  # a record nobody can read: only its file can go
+    _report_removed(remove_jobs(records, with_outputs=with_outputs, unreadable=unreadable), as_json)
 
 
 @click.command("prune")
