@@ -93,7 +93,7 @@ class JobStore:
         for p in self._files():
             try:
                 records.append(_record_in(p))
-            except BackendError as exc:
+            except _Unreadable as exc:
                 unreadable.append(UnreadableRecord(id=p.stem, path=p, reason=exc.reason))
         return sorted(records, key=lambda r: (r.created, r.id)), unreadable
 
@@ -108,7 +108,7 @@ class JobStore:
             path = matches[0]
         try:
             _record_in(path)
-        except BackendError as exc:
+        except _Unreadable as exc:
             return UnreadableRecord(id=path.stem, path=path, reason=exc.reason)
         return None
 
