@@ -74,6 +74,7 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     from ..backends.store import JobStore
 
     everything, unreadable = JobStore().scan()
+    sweep_staging_leftovers(everything)
     listed = everything if show_all else everything[-limit:]
     records = [_refreshed(r) for r in listed]
     omitted = len(everything) - len(records)
@@ -98,6 +99,14 @@ def list_jobs(as_json: bool, limit: int, show_all: bool) -> None:
     for u in unreadable:  # never silenced: a record forge cannot read is damage, not chatter
         click.echo(shown(f"warning: job record {u.path} is unreadable ({u.reason}); forge jobs rm {u.id} removes it"),
                    err=True)
+
+
+def sweep_staging_leftovers(records) -> None:
+    """Remove what killed stagings left in the folders *records*' jobs were staged in, and say so."""
+    from ..backends.leftovers import sweep_beside
+
+    for leftover in sweep_beside(r.dir for r in records):
+        note(f"note: removed {leftover.describe()}")
 
 
 UNREADABLE = "unreadable"  # the status `jobs list` shows for a file of the store that holds no record
@@ -315,6 +324,7 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
     from ..backends.store import JobStore
     from ..errors import BackendError
 
+    sweep_staging_leftovers(JobStore().list())
     records, unreadable = [], []
     for job_id in job_ids:
         try:
@@ -349,7 +359,9 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
     from ..backends.cleanup import check_removable, parse_age, remove_jobs, select_prune
     from ..backends.store import JobStore
 
-    selection = select_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
+    everything = JobStore().list()
+    sweep_staging_leftovers(everything)
+    selection = select_prune(everything, older_than=parse_age(age) if age is not None else None, gone=gone,
                       refresh=_refreshed)
     if dry_run:
         check_removable(selection.chosen, with_outputs=with_outputs)
