@@ -154,3 +154,33 @@ def test_a_record_an_earlier_release_left_without_a_supervisor_is_lost_after_a_w
     assert rows["new-1"]["status"] == "pending"  # it may be the moment between two writes
     assert rows["old-1"]["status"] == "lost" and "no supervising process was ever recorded" in rows["old-1"]["message"]
     assert forge("jobs", "rm", "old-1").returncode == 0
+
+
+def test_as_an_ordinary_user_the_sweep_removes_a_read_only_staging_leftover(other_user):
+    # root deletes a read-only tree whatever its modes; an ordinary user must make it writable first
+    import shutil
+    import tempfile
+
+    import starforge
+    from starforge.cluster.atomic import writer_tag
+
+    base = Path(tempfile.mkdtemp(prefix="sfsweep", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        shutil.copytree(Path(starforge.__file__).parent, base / "lib" / "starforge")  # for the system's python3
+        root = base / "exp" / ".forge" / "jobs"
+        gone_pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                      text=True).stdout)
+        left = root / f".demo-1.staging-{gone_pid}@{writer_tag()}-abcd1234"
+        (left / "forge_plugins" / "p").mkdir(parents=True)
+        (left / "forge_plugins" / "p" / "mod.py").write_text("x = 1\n")
+        subprocess.run(["chown", "-R", other_user.name, str(base / "exp")], check=True)
+        for path in (left / "forge_plugins" / "p" / "mod.py", left / "forge_plugins" / "p", left / "forge_plugins"):
+            path.chmod(0o444 if path.is_file() else 0o555)  # as staging leaves plugins: read-only
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from starforge.backends.leftovers import sweep; "
+                "print([str(leftover.path) for leftover in sweep(sys.argv[2])])")
+        run = other_user.run("/usr/bin/python3", "-c", code, str(base / "lib"), str(root), check=False)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == repr([str(left)]) and not left.exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
