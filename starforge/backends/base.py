@@ -139,9 +139,10 @@ class Backend(abc.ABC):
         """Where the job directory for *job_id* is built; default ``<experiment>/.forge/jobs/<id>``."""
         return Path(experiment_dir) / ".forge" / "jobs" / job_id
 
-    def prepare(self, job_id: str) -> None:
-        """Called before the job *job_id* is staged, for a backend that can get ready meanwhile
-        (the local one starts its supervisor); :meth:`submit` follows, or :meth:`discard`
+    def prepare(self, job_id: str, job_dir: Path) -> None:
+        """Called before the job *job_id* is staged at *job_dir*, for a backend that can get
+        ready meanwhile (the local one starts its supervisor, which also cleans up after a
+        submit killed before it recorded the job); :meth:`submit` follows, or :meth:`discard`
         when staging failed. The default does nothing."""
 
     def discard(self, job_id: str) -> None:

@@ -27,7 +27,7 @@ from ..errors import UsageError
 from .jobdir import removable_job_dir, remove_job_dir
 from .jobrecord import JobRecord
 from .outputs import job_outputs
-from .store import JobStore
+from .store import JobStore, UnreadableRecord
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -112,8 +112,12 @@ def with_pins(record: JobRecord) -> JobRecord:
     return record if found is None else record.with_changes(plugins=found[0], params=found[1])
 
 
-def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, with_outputs: bool = False) -> list:
-    """Delete each job (its own directory, then its record), after checking them all; return the ids."""
+def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, with_outputs: bool = False,
+                unreadable: Iterable[UnreadableRecord] = ()) -> list:
+    """Delete each job (its own directory, then its record), after checking them all; return the ids.
+
+    An *unreadable* record (truncated, not JSON) names no directory: only its file goes.
+    """
     unique = list({r.id: r for r in records}.values())
     check_removable(unique, with_outputs=with_outputs)
     store = store if store is not None else JobStore()
@@ -125,4 +129,7 @@ def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, 
             remove_job_dir(job_dir)
         store.remove(record.id, tombstone)
         removed.append(record.id)
+    for damaged in {u.id: u for u in unreadable}.values():
+        store.remove(damaged.id)
+        removed.append(damaged.id)
     return removed

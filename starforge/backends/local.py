@@ -1,8 +1,10 @@
 """The ``local`` backend: run the launcher on this machine as a subprocess.
 
 The job directory is staged under the experiment (``<experiment>/.forge/jobs/<id>/``).
-``submit`` starts a small supervising process in its own session
-(``python -m starforge.backends.local --supervise STORE ID``), which
+A small supervising process starts in its own session while the job is staged
+(``python -m starforge.backends.local --supervise STORE ID JOB_DIR SUBMIT_PID``) and waits
+on its start pipe. ``submit`` saves the job's record naming that supervisor (one write),
+then hands it the job's binding; the supervisor
 
 1. starts ``python .forge-runtime/starforge-runtime.zip --spec <job dir>/jobspec.json``
    (the interpreter running forge is the job's default Python: SPEC §14) in a new process
@@ -11,6 +13,10 @@ The job directory is staged under the experiment (``<experiment>/.forge/jobs/<id
 2. records status ``running`` and the launcher's pid (= its process group id);
 3. waits, then records the exit code (a death by signal N is 128+N, as a shell says) and
    ``succeeded``, ``failed`` or, when a cancel was asked for, ``cancelled``.
+
+A ``forge submit`` killed before the handover leaves no job pending for ever: with no record
+saved, its supervisor removes what was staged (:func:`abandoned_by_submit`); with one, the
+supervisor ends unused and :meth:`LocalBackend.refresh` turns the job ``lost``.
 
 Because the supervisor owns the job, ``forge submit --detach`` can return at once and the
 record is still completed. A waiting ``forge submit`` follows ``log.txt`` (so the output
@@ -28,6 +34,7 @@ import dataclasses
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
 
 LOG_NAME = "log.txt"
 _POLL = 0.1
+CLAIM_GRACE = 60.0  # seconds an earlier release's record may go without naming its supervisor
 
 
 class LocalBackend(Backend):
@@ -60,31 +68,18 @@ class LocalBackend(Backend):
         self._ended: dict = {}  # job id -> read end of a pipe that ends when that supervisor ends
         self._waiting: dict = {}  # job id -> (Popen, write end of its start pipe, ended) of a prepared supervisor
 
-    def prepare(self, job_id: str) -> None:
-        """Start the supervisor of *job_id* while the job is staged: its interpreter starts
-        and imports meanwhile (on another CPU where there is one), then waits for the job's
-        binding on its start pipe (:meth:`submit` writes it). When the pipe closes without
-        one (staging failed, this process ended), it ends, having touched nothing."""
+    def prepare(self, job_id: str, job_dir: Path) -> None:
+        """Start the supervisor of *job_id* while the job is staged at *job_dir*: its
+        interpreter starts and imports meanwhile (on another CPU where there is one), then
+        waits for the job's binding on its start pipe (:meth:`submit` writes it). When the
+        pipe closes without one (staging failed, or this process was killed), it ends,
+        having removed what this process left of a job no record names
+        (:func:`abandoned_by_submit`)."""
         self.discard(job_id)
-        ended, holder = os.pipe()
-        start_read, start_write = os.pipe()
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), job_id],
-                stdin=start_read,
-                stdout=subprocess.DEVNULL,  # once started, its output goes to the job's log
-                start_new_session=True,
-                pass_fds=(holder,),
-                env=without_credentials(),  # the supervisor and the job never see push credentials
-            )
+            self._waiting[job_id] = self._start_waiting(job_id, job_dir)
         except OSError:
-            for fd in (ended, start_write):
-                os.close(fd)
             return  # submit starts one, as it does for a job nobody prepared
-        finally:
-            os.close(holder)
-            os.close(start_read)
-        self._waiting[job_id] = (proc, start_write, ended)
 
     def discard(self, job_id: str) -> None:
         waiting = self._waiting.pop(job_id, None)
@@ -94,6 +89,35 @@ class LocalBackend(Backend):
             os.close(ended)
             proc.wait()
 
+    def _start_waiting(self, job_id: str, job_dir: Path) -> tuple:
+        """A supervisor for *job_id* waiting on its start pipe: ``(Popen, start pipe's write end, ended)``.
+
+        It holds the write end of the *ended* pipe and nothing else does (it starts the
+        launcher with every other descriptor closed): the read end sees end-of-file the
+        moment the supervisor ends, so a waiting submit wakes then, not at its next poll.
+        """
+        job_dir = Path(job_dir).parent.resolve() / Path(job_dir).name
+        ended, holder = os.pipe()
+        start_read, start_write = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), job_id,
+                 str(job_dir), str(os.getpid())],
+                stdin=start_read,
+                stdout=subprocess.DEVNULL,  # once started, its output goes to the job's log
+                start_new_session=True,
+                pass_fds=(holder,),
+                env=without_credentials(),  # the supervisor and the job never see push credentials
+            )
+        except OSError:
+            for fd in (ended, start_write):
+                os.close(fd)
+            raise
+        finally:
+            os.close(holder)
+            os.close(start_read)
+        return proc, start_write, ended
+
     def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         job_dir = Path(staged.dir).resolve()
         spec = staged.spec
@@ -101,87 +125,79 @@ class LocalBackend(Backend):
             self.discard(spec.id)
             raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
         try:
-            record = self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created)
+            waiting = self._waiting.pop(spec.id, None) or self._start_waiting(spec.id, job_dir)
+        except OSError as exc:
+            raise BackendError(f"cannot start job {spec.id}: {exc}") from None
+        self._waiting[spec.id] = waiting
+        # The record names its supervisor from its first write, and the supervisor gets the
+        # job only after that: a submit killed at any point leaves either no record (its
+        # supervisor then removes what was staged) or one whose supervisor's end turns it lost.
+        try:
+            self._save_new_record(dataclasses.replace(staged, dir=job_dir), created=spec.created,
+                                  backend_ref={"supervisor_pid": waiting[0].pid})
         except BaseException:
             self.discard(spec.id)
             raise
+        del self._waiting[spec.id]
         shield_credentials()  # the job's plugin code runs on this machine, below this process
-        bound = staged.binding
-        started = self._start_prepared(spec.id, bound)
-        try:
-            proc, ended = started if started is not None else self._start_supervisor(job_dir, spec.id, bound)
-        except OSError as exc:
-            record = record.with_changes(status="failed", message=f"could not start: {exc}", finished=utc_now())
-            self.store.save(record)
-            raise BackendError(f"cannot start job {spec.id}: {exc}") from None
+        proc, ended = self._hand_over(spec.id, job_dir, staged.binding, waiting)
         self._children[spec.id] = proc
         if detach:
             os.close(ended)  # nothing here waits for this job
         else:
             self._ended[spec.id] = ended
-        return self.store.update(
-            spec.id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": proc.pid})
-        )
+        return self.store.get(spec.id)
 
-    def _start_prepared(self, job_id: str, bound) -> tuple | None:
-        """Hand the binding to the supervisor :meth:`prepare` started: ``(Popen, ended)``, or
-        None when there is none, or it is gone (then it is reaped, and another is started)."""
-        waiting = self._waiting.pop(job_id, None)
-        if waiting is None:
-            return None
+    def _hand_over(self, job_id: str, job_dir: Path, bound, waiting: tuple) -> tuple:
+        """Write the binding to the recorded supervisor's start pipe: ``(Popen, ended)``. One that
+        ended before its job was ready (a broken pipe) is reaped and replaced by another, named
+        in the record before it gets the job."""
+        line = f"{bound.runtime_sha256} {bound.spec_sha256}\n".encode("ascii")
         proc, start_write, ended = waiting
+        if _write_start(start_write, line):
+            return proc, ended
+        os.close(ended)
+        proc.wait()
         try:
-            os.write(start_write, f"{bound.runtime_sha256} {bound.spec_sha256}\n".encode("ascii"))
-        except OSError:  # it ended before its job was ready (broken pipe)
-            os.close(ended)
-            proc.wait()
-            return None
-        finally:
-            os.close(start_write)
-        return proc, ended
-
-    def _start_supervisor(self, job_dir: Path, job_id: str, bound) -> tuple:
-        """Start a supervisor for the staged job now: ``(Popen, ended)``.
-
-        The supervisor holds the write end of the *ended* pipe and nothing else does (it
-        starts the launcher with every other descriptor closed): the read end sees end-of-file
-        the moment the supervisor ends, so a waiting submit wakes then, not at its next poll.
-        """
-        ended, holder = os.pipe()
-        try:
-            with _open_log(job_dir) as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "starforge.backends.local", "--supervise", str(self.store.root), job_id,
-                     bound.runtime_sha256, bound.spec_sha256],
-                    cwd=job_dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                    pass_fds=(holder,),
-                    env=without_credentials(),  # the supervisor and the job never see push credentials
-                )
-        except OSError:
-            os.close(ended)
-            raise
-        finally:
-            os.close(holder)
-        return proc, ended
+            proc, start_write, ended = self._start_waiting(job_id, job_dir)
+        except OSError as exc:
+            message = f"could not start: {exc}"
+            self.store.update(job_id, lambda r: r.with_changes(status="failed", message=message, finished=utc_now()))
+            raise BackendError(f"cannot start job {job_id}: {exc}") from None
+        pid = proc.pid
+        self.store.update(job_id, lambda r: r.with_changes(backend_ref={**r.backend_ref, "supervisor_pid": pid}))
+        if _write_start(start_write, line):
+            return proc, ended
+        os.close(ended)
+        proc.wait()
+        self.store.update(job_id, lambda r: r.with_changes(
+            status="failed", message="could not start: its supervisor ended before it was handed the job",
+            finished=utc_now()))
+        raise BackendError(f"cannot start job {job_id}: its supervising process ended at once")
 
     def refresh(self, record: JobRecord) -> JobRecord:
         record = self.store.get(record.id)
         if record.final:
             return record
         sup = record.backend_ref.get("supervisor_pid")
-        if sup is None or self._supervisor_alive(record.id, sup):
+        if sup is None:
+            # Saved by an earlier release, which named the supervisor in a second write: a
+            # record still without one a while later was left by a submit killed in between.
+            if not self._unclaimed(record):
+                return record
+            message = "no supervising process was ever recorded: forge submit ended before it started the job"
+        elif self._supervisor_alive(record.id, sup):
             return record
+        elif "pid" not in record.backend_ref:
+            message = ("the job never started: its supervising process ended before it started the launcher "
+                       "(as when forge submit is killed before it hands the job over)")
+        else:
+            message = "the supervising process ended without recording an exit code"
 
         def lost(r: JobRecord) -> JobRecord:
             if r.final:
                 return r
-            return r.with_changes(
-                status="lost", finished=utc_now(), message="the supervising process ended without recording an exit code"
-            )
+            return r.with_changes(status="lost", finished=utc_now(), message=message)
 
         return self.store.update(record.id, lost)
 
@@ -257,11 +273,29 @@ class LocalBackend(Backend):
             time.sleep(_POLL)
         return record
 
+    def _unclaimed(self, record: JobRecord) -> bool:
+        """Whether *record*, naming no supervisor, was written over :data:`CLAIM_GRACE` seconds ago."""
+        try:
+            return time.time() - self.store.path(record.id).stat().st_mtime > CLAIM_GRACE
+        except OSError:
+            return False
+
     def _supervisor_alive(self, job_id: str, pid: int) -> bool:
         child = self._children.get(job_id)
         if child is not None:
             return child.poll() is None
         return _process_matches(pid, job_id)
+
+
+def _write_start(fd: int, line: bytes) -> bool:
+    """Write *line* to a supervisor's start pipe and close it; False when that supervisor is gone."""
+    try:
+        os.write(fd, line)
+        return True
+    except OSError:  # a broken pipe: it ended before its job was ready
+        return False
+    finally:
+        os.close(fd)
 
 
 def _process_matches(pid: int, marker: str) -> bool:
@@ -359,15 +393,18 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
     return 0
 
 
-def supervise_when_staged(store_root: str, job_id: str) -> int:
-    """The body of a supervisor started before its job was staged (:meth:`LocalBackend.prepare`):
+def supervise_when_staged(store_root: str, job_id: str, job_dir: str, stager: str) -> int:
+    """The body of a supervisor started before its job was handed over (:meth:`LocalBackend.prepare`):
     wait for the binding on the start pipe (standard input), then, its own output going to
-    the job's log from there on, :func:`supervise` the job. End-of-file first: nothing to do."""
+    the job's log from there on, :func:`supervise` the job. End-of-file first: the submit
+    (process *stager*, staging the job at *job_dir*) ended without handing it over; see
+    :func:`abandoned_by_submit`."""
     words = sys.stdin.buffer.readline().decode("ascii", "replace").split()
     if len(words) != 2:
+        abandoned_by_submit(JobStore(Path(store_root)), job_id, Path(job_dir), int(stager))
         return 0
-    job_dir = Path(JobStore(Path(store_root)).get(job_id).dir)
-    with _open_log(job_dir) as log:
+    job_dir = JobStore(Path(store_root)).get(job_id).dir
+    with _open_log(Path(job_dir)) as log:
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(log.fileno(), 1)
@@ -377,6 +414,29 @@ def supervise_when_staged(store_root: str, job_id: str) -> int:
     os.close(stdin)
     os.chdir(job_dir)
     return supervise(store_root, job_id, *words)
+
+
+def abandoned_by_submit(store: JobStore, job_id: str, job_dir: Path, stager: int) -> list:
+    """Remove what the submit *stager* left of *job_id* when it ended without handing the job
+    over and no record names it: its staging folders of that job (killed while staging)
+    and the job directory it renamed into place (killed before recording it). A recorded
+    job keeps its directory: its supervisor's end turns it lost. Returns what was removed.
+
+    After a failure the submit cleaned up itself, so nothing is left to remove.
+    """
+    from .leftovers import sweep
+    from .staged import remove_tree
+
+    if store.path(job_id).exists():
+        return []
+    removed = [leftover.path for leftover in sweep(job_dir.parent, job_id=job_id, pid=stager)]
+    with contextlib.suppress(OSError):
+        st = os.lstat(job_dir)
+        if os.path.realpath(job_dir.parent) == str(job_dir.parent) and stat.S_ISDIR(st.st_mode) \
+                and st.st_uid == os.geteuid():  # this user's own directory there, never a link or through one
+            remove_tree(job_dir)
+            removed.append(job_dir)
+    return removed
 
 
 def _write_status(job_dir: Path, phase: str, code: int, message: str) -> None:
@@ -403,10 +463,7 @@ def _failure_message(job_dir: Path, code: int) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--supervise":
-        sys.exit(supervise(*sys.argv[2:6]))
-    if len(sys.argv) == 4 and sys.argv[1] == "--supervise":  # the binding comes on standard input
-        sys.exit(supervise_when_staged(*sys.argv[2:4]))
-    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID [RUNTIME_SHA256 SPEC_SHA256]",
-          file=sys.stderr)
+    if len(sys.argv) == 6 and sys.argv[1] == "--supervise":  # the binding comes on standard input
+        sys.exit(supervise_when_staged(*sys.argv[2:6]))
+    print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID JOB_DIR SUBMIT_PID", file=sys.stderr)
     sys.exit(2)

@@ -28,7 +28,9 @@ The layout (:class:`JobLayout`)::
 
 The directory is built under an unpredictable temporary name beside its final place and
 renamed into place, so a half-staged job never appears; on any failure the temporary tree
-is removed without following a symbolic link.
+is removed without following a symbolic link. The name says which process stages it
+(:func:`staging_prefix`): what a killed one leaves is swept by a later command
+(:mod:`starforge.backends.leftovers`).
 
 Laptop side.
 """
@@ -36,6 +38,7 @@ Laptop side.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection
 
+from ..cluster.atomic import writer_tag
 from ..cluster.digest import tree_digest
 from ..cluster.environment import RUNTIME_DIR, WORK_DIR, install_runtime_zip, prepare_runtime, runtime_paths
 from ..cluster.errors import VerificationError
@@ -143,7 +147,8 @@ def stage(
         raise BackendError(f"{job_dir} already exists; a job directory is staged once")
     make_dirs(job_dir.parent)
     # an unpredictable name (mkdtemp: mode 0700, never an existing path someone else made)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{job_dir.name}.staging-", dir=job_dir.parent))
+    # that says which process stages it, so a later command can sweep it should that process be killed
+    tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(job_dir.name), dir=job_dir.parent))
     try:
         layout = JobLayout(tmp)
         os.chmod(tmp, dir_mode(PRIVATE))
@@ -174,6 +179,33 @@ def stage(
         remove_tree(tmp)
         raise
     return StagedJob(dir=job_dir, spec=spec, binding=binding)
+
+
+# .<job id>.staging-<pid>@<host tag>-<mkdtemp's random part>; earlier releases: .<job id>.staging-<random>
+_STAGING_NAME = re.compile(r"^\.(?P<id>.+)\.staging-(?:(?P<pid>\d+)@(?P<tag>.+)-)?[a-z0-9_]+$")
+
+
+def staging_prefix(job_id: str) -> str:
+    """The start of the temporary name this process stages *job_id* under (``mkdtemp`` adds the
+    rest): the pid and :func:`~starforge.cluster.atomic.writer_tag` of the process staging it.
+
+    >>> staging_prefix("demo-1").startswith(f".demo-1.staging-{os.getpid()}@")
+    True
+    """
+    return f".{job_id}.staging-{os.getpid()}@{writer_tag()}-"
+
+
+def staging_name_parts(name: str) -> tuple[str, int | None, str | None] | None:
+    """``(job id, pid, host tag)`` of a staging folder's *name* (pid and tag None in an
+    earlier release's name), or None for any other name.
+
+    >>> staging_name_parts(".demo-1.staging-4242@laptop+4026531836-k3j2h1g0")
+    ('demo-1', 4242, 'laptop+4026531836')
+    """
+    match = _STAGING_NAME.match(name)
+    if match is None:
+        return None
+    return match["id"], int(match["pid"]) if match["pid"] else None, match["tag"]
 
 
 def copy_work(recipe: Path, work: Path) -> None:

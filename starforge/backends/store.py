@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -42,6 +43,15 @@ def jobs_dir() -> Path:
     from ..home import home
 
     return home().data_dir / "jobs"
+
+
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """A file of the store that holds no job record (truncated, not JSON, not a record's shape)."""
+
+    id: str  # the file's name without ``.json``: the id ``forge jobs rm`` takes
+    path: Path
+    reason: str
 
 
 class JobStore:
@@ -72,15 +82,36 @@ class JobStore:
             if not matches:
                 raise NotFoundError(f"no job '{job_id}' in {self.root}", hint="list jobs with: forge jobs list")
             path = matches[0]
-        return JobRecord.from_dict(_read_json(path))
+        return _record_in(path)
 
     def list(self) -> builtins.list[JobRecord]:
-        """Every record, oldest first."""
-        records = []
+        """Every readable record, oldest first (:meth:`scan` also says which files are not)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[builtins.list[JobRecord], builtins.list[UnreadableRecord]]:
+        """Every readable record, oldest first, and every file of the store that holds none."""
+        records, unreadable = [], []
         for p in self._files():
-            with contextlib.suppress(BackendError):
-                records.append(JobRecord.from_dict(_read_json(p)))
-        return sorted(records, key=lambda r: (r.created, r.id))
+            try:
+                records.append(_record_in(p))
+            except _Unreadable as exc:
+                unreadable.append(UnreadableRecord(id=p.stem, path=p, reason=exc.reason))
+        return sorted(records, key=lambda r: (r.created, r.id)), unreadable
+
+    def unreadable(self, job_id: str) -> UnreadableRecord | None:
+        """The file of *job_id* (or of the one id it is a prefix of) when it holds no
+        readable record; None when it is readable or there is no such file."""
+        path = self.path(job_id)
+        if not path.exists():
+            matches = [p for p in self._files() if p.stem.startswith(job_id)]
+            if len(matches) != 1:
+                return None
+            path = matches[0]
+        try:
+            _record_in(path)
+        except _Unreadable as exc:
+            return UnreadableRecord(id=path.stem, path=path, reason=exc.reason)
+        return None
 
     def remove(self, job_id: str, tombstone: JobRecord | None = None) -> None:
         """Delete the record of *job_id* (an exact id) and its lock file, leaving *tombstone*
@@ -89,8 +120,8 @@ class JobStore:
         with self.locked(job_id):
             path = self.path(job_id)
             if tombstone is None:
-                with contextlib.suppress(BackendError, TypeError):
-                    tombstone = JobRecord.from_dict(_read_json(path))
+                with contextlib.suppress(BackendError):
+                    tombstone = _record_in(path)
             if tombstone is not None:
                 make_dirs(self.root / REMOVED_DIR)
                 atomic.write_file(self.root / REMOVED_DIR / f"{job_id}.json",
@@ -119,8 +150,22 @@ class JobStore:
         return sorted(self.root.glob("*.json"))
 
 
-def _read_json(path: Path) -> dict:
+class _Unreadable(BackendError):
+    """A job record that cannot be read; ``reason`` says why, without the path."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: unreadable job record: {reason}",
+                         hint=f"forge jobs rm {path.stem} removes it (forge jobs list shows every such file)")
+        self.reason = reason
+
+
+def _record_in(path: Path) -> JobRecord:
+    """The record *path* holds; :class:`BackendError` (with a ``reason``) when it holds none."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise BackendError(f"{path}: unreadable job record: {exc}") from None
+        raise _Unreadable(path, str(exc)) from None
+    try:
+        return JobRecord.from_dict(data)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise _Unreadable(path, f"not a job record ({exc})") from None

@@ -88,25 +88,56 @@ def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | No
     from ..backends.store import JobStore
 
     limit = limit or DEFAULT_LIMIT
-    everything = JobStore().list()
+    everything, unreadable = JobStore().scan()
+    sweep_staging_leftovers(everything)
     listed = everything if show_all else everything[-limit:]
     records = [_refreshed(r) for r in listed]
     omitted = len(everything) - len(records)
     if as_json:
-        click.echo(json.dumps([r.shown() for r in records], indent=2, sort_keys=True))
-    elif not records:
+        click.echo(json.dumps([r.shown() for r in records] + [unreadable_row(u) for u in unreadable], indent=2,
+                              sort_keys=True))
+    elif not records and not unreadable:
         note("no jobs yet (submit one with: forge submit)")
     else:
-        _print_records(records)
+        _print_records(records, unreadable=unreadable)
     if omitted:
         note(f"{len(records)} of {plural(len(everything), 'job')} shown, the most recent; {omitted} older omitted (--all shows every job)")
+    from ..terminal_text import shown
+
+    for u in unreadable:  # never silenced: a record forge cannot read is damage, not chatter
+        click.echo(shown(f"warning: job record {u.path} is unreadable ({u.reason}); forge jobs rm {u.id} removes it"),
+                   err=True)
 
 
-def _print_records(records: list, removed: frozenset = frozenset()) -> None:
+def sweep_staging_leftovers(records) -> None:
+    """Remove what killed stagings left in the folders *records*' jobs were staged in, and say so."""
+    from ..backends.leftovers import sweep_beside
+
+    for leftover in sweep_beside(r.dir for r in records):
+        note(f"note: removed {leftover.describe()}")
+
+
+UNREADABLE = "unreadable"  # the status `jobs list` shows for a file of the store that holds no record
+
+
+def unreadable_row(u) -> dict:
+    """``forge jobs list --json``'s row for an unreadable record: every key a record's row has
+    (null), the status ``unreadable``, the reason as ``message`` and the file as ``record``."""
+    from dataclasses import fields
+
+    from ..backends.jobrecord import JobRecord
+
+    row: dict = {f.name: None for f in fields(JobRecord)}
+    row.update(id=u.id, status=UNREADABLE, message=u.reason, record=str(u.path), backend_ref={})
+    return row
+
+
+def _print_records(records: list, removed: frozenset = frozenset(), unreadable=()) -> None:
     rows = [("ID", "STATUS", "EXIT", "BACKEND", "CREATED", "DIR")]
     for r in records:
         where = "(removed)" if r.id in removed else r.dir
         rows.append((r.id, r.status, "-" if r.exit_code is None else str(r.exit_code), r.backend, r.created, where))
+    rows += [(u.id, UNREADABLE, "-", "-", "-", f"record {u.path}") for u in unreadable]
     from ..terminal_text import shown
 
     for line in table(rows):
@@ -368,15 +399,29 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
 
     A job that is still pending or running is refused (cancel it first). A job whose
     working directory holds outputs (checkpoints, logs it wrote) is refused, with their
-    size, unless --with-outputs is given. Every ID is checked before anything is deleted.
+    size, unless --with-outputs is given. A record forge cannot read (listed as
+    'unreadable') is removed alone: its job directory cannot be known from it. Every ID is
+    checked before anything is deleted.
 
     \b
     Example:
       forge jobs rm quickstart-20261129-120000-3fa2
     """
     from ..backends.cleanup import remove_jobs
+    from ..backends.store import JobStore
+    from ..errors import BackendError
 
-    _report_removed(remove_jobs([_get(job_id) for job_id in job_ids], with_outputs=with_outputs), as_json)
+    sweep_staging_leftovers(JobStore().list())
+    records, unreadable = [], []
+    for job_id in job_ids:
+        try:
+            records.append(_get(job_id))
+        except BackendError:
+            damaged = JobStore().unreadable(job_id)
+            if damaged is None:
+                raise
+            unreadable.append(damaged)  # a record nobody can read: only its file can go
+    _report_removed(remove_jobs(records, with_outputs=with_outputs, unreadable=unreadable), as_json)
 
 
 @click.command("prune")
@@ -401,7 +446,9 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
     from ..backends.cleanup import check_removable, parse_age, remove_jobs, select_prune
     from ..backends.store import JobStore
 
-    selection = select_prune(JobStore().list(), older_than=parse_age(age) if age is not None else None, gone=gone,
+    everything = JobStore().list()
+    sweep_staging_leftovers(everything)
+    selection = select_prune(everything, older_than=parse_age(age) if age is not None else None, gone=gone,
                       refresh=_refreshed)
     if dry_run:
         check_removable(selection.chosen, with_outputs=with_outputs)

@@ -391,7 +391,12 @@ def replay_job(
     runner = get_backend(backend, settings or dict(spec.extra.get(backend) or {}), store)
     root = exp_dir if exp_dir is not None and exp_dir.is_dir() else old_dir.parent.parent.parent
     job_dir = runner.staging_dir(root, spec.id)
-    staged = stage_replay(record, old_dir, spec, job_dir, registries, require_signatures=require_signatures)
+    runner.prepare(spec.id, job_dir)
+    try:
+        staged = stage_replay(record, old_dir, spec, job_dir, registries, require_signatures=require_signatures)
+    except BaseException:
+        runner.discard(spec.id)
+        raise
     spec = staged.spec
     try:
         new_record = runner.submit(staged, detach=detach)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..backends.leftovers import sweep
 from ..backends.staged import remove_tree
 from .stage import ResolvedJob, resolve_job_in, stage_job
 
@@ -67,7 +68,9 @@ def submit_experiment(
     runner = get_backend(resolved.spec.backend, exp.backend_settings(resolved.spec.backend), store)
     python_note = runner.check_job_python(exp.job_python(resolved.spec.backend))
     job_dir = runner.staging_dir(exp.root, resolved.spec.id)
-    runner.prepare(resolved.spec.id)  # the local backend's supervisor starts while the job is staged
+    notes = [python_note] if python_note else []
+    notes += [f"note: removed {leftover.describe()}" for leftover in sweep(job_dir.parent.resolve())]
+    runner.prepare(resolved.spec.id, job_dir)  # the local backend's supervisor starts while the job is staged
     try:
         staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
                            require_signatures=require_signatures)
@@ -83,8 +86,8 @@ def submit_experiment(
         if not _recorded(runner, resolved.spec.id):
             remove_tree(job_dir)
         raise
-    return Submission(resolved=resolved, job_dir=job_dir, record=record, backend=runner,
-                      notes=(python_note,) if python_note else (), staged=staged)
+    return Submission(resolved=resolved, job_dir=job_dir, record=record, backend=runner, notes=tuple(notes),
+                      staged=staged)
 
 
 def _recorded(runner, job_id: str) -> bool:

@@ -155,3 +155,34 @@ def test_prune_gone_drops_only_records_whose_directory_is_gone(jobs, tmp_path):
     assert [r.id for r in jobs.list()] == ["exp-here"] and kept_dir.is_dir()
     nothing = forge("jobs", "prune")
     assert nothing.returncode == 2 and "--older-than AGE, --gone" in nothing.stderr
+
+
+def test_a_truncated_record_is_listed_as_unreadable_with_its_path_and_rm_removes_it(jobs):
+    add(jobs, "exp-20261129-120000-good")
+    whole = (jobs.root / "exp-20261129-120000-good.json").read_text()
+    truncated = jobs.root / "exp-20261129-120100-half.json"
+    truncated.write_text(whole[: len(whole) // 2])  # a disk that filled up, a copy cut short
+    wrong_shape = jobs.root / "exp-20261129-120200-list.json"
+    wrong_shape.write_text("[1, 2]\n")
+    text = forge("jobs", "list")
+    assert text.returncode == 0
+    rows = {line.split()[0]: line.split() for line in text.stdout.splitlines()[1:]}
+    assert set(rows) == {"exp-20261129-120000-good", "exp-20261129-120100-half", "exp-20261129-120200-list"}
+    assert rows["exp-20261129-120100-half"][1] == "unreadable" and rows["exp-20261129-120100-half"][-1] == str(truncated)
+    assert f"warning: job record {truncated} is unreadable" in text.stderr
+    assert "forge jobs rm exp-20261129-120100-half removes it" in text.stderr
+    assert f"warning: job record {wrong_shape} is unreadable (not a job record" in text.stderr
+    quiet = run_forge("-q", "jobs", "list", "--json", env=os.environ.copy())  # damage is said even with -q
+    listed = {row["id"]: row for row in json.loads(quiet.stdout)}
+    assert listed["exp-20261129-120100-half"]["status"] == "unreadable"
+    assert listed["exp-20261129-120100-half"]["record"] == str(truncated)
+    assert set(listed["exp-20261129-120100-half"]) >= set(listed["exp-20261129-120000-good"])
+    assert str(truncated) in quiet.stderr
+    shown = forge("jobs", "show", "exp-20261129-120100-half")
+    assert shown.returncode == 16 and "forge jobs rm exp-20261129-120100-half" in shown.stderr
+    removed = forge("jobs", "rm", "exp-20261129-120100", "exp-20261129-120200-list", "--json")
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout) == ["exp-20261129-120100-half", "exp-20261129-120200-list"]
+    assert not truncated.exists() and not wrong_shape.exists()
+    after = forge("jobs", "list")
+    assert after.stderr == "" and [line.split()[0] for line in after.stdout.splitlines()[1:]] == ["exp-20261129-120000-good"]

@@ -4,4 +4,5 @@
   (``forge_process(...)``), both returning a ``subprocess.CompletedProcess``.
 - :mod:`support.experiment`: ``Project``, one user's world (FORGE_HOME, plugins, an experiment).
 - :mod:`support.oci`: real OCI registries (``docker-registry`` on 127.0.0.1).
+- :mod:`support.killpoints`: ``forge`` killed right after a named step of ``forge submit``.
 """
