@@ -407,7 +407,8 @@ def verify_published_envelope(registry, info, trust: Trust | None = None, requir
         raise SignatureError(
             f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
             hint=("a signature may have been stripped; do not use this version until its publisher signs it: "
-                  f"'forge plugin sign {info.ref}' adds a signature to a published version"),
+                  f"'forge plugin sign {info.ref} --from DIR' (DIR: the publisher's copy of its files; or --lock "
+                  "FILE, a lock that pinned them) adds a signature to a published version"),
         )
     failures: list = []
     for envelope in reversed(envelopes):
