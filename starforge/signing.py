@@ -45,6 +45,7 @@ from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these
     VERIFY,
     Trust,
     load_public_key,
+    low_s,
     pae,
     read_trust,
     subject_name,
@@ -212,12 +213,14 @@ def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = N
 
 
 def sign_bytes(key, message: bytes) -> bytes:
-    """A signature over *message*: Ed25519, or ECDSA P-256 over SHA-256 (DER; randomized)."""
+    """A signature over *message*: Ed25519, or ECDSA P-256 over SHA-256 (DER; randomized, and
+    in its low-S form, :func:`starforge.cluster.dsse.low_s`: of the two byte strings that
+    verify for one ``r``, forge always writes the same one)."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        return key.sign(message, ec.ECDSA(hashes.SHA256()))
+        return low_s(key.sign(message, ec.ECDSA(hashes.SHA256())))
     return key.sign(message)
 
 

@@ -194,6 +194,35 @@ def test_an_archive_other_than_the_signed_one_and_a_bundle_other_than_the_envelo
     assert not (tmp_path / "c").exists()
 
 
+def test_a_stored_bundle_whose_key_hint_names_another_key_is_refused(tmp_path):
+    """A bundle is matched to its envelope by payload, signature and key: a registry writer who
+    points a bundle's public-key hint at another key (so a tool that picks the key by hint
+    reads the wrong one) has tampered with the registry."""
+    registry = tmp_path / "registry"
+    user = User(tmp_path / "user")
+    user.forge("key", "generate")
+    user.forge("key", "generate", "--name", "second")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "second.pub")
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
+    [stored] = list((registry / "plugins" / OWNER / NAME / f"{VERSION}.signatures").glob("*.sigstore.json"))
+    honest = stored.read_bytes()
+    user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "a")
+    other = _key_id(user, "second")
+    for inner in (False, True):  # the hint alone, then the hint and the envelope's key id inside the bundle
+        doc = json.loads(honest)
+        doc["verificationMaterial"]["publicKey"]["hint"] = other
+        if inner:
+            doc["dsseEnvelope"]["signatures"][0]["keyid"] = other
+        stored.write_text(json.dumps(doc))
+        refused = user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / f"b{inner}", ok=False)
+        assert refused.returncode == 6, refused.stderr
+        assert f"is tampered: {REF}: a stored Sigstore bundle's key hint" in refused.stderr
+        assert other in refused.stderr and not (tmp_path / f"b{inner}").exists()
+    stored.write_bytes(honest)
+    user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "c")
+
+
 def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_can_be_signed_later(tmp_path):
     registry = tmp_path / "registry"
     user = User(tmp_path / "user")
