@@ -58,7 +58,7 @@ def fetch_to_sign(registry, info, held: str, source: str, *, cache: str | os.Pat
     if info.tree_digest != held:
         raise SignatureError(
             f"refusing to sign {info.ref}: the registry serves {info.tree_digest}, but {source} holds {held}",
-            hint=f"{refused}; see what it serves with 'forge plugin pull {info.ref} -o DIR', and tell the registry's owner",
+            hint=f"{refused}; 'forge plugin show {info.ref}' shows what it serves; tell the registry's owner",
         )
     archive = fetch(registry, info, cache=cache)
     try:

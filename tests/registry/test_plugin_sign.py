@@ -93,7 +93,7 @@ def test_a_version_another_writer_replaced_is_not_signed_and_a_lock_or_the_files
         first = refused.stderr.splitlines()[0]
         assert first.startswith(f"error: refusing to sign {REF}: the registry serves {theirs}, but "), first
         assert first.endswith(f" holds {mine}"), first
-        assert "nothing was signed" in refused.stderr
+        assert "nothing was signed" in refused.stderr and f"'forge plugin show {REF}' shows what it serves" in refused.stderr
     both = alice.forge("plugin", "sign", REF, "--from", src, "--digest", theirs, "--registry", registry, ok=False)
     assert both.returncode == 2 and f"{src} holds {mine}, but --digest names {theirs}" in both.stderr
     again = alice.forge("plugin", "publish", src, "--sign", "--registry", registry, ok=False)
@@ -102,6 +102,7 @@ def test_a_version_another_writer_replaced_is_not_signed_and_a_lock_or_the_files
     # so nobody who trusts alice is shown the writer's files as hers
     pulled = alice.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "out", ok=False)
     assert pulled.returncode == 9 and not (tmp_path / "out").exists()
+    assert theirs in alice.forge("plugin", "show", REF, "--registry", registry).stdout  # the command the hint names
 
     # the registry's owner restores alice's files: a script re-signs from the lock, and the digest is printed
     _remove_version(registry)
