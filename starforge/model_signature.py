@@ -25,7 +25,7 @@ import json
 import os
 from pathlib import PurePosixPath
 
-from .cluster.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, pae
+from .cluster.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, low_s, pae
 from .errors import UsageError
 
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
@@ -68,7 +68,7 @@ def signature_bundle(private_key, model_name: str, files: dict) -> bytes:
         raise UsageError("OpenSSF model-signing accepts only ECDSA keys",
                          hint="make one with 'forge key generate --name NAME --type ecdsa-p256' and pass it with --key")
     payload = statement(model_name, files)
-    sig = private_key.sign(pae(PAYLOAD_TYPE, payload), ec.ECDSA(hashes.SHA256()))
+    sig = low_s(private_key.sign(pae(PAYLOAD_TYPE, payload), ec.ECDSA(hashes.SHA256())))  # as every ECDSA signature forge makes
     pem = private_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     bundle = {
         "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",

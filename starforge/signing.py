@@ -46,6 +46,7 @@ from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these
     VERIFY,
     Trust,
     load_public_key,
+    low_s,
     pae,
     read_trust,
     subject_name,
@@ -249,12 +250,14 @@ def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = N
 
 
 def sign_bytes(key, message: bytes) -> bytes:
-    """A signature over *message*: Ed25519, or ECDSA P-256 over SHA-256 (DER; randomized)."""
+    """A signature over *message*: Ed25519, or ECDSA P-256 over SHA-256 (DER; randomized, and
+    in its low-S form, :func:`starforge.cluster.dsse.low_s`: of the two byte strings that
+    verify for one ``r``, forge always writes the same one)."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        return key.sign(message, ec.ECDSA(hashes.SHA256()))
+        return low_s(key.sign(message, ec.ECDSA(hashes.SHA256())))
     return key.sign(message)
 
 
@@ -444,7 +447,8 @@ def verify_published_envelope(registry, info, trust: Trust | None = None, requir
         raise SignatureError(
             f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
             hint=("a signature may have been stripped; do not use this version until its publisher signs it: "
-                  f"'forge plugin sign {info.ref}' adds a signature to a published version"),
+                  f"'forge plugin sign {info.ref} --from DIR' (DIR: the publisher's copy of its files; or --lock "
+                  "FILE, a lock that pinned them) adds a signature to a published version"),
         )
     failures: list = []
     for envelope in reversed(envelopes):

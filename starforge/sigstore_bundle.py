@@ -11,7 +11,8 @@ only: the archive's ``sha256sum`` is a separate comparison).
 
 A bundle is stored beside its envelope (an OCI referrer of its own artifact type, a file
 beside the envelope in a directory registry); the two must carry the same signature over
-the same bytes, and a stored bundle that differs from every envelope is tampering
+the same bytes, and the bundle's key hint must name the key that envelope's signature
+names: a stored bundle that differs from every envelope is tampering
 (:func:`check_bundles`). The envelope stays the record forge verifies and locks pin.
 
 Standard library only at import. Laptop side.
@@ -66,25 +67,41 @@ def bundle_of(envelope: bytes, key_id: str | None = None) -> bytes:
 
 
 def signatures_of(envelope: bytes) -> set:
-    """``{(payload type, payload, sig)}`` of an envelope (empty when unreadable)."""
+    """``{(payload type, payload, sig, key id)}`` of an envelope (empty when unreadable; key id ``""`` when none)."""
     try:
         doc = load_json(envelope)
     except (ValueError, TypeError):
         return set()
     if not isinstance(doc, dict):
         return set()
-    return {(doc.get("payloadType"), doc.get("payload"), s["sig"]) for s in _signatures(doc)}
+    return {(doc.get("payloadType"), doc.get("payload"), s["sig"], _key_id(s)) for s in _signatures(doc)}
+
+
+def _key_id(sig: dict) -> str:
+    return sig["keyid"] if isinstance(sig.get("keyid"), str) else ""
 
 
 def bundle_signatures(bundle: bytes) -> set:
-    """``{(payload type, payload, sig)}`` of a stored bundle; :class:`SignatureError` when it is not a v0.3 bundle."""
+    """``{(payload type, payload, sig, key hint)}`` of a stored bundle: its signatures, each
+    under the key its ``verificationMaterial.publicKey.hint`` names (what a tool that picks
+    the key by hint reads); :class:`SignatureError` when it is not a v0.3 bundle with a key
+    hint, or when its envelope's own key id names another key."""
     try:
         doc = load_json(bundle)
     except (ValueError, TypeError):
         raise SignatureError("a stored Sigstore bundle is not JSON") from None
     if not isinstance(doc, dict) or doc.get("mediaType") != BUNDLE_MEDIA_TYPE or not isinstance(doc.get("dsseEnvelope"), dict):
         raise SignatureError(f"a stored Sigstore bundle is not a {BUNDLE_MEDIA_TYPE} bundle with a DSSE envelope")
-    return signatures_of(json.dumps(doc["dsseEnvelope"]).encode("utf-8"))
+    material = doc.get("verificationMaterial")
+    key = material.get("publicKey") if isinstance(material, dict) else None
+    hint = key.get("hint") if isinstance(key, dict) else None
+    if not isinstance(hint, str):
+        raise SignatureError("a stored Sigstore bundle has no public-key hint")
+    carried = signatures_of(json.dumps(doc["dsseEnvelope"]).encode("utf-8"))
+    for *_, kid in carried:
+        if kid not in ("", hint):
+            raise SignatureError(f"a stored Sigstore bundle's key hint {hint} is not the key {kid} its signature names")
+    return {(*rest, hint) for *rest, _ in carried}
 
 
 def check_bundles(ref: str, envelopes: list, bundles: list, where: str) -> None:
@@ -100,6 +117,14 @@ def check_bundles(ref: str, envelopes: list, bundles: list, where: str) -> None:
         except SignatureError as exc:
             raise TamperedError(f"{where} is tampered: {ref}: {exc.message}",
                                 hint="do not use this version until the registry is restored; tell its owner") from None
+        if carried and {c[:3] for c in carried} <= {k[:3] for k in known} and not carried <= known:
+            hints = ", ".join(sorted({c[3] for c in carried}))
+            raise TamperedError(
+                f"{where} is tampered: {ref}: a stored Sigstore bundle's key hint ({hints}) is not the key the signature "
+                "envelope carrying its signature names",
+                hint="a tool that picks the key by the hint would be pointed at another key; the bundle and the envelope "
+                     "beside it must be the same signature; do not use this version until the registry is restored; "
+                     "tell its owner")
         if not carried or not carried <= known:
             raise TamperedError(
                 f"{where} is tampered: {ref}: a stored Sigstore bundle carries a signature that none of the version's "

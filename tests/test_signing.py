@@ -265,3 +265,32 @@ def test_importing_signing_costs_no_cryptography():
     code = "import sys, starforge.signing; print(sorted(m for m in sys.modules if m.startswith('cryptography')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_ecdsa_signatures_are_written_low_s_and_the_high_s_twin_still_verifies(tmp_path):
+    """ECDSA is malleable: ``(r, n - s)`` verifies whenever ``(r, s)`` does. forge writes only
+    the low-S form (half of the P-256 signatures it made were high-S), and keeps accepting
+    both, since the envelopes published before are about half high-S."""
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+    from starforge.model_signature import signature_bundle
+
+    P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551  # n of the P-256 group (SEC 2)
+    pair = generate_key(tmp_path / "ec.key", key_type="ecdsa-p256")
+    trust_add("alice", pair.public)
+    tree, archive = "sf1:" + "ab" * 32, "sha256:" + "cd" * 32
+    facts = dict(owner="alice", name="opsd-patch", version="1.0.0", tree_digest=tree)
+    key = load_private_key(pair.private)
+
+    def s_of(doc: dict) -> tuple:
+        return decode_dss_signature(base64.b64decode(doc["signatures"][0]["sig"]))
+
+    for _ in range(40):
+        envelope = json.loads(sign_statement(pair.private, artifact_digest=archive, **facts))
+        bundle = json.loads(signature_bundle(key, "opsd-patch", {"a.py": "00" * 32}))["dsseEnvelope"]
+        assert s_of(envelope)[1] <= P256_ORDER // 2 and s_of(bundle)[1] <= P256_ORDER // 2
+    r, s = s_of(envelope)
+    twin = {**envelope, "signatures": [{**envelope["signatures"][0],
+                                         "sig": base64.b64encode(encode_dss_signature(r, P256_ORDER - s)).decode()}]}
+    for doc in (envelope, twin):
+        assert verify_envelope(json.dumps(doc).encode(), trust=load_trust(), artifact_digest=archive, **facts) == pair.key_id

@@ -209,7 +209,7 @@ def _locked_version(reg, lock, entry, fetch):
         raise SignatureError(
             f"{served.ref} has no signature, but owner {served.owner} has trusted keys: refusing to bundle it",
             hint="a signature may have been stripped; do not use this version until its publisher signs it again "
-                 "(forge plugin sign REF)")
+                 "(forge plugin sign REF --from DIR)")
     return replace(served, size=archive.stat().st_size), archive, envelope, _other_envelopes(reg, served, envelope)
 
 

@@ -63,7 +63,7 @@ def checked_envelopes(info: PublishedVersion, envelopes: list, trust, require: b
     if trusted and not envelopes:
         raise SignatureError(f"{info.ref} has no signature, but owner {info.owner} has trusted keys: refusing to copy it",
                              hint="nothing was copied; a signature may have been stripped at the source — do not use "
-                                  "this version until its publisher signs it again (forge plugin sign REF)")
+                                  "this version until its publisher signs it again (forge plugin sign REF --from DIR)")
     for envelope in envelopes:
         try:
             if trusted:

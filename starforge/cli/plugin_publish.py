@@ -42,8 +42,9 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     other files under a published version are refused (bump the version in plugin.yaml).
     With --sign, a key the trust file does not list for OWNER is refused when it lists
     others (nothing is published); publishing again with --sign adds your signature to the
-    version (a no-op when your key signed it already); a requested signature that was not
-    attached is an error.
+    version (a no-op when your key signed it already) only when the registry serves these
+    files, in an archive that holds them (else nothing is signed, exit 9); a requested
+    signature that was not attached is an error.
 
     \b
     Example:
@@ -101,8 +102,10 @@ def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     return sign_key, passphrase, check_signing_key(owner, public, sign_key, load_trust())
 
 
-def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphrase, listed: bool, *, quiet=False) -> None:
-    """What signing did; a requested signature that is not served is an error (exit 9)."""
+def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphrase, listed: bool, *, quiet=False,
+                     signed_tree: str | None = None) -> None:
+    """What signing did (with *signed_tree*: naming the version and the tree digest the
+    signature vouches for); a requested signature that is not served is an error (exit 9)."""
     from ..errors import SignatureError
     from ..signing import key_id, load_private_key, public_path_for
     from .output import note
@@ -113,8 +116,9 @@ def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphras
                              hint=f"the registry no longer serves {info.ref} as published; check it with: "
                                   f"forge plugin show {info.ref}")
     if not quiet:
-        click.echo(f"signed with key {mine}" if attached else
-                   f"already signed with your key {mine}; nothing attached")
+        what = f" ({info.ref} {signed_tree})" if signed_tree else ""
+        click.echo(f"signed with key {mine}{what}" if attached else
+                   f"already signed with your key {mine}{what}; nothing attached")
     if not listed:
         note(f"no key is trusted for owner {info.owner} here; consumers trust this signature with: "
              f"forge trust add {info.owner} {public_path_for(sign_key)}")

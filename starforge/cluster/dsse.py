@@ -145,9 +145,26 @@ def load_public_key(pem: bytes | str):
                          hint="make keys with 'forge key generate' (--type ecdsa-p256 for ECDSA)")
 
 
+#: The order n of the P-256 group: an ECDSA signature ``(r, s)`` and its twin ``(r, n - s)`` both verify.
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+def low_s(der: bytes) -> bytes:
+    """The low-S form (``s <= n/2``) of the DER ECDSA P-256 signature *der*; itself when it is one.
+
+    Every ECDSA signature forge writes is low-S, as libsecp256k1's are, so forge never
+    writes both twins of one signature; :func:`check_signature` accepts both forms (about
+    half of the envelopes published before the rule are high-S). Laptop side: signers call it.
+    """
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+    r, s = decode_dss_signature(der)
+    return der if s <= P256_ORDER // 2 else encode_dss_signature(r, P256_ORDER - s)
+
+
 def check_signature(key, signature: bytes, message: bytes) -> None:
     """Verify *signature* over *message* with *key* (Ed25519, or ECDSA P-256 with SHA-256, DER
-    signature); raise ``cryptography.exceptions.InvalidSignature`` when it does not verify."""
+    signature, low-S or high-S); raise ``cryptography.exceptions.InvalidSignature`` when it does not verify."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 

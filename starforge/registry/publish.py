@@ -185,8 +185,9 @@ def publish_plugin(
             archive, info, signature=envelope
         )
     if sign_key is not None and not result.signature_attached:
-        # already published (or published by another laptop meanwhile): sign what it serves
-        attached, kept = sign_published(registry, result.version, sign_key, passphrase)
+        # already published (or published by another laptop meanwhile): sign what it serves,
+        # only when that is these files
+        attached, kept = sign_published(registry, result.version, sign_key, passphrase, held=tree_digest, source=str(root))
         from dataclasses import replace
 
         result = replace(result, signature_attached=attached, signature_kept=kept)
@@ -194,18 +195,23 @@ def publish_plugin(
 
 
 def sign_published(registry: Registry, info: PublishedVersion, sign_key: str | os.PathLike,
-                   passphrase: str | bytes | None = None) -> tuple[bool, bool]:
+                   passphrase: str | bytes | None = None, *, held: str, source: str) -> tuple[bool, bool]:
     """Add a signature by *sign_key* to the published version *info*: ``(attached, kept)``.
 
-    The statement names *info*'s tree digest and the archive the registry serves. When a
-    valid signature by the same key is already stored, nothing is added (``kept``; an
-    ECDSA signature is randomized, so signing again would add a second, different one).
+    *held* is the tree digest the signer holds without the registry (from a lock or a local
+    directory; *source* names it): the registry must serve exactly those files, in the
+    archive its record names (:func:`starforge.registry.verified_fetch.fetch_to_sign`), or
+    nothing is signed. The statement names that tree digest and the archive. When a valid
+    signature by the same key is already stored, nothing is added (``kept``; an ECDSA
+    signature is randomized, so signing again would add a second, different one).
     """
     from ..signing import load_private_key, sign_statement, signed_by, stored_envelopes
+    from .verified_fetch import fetch_to_sign
 
     key = load_private_key(sign_key, passphrase)
+    fetch_to_sign(registry, info, held, source)
     if signed_by(stored_envelopes(registry, info), key.public_key(), info):
         return False, True
     envelope = sign_statement(sign_key, owner=info.owner, name=info.name, version=info.version,
-                              tree_digest=info.tree_digest, artifact_digest=info.artifact_digest, passphrase=passphrase)
+                              tree_digest=held, artifact_digest=info.artifact_digest, passphrase=passphrase)
     return registry.attach_signature(info, envelope), False

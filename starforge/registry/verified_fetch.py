@@ -8,6 +8,11 @@ its tree digest. ``forge plugin pull``, ``plugin show``, ``forge prep``, ``bundl
 verify``, ``forge lock`` and staging all call it, as pip's one preparer serves install,
 download and wheel.
 
+:func:`fetch_to_sign` is the same fetch for a signer (``forge plugin sign``, ``publish
+--sign`` of a version already published): a signature vouches for files, so the version is
+signed only when the registry serves the files the signer holds independently of it (the
+digest of a lock the signer made, or of a local directory), in the archive it names.
+
 Laptop side.
 """
 
@@ -36,3 +41,31 @@ def fetch_verified(registry, info, dest: str | os.PathLike | None = None, *, tru
     status = remember_verified(info, verdict, cache)
     unpacked = materialize(registry, info, dest, cache=cache) if dest is not None else None
     return VerifiedFetch(status=status, envelope=verdict[1], dest=unpacked)
+
+
+def fetch_to_sign(registry, info, held: str, source: str, *, cache: str | os.PathLike | None = None):
+    """The :class:`~starforge.registry.verified.VerifiedTree` of *info* as the registry serves
+    it, when a signer may vouch for it: the record names *held* (the tree digest the signer
+    holds without the registry; *source* says where from: ``opsd-patch/``, ``lock FILE``) and
+    the archive it serves unpacks to exactly those files, so the statement's archive subject
+    names an archive that holds them. Otherwise a :class:`SignatureError` naming both: nothing
+    may be signed, since a registry writer may have put other files under the version."""
+    from ..errors import ArchiveError, ManifestError, SignatureError
+    from .cache import fetch
+    from .verified import tree_of_archive
+
+    refused = "nothing was signed: the registry does not serve your files under that version (whoever can write it may have replaced them)"
+    if info.tree_digest != held:
+        raise SignatureError(
+            f"refusing to sign {info.ref}: the registry serves {info.tree_digest}, but {source} holds {held}",
+            hint=f"{refused}; 'forge plugin show {info.ref}' shows what it serves; tell the registry's owner",
+        )
+    archive = fetch(registry, info, cache=cache)
+    try:
+        return tree_of_archive(archive, held, info.ref)
+    except (ArchiveError, ManifestError) as exc:
+        raise SignatureError(
+            f"refusing to sign {info.ref}: the archive the registry serves ({info.artifact_digest}) does not hold the "
+            f"files of {held} that {source} holds: {exc.message}",
+            hint=f"{refused}; tell the registry's owner",
+        ) from None

@@ -86,7 +86,8 @@ def test_unsigned_version_of_a_trusted_owner_says_how_to_sign_it(tmp_path, env):
     forge(env, "trust", "add", "alice", made["public"])
     refused = forge(env, "plugin", "pull", "alice/opsd-patch", "-o", str(tmp_path / "out"), ok=False)
     assert refused.returncode == 9
-    assert "'forge plugin sign alice/opsd-patch@1.2.0' adds a signature to a published version" in refused.stderr
+    assert ("'forge plugin sign alice/opsd-patch@1.2.0 --from DIR' (DIR: the publisher's copy of its files; "
+            "or --lock FILE, a lock that pinned them) adds a signature to a published version") in refused.stderr
     forge(env, "plugin", "publish", str(src), "--sign")  # the fix the hint names
     forge(env, "plugin", "pull", "alice/opsd-patch", "-o", str(tmp_path / "out"))
 

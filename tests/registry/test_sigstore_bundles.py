@@ -134,9 +134,9 @@ def test_model_signing_verifies_a_p256_signature_over_the_pulled_plugin_and_refu
     (src / "data" / "table.txt").write_text("1 2 3\n")
     user.forge("plugin", "publish", src, "--registry", registry, "--sign", "--key", user.home / "keys" / "ec.key")
     sig = tmp_path / "opsd-patch.sig"
-    ed = user.forge("plugin", "sign", REF, "--registry", registry, "--model-signature", sig, ok=False)
+    ed = user.forge("plugin", "sign", REF, "--from", src, "--registry", registry, "--model-signature", sig, ok=False)
     assert ed.returncode == 2 and "model-signing accepts only ECDSA keys" in ed.stderr and not sig.exists()
-    out = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "ec.key",
+    out = user.forge("plugin", "sign", REF, "--from", src, "--registry", registry, "--key", user.home / "keys" / "ec.key",
                      "--model-signature", sig)
     assert "already signed with your key" in out.stdout and f"model-signing signature: {sig}" in out.stdout
     pulled = tmp_path / "pulled"
@@ -194,6 +194,35 @@ def test_an_archive_other_than_the_signed_one_and_a_bundle_other_than_the_envelo
     assert not (tmp_path / "c").exists()
 
 
+def test_a_stored_bundle_whose_key_hint_names_another_key_is_refused(tmp_path):
+    """A bundle is matched to its envelope by payload, signature and key: a registry writer who
+    points a bundle's public-key hint at another key (so a tool that picks the key by hint
+    reads the wrong one) has tampered with the registry."""
+    registry = tmp_path / "registry"
+    user = User(tmp_path / "user")
+    user.forge("key", "generate")
+    user.forge("key", "generate", "--name", "second")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
+    user.forge("trust", "add", OWNER, user.home / "keys" / "second.pub")
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
+    [stored] = list((registry / "plugins" / OWNER / NAME / f"{VERSION}.signatures").glob("*.sigstore.json"))
+    honest = stored.read_bytes()
+    user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "a")
+    other = _key_id(user, "second")
+    for inner in (False, True):  # the hint alone, then the hint and the envelope's key id inside the bundle
+        doc = json.loads(honest)
+        doc["verificationMaterial"]["publicKey"]["hint"] = other
+        if inner:
+            doc["dsseEnvelope"]["signatures"][0]["keyid"] = other
+        stored.write_text(json.dumps(doc))
+        refused = user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / f"b{inner}", ok=False)
+        assert refused.returncode == 6, refused.stderr
+        assert f"is tampered: {REF}: a stored Sigstore bundle's key hint" in refused.stderr
+        assert other in refused.stderr and not (tmp_path / f"b{inner}").exists()
+    stored.write_bytes(honest)
+    user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "c")
+
+
 def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_can_be_signed_later(tmp_path):
     registry = tmp_path / "registry"
     user = User(tmp_path / "user")
@@ -209,7 +238,8 @@ def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_
     user.forge("trust", "add", OWNER, user.home / "keys" / "right.pub")
     assert user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "a", ok=False).returncode == 9
     # ... signing again with the wrong key is refused before anything happens ...
-    again = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "wrong.key", ok=False)
+    again = user.forge("plugin", "sign", REF, "--from", src, "--registry", registry, "--key", user.home / "keys" / "wrong.key",
+                       ok=False)
     assert again.returncode == 2
     assert f"key {_key_id(user, 'wrong')} ({user.home / 'keys' / 'wrong.key'}) is not trusted for owner {OWNER}" in again.stderr
     assert f"forge trust add {OWNER} {user.home / 'keys' / 'wrong.pub'}" in again.stderr
@@ -218,8 +248,9 @@ def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_
                          user.home / "keys" / "wrong.key", ok=False)
     assert nothing.returncode == 2 and not (registry / "plugins" / OWNER / NAME / "1.0.1.json").exists()
     # ... and the right key signs the published version: no version bump
-    signed = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "right.key")
-    assert signed.stdout.strip() == f"signed with key {_key_id(user, 'right')}"
+    signed = user.forge("plugin", "sign", REF, "--from", src, "--registry", registry, "--key", user.home / "keys" / "right.key")
+    tree = user.forge("plugin", "digest", src).stdout.strip()
+    assert signed.stdout.strip() == f"signed with key {_key_id(user, 'right')} ({REF} {tree})"
     user.forge("plugin", "pull", REF, "--registry", registry, "-o", tmp_path / "b")
 
     # ECDSA signatures are randomized: signing again with the same key adds nothing
@@ -229,7 +260,7 @@ def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_
     reg = DirectoryRegistry(registry)
     before = stored_envelopes(reg, reg.get(OWNER, NAME, VERSION))
     assert len(before) == 2
-    same = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "right.key")
+    same = user.forge("plugin", "sign", REF, "--from", src, "--registry", registry, "--key", user.home / "keys" / "right.key")
     assert "already signed with your key" in same.stdout
     assert stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)) == before
 
@@ -252,7 +283,7 @@ def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(
             info = reg.get(OWNER, NAME, VERSION)
             barrier.wait()
             try:
-                assert sign_published(reg, info, key.private) == (True, False)
+                assert sign_published(reg, info, key.private, held=info.tree_digest, source="test") == (True, False)
             except Exception as exc:  # noqa: BLE001 - collected and asserted below
                 errors.append(exc)
 
@@ -309,7 +340,8 @@ def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_pa
     user.forge("trust", "add", OWNER, user.home / "keys" / "default.pub")
     user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
     user.forge("trust", "add", OWNER, user.home / "keys" / "release.pub")
-    user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "release.key")
+    user.forge("plugin", "sign", REF, "--from", tmp_path / "src", "--registry", registry, "--key",
+               user.home / "keys" / "release.key")
     exp = write_experiment(tmp_path / "exp", registry)
     user.forge("lock", exp)
     user.forge("bundle", "create", exp, "-o", tmp_path / "b.tar")
@@ -386,8 +418,8 @@ def test_a_registry_with_immutable_tags_refuses_a_second_signature_with_a_clear_
         user.forge("key", "generate")
         user.forge("key", "generate", "--name", "release")
         user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry, "--sign")
-        refused = user.forge("plugin", "sign", REF, "--registry", registry, "--key", user.home / "keys" / "release.key",
-                             ok=False)
+        refused = user.forge("plugin", "sign", REF, "--from", tmp_path / "src", "--registry", registry, "--key",
+                             user.home / "keys" / "release.key", ok=False)
         assert refused.returncode != 0
         first = refused.stderr.splitlines()[0]
         assert first.startswith("error: ") and "the registry refused to update the referrers tag sha256-" in first, first
@@ -418,7 +450,7 @@ def test_a_signature_that_was_not_attached_is_an_error(tmp_path):
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "tree_digest": "sf1:" + "0" * 64}))
     key = generate_key(tmp_path / "k.key")
-    assert sign_published(reg, info, key.private) == (False, False)
+    assert sign_published(reg, info, key.private, held=info.tree_digest, source="test") == (False, False)
     with pytest.raises(SignatureError, match=f"{REF}: your signature \\(key {key.key_id}\\) was not attached") as err:
         report_signature(info, False, False, key.private, None, listed=True)
     assert err.value.exit_code == 9
