@@ -106,17 +106,17 @@ def test_key_takes_a_key_name_or_a_path_and_refuses_a_bare_value_that_is_both(tm
     assert out.returncode == 0 and f"signed with key {release}" in out.stdout, out.stderr
     # a value with a '/' is a path
     shutil.copy(keys / "other.key", work / "ci.key")
-    signed = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--key", "./ci.key", env=env, cwd=work, timeout=60)
+    signed = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--from", str(src), "--key", "./ci.key", env=env, cwd=work, timeout=60)
     assert signed.returncode == 0 and f"signed with key {other}" in signed.stdout, signed.stderr
     # a bare value that is a file here and a key name: refused, naming both
     shutil.copy(keys / "other.key", work / "release")
-    both = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--key", "release", env=env, cwd=work, timeout=60)
+    both = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--from", str(src), "--key", "release", env=env, cwd=work, timeout=60)
     assert both.returncode == 2 and both.stderr.splitlines() == [
         f"error: --key release is ambiguous: both the file ./release and your key 'release' ({keys / 'release.key'})",
         f"hint: for the file write --key ./release; for the key, --key {keys / 'release.key'}",
     ]
     # a bare value that is only a file here is not taken for a key name: the hint gives the path spelling
-    only_file = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--key", "ci.key", env=env, cwd=work, timeout=60)
+    only_file = run_forge("plugin", "sign", "alice/opsd-patch@1.2.0", "--from", str(src), "--key", "ci.key", env=env, cwd=work, timeout=60)
     assert only_file.returncode == 2
     assert only_file.stderr.splitlines()[1] == "hint: a value without '/' names a key; for the file ci.key here, write --key ./ci.key"
     # a misspelt name gets the closest key and the keys that exist
