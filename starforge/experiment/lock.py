@@ -353,13 +353,22 @@ def get_locked(registry, entry: LockEntry, locked_from: str | None = None):
 
 
 def registry_hint(registry, locked_from: str | None) -> str:
-    """How to point a command at the registry the lock recorded (*locked_from*)."""
+    """How to point a command at a registry that serves the lock's versions.
+
+    The registry the lock recorded (*locked_from*) when it can be here; when it is a
+    directory this machine does not have (the far side of an air gap), the registry this
+    command used and the ``bundle push`` that fills it instead of a path across the gap.
+    """
+    across = f"across an air gap, import the experiment's bundle: forge bundle push FILE --registry {registry.url}"
     if locked_from and locked_from != registry.url:
+        if "://" not in locked_from and not Path(locked_from).exists():
+            return (f"the lock was made with registry {locked_from}, which is not on this machine: {across}; "
+                    "or set FORGE_REGISTRY (or pass --registry) to the registry the bundle was pushed to")
         return (
             f"the lock was made with registry {locked_from}: pass --registry {locked_from} "
-            f"(or set FORGE_REGISTRY={locked_from}), or a mirror that serves the same files"
+            f"(or set FORGE_REGISTRY={locked_from}), or a mirror that serves the same files; {across}"
         )
-    return "pass --registry URL (or set FORGE_REGISTRY) to a registry that serves it"
+    return f"pass --registry URL (or set FORGE_REGISTRY) to a registry that serves it; {across}"
 
 
 

@@ -359,6 +359,36 @@ def test_publish_lock_bundle_then_push_and_submit_on_the_far_side(near, far, tmp
     assert {p["name"]: p["digest"] for p in spec["plugins"]} == locked
 
 
+def test_on_the_far_side_the_hint_names_the_far_registry_and_bundle_push(near, far, tmp_path):
+    """Without FORGE_REGISTRY the far side uses its own default registry; the lock names the
+    near side's directory, which is not on this machine: the hint must not send the user
+    back across the gap."""
+    near_reg = tmp_path / "near-registry"
+    near.forge("plugin", "publish", write_plugin(tmp_path / "src" / "opsd-patch", "opsd-patch"), "--registry", near_reg)
+    exp = tmp_path / "exp"
+    (exp).mkdir()
+    (exp / "trainer.py").write_text("print('trainer ran', flush=True)\n")
+    (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: gap\nentrypoint: python trainer.py\n"
+                                    "plugins: [alice/opsd-patch@1.0.0]\nconfig: {}\n")
+    near.forge("lock", exp, "--registry", near_reg)
+    near.forge("bundle", "create", exp, "-o", tmp_path / "exp.bundle.tar", "--registry", near_reg)
+    shutil.rmtree(near_reg)  # the gap
+    far_default = far.home / "registry"
+    far.forge("plugin", "publish", write_plugin(tmp_path / "src" / "other", "other"), cwd=tmp_path)  # it exists
+
+    for args in (("lock", exp, "--check"), ("submit", exp)):
+        failed = far.forge(*args, ok=False, cwd=exp)
+        assert failed.returncode in (7, 15), failed.stderr
+        hint = failed.stderr.split("hint: ", 1)[1]
+        assert f"the lock was made with registry {near_reg}, which is not on this machine" in hint
+        assert f"forge bundle push FILE --registry {far_default}" in hint
+        assert f"--registry {near_reg}" not in hint and f"FORGE_REGISTRY={near_reg}" not in hint
+
+    # following the hint works
+    far.forge("bundle", "push", tmp_path / "exp.bundle.tar", "--registry", far_default)
+    far.forge("lock", exp, "--check")
+
+
 # -- plugin copy ---------------------------------------------------------------------------------
 
 
