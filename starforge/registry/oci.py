@@ -270,7 +270,23 @@ class OciRegistry(Registry):
             # No referrers API (or an empty answer after an upgrade): the referrers tag.
             index = self.client.get_manifest(repo, referrers_tag(subject), accept=(OCI_INDEX,))
             found = (index.json().get("manifests") or []) if index is not None else []
-        return [d for d in found if isinstance(d, dict) and d.get("artifactType") == artifact_type]
+        return [d for d in found if isinstance(d, dict) and self._artifact_type(repo, d) == artifact_type]
+
+    def _artifact_type(self, repo: str, descriptor: dict) -> str | None:
+        """The artifact type of a referrer: its descriptor's ``artifactType`` or, where a copy
+        dropped it (skopeo rewrites a referrers index without it), the manifest's own, as the
+        OCI 1.1 referrers rules derive it (``artifactType``, else the config media type)."""
+        if "artifactType" in descriptor:
+            return descriptor["artifactType"]
+        digest = descriptor.get("digest")
+        if descriptor.get("mediaType") != OCI_MANIFEST or not isinstance(digest, str) or not digest.startswith("sha256:"):
+            return None
+        got = self.client.get_manifest(repo, digest)
+        if got is None:
+            return None
+        data = got.json()
+        found = data.get("artifactType") or (data.get("config") or {}).get("mediaType")
+        return found if isinstance(found, str) else None
 
     def sigstore_bundles(self, info: PublishedVersion) -> list:
         """The Sigstore bundles stored as referrers of *info*'s manifest."""

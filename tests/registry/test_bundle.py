@@ -418,6 +418,50 @@ def test_copy_mirrors_versions_and_signatures_between_two_oci_registries(near, f
     near.forge("lock", exp, "--check", env={"FORGE_REGISTRY": dir_reg})
 
 
+def test_a_mirror_made_with_skopeo_keeps_signatures_that_require_signatures_accepts(near, far, tmp_path, private_registry,
+                                                                                    skopeo):
+    """The docs' skopeo commands: ``sync --all`` of a repository, ``copy --all`` of each tag.
+    skopeo rewrites the referrers index (tag ``sha256-<hex>``) without the descriptors'
+    ``artifactType``; forge reads it from each referrer's own manifest."""
+    source, mirror = private_registry(), private_registry()
+    near.forge("key", "generate")
+    for name in ("opsd-patch", "reward-scale"):
+        near.forge("plugin", "publish", write_plugin(tmp_path / "src" / name, name), "--registry", source.url, "--sign")
+    tls = ["--src-tls-verify=false", "--dest-tls-verify=false"]
+    subprocess.run([skopeo, "sync", "--all", "--src", "docker", "--dest", "docker", *tls,
+                    f"127.0.0.1:{source.port}/forge/alice/opsd-patch", f"127.0.0.1:{mirror.port}/forge/alice"],
+                   check=True, capture_output=True, timeout=180)
+    repo = "forge/alice/reward-scale"
+    tags = json.loads(subprocess.run([skopeo, "list-tags", "--tls-verify=false", f"docker://127.0.0.1:{source.port}/{repo}"],
+                                     check=True, capture_output=True, timeout=60).stdout)["Tags"]
+    assert any(t.startswith("sha256-") for t in tags) and "1.0.0" in tags
+    for tag in tags:
+        subprocess.run([skopeo, "copy", "--all", *tls, f"docker://127.0.0.1:{source.port}/{repo}:{tag}",
+                        f"docker://127.0.0.1:{mirror.port}/{repo}:{tag}"], check=True, capture_output=True, timeout=180)
+    signature_tag = next(t for t in tags if t.startswith("sha256-"))
+    index = json.loads(subprocess.run([skopeo, "inspect", "--raw", "--tls-verify=false",
+                                       f"docker://127.0.0.1:{mirror.port}/{repo}:{signature_tag}"],
+                                      check=True, capture_output=True, timeout=60).stdout)
+    assert index["manifests"] and all("artifactType" not in d for d in index["manifests"])  # what skopeo wrote
+
+    # The far side trusts alice's key and requires signatures: the mirror serves them.
+    far.forge("trust", "add", "alice", next(near.home.rglob("default.pub")))
+    exp = write_experiment(tmp_path / "exp", ["alice/opsd-patch@1.0.0", "alice/reward-scale@1.0.0"], mirror.url)
+    far.forge("lock", exp, "--require-signatures")
+    assert all(p["signature"]["key_id"] for p in json.loads((exp / "plugins.lock.json").read_text())["plugins"])
+    pulled = far.forge("plugin", "pull", "alice/reward-scale@1.0.0", "--registry", mirror.url, "--require-signatures",
+                       "-o", tmp_path / "pulled")
+    assert "signature: verified" in pulled.stdout
+
+    # The version's tag alone, without the referrers tag: refused as stripped, never used unsigned.
+    subprocess.run([skopeo, "copy", "--all", *tls, f"docker://127.0.0.1:{source.port}/{repo}:1.0.0",
+                    f"docker://127.0.0.1:{mirror.port}/bare/alice/reward-scale:1.0.0"], check=True, capture_output=True,
+                   timeout=180)
+    bare = far.forge("plugin", "pull", "alice/reward-scale@1.0.0", "--registry", f"oci://127.0.0.1:{mirror.port}/bare",
+                     "-o", tmp_path / "bare", ok=False)
+    assert bare.returncode == 9 and "has no signature, but owner alice has trusted keys" in bare.stderr
+
+
 # -- refusals on the way -------------------------------------------------------------------------
 
 
