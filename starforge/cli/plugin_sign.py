@@ -10,10 +10,11 @@ import click
 @click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key (default: the key named after the owner, else 'default').")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--model-signature", "model_signature", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write an OpenSSF model-signing signature over the plugin's files to FILE (ECDSA keys only).")
-def sign(ref, key_file, registry, insecure, passphrase_file, model_signature) -> None:
+def sign(ref, key_file, registry, insecure, ca_file, passphrase_file, model_signature) -> None:
     """Add your signature to the published version REF.
 
     For a release key after CI published, or the right key after a signing mistake: the
@@ -43,7 +44,7 @@ def sign(ref, key_file, registry, insecure, passphrase_file, model_signature) ->
         raise UsageError(f"'{ref}' names no exact version; a signature is for one version",
                          hint=f"forge plugin sign {parsed.owner}/{parsed.name}@VERSION")
     sign_key, passphrase, listed = signing_key(parsed.owner, key_file, passphrase_file)
-    reg = open_registry(registry, insecure=insecure)
+    reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     info = reg.get(parsed.owner, parsed.name, parsed.specifier[2:])
     private = None
     if model_signature is not None:

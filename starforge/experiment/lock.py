@@ -317,7 +317,7 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     return lock
 
 
-def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, insecure: bool = False):
+def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, insecure: bool = False, ca_file: str | None = None):
     """The registry for *exp*: ``--registry``, ``FORGE_REGISTRY``, forge.yaml ``registry:``, user config, embedded."""
     import os
 
@@ -328,7 +328,7 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
         url = exp.registry
         if "://" not in url and not Path(url).is_absolute():
             url = str((exp.root / url).resolve())
-    return open_registry(url, insecure=insecure)
+    return open_registry(url, insecure=insecure, ca_file=ca_file)
 
 
 def get_locked(registry, entry: LockEntry, locked_from: str | None = None):

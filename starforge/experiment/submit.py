@@ -45,6 +45,7 @@ def submit_experiment(
     backend: str | None = None,
     registry: str | None = None,
     insecure: bool = False,
+    ca_file: str | None = None,
     detach: bool = False,
     dry_run: bool = False,
     require_signatures: bool = False,
@@ -69,7 +70,7 @@ def submit_experiment(
     job_dir = runner.staging_dir(exp.root, resolved.spec.id)
     runner.prepare(resolved.spec.id)  # the local backend's supervisor starts while the job is staged
     try:
-        staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
+        staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file),
                            require_signatures=require_signatures)
     except BaseException:
         runner.discard(resolved.spec.id)

@@ -77,6 +77,7 @@ from .oci_client import (
 )
 from .oci_credentials import find_credentials
 from .oci_location import parse_oci_url
+from .oci_tls import registry_trust
 
 CONFIG_MAX = 64 << 20
 # After writing a tag, publish reads it back, waits this long and reads it once more: a
@@ -111,17 +112,21 @@ class OciRegistry(Registry):
         url: str,
         *,
         insecure: bool = False,
+        ca_file: str | Path | None = None,
         retries: int = 4,
         backoff: float = 0.25,
         chunk_size: int | None = None,
         settle_delay: float = SETTLE_DELAY,
     ) -> None:
+        """*ca_file* (``--ca-file``): a CA that signs the registry's certificate, over the
+        user config's ``ca_file`` for its host (:mod:`.oci_tls`)."""
         self.url = url
         self.settle_delay = settle_delay
         self.location = parse_oci_url(url)
         kwargs = {"chunk_size": chunk_size} if chunk_size else {}
         self.client = OciClient(self.location, insecure=insecure, credentials=lambda: find_credentials(self.location.host),
-                                retries=retries, backoff=backoff, **kwargs)
+                                trust=registry_trust(self.location.host, ca_file), retries=retries, backoff=backoff,
+                                **kwargs)
 
     def close(self) -> None:
         self.client.close()
