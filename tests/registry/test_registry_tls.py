@@ -9,12 +9,13 @@ a registry that asks for a client certificate gets the one the config names.
 from __future__ import annotations
 
 import json
+import shutil
 import ssl
 
 import pytest
 
 from support.oci import new_server
-from support.registry_world import User, write_plugin
+from support.registry_world import User, write_experiment, write_plugin
 from support.tls import TestCA
 
 pytestmark = pytest.mark.oci
@@ -114,6 +115,50 @@ def test_a_registry_that_asks_for_a_client_certificate(user, ca, tmp_path):
         assert bad.returncode == 6 and f"with the client certificate {other.cert}" in bad.stderr
     finally:
         server.stop()
+
+
+def test_ca_file_reaches_the_registry_from_every_kind_of_command(user, ca, tls_registry, tmp_path):
+    """lock, bundle create and push, plugin copy, submit: --ca-file on each, nothing else trusted."""
+    ca_file = ["--ca-file", str(ca.cert)]
+    user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", tls_registry.url, *ca_file)
+    exp = write_experiment(tmp_path / "exp", tls_registry.url)
+    refused = user.forge("lock", exp, ok=False)
+    assert refused.returncode == 6 and "--ca-file" in refused.stderr
+    user.forge("lock", exp, *ca_file)
+    user.forge("lock", exp, "--check", *ca_file)
+    user.forge("bundle", "create", exp, "-o", tmp_path / "exp.tar", *ca_file)
+    far = f"oci://127.0.0.1:{tls_registry.port}/far"
+    pushed = user.forge("bundle", "push", tmp_path / "exp.tar", "--registry", far, *ca_file)
+    assert "imported 1 plugin" in pushed.stdout
+    mirror = f"oci://127.0.0.1:{tls_registry.port}/mirror"
+    copied = user.forge("plugin", "copy", "alice/opsd-patch", "--from", tls_registry.url, "--to", mirror, *ca_file)
+    assert "copied alice/opsd-patch@1.0.0" in copied.stdout
+    shutil.rmtree(user.home / "cache")  # staging must fetch from the registry
+    spec = json.loads(user.forge("submit", exp, "--dry-run", "--registry", mirror, *ca_file, cwd=exp).stdout)
+    assert [p["name"] for p in spec["plugins"]] == ["opsd-patch"]
+
+
+def test_every_command_that_takes_insecure_takes_ca_file_too():
+    import click
+
+    from starforge.cli.main import forge as cli
+
+    def commands(group, path=()):
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
+                yield from commands(command, (*path, name))
+            else:
+                yield (*path, name), command
+
+    seen = 0
+    for path, command in commands(cli):
+        options = {o for p in command.params for o in getattr(p, "opts", ())}
+        if "--insecure" in options:
+            seen += 1
+            assert "--ca-file" in options, " ".join(path)
+    assert seen >= 15
 
 
 def test_unreadable_ca_and_certificate_files_are_one_error_line(user, ca, tls_registry, tmp_path):
