@@ -72,6 +72,10 @@ def test_a_ca_file_in_the_user_config_for_the_registry_host(user, ca, tls_regist
     user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", tls_registry.url)
     shown = json.loads(user.forge("plugin", "show", "alice/opsd-patch", "--registry", tls_registry.url, "--json").stdout)
     assert shown["version"] == "1.0.0"
+    tls = json.loads(user.forge("config", "--json", "--registry", tls_registry.url).stdout)["registry_tls"]
+    assert tls == {"value": f"the system trust store and {user.home / 'certs' / 'internal-ca.pem'} "
+                            f"(from ca_file of registries: {host} in {user.home / 'config.yaml'})",
+                   "source": f"ca_file of registries: {host} in {user.home / 'config.yaml'}"}
     # the entry is for that host only: the same registry by another name is not covered
     other = user.forge("plugin", "list", "--registry", f"oci://localhost:{tls_registry.port}/forge", ok=False)
     assert other.returncode == 6 and "certificate verify failed" in other.stderr
