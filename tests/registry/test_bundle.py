@@ -389,6 +389,21 @@ def test_on_the_far_side_the_hint_names_the_far_registry_and_bundle_push(near, f
     far.forge("lock", exp, "--check")
 
 
+def test_on_the_far_side_a_forge_yaml_registry_across_the_gap_gets_the_bundle_push_hint(near, far, locked, tmp_path):
+    """forge.yaml carried across names the near side's directory registry, absent here."""
+    near_reg = tmp_path / "registry-a"
+    exp = locked(str(near_reg))
+    near.forge("bundle", "create", exp, "-o", tmp_path / "exp.bundle.tar")
+    shutil.rmtree(near_reg)
+    for args in (("lock", exp, "--check"), ("submit", exp)):
+        failed = far.forge(*args, ok=False, cwd=exp)
+        assert failed.returncode == 7, failed.stderr
+        hint = failed.stderr.split("hint: ", 1)[1]
+        assert f"registry {near_reg} is not on this machine" in hint
+        assert "forge bundle push FILE --registry URL, then set FORGE_REGISTRY" in hint
+        assert f"--registry {near_reg}" not in hint
+
+
 # -- plugin copy ---------------------------------------------------------------------------------
 
 
