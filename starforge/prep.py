@@ -105,7 +105,7 @@ def plugin_from_directory(directory: str | os.PathLike) -> VerifiedPlugin:
                           source="directory", root=root)
 
 
-def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure: bool = False,
+def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure: bool = False, ca_file: str | None = None,
                          require_signatures: bool = False) -> VerifiedPlugin:
     """Resolve *ref*, judge its signature as ``forge lock`` does, pull it, check its files."""
     from .cluster.digest import verify_tree
@@ -115,7 +115,7 @@ def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure:
     from .registry.resolve import resolve
     from .registry.verified_fetch import fetch_verified
 
-    registry = open_registry(registry_url, insecure=insecure)
+    registry = open_registry(registry_url, insecure=insecure, ca_file=ca_file)
     info = resolve(registry, with_default_owner(ref))  # as forge plugin pull: the default owner
     if (info.manifest or {}).get("kind") not in (None, "data-prep"):
         raise UsageError(_not_data_prep(info.ref, info.manifest["kind"]), hint=_KIND_HINT)

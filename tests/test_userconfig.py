@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,29 @@ def test_publish_with_a_misspelt_owner_key_fails_with_one_located_line(isolated_
     assert proc.stderr.splitlines()[0] == f"error: {path}:1: unknown key 'ownr' (did you mean 'owner'?)"
     assert "Traceback" not in proc.stderr
     assert not (isolated_forge_home / "registry").exists()  # nothing was published as the login name
+
+
+def test_registries_hold_tls_files_per_host_resolved_from_the_config_directory(isolated_forge_home):
+    config(isolated_forge_home, "registries:\n  Harbor.Internal:8443:\n    ca_file: certs/ca.pem\n"
+                                "    cert_file: /etc/forge/alice.crt\n    key_file: ~/alice.key\n")
+    entry = load_user_config().registry_settings("harbor.internal:8443")
+    assert entry.ca_file == isolated_forge_home / "certs" / "ca.pem"
+    assert entry.cert_file == Path("/etc/forge/alice.crt")
+    assert entry.key_file == Path("~/alice.key").expanduser()
+    assert load_user_config().registry_settings("harbor.internal") is None  # host[:port] as written
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("registries:\n  h:5000:\n    ca_flie: ca.pem\n", 3, "registries: h:5000: unknown key 'ca_flie' (did you mean 'ca_file'?)"),
+    ("registries:\n  h:5000:\n    key_file: k.pem\n", 3, "registries: h:5000: key_file without cert_file"),
+    ("registries:\n  h:5000:\n    ca_file: 5\n", 3, "registries: h:5000: ca_file: expected a file path"),
+    ("owner: carol\nregistries:\n  oci://h:5000/forge:\n    ca_file: ca.pem\n", 3,
+     "registries: 'oci://h:5000/forge' is not a registry host"),
+    ("registries: [h]\n", 1, "registries: expected a mapping of registry hosts to settings, got list"),
+])
+def test_a_wrong_registries_entry_is_an_error_naming_file_line_and_key(isolated_forge_home, text, line, message):
+    path = config(isolated_forge_home, text)
+    with pytest.raises(ManifestError) as exc:
+        load_user_config()
+    assert exc.value.message.startswith(f"{path}:{line}: {message}"), exc.value.message
+    assert exc.value.hint

@@ -84,6 +84,7 @@ def create_bundle(
     *,
     registry: str | None = None,
     insecure: bool = False,
+    ca_file: str | None = None,
     progress: Callable[[str, int], ContextManager[Progress | None]] | None = None,
 ) -> CreatedBundle:
     """Write the bundle of the experiment at *directory* to *dest*.
@@ -105,7 +106,7 @@ def create_bundle(
         raise UsageError(f"{dest} is a directory", hint="name the bundle file: forge bundle create -o FILE")
     if not dest.parent.is_dir():
         raise UsageError(f"{dest.parent} does not exist", hint="create the directory first or choose another -o FILE")
-    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    reg = open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file)
 
     try:
         versions = [_locked_version(reg, lock, entry, fetch) for entry in lock.plugins]

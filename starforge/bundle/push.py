@@ -34,6 +34,7 @@ def push_bundle(
     registry: str | None = None,
     *,
     insecure: bool = False,
+    ca_file: str | None = None,
     require_signatures: bool = False,
     trust=None,
     progress: Callable[[str, int], ContextManager[Progress | None]] | None = None,
@@ -45,7 +46,7 @@ def push_bundle(
         bundle = verify_bundle(path, require_signatures=require_signatures, trust=trust, workdir=work, progress=progress)
         for plugin in bundle.plugins:
             refuse_data_prep(plugin.info)
-        reg = open_registry(registry, insecure=insecure)
+        reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
         results = []
         for plugin in bundle.plugins:
             assert plugin.archive is not None

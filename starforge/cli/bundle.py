@@ -16,8 +16,9 @@ BUILTINS_NOTE = "built-in plugins (common/algorithms/) are not in the bundle: th
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write.")
 @click.option("--registry", metavar="URL", help="Registry to read from (default: FORGE_REGISTRY, forge.yaml, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print what the bundle holds as JSON.")
-def create(directory, output, registry, insecure, as_json) -> None:
+def create(directory, output, registry, insecure, ca_file, as_json) -> None:
     """Write every plugin version the experiment's lock names, and the lock, into one file.
 
     The file is an OCI image layout in an uncompressed tar: the same manifests, config and
@@ -32,7 +33,7 @@ def create(directory, output, registry, insecure, as_json) -> None:
     from ..bundle.create import create_bundle
     from ..registry.progress import transfer_progress
 
-    made = create_bundle(directory, output, registry=registry, insecure=insecure, progress=transfer_progress)
+    made = create_bundle(directory, output, registry=registry, insecure=insecure, ca_file=ca_file, progress=transfer_progress)
     if as_json:
         out = {
             "bundle": str(made.path),
@@ -80,9 +81,10 @@ def verify(bundle, require_signatures, as_json) -> None:
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @click.option("--registry", metavar="URL", help="Registry to import into (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was pushed as JSON.")
-def push(bundle, registry, insecure, require_signatures, as_json) -> None:
+def push(bundle, registry, insecure, ca_file, require_signatures, as_json) -> None:
     """Verify a bundle, then publish its plugin versions to a registry.
 
     Published versions are immutable there too: the same content again is a no-op; other
@@ -96,7 +98,7 @@ def push(bundle, registry, insecure, require_signatures, as_json) -> None:
     from ..bundle.push import push_bundle
     from ..registry.progress import transfer_progress
 
-    pushed = push_bundle(bundle, registry, insecure=insecure, require_signatures=require_signatures, progress=transfer_progress)
+    pushed = push_bundle(bundle, registry, insecure=insecure, ca_file=ca_file, require_signatures=require_signatures, progress=transfer_progress)
     if as_json:
         plugins = [{**_plugin_json(p), "created": r.created, "signature_attached": r.signature_attached}
                    for p, r in zip(pushed.bundle.plugins, pushed.results)]

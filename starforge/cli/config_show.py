@@ -68,6 +68,8 @@ def effective_settings(directory: str = ".", registry: str | None = None, owner:
     from ..urls import mask_url
 
     out["registry"] = {"value": mask_url(value), "source": source}
+    if value.startswith("oci://"):
+        out["registry_tls"] = _registry_tls(value)
     try:
         who, source = owner_and_source(owner)
     except Exception as exc:  # an invalid owner is shown, not fatal: this command is how one finds it
@@ -80,6 +82,21 @@ def effective_settings(directory: str = ".", registry: str | None = None, owner:
     jobs = jobs_dir()
     out["jobs_dir"] = {"value": str(jobs), "source": "FORGE_JOBS_DIR" if os.environ.get("FORGE_JOBS_DIR") else where}
     return out
+
+
+def _registry_tls(url: str) -> dict:
+    """Which CAs (and client certificate) the registry at *url* is checked with (:mod:`..registry.oci_tls`)."""
+    from ..errors import ForgeError
+    from ..registry.oci_location import parse_oci_url
+    from ..registry.oci_tls import registry_trust
+
+    try:
+        trust = registry_trust(parse_oci_url(url).host)
+    except ForgeError as exc:  # shown, not fatal: this command is how one finds it
+        return {"value": None, "source": exc.message}
+    value = trust.describe() + (f"; client certificate {trust.cert_file}" if trust.cert_file else "")
+    sources = [s for s in (trust.ca_from, trust.cert_from) if s]
+    return {"value": value, "source": "; ".join(sources) or "default (no registries: entry for this host)"}
 
 
 @click.command("config")

@@ -478,9 +478,10 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
 @click.option("--registry", metavar="URL", help="A registry serving the plugin versions ID ran (tried first).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new job's record as JSON on stdout (its output goes to stderr).")
-def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require_signatures, as_json) -> None:
+def replay(job_id, backend, dry_run, strict, detach, registry, insecure, ca_file, require_signatures, as_json) -> None:
     """Run again exactly what job ID ran, as a new job.
 
     The same plugin versions by tree digest (from the cache or any configured registry
@@ -504,7 +505,7 @@ def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require
     from ..experiment.replay import replay_job
     from .submit import follow
 
-    done = replay_job(job_id, backend=backend, registry=registry, insecure=insecure, dry_run=dry_run, strict=strict,
+    done = replay_job(job_id, backend=backend, registry=registry, insecure=insecure, ca_file=ca_file, dry_run=dry_run, strict=strict,
                       detach=detach, require_signatures=require_signatures)
     for line in done.notes:
         note(f"note: {line}")

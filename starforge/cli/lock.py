@@ -51,8 +51,9 @@ class LockCommand(click.Command):
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--registry", metavar="URL", help="Registry to resolve against (default: FORGE_REGISTRY, forge.yaml, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the lock (and what changed) as JSON.")
-def lock(directory, check, offline, upgrade, accept_signature, require_signatures, registry, insecure, as_json) -> None:
+def lock(directory, check, offline, upgrade, accept_signature, require_signatures, registry, insecure, ca_file, as_json) -> None:
     """Resolve forge.yaml's plugins into plugins.lock.json.
 
     Each plugin is pinned to an exact version and its digests.
@@ -92,7 +93,7 @@ def lock(directory, check, offline, upgrade, accept_signature, require_signature
         _refuse_directory_as_upgrade_name(upgrade, directory)
     exp = load_experiment(directory)
     if check:
-        reg = None if offline else open_experiment_registry(exp, registry, insecure=insecure)
+        reg = None if offline else open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file)
         result = check_lock(exp, reg, require_signatures=require_signatures)
         if as_json:
             click.echo(json.dumps({"ok": True, "lock": result.to_dict()}, indent=2, sort_keys=True))
@@ -100,7 +101,7 @@ def lock(directory, check, offline, upgrade, accept_signature, require_signature
         where = "forge.yaml" if reg is None else f"forge.yaml and registry {reg.url}"
         click.echo(f"ok: {exp.lock_path} matches {where} ({len(result.plugins)} plugin{'s' if len(result.plugins) != 1 else ''})")
         return
-    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    reg = open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file)
     locked = lock_experiment(exp, reg, upgrade=ALL if upgrade == "*" else upgrade, require_signatures=require_signatures,
                              accept_signature=set(accept_signature))
     if as_json:

@@ -26,8 +26,9 @@ def _lock_path(arg: str) -> Path:
 @click.option("--files", "with_files", is_flag=True, help="Add the file-level unified diff of each changed plugin (cache first, else the registry).")
 @click.option("--registry", metavar="URL", help="With --files: where to fetch versions the cache does not hold (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON document.")
-def diff(locks, rev, with_files, registry, insecure, as_json) -> None:
+def diff(locks, rev, with_files, registry, insecure, ca_file, as_json) -> None:
     """Show what changed between two locks.
 
     Without arguments: plugins.lock.json as committed at git HEAD against the working
@@ -81,7 +82,7 @@ def diff(locks, rev, with_files, registry, insecure, as_json) -> None:
         try:
             from ..registry.factory import open_registry
 
-            reg = open_registry(registry, insecure=insecure)
+            reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
         except Exception:  # noqa: BLE001 - the cache may hold everything; a missing tree says so
             if registry:
                 raise

@@ -20,11 +20,12 @@ from .completion import complete_set_keys
               help="Run the load phase as a short CPU-only job on this backend (where the job's Python exists).")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Plan with the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the patch ledger as one JSON document.")
-def plan(directory, values_files, sets, backend, registry, insecure, require_signatures, dev, as_json) -> None:
+def plan(directory, values_files, sets, backend, registry, insecure, ca_file, require_signatures, dev, as_json) -> None:
     """Show what the job would patch, without running it.
 
     Stages the locked experiment as 'forge submit' does (same checks, same JobSpec) into a
@@ -56,10 +57,10 @@ def plan(directory, values_files, sets, backend, registry, insecure, require_sig
     sets = [ov for path in values_files for ov in values_overrides(path)] + list(sets)
     dev_dirs = parse_dev_options(dev)
     if backend:
-        outcome = plan_on_backend(directory, sets, backend=backend, registry=registry, insecure=insecure,
+        outcome = plan_on_backend(directory, sets, backend=backend, registry=registry, insecure=insecure, ca_file=ca_file,
                                   require_signatures=require_signatures, dev=dev_dirs)
     else:
-        outcome = plan_experiment(directory, sets, registry=registry, insecure=insecure, require_signatures=require_signatures,
+        outcome = plan_experiment(directory, sets, registry=registry, insecure=insecure, ca_file=ca_file, require_signatures=require_signatures,
                                   dev=dev_dirs)
     for p in getattr(outcome.spec, "plugins", ()):
         if "+dev." in p.version:

@@ -18,8 +18,9 @@ from .output import plural
 @click.option("--require-signatures", is_flag=True,
               help="Copy only versions with a signature verified here (by a key trusted for the owner), and only those signatures.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was copied as JSON.")
-def copy(ref, source, target, lock_dir, require_signatures, insecure, as_json) -> None:
+def copy(ref, source, target, lock_dir, require_signatures, insecure, ca_file, as_json) -> None:
     """Copy plugin versions, with their signatures, from one registry to another by digest.
 
     REF is owner/name (every version), owner/name@VERSION or owner/name@SPECIFIER (every
@@ -40,8 +41,8 @@ def copy(ref, source, target, lock_dir, require_signatures, insecure, as_json) -
 
     if (ref is None) == (lock_dir is None):
         raise UsageError("give either REF or --lock DIR", hint="forge plugin copy alice/opsd-patch --from URL --to URL")
-    src = open_registry(source, insecure=insecure)
-    dst = open_registry(target, insecure=insecure)
+    src = open_registry(source, insecure=insecure, ca_file=ca_file)
+    dst = open_registry(target, insecure=insecure, ca_file=ca_file)
     if lock_dir is not None:
         from ..experiment.config import load_experiment
         from ..experiment.lock import fresh_lock

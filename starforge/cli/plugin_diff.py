@@ -16,8 +16,9 @@ from .completion import complete_plugin_refs
 @click.option("--stat", is_flag=True, help="Only the manifest changes and the files added, removed or changed (no file contents).")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON document.")
-def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
+def diff(ref_a, ref_b, stat, registry, insecure, ca_file, as_json) -> None:
     """Show what changed between two versions of a plugin.
 
     REF_A and REF_B are owner/name@version references (a specifier resolves as 'forge
@@ -36,7 +37,7 @@ def diff(ref_a, ref_b, stat, registry, insecure, as_json) -> None:
     from ..experiment.lockdiff import DIFFERENT, diff_versions
     from ..registry.factory import open_registry
 
-    doc = diff_versions(open_registry(registry, insecure=insecure), ref_a, ref_b, stat=stat)
+    doc = diff_versions(open_registry(registry, insecure=insecure, ca_file=ca_file), ref_a, ref_b, stat=stat)
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
     else:

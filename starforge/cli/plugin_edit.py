@@ -33,9 +33,10 @@ def _report(result, directory: str, as_json: bool = False) -> None:
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
 @click.option("--registry", metavar="URL", help="Registry to resolve against.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--json", "as_json", is_flag=True, help="Print {action, request, changes, forge_yaml_written, lock_written} as JSON.")
-def add(ref: str, directory: str, registry: str | None, insecure: bool, require_signatures: bool, as_json: bool) -> None:
+def add(ref: str, directory: str, registry: str | None, insecure: bool, ca_file: str | None, require_signatures: bool, as_json: bool) -> None:
     """Request a plugin in forge.yaml and lock it.
 
     forge.yaml keeps its comments and layout.
@@ -50,7 +51,7 @@ def add(ref: str, directory: str, registry: str | None, insecure: bool, require_
     """
     from ..experiment.edit import add_plugin
 
-    result = add_plugin(directory, ref, registry, insecure=insecure, require_signatures=require_signatures)
+    result = add_plugin(directory, ref, registry, insecure=insecure, ca_file=ca_file, require_signatures=require_signatures)
     if result.action == "unchanged" and not as_json:
         click.echo(f"{result.request} is already requested")
     _report(result, directory, as_json)
@@ -61,8 +62,9 @@ def add(ref: str, directory: str, registry: str | None, insecure: bool, require_
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
 @click.option("--registry", metavar="URL", help="Registry to resolve against, when the lock must be redone.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print {action, request, changes, forge_yaml_written, lock_written} as JSON.")
-def remove(name: str, directory: str, registry: str | None, insecure: bool, as_json: bool) -> None:
+def remove(name: str, directory: str, registry: str | None, insecure: bool, ca_file: str | None, as_json: bool) -> None:
     """Remove a plugin from forge.yaml and the lock.
 
     forge.yaml keeps its comments and layout.
@@ -73,4 +75,4 @@ def remove(name: str, directory: str, registry: str | None, insecure: bool, as_j
     """
     from ..experiment.edit import remove_plugin
 
-    _report(remove_plugin(directory, name, registry, insecure=insecure), directory, as_json)
+    _report(remove_plugin(directory, name, registry, insecure=insecure, ca_file=ca_file), directory, as_json)

@@ -27,8 +27,9 @@ def list_published(registry, owner: str | None = None) -> list:
 @click.argument("owner", required=False)
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def list_plugins(owner, registry, insecure, as_json) -> None:
+def list_plugins(owner, registry, insecure, ca_file, as_json) -> None:
     """List published plugins (of OWNER) and their versions.
 
     Versions are listed oldest first.
@@ -42,7 +43,7 @@ def list_plugins(owner, registry, insecure, as_json) -> None:
 
     if owner:
         check_owner(owner, "the OWNER argument")
-    reg = open_registry(registry, insecure=insecure)
+    reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     rows = list_published(reg, owner)
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))

@@ -29,13 +29,14 @@ def read_passphrase(passphrase_file: str | None) -> str | None:
 @click.option("--owner", metavar="OWNER", help="Publishing owner (default: FORGE_OWNER, config 'owner:', the login name).")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
 @click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
               help="Key for --sign: one of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--strict", is_flag=True, help="Treat check warnings as errors (as plugin check and pack do): nothing is published.")
 @click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
-def publish(directory, owner, registry, insecure, sign, key_file, passphrase_file, strict, as_json) -> None:
+def publish(directory, owner, registry, insecure, ca_file, sign, key_file, passphrase_file, strict, as_json) -> None:
     """Check, pack and publish a plugin as OWNER/NAME@VERSION.
 
     Published versions are immutable: publishing the same files again is a no-op success;
@@ -65,7 +66,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     listed = False
     if sign:
         sign_key, passphrase, listed = signing_key(owner, key_file, passphrase_file)
-    reg = open_registry(registry, insecure=insecure)
+    reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     with transfer_progress("publish", 0) as update:
         result = publish_plugin(directory, reg, owner, sign_key=sign_key, passphrase=passphrase, progress=update, strict=strict)
     info = result.version

@@ -15,12 +15,13 @@ from .completion import complete_plugin_refs
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Directory to create (default: ./NAME).")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse the version unless a trusted key signed it.")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write the archive the registry serves, its Sigstore bundle and the signer's public key (PEM) into DIR "
                    "(for cosign or sigstore-js); unpacks nothing unless -o is given too.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was pulled (ref, digests, directory, signature status) as JSON.")
-def pull(ref, output, registry, insecure, require_signatures, export_dir, as_json) -> None:
+def pull(ref, output, registry, insecure, ca_file, require_signatures, export_dir, as_json) -> None:
     """Download REF through the cache and unpack it into a new directory.
 
     The archive is checked against its digest, the unpacked files against the tree
@@ -42,7 +43,7 @@ def pull(ref, output, registry, insecure, require_signatures, export_dir, as_jso
     from ..registry.verified_fetch import fetch_verified
     from ..signing import load_trust
 
-    reg = open_registry(registry, insecure=insecure)
+    reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     ref = with_default_owner(ref)
     info = resolve(reg, ref)
     trust = load_trust()

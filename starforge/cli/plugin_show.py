@@ -28,8 +28,9 @@ def describe(registry, ref: str) -> dict:
 @click.argument("ref", shell_complete=complete_plugin_refs)
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
-def show(ref, registry, insecure, as_json) -> None:
+def show(ref, registry, insecure, ca_file, as_json) -> None:
     """Show the version REF resolves to.
 
     Digests, manifest, files and signature status.
@@ -45,7 +46,7 @@ def show(ref, registry, insecure, as_json) -> None:
     from ..registry.publish import with_default_owner
     from ..terminal_text import shown
 
-    d = describe(open_registry(registry, insecure=insecure), with_default_owner(ref))
+    d = describe(open_registry(registry, insecure=insecure, ca_file=ca_file), with_default_owner(ref))
     if as_json:
         click.echo(json.dumps(d, indent=2, sort_keys=True))
         return

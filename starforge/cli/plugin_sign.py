@@ -22,10 +22,11 @@ from .completion import complete_key_names
               help="One of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--model-signature", "model_signature", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write an OpenSSF model-signing signature over the plugin's files to FILE (ECDSA keys only).")
-def sign(ref, from_dir, lock_file, digest, key_file, registry, insecure, passphrase_file, model_signature) -> None:
+def sign(ref, from_dir, lock_file, digest, key_file, registry, insecure, ca_file, passphrase_file, model_signature) -> None:
     """Add your signature to the published version REF.
 
     For a release key after CI published, or the right key after a signing mistake: the
@@ -63,7 +64,7 @@ def sign(ref, from_dir, lock_file, digest, key_file, registry, insecure, passphr
     held, source = held_digest(f"{parsed.owner}/{parsed.name}@{version}", parsed.owner, parsed.name, version,
                                from_dir, lock_file, digest)
     sign_key, passphrase, listed = signing_key(parsed.owner, key_file, passphrase_file)
-    reg = open_registry(registry, insecure=insecure)
+    reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     info = reg.get(parsed.owner, parsed.name, version)
     private = None
     if model_signature is not None:

@@ -17,9 +17,10 @@ import click
 @click.option("--python", "python", metavar="PATH", help="Interpreter to run the plugin under (default: forge's own).")
 @click.option("--registry", metavar="URL", help="Registry of REF (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse REF unless a trusted key signed it (as forge lock does).")
 @click.option("--json", "as_json", is_flag=True, help="Print the provenance record as JSON.")
-def prep(plugin, input_path, output, sets, python, registry, insecure, require_signatures, as_json) -> None:
+def prep(plugin, input_path, output, sets, python, registry, insecure, ca_file, require_signatures, as_json) -> None:
     """Run a data-prep plugin over a JSONL file, on this machine.
 
     REF|DIR is a published data-prep plugin (owner/name@VERSION, pulled and verified,
@@ -46,7 +47,7 @@ def prep(plugin, input_path, output, sets, python, registry, insecure, require_s
         verified = plugin_from_directory(plugin)
         origin = "directory digested"
     else:
-        verified = plugin_from_registry(plugin, registry, insecure=insecure, require_signatures=require_signatures)
+        verified = plugin_from_registry(plugin, registry, insecure=insecure, ca_file=ca_file, require_signatures=require_signatures)
         origin = f"signature: {verified.signature}"
     params = prep_params(verified, list(sets))
     note(f"prep    : {verified.label} ({verified.tree_digest}, {origin})")

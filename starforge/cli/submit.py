@@ -22,11 +22,12 @@ from .output import JobOutput, note
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
 @click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Run the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON on stdout (the job's output goes to stderr).")
-def submit(directory, values_files, sets, backend, dry_run, detach, registry, insecure, require_signatures, dev, as_json) -> None:
+def submit(directory, values_files, sets, backend, dry_run, detach, registry, insecure, ca_file, require_signatures, dev, as_json) -> None:
     """Stage the locked experiment as a job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
@@ -61,7 +62,7 @@ def submit(directory, values_files, sets, backend, dry_run, detach, registry, in
         [ov for path in values_files for ov in values_overrides(path)] + list(sets),
         backend=backend,
         registry=registry,
-        insecure=insecure,
+        insecure=insecure, ca_file=ca_file,
         detach=detach,
         dry_run=dry_run,
         require_signatures=require_signatures,

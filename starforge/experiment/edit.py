@@ -226,7 +226,7 @@ def _insert_point(bare: list) -> int:
 
 # -- commands ---------------------------------------------------------------------------------
 
-def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None = None, *, insecure: bool = False,
+def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None = None, *, insecure: bool = False, ca_file: str | None = None,
                require_signatures: bool = False) -> EditResult:
     """Request *ref* in forge.yaml (append, or replace the same plugin's request) and re-lock.
 
@@ -240,7 +240,7 @@ def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None 
     text = _read(path)
     exp = parse_experiment(load_yaml(text, str(path)), root)
     req = parse_request(ref.strip())
-    registry = open_experiment_registry(exp, registry_url, insecure=insecure)
+    registry = open_experiment_registry(exp, registry_url, insecure=insecure, ca_file=ca_file)
     if req.specifier is None:
         from ..registry.resolve import resolve
 
@@ -273,7 +273,7 @@ def add_plugin(directory: str | os.PathLike, ref: str, registry_url: str | None 
     )
 
 
-def remove_plugin(directory: str | os.PathLike, name: str, registry_url: str | None = None, *, insecure: bool = False) -> EditResult:
+def remove_plugin(directory: str | os.PathLike, name: str, registry_url: str | None = None, *, insecure: bool = False, ca_file: str | None = None) -> EditResult:
     """Drop plugin *name* (``name`` or ``owner/name``) from forge.yaml and from the lock."""
     root = find_experiment_root(directory)
     path = root / FILENAME
@@ -299,7 +299,7 @@ def remove_plugin(directory: str | os.PathLike, name: str, registry_url: str | N
     if lock is None:
         from .lock import open_experiment_registry
 
-        registry = open_experiment_registry(new_exp, registry_url, insecure=insecure)
+        registry = open_experiment_registry(new_exp, registry_url, insecure=insecure, ca_file=ca_file)
         lock = resolve_lock(new_exp, registry, previous=previous)
     _atomic_write(path, new_text)
     lock = replace(lock, written=write_lock(lock.lock, new_exp.lock_path))

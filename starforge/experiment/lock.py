@@ -317,7 +317,7 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
     return lock
 
 
-def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, insecure: bool = False):
+def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, insecure: bool = False, ca_file: str | None = None):
     """The registry for *exp*: ``--registry``, ``FORGE_REGISTRY``, forge.yaml ``registry:``, user config, embedded."""
     import os
 
@@ -328,14 +328,15 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
         url = exp.registry
         if "://" not in url and not Path(url).is_absolute():
             url = str((exp.root / url).resolve())
-    return open_registry(url, insecure=insecure)
+    return open_registry(url, insecure=insecure, ca_file=ca_file)
 
 
 def get_locked(registry, entry: LockEntry, locked_from: str | None = None):
     try:
         return registry.get(entry.owner, entry.name, entry.version)
-    except NoRegistryError:
-        raise  # a mistyped registry is named as such, not as a version it lacks
+    except NoRegistryError as exc:
+        # a mistyped registry is named as such, not as a version it lacks
+        raise NoRegistryError(exc.message, hint="; ".join(h for h in (exc.hint, registry_hint(registry, locked_from)) if h)) from None
     except NotFoundError:
         if locked_from and locked_from != registry.url:
             raise LockError(
@@ -353,13 +354,35 @@ def get_locked(registry, entry: LockEntry, locked_from: str | None = None):
 
 
 def registry_hint(registry, locked_from: str | None) -> str:
-    """How to point a command at the registry the lock recorded (*locked_from*)."""
+    """How to point a command at a registry that serves the lock's versions.
+
+    The registry the lock recorded (*locked_from*) when it can be here; when it is a
+    directory this machine does not have (the far side of an air gap), the ``bundle push``
+    that fills a registry here instead of a path across the gap.
+    """
+    from ..home import home
+
+    # the registry used here, unless it is a path that is not here (the embedded one is made on first use)
+    used_here = _on_this_machine(registry.url) or registry.url == str(home().registry_dir)
+    here = registry.url if used_here else "URL"
+    across = f"across an air gap, import the experiment's bundle: forge bundle push FILE --registry {here}"
     if locked_from and locked_from != registry.url:
+        if not _on_this_machine(locked_from):
+            return (f"the lock was made with registry {locked_from}, which is not on this machine: {across}; "
+                    "or set FORGE_REGISTRY (or pass --registry) to the registry the bundle was pushed to")
         return (
             f"the lock was made with registry {locked_from}: pass --registry {locked_from} "
-            f"(or set FORGE_REGISTRY={locked_from}), or a mirror that serves the same files"
+            f"(or set FORGE_REGISTRY={locked_from}), or a mirror that serves the same files; {across}"
         )
-    return "pass --registry URL (or set FORGE_REGISTRY) to a registry that serves it"
+    if not used_here:
+        return (f"registry {registry.url} is not on this machine: {across}, "
+                "then set FORGE_REGISTRY (or pass --registry) to that registry")
+    return f"pass --registry URL (or set FORGE_REGISTRY) to a registry that serves it; {across}"
+
+
+def _on_this_machine(url: str) -> bool:
+    """False for a directory registry path that does not exist here; True for any URL (unknown)."""
+    return "://" in url or Path(url).exists()
 
 
 

@@ -231,6 +231,7 @@ def plan_experiment(
     *,
     registry: str | None = None,
     insecure: bool = False,
+    ca_file: str | None = None,
     require_signatures: bool = False,
     backend: str | None = None,
     dev: dict | None = None,
@@ -243,7 +244,7 @@ def plan_experiment(
     t0 = time.perf_counter()
     resolved = resolve_job_in(directory, sets, backend=backend, dev=dev)
     exp = resolved.experiment
-    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    reg = open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file)
     tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     try:
         job_dir = tmp / resolved.spec.id
@@ -291,6 +292,7 @@ def plan_on_backend(
     backend: str,
     registry: str | None = None,
     insecure: bool = False,
+    ca_file: str | None = None,
     require_signatures: bool = False,
     dev: dict | None = None,
 ) -> PlanOutcome:
@@ -316,7 +318,7 @@ def plan_on_backend(
     settings = backend_class(backend).cpu_only_settings(exp.backend_settings(backend))
     spec = resolved.spec.replace(ledger_only=True, extra={backend: settings} if settings else {})
     resolved = dataclasses.replace(resolved, spec=spec)
-    reg = open_experiment_registry(exp, registry, insecure=insecure)
+    reg = open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file)
     scratch = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     runner = get_backend(backend, settings, JobStore(scratch / "jobs"))
     job_dir = runner.staging_dir(exp.root, spec.id)

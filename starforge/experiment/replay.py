@@ -171,7 +171,7 @@ def lock_entries(spec: JobSpec) -> list:
             for p in spec.plugins]
 
 
-def candidate_registries(record, explicit: str | None, insecure: bool) -> list:
+def candidate_registries(record, explicit: str | None, insecure: bool, ca_file: str | None = None) -> list:
     """Every configured registry, first the one named: ``--registry``, the experiment's, ``FORGE_REGISTRY``/config/default."""
     from ..registry.factory import open_registry
 
@@ -182,14 +182,14 @@ def candidate_registries(record, explicit: str | None, insecure: bool) -> list:
             from .config import load_experiment
             from .lock import open_experiment_registry
 
-            urls.append(open_experiment_registry(load_experiment(exp_dir), None, insecure=insecure).url)
+            urls.append(open_experiment_registry(load_experiment(exp_dir), None, insecure=insecure, ca_file=ca_file).url)
         except ForgeError:
             pass
     urls.append(None)  # FORGE_REGISTRY, the user config, the embedded registry
     out, seen = [], set()
     for url in urls:
         try:
-            reg = open_registry(url, insecure=insecure)
+            reg = open_registry(url, insecure=insecure, ca_file=ca_file)
         except ForgeError:
             if url == explicit and explicit:
                 raise
@@ -333,6 +333,7 @@ def replay_job(
     backend: str | None = None,
     registry: str | None = None,
     insecure: bool = False,
+    ca_file: str | None = None,
     dry_run: bool = False,
     strict: bool = False,
     detach: bool = False,
@@ -380,7 +381,7 @@ def replay_job(
 
         settings = load_experiment(exp_dir).backend_settings(backend)
     spec = replay_spec(old_spec, record.id, backend, settings, environment, strict, tuple(unproven), recipe_digest)
-    registries = candidate_registries(record, registry, insecure)
+    registries = candidate_registries(record, registry, insecure, ca_file)
     if dry_run:
         scratch = Path(tempfile.mkdtemp(prefix="forge-replay-"))
         try:

@@ -46,6 +46,7 @@ def submit_experiment(
     backend: str | None = None,
     registry: str | None = None,
     insecure: bool = False,
+    ca_file: str | None = None,
     detach: bool = False,
     dry_run: bool = False,
     require_signatures: bool = False,
@@ -72,7 +73,7 @@ def submit_experiment(
     notes += [f"note: removed {leftover.describe()}" for leftover in sweep(job_dir.parent.resolve())]
     runner.prepare(resolved.spec.id, job_dir)  # the local backend's supervisor starts while the job is staged
     try:
-        staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
+        staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file),
                            require_signatures=require_signatures)
     except BaseException:
         runner.discard(resolved.spec.id)

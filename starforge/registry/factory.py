@@ -29,8 +29,8 @@ def default_registry_url() -> str:
     return configured if configured is not None else str(h.registry_dir)
 
 
-def open_registry(url: str | None = None, *, insecure: bool = False) -> Registry:
-    """The registry at *url* (default: :func:`default_registry_url`)."""
+def open_registry(url: str | None = None, *, insecure: bool = False, ca_file: str | None = None) -> Registry:
+    """The registry at *url* (default: :func:`default_registry_url`); *ca_file*: ``--ca-file``."""
     from ..urls import check_userinfo
 
     url = url or default_registry_url()
@@ -38,7 +38,7 @@ def open_registry(url: str | None = None, *, insecure: bool = False) -> Registry
     if url.startswith("oci://"):
         from .oci import OciRegistry
 
-        return OciRegistry(url, insecure=insecure)
+        return OciRegistry(url, insecure=insecure, ca_file=ca_file)
     if "://" in url and not url.startswith("file://"):
         raise UsageError(f"unsupported registry URL '{url}'", hint="use a directory path or oci://host[:port]/prefix")
     from .directory import DirectoryRegistry

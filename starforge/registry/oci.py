@@ -77,6 +77,7 @@ from .oci_client import (
 )
 from .oci_credentials import find_credentials
 from .oci_location import parse_oci_url
+from .oci_tls import registry_trust
 
 CONFIG_MAX = 64 << 20
 # After writing a tag, publish reads it back, waits this long and reads it once more: a
@@ -111,17 +112,21 @@ class OciRegistry(Registry):
         url: str,
         *,
         insecure: bool = False,
+        ca_file: str | Path | None = None,
         retries: int = 4,
         backoff: float = 0.25,
         chunk_size: int | None = None,
         settle_delay: float = SETTLE_DELAY,
     ) -> None:
+        """*ca_file* (``--ca-file``): a CA that signs the registry's certificate, over the
+        user config's ``ca_file`` for its host (:mod:`.oci_tls`)."""
         self.url = url
         self.settle_delay = settle_delay
         self.location = parse_oci_url(url)
         kwargs = {"chunk_size": chunk_size} if chunk_size else {}
         self.client = OciClient(self.location, insecure=insecure, credentials=lambda: find_credentials(self.location.host),
-                                retries=retries, backoff=backoff, **kwargs)
+                                trust=registry_trust(self.location.host, ca_file), retries=retries, backoff=backoff,
+                                **kwargs)
 
     def close(self) -> None:
         self.client.close()
@@ -270,7 +275,23 @@ class OciRegistry(Registry):
             # No referrers API (or an empty answer after an upgrade): the referrers tag.
             index = self.client.get_manifest(repo, referrers_tag(subject), accept=(OCI_INDEX,))
             found = (index.json().get("manifests") or []) if index is not None else []
-        return [d for d in found if isinstance(d, dict) and d.get("artifactType") == artifact_type]
+        return [d for d in found if isinstance(d, dict) and self._artifact_type(repo, d) == artifact_type]
+
+    def _artifact_type(self, repo: str, descriptor: dict) -> str | None:
+        """The artifact type of a referrer: its descriptor's ``artifactType`` or, where a copy
+        dropped it (skopeo rewrites a referrers index without it), the manifest's own, as the
+        OCI 1.1 referrers rules derive it (``artifactType``, else the config media type)."""
+        if "artifactType" in descriptor:
+            return descriptor["artifactType"]
+        digest = descriptor.get("digest")
+        if descriptor.get("mediaType") != OCI_MANIFEST or not isinstance(digest, str) or not digest.startswith("sha256:"):
+            return None
+        got = self.client.get_manifest(repo, digest)
+        if got is None:
+            return None
+        data = got.json()
+        found = data.get("artifactType") or (data.get("config") or {}).get("mediaType")
+        return found if isinstance(found, str) else None
 
     def sigstore_bundles(self, info: PublishedVersion) -> list:
         """The Sigstore bundles stored as referrers of *info*'s manifest."""

@@ -26,6 +26,7 @@ from ..errors import RegistryError
 from .oci_auth import USER_AGENT, Authorizer
 from .oci_credentials import Credentials
 from .oci_location import OciLocation
+from .oci_tls import RegistryTrust, is_tls_refusal, ssl_context, tls_hint
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -107,6 +108,7 @@ class OciClient:
         *,
         insecure: bool = False,
         credentials: Credentials | None | Callable[[], Credentials | None] = None,
+        trust: RegistryTrust | None = None,
         retries: int = 4,
         backoff: float = 0.25,
         chunk_size: int = DEFAULT_CHUNK,
@@ -114,11 +116,12 @@ class OciClient:
     ) -> None:
         self.location = location
         self.insecure = insecure
+        self.trust = trust or RegistryTrust()
         self.retries = max(1, retries)
         self.backoff = backoff
         self.chunk_size = max(1 << 16, chunk_size)
         self._http = httpx.Client(
-            verify=not insecure,
+            verify=ssl_context(self.trust, verify=not insecure),
             timeout=httpx.Timeout(timeout, connect=10.0),
             headers={"User-Agent": USER_AGENT},
             follow_redirects=False,
@@ -150,7 +153,7 @@ class OciClient:
                     self._http.get(f"{https}/v2/", timeout=5.0)
                     self._base = https
                 except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectTimeout) as exc:
-                    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                    if is_tls_refusal(exc):
                         self._base = https  # it speaks TLS: let the certificate error surface
                     else:
                         # Not TLS (or not up at all: then http fails the same way and says so).
@@ -170,6 +173,9 @@ class OciClient:
         time.sleep(delay)
 
     def _unreachable(self, exc: Exception) -> RegistryError:
+        tls = tls_hint(self.location.host, exc, self.trust)
+        if tls is not None:  # it answered, and the TLS handshake failed: not worth retrying
+            return RegistryError(f"registry {self.location.host}: TLS handshake failed: {exc}", hint=tls)
         hint = "is the registry running and reachable?"
         if self.base.startswith("https://") and not self.location.is_loopback and not self.insecure:
             hint += " a registry that speaks plain HTTP needs --insecure"
@@ -200,7 +206,7 @@ class OciClient:
                 r = self._http.request(method, url, headers=hdrs, content=content)
             except httpx.TransportError as exc:
                 attempt += 1
-                if attempt >= attempts:
+                if attempt >= attempts or is_tls_refusal(exc):
                     raise self._unreachable(exc) from None
                 self._sleep(attempt - 1, None)
                 continue
@@ -353,7 +359,7 @@ class OciClient:
             except httpx.TransportError as exc:
                 if progress and got:
                     progress(-got)
-                if attempt + 1 >= self.retries:
+                if attempt + 1 >= self.retries or is_tls_refusal(exc):
                     raise self._unreachable(exc) from None
                 self._sleep(attempt, None)
                 continue

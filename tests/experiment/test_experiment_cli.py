@@ -547,6 +547,9 @@ def test_a_pulled_signed_version_stages_offline_and_is_verified_against_the_trus
     assert (f"which registry {project.home / 'registry'} does not have, and its owner's signature must be checked"
             in unchecked.stderr)
     assert "the cache holds no verified signature for it" in unchecked.stderr
-    assert f"pass --registry {other} (or set FORGE_REGISTRY={other})" in unchecked.stderr
+    # the lock's registry was removed from this machine: the hint names it as gone and says
+    # how to fill the registry used here, instead of a path that is not there
+    assert f"the lock was made with registry {other}, which is not on this machine" in unchecked.stderr
+    assert f"forge bundle push FILE --registry {project.home / 'registry'}" in unchecked.stderr
     jobs = [n for n in os.listdir(project.jobs_dir()) if not n.startswith(".")]
     assert len(jobs) == 3  # the refused submits staged nothing

@@ -359,6 +359,51 @@ def test_publish_lock_bundle_then_push_and_submit_on_the_far_side(near, far, tmp
     assert {p["name"]: p["digest"] for p in spec["plugins"]} == locked
 
 
+def test_on_the_far_side_the_hint_names_the_far_registry_and_bundle_push(near, far, tmp_path):
+    """Without FORGE_REGISTRY the far side uses its own default registry; the lock names the
+    near side's directory, which is not on this machine: the hint must not send the user
+    back across the gap."""
+    near_reg = tmp_path / "near-registry"
+    near.forge("plugin", "publish", write_plugin(tmp_path / "src" / "opsd-patch", "opsd-patch"), "--registry", near_reg)
+    exp = tmp_path / "exp"
+    (exp).mkdir()
+    (exp / "trainer.py").write_text("print('trainer ran', flush=True)\n")
+    (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: gap\nentrypoint: python trainer.py\n"
+                                    "plugins: [alice/opsd-patch@1.0.0]\nconfig: {}\n")
+    near.forge("lock", exp, "--registry", near_reg)
+    near.forge("bundle", "create", exp, "-o", tmp_path / "exp.bundle.tar", "--registry", near_reg)
+    shutil.rmtree(near_reg)  # the gap
+    far_default = far.home / "registry"
+    far.forge("plugin", "publish", write_plugin(tmp_path / "src" / "other", "other"), cwd=tmp_path)  # it exists
+
+    for args in (("lock", exp, "--check"), ("submit", exp)):
+        failed = far.forge(*args, ok=False, cwd=exp)
+        assert failed.returncode in (7, 15), failed.stderr
+        hint = failed.stderr.split("hint: ", 1)[1]
+        assert f"the lock was made with registry {near_reg}, which is not on this machine" in hint
+        assert f"forge bundle push FILE --registry {far_default}" in hint
+        assert f"--registry {near_reg}" not in hint and f"FORGE_REGISTRY={near_reg}" not in hint
+
+    # following the hint works
+    far.forge("bundle", "push", tmp_path / "exp.bundle.tar", "--registry", far_default)
+    far.forge("lock", exp, "--check")
+
+
+def test_on_the_far_side_a_forge_yaml_registry_across_the_gap_gets_the_bundle_push_hint(near, far, locked, tmp_path):
+    """forge.yaml carried across names the near side's directory registry, absent here."""
+    near_reg = tmp_path / "registry-a"
+    exp = locked(str(near_reg))
+    near.forge("bundle", "create", exp, "-o", tmp_path / "exp.bundle.tar")
+    shutil.rmtree(near_reg)
+    for args in (("lock", exp, "--check"), ("submit", exp)):
+        failed = far.forge(*args, ok=False, cwd=exp)
+        assert failed.returncode == 7, failed.stderr
+        hint = failed.stderr.split("hint: ", 1)[1]
+        assert f"registry {near_reg} is not on this machine" in hint
+        assert "forge bundle push FILE --registry URL, then set FORGE_REGISTRY" in hint
+        assert f"--registry {near_reg}" not in hint
+
+
 # -- plugin copy ---------------------------------------------------------------------------------
 
 
@@ -386,6 +431,50 @@ def test_copy_mirrors_versions_and_signatures_between_two_oci_registries(near, f
     listed = json.loads(near.forge("plugin", "list", "--registry", dir_reg, "--json").stdout)
     assert "1.1.0" not in json.dumps(listed) and "1.0.0" in json.dumps(listed)
     near.forge("lock", exp, "--check", env={"FORGE_REGISTRY": dir_reg})
+
+
+def test_a_mirror_made_with_skopeo_keeps_signatures_that_require_signatures_accepts(near, far, tmp_path, private_registry,
+                                                                                    skopeo):
+    """The docs' skopeo commands: ``sync --all`` of a repository, ``copy --all`` of each tag.
+    skopeo rewrites the referrers index (tag ``sha256-<hex>``) without the descriptors'
+    ``artifactType``; forge reads it from each referrer's own manifest."""
+    source, mirror = private_registry(), private_registry()
+    near.forge("key", "generate")
+    for name in ("opsd-patch", "reward-scale"):
+        near.forge("plugin", "publish", write_plugin(tmp_path / "src" / name, name), "--registry", source.url, "--sign")
+    tls = ["--src-tls-verify=false", "--dest-tls-verify=false"]
+    subprocess.run([skopeo, "sync", "--all", "--src", "docker", "--dest", "docker", *tls,
+                    f"127.0.0.1:{source.port}/forge/alice/opsd-patch", f"127.0.0.1:{mirror.port}/forge/alice"],
+                   check=True, capture_output=True, timeout=180)
+    repo = "forge/alice/reward-scale"
+    tags = json.loads(subprocess.run([skopeo, "list-tags", "--tls-verify=false", f"docker://127.0.0.1:{source.port}/{repo}"],
+                                     check=True, capture_output=True, timeout=60).stdout)["Tags"]
+    assert any(t.startswith("sha256-") for t in tags) and "1.0.0" in tags
+    for tag in tags:
+        subprocess.run([skopeo, "copy", "--all", *tls, f"docker://127.0.0.1:{source.port}/{repo}:{tag}",
+                        f"docker://127.0.0.1:{mirror.port}/{repo}:{tag}"], check=True, capture_output=True, timeout=180)
+    signature_tag = next(t for t in tags if t.startswith("sha256-"))
+    index = json.loads(subprocess.run([skopeo, "inspect", "--raw", "--tls-verify=false",
+                                       f"docker://127.0.0.1:{mirror.port}/{repo}:{signature_tag}"],
+                                      check=True, capture_output=True, timeout=60).stdout)
+    assert index["manifests"] and all("artifactType" not in d for d in index["manifests"])  # what skopeo wrote
+
+    # The far side trusts alice's key and requires signatures: the mirror serves them.
+    far.forge("trust", "add", "alice", next(near.home.rglob("default.pub")))
+    exp = write_experiment(tmp_path / "exp", ["alice/opsd-patch@1.0.0", "alice/reward-scale@1.0.0"], mirror.url)
+    far.forge("lock", exp, "--require-signatures")
+    assert all(p["signature"]["key_id"] for p in json.loads((exp / "plugins.lock.json").read_text())["plugins"])
+    pulled = far.forge("plugin", "pull", "alice/reward-scale@1.0.0", "--registry", mirror.url, "--require-signatures",
+                       "-o", tmp_path / "pulled")
+    assert "signature: verified" in pulled.stdout
+
+    # The version's tag alone, without the referrers tag: refused as stripped, never used unsigned.
+    subprocess.run([skopeo, "copy", "--all", *tls, f"docker://127.0.0.1:{source.port}/{repo}:1.0.0",
+                    f"docker://127.0.0.1:{mirror.port}/bare/alice/reward-scale:1.0.0"], check=True, capture_output=True,
+                   timeout=180)
+    bare = far.forge("plugin", "pull", "alice/reward-scale@1.0.0", "--registry", f"oci://127.0.0.1:{mirror.port}/bare",
+                     "-o", tmp_path / "bare", ok=False)
+    assert bare.returncode == 9 and "has no signature, but owner alice has trusted keys" in bare.stderr
 
 
 # -- refusals on the way -------------------------------------------------------------------------

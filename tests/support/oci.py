@@ -46,6 +46,9 @@ class RegistryServer:
     htpasswd: Path | None = None
     user: str | None = None
     password: str | None = None
+    # TLS: (certificate, key) of the server, and the CA files whose client certificates it requires
+    tls: tuple | None = None
+    client_cas: tuple = ()
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -58,7 +61,7 @@ class RegistryServer:
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def write_config(self) -> Path:
         auth = ""
@@ -70,9 +73,29 @@ class RegistryServer:
             "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
             f"storage:\n  filesystem:\n    rootdirectory: {self.storage}\n  delete:\n    enabled: true\n"
             f"http:\n  addr: 127.0.0.1:{self.port}\n  secret: forge-test-secret-{self.port}\n"
+            + self._tls_config()
             + auth
         )
         return config
+
+    def _tls_config(self) -> str:
+        if not self.tls:
+            return ""
+        cert, key = self.tls
+        clients = "".join(f"      - {ca}\n" for ca in self.client_cas)
+        return f"  tls:\n    certificate: {cert}\n    key: {key}\n" + (f"    clientcas:\n{clients}" if clients else "")
+
+    def _ready(self) -> bool:
+        if self.tls:  # a TCP connection is enough: TLS may require a client certificate
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        try:
+            return httpx.get(f"{self.http}/v2/", timeout=1).status_code in (200, 401)
+        except httpx.TransportError:
+            return False
 
     def start(self) -> "RegistryServer":
         binary = need_binary(REGISTRY_BIN)
@@ -85,12 +108,8 @@ class RegistryServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"docker-registry exited: {(self.root / 'registry.log').read_text()[-2000:]}")
-            try:
-                r = httpx.get(f"{self.http}/v2/", timeout=1)
-                if r.status_code in (200, 401):
-                    return self
-            except httpx.TransportError:
-                pass
+            if self._ready():
+                return self
             time.sleep(0.05)
         self.stop()
         raise RuntimeError("docker-registry did not become ready in 15 s")
@@ -111,9 +130,10 @@ class RegistryServer:
                 self.proc.wait(timeout=10)
 
 
-def new_server(root: Path, *, auth: bool = False) -> RegistryServer:
+def new_server(root: Path, *, auth: bool = False, tls: tuple | None = None, client_cas: tuple = ()) -> RegistryServer:
+    """A started registry; *tls* = (certificate, key) serves HTTPS, *client_cas* then requires client certificates."""
     root.mkdir(parents=True, exist_ok=True)
-    server = RegistryServer(root=root, port=free_port())
+    server = RegistryServer(root=root, port=free_port(), tls=tls, client_cas=client_cas)
     if auth:
         htpasswd = need_binary("htpasswd")
         server.user, server.password = "alice", "s3cret-pass"
