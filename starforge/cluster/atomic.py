@@ -54,14 +54,18 @@ class writer:
     def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc_type is not None:
             _discard(self.file, self.tmp)
+            if _unnamed(exc):
+                raise _naming(exc, self.path) from None
             return False
         try:
             self.file.flush()
             _finish(self.file.fileno(), self.mode, self.fsync)
             self.file.close()
             _publish(self.tmp, self.path, self.exclusive)
-        except BaseException:
+        except BaseException as failed:
             _discard(self.file, self.tmp)
+            if _unnamed(failed):
+                raise _naming(failed, self.path) from None
             raise
         return False
 
@@ -87,9 +91,21 @@ def write_file(
         finally:
             os.close(fd)
         _publish(tmp, path, exclusive)
-    except BaseException:
+    except BaseException as exc:
         _remove(tmp)
+        if _unnamed(exc):
+            raise _naming(exc, path) from None
         raise
+
+
+def _unnamed(exc: BaseException | None) -> bool:
+    """An OS error of a write (a full disk, a quota) that does not say which file it was."""
+    return isinstance(exc, OSError) and exc.filename is None and exc.errno is not None
+
+
+def _naming(exc: OSError, path: str) -> OSError:
+    """*exc* naming *path*, the file being written (its temp file is gone by then)."""
+    return type(exc)(exc.errno, exc.strerror, path)
 
 
 _tag: str | None = None
