@@ -428,12 +428,15 @@ done
 # bash -c '<this>' forge-collect SHARED LOCAL
 COLLECT = r"""shared=$1; local=$2
 host=$(hostname -s)
+# copied beside the name, then renamed: a collect killed mid-copy (past KillWait) leaves the
+# record the process wrote there itself whole, and at most a hidden temp file
+put() { tmp="${2%/*}/.${2##*/}.$$.tmp"; cp "$1" "$tmp" 2>/dev/null && mv -f "$tmp" "$2"; rm -f "$tmp"; }
 if [ -d "$local/provenance" ]; then
     mkdir -p "$shared/provenance"
-    cp "$local"/provenance/*.json "$shared/provenance/" 2>/dev/null
+    for f in "$local"/provenance/*.json; do if [ -f "$f" ]; then put "$f" "$shared/provenance/${f##*/}"; fi; done
 fi
-if [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/slurm/status-$host.json"; fi
-if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/status.json"; fi
+if [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/slurm/status-$host.json"; fi
+if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/status.json"; fi
 if [ -d "$local" ] && [ ! -L "$local" ] && [ -O "$local" ]; then chmod -R u+w "$local" 2>/dev/null; rm -rf "$local"; fi
 # this host cleaned up after this attempt (what `forge jobs show` reads; a host that died did not)
 if [ ! -e "$local" ] && [ -d "$shared/slurm/cleanup" ]; then echo removed > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$host.done"; fi
