@@ -54,8 +54,9 @@ class writer:
     def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc_type is not None:
             _discard(self.file, self.tmp)
-            if _unnamed(exc):
-                raise _naming(exc, self.path) from None
+            named = _naming(exc, self.path)
+            if named is not None:
+                raise named from None
             return False
         try:
             self.file.flush()
@@ -64,8 +65,9 @@ class writer:
             _publish(self.tmp, self.path, self.exclusive)
         except BaseException as failed:
             _discard(self.file, self.tmp)
-            if _unnamed(failed):
-                raise _naming(failed, self.path) from None
+            named = _naming(failed, self.path)
+            if named is not None:
+                raise named from None
             raise
         return False
 
@@ -93,18 +95,18 @@ def write_file(
         _publish(tmp, path, exclusive)
     except BaseException as exc:
         _remove(tmp)
-        if _unnamed(exc):
-            raise _naming(exc, path) from None
+        named = _naming(exc, path)
+        if named is not None:
+            raise named from None
         raise
 
 
-def _unnamed(exc: BaseException | None) -> bool:
-    """An OS error of a write (a full disk, a quota) that does not say which file it was."""
-    return isinstance(exc, OSError) and exc.filename is None and exc.errno is not None
-
-
-def _naming(exc: OSError, path: str) -> OSError:
-    """*exc* naming *path*, the file being written (its temp file is gone by then)."""
+def _naming(exc: BaseException | None, path: str) -> OSError | None:
+    """An OS error of a write (a full disk, a quota) that does not say which file it was,
+    as the same error naming *path*, the file being written (its temp file is gone by
+    then); None for any other exception."""
+    if not isinstance(exc, OSError) or exc.filename is not None or exc.errno is None:
+        return None
     return type(exc)(exc.errno, exc.strerror, path)
 
 
