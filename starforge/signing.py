@@ -29,7 +29,6 @@ import base64
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +62,6 @@ UNVERIFIED = "unverified"  # signed, but no key is trusted for the owner: nothin
 ED25519 = "ed25519"  # the default key type
 ECDSA_P256 = "ecdsa-p256"  # for policies and tools that require ECDSA (OpenSSF model-signing)
 KEY_TYPES = (ED25519, ECDSA_P256)
-KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # keys/NAME.key
 
 
 # -- keys ---------------------------------------------------------------------------------
@@ -157,46 +155,11 @@ def signing_key_for(owner: str, keys_dir: str | os.PathLike | None = None) -> Pa
         if candidate.exists():
             return candidate
     existing = [r["name"] for r in list_keys(keys_dir)]
-    have = f"keys here: {', '.join(existing)}; pass one with --key NAME" if existing else "there are no keys yet"
+    have = f"keys here: {', '.join(existing)}; pass one with --key {keys_dir}/NAME.key" if existing else "there are no keys yet"
     raise UsageError(
         f"no signing key for owner {owner}: neither {keys_dir / (owner + '.key')} nor {keys_dir / 'default.key'} exists",
         hint=f"{have}, or make one with 'forge key generate --name {owner}'",
     )
-
-
-def signing_key_option(value: str, keys_dir: str | os.PathLike | None = None) -> Path:
-    """The private key ``--key VALUE`` means: a value holding ``/`` is a file path; any other
-    value is the name of one of your keys (``keys/NAME.key``), as ``key generate --name`` and
-    ``key export NAME`` take it. A bare value that is both a file here and a key name is
-    ambiguous: :class:`UsageError` naming both (``./NAME`` is the file)."""
-    if "/" in value:
-        path = Path(value)
-        if not path.is_file():
-            raise UsageError(f"no signing key at {value}" + (" (a directory)" if path.is_dir() else ""),
-                             hint="'forge key list' shows your keys; --key takes a key's name or the path of its .key file")
-        return path
-    if keys_dir is None:
-        from .home import home
-
-        keys_dir = home().keys_dir
-    named = Path(keys_dir) / f"{value}.key"
-    here = Path(value)
-    if KEY_NAME_RE.match(value) and named.is_file():
-        if here.is_file():
-            raise UsageError(f"--key {value} is ambiguous: both the file ./{value} and your key '{value}' ({named})",
-                             hint=f"for the file write --key ./{value}; for the key, --key {named}")
-        return named
-    existing = [r["name"] for r in list_keys(keys_dir)]
-    from .manifest import closest
-
-    guess = closest(value, existing) if existing else None
-    guessed = f" (did you mean '{guess}'?)" if guess else ""
-    have = f"keys here: {', '.join(existing)}" if existing else "there are no keys yet (forge key generate --name NAME)"
-    if here.is_file():
-        hint = f"a value without '/' names a key; for the file {value} here, write --key ./{value}"
-    else:
-        hint = f"{have}; a path to a key file holds a '/' (--key ./FILE)"
-    raise UsageError(f"--key {value}: no key named '{value}' in {keys_dir}{guessed}", hint=hint)
 
 
 def key_id(public_key) -> str:
@@ -230,7 +193,7 @@ def load_private_key(path: str | os.PathLike, passphrase: str | bytes | None = N
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise SignatureError(f"no signing key at {path}", hint="make one with 'forge key generate' or pass --key NAME") from None
+        raise SignatureError(f"no signing key at {path}", hint="make one with 'forge key generate' or pass --key FILE") from None
     try:
         key = serialization.load_pem_private_key(data, password=_bytes(passphrase) if passphrase else None)
     except TypeError:
@@ -501,7 +464,7 @@ def check_signing_key(owner: str, public_key, key_file, trust: Trust) -> bool:
     raise UsageError(
         f"key {mine} ({key_file}) is not trusted for owner {owner} in {trust.path}: "
         "a version signed with it would be refused by everyone who trusts this file, and a signature cannot be taken back",
-        hint=f"sign with a key trusted for {owner} (--key NAME; trusted: {', '.join(listed)}), or, if this key should be "
+        hint=f"sign with a key trusted for {owner} (--key FILE; trusted: {', '.join(listed)}), or, if this key should be "
              f"trusted: forge trust add {owner} {public_path_for(key_file)}",
     )
 

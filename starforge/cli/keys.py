@@ -4,10 +4,13 @@ the user's signing keys (Ed25519 by default, or ECDSA P-256)."""
 from __future__ import annotations
 
 import json
+import re
 
 import click
 
 from ..errors import UsageError
+
+KEY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @click.command("generate")
@@ -31,7 +34,7 @@ def generate(name, key_type, passphrase_file, as_json) -> None:
       forge trust add alice ~/.config/starforge/keys/laptop.pub
     """
     from ..home import home
-    from ..signing import KEY_NAME_RE, generate_key
+    from ..signing import generate_key
     from .plugin_publish import read_passphrase
 
     if not KEY_NAME_RE.match(name):
@@ -55,7 +58,7 @@ def list_keys(as_json) -> None:
     The keys live in the StarForge config directory (FORGE_HOME).
 
     'forge plugin publish --sign' uses the key named after the publishing owner, else
-    the one named 'default' (or --key NAME, or --key PATH/TO/FILE.key).
+    the one named 'default' (or --key FILE).
 
     \b
     Example:
@@ -98,7 +101,7 @@ def export(name, output) -> None:
     from ..cluster import atomic
     from ..errors import NotFoundError
     from ..home import home
-    from ..signing import KEY_NAME_RE, load_public_key
+    from ..signing import load_public_key
 
     if not KEY_NAME_RE.match(name):
         raise UsageError(f"'{name}' is not a key name", hint="letters, digits, '.', '_' and '-'")

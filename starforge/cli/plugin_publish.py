@@ -1,4 +1,4 @@
-"""``forge plugin publish [DIR] [--owner OWNER] [--registry URL] [--insecure] [--sign [--key NAME|FILE]]``."""
+"""``forge plugin publish [DIR] [--owner OWNER] [--registry URL] [--insecure] [--sign [--key FILE]]``."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ def read_passphrase(passphrase_file: str | None) -> str | None:
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
-@click.option("--key", "key_file", metavar="NAME|FILE",
-              help="Key for --sign: one of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key for --sign (default: the key named after the owner, else 'default').")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--strict", is_flag=True, help="Treat check warnings as errors (as plugin check and pack do): nothing is published.")
 @click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
@@ -54,7 +53,7 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
     from .output import note
 
     if key_file and not sign:
-        raise UsageError("--key goes with --sign", hint="forge plugin publish --sign --key NAME")
+        raise UsageError("--key goes with --sign", hint="forge plugin publish --sign --key FILE")
     owner, owner_source = owner_and_source(owner)
     if owner_source == LOGIN_NAME:
         note(f"publishing as owner '{owner}' (your login name); choose the owner with --owner, FORGE_OWNER or 'owner:' in config.yaml")
@@ -88,9 +87,9 @@ def publish(directory, owner, registry, insecure, sign, key_file, passphrase_fil
 def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     """``(key path, passphrase, listed)`` for ``--sign``: the key exists and decrypts, and the
     trust file does not list other keys for *owner* (:func:`starforge.signing.check_signing_key`)."""
-    from ..signing import check_signing_key, load_private_key, load_trust, signing_key_for, signing_key_option
+    from ..signing import check_signing_key, load_private_key, load_trust, signing_key_for
 
-    sign_key = signing_key_option(key_file) if key_file else signing_key_for(owner)
+    sign_key = Path(key_file) if key_file else signing_key_for(owner)
     if not sign_key.exists():
         raise UsageError(f"no signing key at {sign_key}", hint="'forge key list' shows your keys")
     passphrase = read_passphrase(passphrase_file)

@@ -1,4 +1,4 @@
-"""``forge plugin sign REF [--key NAME|FILE] [--registry URL]``: sign an already-published version."""
+"""``forge plugin sign REF [--key FILE] [--registry URL]``: sign an already-published version."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import click
 
 @click.command("sign")
 @click.argument("ref")
-@click.option("--key", "key_file", metavar="NAME|FILE",
-              help="One of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="Private key (default: the key named after the owner, else 'default').")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
@@ -29,9 +28,8 @@ def sign(ref, key_file, registry, insecure, passphrase_file, model_signature) ->
 
     \b
     Example:
-      forge plugin sign alice/opsd-patch@1.2.0 --key release
-      forge plugin sign alice/opsd-patch@1.2.0 --key ./ci.key
-      forge plugin sign alice/opsd-patch@1.2.0 --key ecdsa --model-signature opsd-patch.sig
+      forge plugin sign alice/opsd-patch@1.2.0 --key ~/.config/starforge/keys/release.key
+      forge plugin sign alice/opsd-patch@1.2.0 --key ~/.config/starforge/keys/ecdsa.key --model-signature opsd-patch.sig
     """
     from ..errors import UsageError
     from ..registry.base import parse_ref
