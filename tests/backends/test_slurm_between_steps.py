@@ -123,7 +123,8 @@ def test_another_user_cannot_change_a_requeued_attempts_work_directory(staging, 
             assert done.returncode != 0, f"{other_user.name} could {what}"
             assert "Permission denied" in done.stderr or "Operation not permitted" in done.stderr, (what, done.stderr)
         scontrol("requeue", slurm_id)
-        wait_for(lambda: "Reason=BeginTime" in scontrol("show", "job", "-o", slurm_id), "the requeue hold")
+        wait_for(lambda: {"JobState=PENDING", "Reason=BeginTime"} <= set(scontrol("show", "job", "-o", slurm_id).split()),
+                 "the requeue hold")
         scontrol("update", f"JobId={slurm_id}", "StartTime=now")  # not the whole hold: the test's budget
         assert ended(job) == f"{job}: succeeded (exit 0)"
     finally:

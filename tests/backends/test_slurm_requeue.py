@@ -62,7 +62,8 @@ def test_a_requeued_job_keeps_each_attempts_log_and_says_it_was_requeued(slurm_e
         wait_for(mark.exists, "attempt 0 of the trainer started")
         scontrol("requeue", slurm_id)
         # Slurm holds a requeued job back (BeginTime, the credential lifetime: 2 min by default)
-        held = wait_for(lambda: "Reason=BeginTime" in (s := scontrol("show", "job", "-o", slurm_id)) and s, "the requeue hold")
+        held = wait_for(lambda: {"JobState=PENDING", "Reason=BeginTime"} <= set((s := scontrol("show", "job", "-o", slurm_id)).split())
+                        and s, "the requeue hold")
         start = re.search(r"\bStartTime=(\S+)", held).group(1)
         status = forge("jobs", "status", job)
         assert status.returncode == 0, status.stderr
