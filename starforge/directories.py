@@ -91,6 +91,6 @@ def disk_hint(exc: OSError, path: str | os.PathLike | None = None) -> str | None
         return None
     fs = file_system_of(os.fsdecode(where))
     if exc.errno == errno.EROFS:
-        return f"{fs} is read-only; write to a directory on a writable one (nothing was half-written)"
+        return f"{fs} is read-only; point FORGE_HOME (or the experiment, or the registry) at a writable one (nothing was half-written)"
     full = "is full" if exc.errno == errno.ENOSPC else "has no quota left for you"
     return f"{fs} {full}; free some space there and run the command again (nothing was half-written or left behind)"
