@@ -328,20 +328,26 @@ def provenance_source_lines(prov: dict) -> list:
 
 @click.command("status")
 @click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
-@click.option("--json", "as_json", is_flag=True, help="Print {id, status, exit_code} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {id, status, exit_code} as JSON (and message, for a live job the backend says more of).")
 def status(job_id: str, as_json: bool) -> None:
     """Print a job's status (and exit code once it has ended).
+
+    A live job's status comes with what the backend says of it, such as
+    "pending: requeued (attempt 2, recorded as attempt 1)" for a Slurm job that Slurm requeued.
 
     \b
     Example:
       forge jobs status quickstart-20261129-120000-3fa2
     """
     record = _get(job_id)
+    # what the backend says of a live job (a requeued Slurm job: which attempt, when it starts)
+    said = record.message if not record.final else ""
     if as_json:
-        click.echo(json.dumps({"id": record.id, "status": record.status, "exit_code": record.exit_code}, indent=2, sort_keys=True))
+        out = {"id": record.id, "status": record.status, "exit_code": record.exit_code, **({"message": said} if said else {})}
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
         return
     exit_text = "" if record.exit_code is None else f" (exit {record.exit_code})"
-    click.echo(f"{record.id}: {record.status}{exit_text}")
+    click.echo(f"{record.id}: {record.status}{exit_text}" + (f": {said}" if said else ""))
 
 
 @click.command("logs")

@@ -248,7 +248,12 @@ def disk_error(exc: OSError) -> ForgeError:
     """One line for an :class:`OSError` no command turned into its own error."""
     import errno
 
+    from ..directories import disk_hint
+
     where = f"{exc.filename}: " if exc.filename else ""
+    named = disk_hint(exc)  # which file system is full or read-only, when the error names a path
+    if named:
+        return ForgeError(f"{where}{exc.strerror or exc}", hint=named)
     hints = {
         errno.ENOSPC: "the disk is full; free some space and run the command again (nothing was half-written)",
         errno.EDQUOT: "the disk quota is used up; free some space and run the command again (nothing was half-written)",
