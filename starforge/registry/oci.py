@@ -53,6 +53,7 @@ from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     CONFIG_TYPE,
     LAYER_TYPE,
     SIGNATURE_TYPE,
+    YANK_TYPE,
     bundle_artifact,
     bundle_descriptor,
     canonical_json,
@@ -362,6 +363,11 @@ class OciRegistry(Registry):
             parts.append((bundle_artifact(subject, bundle, ref, PREDICATE_TYPE), bundle))
         except SignatureError:
             pass  # an envelope forge did not make (copied as it is): no bundle
+        return self._attach_referrers(repo, subject, parts)
+
+    def _attach_referrers(self, repo: str, subject: dict, parts: list) -> str:
+        """Push each ``(SignatureArtifact, layer)`` of *parts* as a referrer of *subject* (the
+        referrers tag where the registry has no referrers API); return the first one's digest."""
         empty = sha256_digest(EMPTY_JSON)
         self.client.push_blob(repo, EMPTY_JSON, empty, len(EMPTY_JSON))
         maintained = True
@@ -428,6 +434,40 @@ class OciRegistry(Registry):
                          "referrers API (distribution 3, Harbor, Zot)") from None
         raise RegistryError(f"{repo}:{tag}: the referrers index keeps changing under us",
                             hint="another client is writing referrers; sign again")
+
+    # -- yank statements ----------------------------------------------------------------------
+
+    def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
+        """The statements referring to the version's manifest (artifact type ``YANK_TYPE``), oldest first where known."""
+        repo = self.repository(owner, name)
+        got = self._holding(owner, name, version, tree_digest)
+        out: list = []
+        for desc in self._signatures(repo, got.digest, YANK_TYPE):
+            found = self.client.get_manifest(repo, desc["digest"])
+            layer = envelope_descriptor(found.json(), got.digest) if found is not None else None
+            if layer is not None:
+                statement = self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX)
+                if statement not in out:
+                    out.append(statement)
+        return out
+
+    def attach_yank_statement(self, owner: str, name: str, version: str, tree_digest: str, envelope: bytes) -> None:
+        repo = self.repository(owner, name)
+        got = self._holding(owner, name, version, tree_digest)
+        subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
+        part = signature_artifact(subject, envelope, f"{owner}/{name}@{self._tag(version)}", YANK_TYPE)
+        self._attach_referrers(repo, subject, [(part, envelope)])
+
+    def _holding(self, owner: str, name: str, version: str, tree_digest: str) -> Fetched:
+        """The version's manifest, which must carry *tree_digest*; :class:`NotFoundError` otherwise."""
+        found = self._manifest(owner, name, version)
+        if found is None:
+            raise NotFoundError(f"{owner}/{name}@{version} is not in {self.url}")
+        got, data = found
+        held = (data.get("annotations") or {}).get(ANN_TREE_DIGEST)
+        if held != tree_digest:
+            raise NotFoundError(f"{self.url} holds {owner}/{name}@{version} as {held}, not {tree_digest}")
+        return got
 
     # -- publishing ---------------------------------------------------------------------------
 
