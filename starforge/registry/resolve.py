@@ -105,11 +105,16 @@ def unyanked(registry: Registry, ref: Ref, versions: list, trust=None) -> Publis
 
 
 def newest_unyanked(registry: Registry, ref: Ref | str, trust=None) -> str | None:
-    """The version :func:`resolve` would lock for *ref* now, skipping yanked ones; None when there is none."""
+    """The newest version that *ref* admits (an exact one included) and that is not yanked
+    now; None when there is none."""
     from ..errors import ForgeError
 
+    if isinstance(ref, str):
+        ref = parse_ref(ref)
     try:
-        return resolve(registry, ref, skip_yanked=True, trust=trust).version
+        versions = registry.versions(ref.owner, ref.name)
+        if select_version(versions, ref.specifier) is None:
+            return None
+        return unyanked(registry, ref, versions, trust).version
     except ForgeError:
         return None
-
