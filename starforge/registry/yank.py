@@ -380,3 +380,13 @@ def summary(facts: YankFacts) -> str:
     for other in facts.unenforced:
         text += f"; {NOT_ENFORCED} {other.action} #{other.sequence} ({other.reason or 'no reason'}): changes nothing"
     return text if facts.live else f"{text} ({facts.when()})"
+
+
+def carried_statements(registry, owner: str, name: str, version: str, tree_digest: str, *, trust=None) -> list:
+    """The statements to carry with the version (``plugin copy``, bundles): the registry's,
+    or the ones this machine remembers when the registry cannot answer; checked by
+    :func:`yank_facts` first, so a yank that went missing is never carried on as gone."""
+    facts = yank_facts(registry, owner, name, version, tree_digest, trust=trust)
+    if not facts.live:
+        return list(_read_memory(memory_path(owner, name, version, tree_digest))["statements"])
+    return list(registry.yank_statements(owner, name, version, tree_digest))
