@@ -377,6 +377,8 @@ def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require
                       detach=detach, require_signatures=require_signatures)
     for line in done.notes:
         note(f"note: {line}")
+    for line in done.warnings:
+        click.echo(f"warning: {line}", err=True)
     if dry_run:
         click.echo(done.spec.to_json(), nl=False)
         return

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 ACKNOWLEDGED = "forge.yaml"  # allow_yanked: true on the request, recorded in the lock
 ALLOWED_ONCE = "--allow-yanked"
+REPLAY = "replay"  # forge jobs replay runs what the old job ran, yanked or not, and warns
 
 
-def check_yanked(lock, registry, *, allow: bool = False, trust=None) -> tuple:
+def check_yanked(lock, registry, *, allow: bool = False, trust=None, allowed_by: str = ALLOWED_ONCE) -> tuple:
     """The yanked versions of *lock* that may run, as job record entries
     (``{ref, tree_digest, reason, sequence, as_of, allowed_by}``); :class:`YankedError` for
-    the first one that may not (and how many more there are)."""
+    the first one that may not (and how many more there are). With *allow*, every yanked
+    version may run, recorded as allowed by *allowed_by*."""
     from ..registry.yank import yank_facts
 
     ran: list = []
@@ -33,7 +35,7 @@ def check_yanked(lock, registry, *, allow: bool = False, trust=None) -> tuple:
             assert facts.current is not None
             ran.append({"ref": entry.ref, "tree_digest": entry.tree_digest, "reason": facts.reason,
                         "sequence": facts.current.sequence, "as_of": facts.as_of,
-                        "allowed_by": ACKNOWLEDGED if entry.allow_yanked else ALLOWED_ONCE})
+                        "allowed_by": ACKNOWLEDGED if entry.allow_yanked else allowed_by})
         else:
             refused.append((entry, facts))
     if refused:
@@ -63,3 +65,10 @@ def yanked_error(facts, request: str, registry, trust=None, *, more: int = 0):
         hint=f"{fix}; to run it knowingly: {{request: {request}, allow_yanked: true}} in forge.yaml, "
              "or --allow-yanked for one submit or plan",
     )
+
+
+def replay_warning(ran: dict) -> str:
+    """The warning of ``forge jobs replay`` for one yanked version it runs again."""
+    from ..terminal_text import shown
+
+    return shown(f"{ran['ref']} is yanked (as of {ran['as_of']}): {ran['reason']}; the replay runs it as the job ran it")

@@ -194,8 +194,8 @@ class YankFacts:
         if self.live:
             return f"as of {self.as_of}"
         if self.as_of is None:
-            return "the registry could not be asked and this machine has never seen its yank statements"
-        return f"as of {self.as_of} (the registry could not be asked; the last facts seen)"
+            return "the registry could not answer for it, and this machine has never seen its yank statements"
+        return f"as of {self.as_of}: the registry could not answer for it, these are the last facts seen here"
 
     def to_json(self) -> dict:
         return {

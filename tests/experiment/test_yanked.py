@@ -95,3 +95,31 @@ def test_a_malformed_acknowledgement_is_a_manifest_error(project):
     project.experiment(plugins=["{request: alice/dr-grpo@1.1.0, allow_yank: true}"])
     out = project.forge("lock", ok=False)
     assert out.returncode == 3 and "did you mean 'allow_yanked'" in out.stderr
+
+
+def test_a_replay_runs_the_now_yanked_version_and_warns(project):
+    project.publish(project.plugin("dr-grpo", "1.0.0"))
+    project.experiment(plugins=["alice/dr-grpo@~=1.0"])
+    project.forge("lock")
+    old = json.loads(project.forge("submit", "--json").stdout)
+    _yank(project, "1.0.0")
+    out = project.forge("jobs", "replay", old["id"], "--json")
+    record = json.loads(out.stdout)
+    assert record["status"] == "succeeded" and "dr-grpo 1.0.0 installed" in out.stderr
+    assert "warning: alice/dr-grpo@1.0.0 is yanked (as of " in out.stderr and REASON in out.stderr
+    assert record["replay_of"] == old["id"]
+    [ran] = record["ran_yanked"]
+    assert ran["ref"] == "alice/dr-grpo@1.0.0" and ran["allowed_by"] == "replay" and ran["reason"] == REASON
+
+
+def test_without_the_registry_the_last_facts_seen_still_refuse(project):
+    _publish_two(project)
+    project.experiment(plugins=["alice/dr-grpo@~=1.0"])
+    project.forge("lock")
+    _yank(project)  # seen, and remembered, on this machine
+    (project.home / "registry").rename(project.tmp / "registry-away")  # the registry is gone; the cache stays
+    out = project.forge("submit", ok=False)
+    assert out.returncode == 18 and REASON in out.stderr
+    assert "the registry could not answer for it, these are the last facts seen here" in out.stderr
+    out = project.forge("submit", "--allow-yanked", "--json")
+    assert json.loads(out.stdout)["ran_yanked"][0]["reason"] == REASON
