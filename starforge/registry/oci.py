@@ -53,7 +53,6 @@ from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     CONFIG_TYPE,
     LAYER_TYPE,
     SIGNATURE_TYPE,
-    YANK_TYPE,
     bundle_artifact,
     bundle_descriptor,
     canonical_json,
@@ -363,9 +362,9 @@ class OciRegistry(Registry):
             parts.append((bundle_artifact(subject, bundle, ref, PREDICATE_TYPE), bundle))
         except SignatureError:
             pass  # an envelope forge did not make (copied as it is): no bundle
-        return self._attach_referrers(repo, subject, parts)
+        return self.attach_referrers(repo, subject, parts)
 
-    def _attach_referrers(self, repo: str, subject: dict, parts: list) -> str:
+    def attach_referrers(self, repo: str, subject: dict, parts: list) -> str:
         """Push each ``(SignatureArtifact, layer)`` of *parts* as a referrer of *subject* (the
         referrers tag where the registry has no referrers API); return the first one's digest."""
         empty = sha256_digest(EMPTY_JSON)
@@ -383,18 +382,18 @@ class OciRegistry(Registry):
             # The index names our manifests: pushing one again is PUTting it again.
             again[part.digest] = (lambda p=part: self.client.put_manifest(repo, p.digest, p.manifest, OCI_MANIFEST))
         if not maintained:  # the registry has no referrers API: the referrers tag
-            self._add_referrer(repo, subject["digest"], [p.referrer for p, _ in parts], again)
+            self.add_to_index(repo, referrers_tag(subject["digest"]), [p.referrer for p, _ in parts], again)
         return parts[0][0].digest
 
     def _pusher(self, repo: str, source: bytes | Path, digest: str, size: int):
         return lambda: self.client.push_blob(repo, source, digest, size, again=True)
 
-    def _add_referrer(self, repo: str, subject: str, descriptors: list, again: dict) -> None:
-        """Read-modify-write the referrers tag until it names every one of *descriptors* on two
+    def add_to_index(self, repo: str, tag: str, descriptors: list, again: dict) -> None:
+        """Read-modify-write the index under *tag* (the referrers tag of a subject, or a
+        version's yank index) until it names every one of *descriptors* on two
         reads apart by :data:`SETTLE_GAPS` times our own read-then-write round trip (a racing
         signer that read the index before our write lands its own within about one such round
         trip, dropping our entry; then we add ours again)."""
-        tag = referrers_tag(subject)
         rounds = self.client.retries + 4
         settled = False
         gap = 0.0
@@ -435,30 +434,19 @@ class OciRegistry(Registry):
         raise RegistryError(f"{repo}:{tag}: the referrers index keeps changing under us",
                             hint="another client is writing referrers; sign again")
 
-    # -- yank statements ----------------------------------------------------------------------
+    # -- yank statements (starforge.registry.oci_yank) ------------------------------------
 
     def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
-        """The statements referring to the version's manifest (artifact type ``YANK_TYPE``), oldest first where known."""
-        repo = self.repository(owner, name)
-        got = self._holding(owner, name, version, tree_digest)
-        out: list = []
-        for desc in self._signatures(repo, got.digest, YANK_TYPE):
-            found = self.client.get_manifest(repo, desc["digest"])
-            layer = envelope_descriptor(found.json(), got.digest) if found is not None else None
-            if layer is not None:
-                statement = self.client.read_blob(repo, layer["digest"], int(layer.get("size", -1)), SIGNATURE_MAX)
-                if statement not in out:
-                    out.append(statement)
-        return out
+        from .oci_yank import read_statements
+
+        return read_statements(self, owner, name, version, tree_digest)
 
     def attach_yank_statement(self, owner: str, name: str, version: str, tree_digest: str, envelope: bytes) -> None:
-        repo = self.repository(owner, name)
-        got = self._holding(owner, name, version, tree_digest)
-        subject = {"mediaType": OCI_MANIFEST, "digest": got.digest, "size": len(got.body)}
-        part = signature_artifact(subject, envelope, f"{owner}/{name}@{self._tag(version)}", YANK_TYPE)
-        self._attach_referrers(repo, subject, [(part, envelope)])
+        from .oci_yank import add_statement
 
-    def _holding(self, owner: str, name: str, version: str, tree_digest: str) -> Fetched:
+        add_statement(self, owner, name, version, tree_digest, envelope)
+
+    def holding(self, owner: str, name: str, version: str, tree_digest: str) -> Fetched:
         """The version's manifest, which must carry *tree_digest*; :class:`NotFoundError` otherwise."""
         found = self._manifest(owner, name, version)
         if found is None:

@@ -143,8 +143,10 @@ def test_a_statement_for_another_version_is_tampering(user, tmp_path):
 
 
 @pytest.mark.oci
-def test_on_oci_a_yank_is_a_referrer_of_the_version(user, oci_registry, tmp_path):
+def test_on_oci_a_yank_is_a_referrer_of_the_version_and_one_request_reads_it(user, oci_registry, tmp_path):
     import httpx
+
+    from starforge.registry.factory import open_registry
 
     registry = f"oci://127.0.0.1:{oci_registry.port}/yank-{tmp_path.name.replace('_', '-').lower()[-30:]}"
     _publish(user, registry, tmp_path)
@@ -158,3 +160,13 @@ def test_on_oci_a_yank_is_a_referrer_of_the_version(user, oci_registry, tmp_path
     kinds = [d["artifactType"] for d in index["manifests"]]
     assert kinds == ["application/vnd.starforge.yank.v1+json"]
     assert _yank_json(user, registry)["reason"] == "sign flip"
+
+    # the warm path's question, answered with one request by the tree digest alone
+    reg = open_registry(registry)
+    info = reg.get(OWNER, NAME, VERSION)
+    asked = []
+    reg.client.request = (lambda original: lambda *a, **k: asked.append(a[:2]) or original(*a, **k))(reg.client.request)
+    assert len(reg.yank_statements(OWNER, NAME, VERSION, info.tree_digest)) == 1
+    assert len(asked) == 1 and asked[0][0] == "GET"
+    asked.clear()
+    assert reg.yank_statements(OWNER, NAME, "1.0.0", "sf1:" + "0" * 64) == [] and len(asked) == 1
