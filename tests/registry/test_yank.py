@@ -170,3 +170,62 @@ def test_on_oci_a_yank_is_a_referrer_of_the_version_and_one_request_reads_it(use
     assert len(asked) == 1 and asked[0][0] == "GET"
     asked.clear()
     assert reg.yank_statements(OWNER, NAME, "1.0.0", "sf1:" + "0" * 64) == [] and len(asked) == 1
+
+
+def test_a_teammate_who_cannot_write_the_registry_reads_its_yanks_but_cannot_add_one(user, tmp_path):
+    # As root every file is writable: an ordinary user shows what the registry's modes allow.
+    import os
+    import site
+    import subprocess
+    import sys
+    import tempfile
+
+    other = "forge-other"
+    if os.getuid() != 0 or not shutil.which("runuser"):
+        if os.environ.get("CI"):
+            pytest.fail("this test needs root and runuser to act as another user")
+        pytest.skip("needs root and runuser to act as another user")
+    if subprocess.run(["id", "-u", other], capture_output=True).returncode != 0:
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", other],
+                              capture_output=True, text=True)
+        assert made.returncode == 0 or subprocess.run(["id", "-u", other], capture_output=True).returncode == 0, made.stderr
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[2]), *site.getsitepackages()])
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"  # this one may sit in root's home
+    python = next((c for c in (os.path.realpath(sys.executable), shutil.which(version, path="/usr/local/bin:/usr/bin"))
+                   if c and subprocess.run(["runuser", "-u", other, "--", "env", f"PYTHONPATH={path}", c, "-c",
+                                            "import starforge.cli.main, click, yaml, cryptography"],
+                                           capture_output=True).returncode == 0), None)
+    if python is None:
+        pytest.skip("the second user can reach no interpreter of this version with this checkout and its packages")
+    work = Path(tempfile.mkdtemp(prefix="forge-yank-", dir="/tmp"))
+    try:
+        work.chmod(0o755)
+        registry = str(work / "registry")
+        old = os.umask(0o022)
+        try:
+            _publish(user, registry, tmp_path)
+            user.forge("plugin", "yank", REF, "--registry", registry, "--reason", "sign flip")
+        finally:
+            os.umask(old)
+        home = work / "other-home"
+        home.mkdir()
+        subprocess.run(["chown", other, str(home)], check=True)
+
+        def as_other(*args):
+            env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "FORGE_HOME": str(home), "HOME": str(home)}
+            return subprocess.run(["runuser", "-u", other, "--", "env", *[f"{k}={v}" for k, v in env.items()],
+                                   python, "-m", "starforge", *args], cwd=home, capture_output=True, text=True,
+                                  timeout=300)
+
+        shown = as_other("plugin", "show", REF, "--registry", registry, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["yank"]["reason"] == "sign flip"
+        assert (home / "yanks" / OWNER / NAME).is_dir()  # remembered in the teammate's own home
+
+        before = sorted(p.name for p in _statements_dir(registry).iterdir())
+        refused = as_other("plugin", "unyank", REF, "--registry", registry)
+        assert refused.returncode == 6 and "Traceback" not in refused.stderr, refused.stderr
+        assert "permission denied" in refused.stderr.lower() and "hint:" in refused.stderr
+        assert sorted(p.name for p in _statements_dir(registry).iterdir()) == before
+    finally:
+        shutil.rmtree(work)
