@@ -426,6 +426,9 @@ class OciRegistry(Registry):
             except RegistryError as exc:
                 if current is None:
                     raise
+                if not tag.startswith("sha256-"):  # a version's yank index
+                    raise RegistryError(f"{repo}: the registry refused to update the yank index {tag} ({exc.message})",
+                                        hint="exempt tags matching yank-* from tag immutability") from None
                 raise RegistryError(
                     f"{repo}: the registry refused to update the referrers tag {tag} ({exc.message}); "
                     "a registry with immutable tags cannot add a second signature to a version this way",
