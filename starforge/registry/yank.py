@@ -256,8 +256,11 @@ def yank_facts(registry, owner: str, name: str, version: str, tree_digest: str, 
     remembered = [parse_statement(e, owner=owner, name=name, version=version, tree_digest=tree_digest,
                                   where=str(path)) for e in seen["statements"]]
     before, _, _ = judge(remembered, trust)
-    if before is not None and before.action == YANK and (current is None or current.sequence < before.sequence):
-        now = "serves no yank of it" if current is None else f"serves the older unyank #{current.sequence} instead"
+    # the yank remembered here is gone, and nothing newer than it is served: never a silent return
+    gone = before is not None and before.action == YANK and before.envelope not in served
+    if gone and before is not None and (current is None or current.sequence <= before.sequence):
+        older = "the older" if current is not None and current.sequence < before.sequence else "the"
+        now = "serves no yank of it" if current is None else f"serves {older} {current.action} #{current.sequence} instead"
         raise TamperedError(
             f"{where} is tampered: {owner}/{name}@{version} was yanked (#{before.sequence}, {before.time}: "
             f"{before.reason}), and the registry now {now}",

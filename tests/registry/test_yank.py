@@ -125,6 +125,19 @@ def test_a_remembered_yank_that_disappears_is_tampering(user, tmp_path):
     assert out.returncode == 6
     assert "was yanked (#3" in out.stderr and "older unyank #2" in out.stderr and "still wrong" in out.stderr
 
+    # an unyank numbered like the removed yank, signed by the owner's own key, does not take its place
+    from starforge.registry.factory import open_registry
+    from starforge.registry.yank import canonical_payload, make_envelope
+    from starforge.signing import load_private_key
+
+    info = open_registry(registry).get(OWNER, NAME, VERSION)
+    key = load_private_key(user.home / "keys" / "default.key")
+    twin = make_envelope(canonical_payload("unyank", OWNER, NAME, VERSION, info.tree_digest, "", "2026-01-01T00:00:00Z",
+                                           3), key)
+    open_registry(registry).attach_yank_statement(OWNER, NAME, VERSION, info.tree_digest, twin)
+    out = _show(user, registry, ok=False)
+    assert out.returncode == 6 and "serves the unyank #3 instead" in out.stderr
+
     # every statement removed
     shutil.rmtree(_statements_dir(registry))
     out = _show(user, registry, ok=False)
