@@ -1,7 +1,8 @@
-"""The recall story of docs/recall.md, its yank steps (1, 3, 4, 6, 7), as users run them.
+"""The recall story of docs/recall.md, its yank and job steps (1-7), as users run them.
 
 A Dr-GRPO patch (forge_plugins/dr-grpo) is published with a divisor bug and locked by the
-quickstart experiment; its publisher yanks it, signed; the fixed version is locked and runs
+quickstart experiment, and two experiments run it; its publisher yanks it, signed; `jobs list
+--yanked` finds the two runs (one of them removed since); the fixed version is locked and runs
 on the local backend; a bundle of the old lock carries the yank across the gap, and the far
 side's `lock --check` refuses the yanked version (exit 18) until it takes the fixed one.
 """
@@ -55,10 +56,25 @@ def test_a_yanked_patch_is_refused_here_and_across_the_gap(tmp_path):
     last_week = tmp_path / "last-week"  # the experiment as a far team received it before the bug was found
     shutil.copytree(exp, last_week)
 
+    # 2. two experiments run it
+    ran = []
+    for where, scale in ((exp, "0.5"), (last_week, "2.0")):
+        out = near.forge("submit", where, "--set", "grpo.steps=2", "--set", "grpo.report_steps=1",
+                         "--set", f"opsd.scale={scale}", "--json")
+        ran.append(json.loads(out.stdout)["id"])
+    near.forge("jobs", "rm", ran[1])  # its files go; what it ran stays known
+
     # 3. its publisher yanks it, signed
     out = near.forge("plugin", "yank", f"{OWNER}/dr-grpo@2.0.1", "--reason", REASON, "--sign", "--registry", near_reg)
     assert "signed with key" in out.stdout
     assert near.forge("lock", exp, "--check", ok=False).returncode == 18
+
+    # 5. which jobs ran it: both, the removed one included, with the reason
+    listed = json.loads(near.forge("jobs", "list", "--yanked", "--registry", near_reg, "--json").stdout)
+    assert [(j["id"], j["removed"]) for j in listed] == [(ran[0], False), (ran[1], True)]
+    assert all(REASON in line for j in listed for line in j["ran"])
+    text = near.forge("jobs", "list", "--yanked", "--param", "opsd.scale=2", "--registry", near_reg).stdout
+    assert ran[1] in text and ran[0] not in text
 
     # 4. the fixed version is published and locked; the job runs it
     near.forge("plugin", "publish", _dr_grpo(tmp_path / "fixed", "2.0.2", buggy=False), "--registry", near_reg, "--sign")
@@ -69,6 +85,8 @@ def test_a_yanked_patch_is_refused_here_and_across_the_gap(tmp_path):
     record = json.loads(job.stdout)
     assert record["status"] == "succeeded" and record["ran_yanked"] == []
     assert "alice/dr-grpo@2.0.2" in job.stderr
+    yanked_runs = json.loads(near.forge("jobs", "list", "--yanked", "--registry", near_reg, "--json").stdout)
+    assert record["id"] not in [j["id"] for j in yanked_runs]
 
     # 6. a bundle of last week's lock carries the version and its yank to the far side
     near.forge("bundle", "create", last_week, "-o", tmp_path / "last-week.tar")

@@ -66,7 +66,11 @@ DEFAULT_LIMIT = 20
 @click.option("--yanked", is_flag=True, help="Only jobs that ran a plugin version yanked now.")
 @click.option("--param", "params", metavar="KEY=VALUE", multiple=True,
               help="Only jobs whose parameter KEY had VALUE (compared as typed); repeatable.")
-def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | None, yanked: bool, params: tuple) -> None:
+@click.option("--registry", metavar="URL", help="With --yanked: the registry whose yanks count (default: FORGE_REGISTRY, config).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | None, yanked: bool, params: tuple,
+              registry: str | None, insecure: bool, ca_file: str | None) -> None:
     """List submitted jobs, newest last, with status and exit code.
 
     Text and --json show the same jobs: the --limit most recent (20 unless told), or
@@ -83,7 +87,7 @@ def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | No
       forge jobs list --param opsd.scale=0.5 --json
     """
     if plugin or yanked or params:
-        _list_filtered(as_json, limit, plugin, yanked, params)
+        _list_filtered(as_json, limit, plugin, yanked, params, dict(registry=registry, insecure=insecure, ca_file=ca_file))
         return
     from ..backends.store import JobStore
 
@@ -144,10 +148,10 @@ def _print_records(records: list, removed: frozenset = frozenset(), unreadable=(
         click.echo(shown(line))
 
 
-def _list_filtered(as_json: bool, limit: int | None, plugin: str | None, yanked: bool, params: tuple) -> None:
+def _list_filtered(as_json: bool, limit: int | None, plugin: str | None, yanked: bool, params: tuple, registry: dict) -> None:
     from ..experiment.job_query import find_jobs
 
-    found = find_jobs(plugin=plugin, yanked=yanked, params=params)
+    found = find_jobs(plugin=plugin, yanked=yanked, params=params, registry=registry)
     for line in found.notes:
         note(line)
     matches = found.matches[-limit:] if limit else found.matches
