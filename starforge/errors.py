@@ -87,6 +87,19 @@ class BackendError(ForgeError):
     exit_code = 16
 
 
+class RemovalError(ForgeError):
+    """``forge jobs rm`` / ``prune`` could not delete all of a job's directory: its record is kept.
+
+    ``removed`` holds the ids of the jobs that did go (before or after the one that did not).
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, removed: tuple = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.removed = list(removed)
+
+
 class PrepError(ForgeError):
     """``forge prep`` stopped on a record (the message names the input line) or on the plugin."""
 

@@ -68,7 +68,18 @@ import workload.child as me
 
 print("CHILD ran the staged module " + me.__file__, flush=True)
 '''
-FILES = {"workload/writes.py": WRITES, "workload/spawns.py": SPAWNS, "workload/child.py": CHILD, "configs/x.yaml": "lr: 0.5\n"}
+# A trainer that nests 1,200 folders in its working directory (deeper than Python's recursion limit).
+DEEP = '''\
+import os
+
+for _ in range(1200):
+    os.mkdir("d")
+    os.chdir("d")
+with open("bottom.txt", "w") as f:
+    f.write("deep")
+'''
+FILES = {"workload/writes.py": WRITES, "workload/spawns.py": SPAWNS, "workload/child.py": CHILD, "workload/deep.py": DEEP,
+         "configs/x.yaml": "lr: 0.5\n"}
 
 
 def _experiment(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str) -> Path:
@@ -300,6 +311,32 @@ def test_rm_and_prune_refuse_a_job_with_outputs_unless_asked(make_experiment, tm
                              timeout=60)
     assert removed.returncode == 0 and f"removed {job['id']}" in removed.stdout, removed.stderr
     assert not job_dir.exists()
+
+
+def test_a_thousand_folders_deep_working_directory_is_shown_and_removed(make_experiment, tmp_path, forge_home):
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.deep")
+    env = {**os.environ, "FORGE_HOME": str(forge_home)}
+
+    def forge(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "forge"), *args], cwd=exp, env=env, capture_output=True, text=True, timeout=300)
+
+    try:
+        sub = forge("submit", "--json")
+        assert sub.returncode == 0, sub.stderr
+        job = json.loads(sub.stdout)
+        job_dir = Path(job["dir"])
+        shown = forge("jobs", "show", job["id"])
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        assert f"outputs  : {job_dir / 'work'} (1 file, 4 B written)" in shown.stdout, shown.stdout
+        refused = forge("jobs", "rm", job["id"])
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith(f"error: job {job['id']} holds outputs (1 file, 4 B in "), refused.stderr
+        removed = forge("jobs", "rm", "--with-outputs", job["id"])
+        assert (removed.returncode, removed.stdout, removed.stderr) == (0, f"removed {job['id']}\n", "")
+        assert not os.path.lexists(job_dir)
+        assert json.loads(forge("jobs", "list", "--json").stdout) == []
+    finally:  # whatever failed: no tree deeper than the recursion limit is left for pytest's own cleanup
+        subprocess.run(["rm", "-rf", str(exp / ".forge")], check=True, timeout=120)
 
 
 def test_two_jobs_staged_in_one_process_are_each_bound_to_their_own_hashes(make_experiment, tmp_path):
