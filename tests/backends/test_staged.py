@@ -269,6 +269,61 @@ def test_an_ordinary_user_submits_with_a_python_of_their_own_and_the_job_replays
         remove_tree(base)
 
 
+def test_an_ordinary_user_removes_and_prunes_their_jobs_entirely_or_says_what_is_left(
+        make_experiment, tmp_path, other_user, user_venv):
+    # The staged jobspec.json, forge_plugins/ and recipe/ are read-only (root deletes them
+    # anyway): jobs rm and prune as the ordinary user who owns the job directories.
+    from starforge.backends.jobrecord import JobRecord
+
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    base = Path(tempfile.mkdtemp(prefix="sfrm", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        store = JobStore(base / "jobs")
+        ids = []
+        for _ in range(3):
+            plan = resolve_job_in(exp, backend="local")
+            staged = stage_job(plan, base / "staging" / plan.spec.id, open_experiment_registry(plan.experiment))
+            assert not os.access(staged.layout.recipe, os.W_OK) or os.geteuid() == 0
+            store.save(JobRecord(id=plan.spec.id, name=plan.spec.name, backend="local", status="succeeded",
+                                 dir=str(staged.dir), created="2026-01-01T00:00:00Z", exit_code=0))
+            ids.append(plan.spec.id)
+        removed, pruned, blocked = ids
+        (base / "home").mkdir()
+        subprocess.run(["chown", "-R", other_user.name, str(base)], check=True)
+        theirs = base / "staging" / blocked / "work" / "theirs"  # a folder of another user (root) in one of them
+        theirs.mkdir()
+        (theirs / "f").write_text("root's\n")
+        env = {"HOME": str(base / "home"), "LANG": "C.UTF-8", "FORGE_HOME": str(base / "home"), "FORGE_JOBS_DIR": str(base / "jobs")}
+        runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+
+        def forge(*args: str) -> subprocess.CompletedProcess:
+            argv = [runuser, "-u", other_user.name, "--", "env", *(f"{k}={v}" for k, v in env.items()),
+                    f"PATH={user_venv / 'bin'}:/usr/bin:/bin", "forge", *args]
+            return subprocess.run(argv, cwd=base, env=env, capture_output=True, text=True, timeout=300)
+
+        rm = forge("jobs", "rm", removed)
+        assert (rm.returncode, rm.stdout, rm.stderr) == (0, f"removed {removed}\n", "")
+        assert not os.path.lexists(base / "staging" / removed)
+
+        pruned_now = forge("jobs", "prune", "--older-than", "1d", "--with-outputs")
+        assert pruned_now.returncode == 1 and pruned_now.stdout == f"removed {pruned}\n", pruned_now.stderr
+        assert not os.path.lexists(base / "staging" / pruned)
+        error, hint = pruned_now.stderr.splitlines()
+        assert error == (f"error: job {blocked}: 1 entry of {base / 'staging' / blocked} could not be deleted, so its record "
+                         f"is kept: {blocked}/work/theirs/f: Permission denied"), pruned_now.stderr
+        assert hint.startswith("hint: make them deletable")
+        assert (theirs / "f").read_text() == "root's\n"
+        assert [r["id"] for r in json.loads(forge("jobs", "list", "--json").stdout)] == [blocked]  # forge can try again
+
+        shutil.rmtree(theirs)
+        again = forge("jobs", "rm", "--with-outputs", blocked)
+        assert (again.returncode, again.stdout) == (0, f"removed {blocked}\n"), again.stderr
+        assert list((base / "staging").iterdir()) == [] and list((base / "jobs").glob("*.json")) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=True, timeout=120)
+
+
 def test_a_file_written_under_a_recipe_modules_name_never_shadows_the_staged_one(make_experiment, tmp_path, forge_home):
     from starforge.experiment.replay import replay_job
 
