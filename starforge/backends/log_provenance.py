@@ -2,7 +2,8 @@
 
 The job's processes print their records as framed lines
 (:mod:`starforge.cluster.provenance_log`); once the job has ended the backend fetches the
-log once and hands it to :func:`collect`. The log is the job's own output, so everything
+log and hands it to :func:`collect`, before the job's record is final (a failed read is
+tried again: ``starforge.backends.ray.after_log_read``). The log is the job's own output, so everything
 in it is untrusted input:
 
 - at most :data:`MAX_BYTES` (1 MiB) of framed records are read per job; frames past the
