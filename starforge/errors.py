@@ -9,6 +9,8 @@ ships them); the laptop's own are below.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from .cluster.errors import (  # noqa: F401  (one hierarchy: the laptop raises these too)
     ForgeError,
     InstallError,
@@ -95,7 +97,7 @@ class RemovalError(ForgeError):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, hint: str | None = None, removed: tuple = ()) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, removed: Iterable[str] = ()) -> None:
         super().__init__(message, hint=hint)
         self.removed = list(removed)
 
