@@ -5,8 +5,9 @@ unchanged copy — a checkpoint, ``outputs/``, a rewritten config — is the job
 ``forge jobs show`` says where they are; ``forge jobs rm`` and ``prune`` refuse to delete
 them without ``--with-outputs``. Symbolic links are never followed; the walk keeps a list
 of folders to read rather than recursing, so a job that nests thousands of folders is
-counted like any other, and a folder that cannot be read is counted as such (it may hold
-outputs: ``rm`` asks for ``--with-outputs`` then too).
+counted like any other, and an entry that cannot be read (a folder beyond ``PATH_MAX``, one
+without permission) is counted as such: it may hold outputs, so ``rm`` asks for
+``--with-outputs`` then too.
 
 Laptop side, standard library only.
 
@@ -31,12 +32,12 @@ class JobOutputs:
     dir: Path
     files: int
     bytes: int
-    unreadable: int = 0  # folders that could not be read (what they hold is not counted)
+    unreadable: int = 0  # entries that could not be read (a folder's content, a file's size: not counted)
 
     def describe(self) -> str:
         text = f"{self.files} file{'' if self.files == 1 else 's'}, {human_size(self.bytes)} in {self.dir}"
         if self.unreadable:
-            text += f", and {self.unreadable} folder{'' if self.unreadable == 1 else 's'} that could not be read"
+            text += f", and {self.unreadable} entr{'y' if self.unreadable == 1 else 'ies'} that could not be read"
         return text
 
     @property
@@ -67,12 +68,14 @@ def job_outputs(job_dir: str | os.PathLike) -> JobOutputs | None:
         for entry in entries:
             name = f"{rel}/{entry.name}" if rel else entry.name
             try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(name)
+                    continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
+                unreadable += 1
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                todo.append(name)
-            elif stat.S_ISREG(st.st_mode) and not _same_file_content(Path(entry.path), recipe / name, st.st_size):
+            if stat.S_ISREG(st.st_mode) and not _same_file_content(Path(entry.path), recipe / name, st.st_size):
                 files += 1
                 size += st.st_size
     return JobOutputs(dir=work, files=files, bytes=size, unreadable=unreadable)
