@@ -9,6 +9,8 @@ ships them); the laptop's own are below.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from .cluster.errors import (  # noqa: F401  (one hierarchy: the laptop raises these too)
     ForgeError,
     InstallError,
@@ -85,6 +87,19 @@ class BackendError(ForgeError):
     """A backend that cannot stage, submit or query a job."""
 
     exit_code = 16
+
+
+class RemovalError(ForgeError):
+    """``forge jobs rm`` / ``prune`` could not delete all of a job's directory: its record is kept.
+
+    ``removed`` holds the ids of the jobs that did go (before or after the one that did not).
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, removed: Iterable[str] = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.removed = list(removed)
 
 
 class PrepError(ForgeError):

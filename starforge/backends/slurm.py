@@ -374,13 +374,17 @@ fi
 # a requeued attempt: this job's node-local copies an earlier attempt left on this node (a
 # host that died could not remove them), this user's own and real directories only
 if [ -n "${SLURM_JOB_ID:-}" ]; then
-    swept=0
+    swept=0; left=0
     for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
         if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
-            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" || true; swept=$((swept + 1))
+            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" 2>/dev/null || true
+            if [ -e "$old" ]; then
+                left=$((left + 1)); echo "warning: $(hostname -s): an earlier attempt's node-local copy $old could not be removed entirely" >&2
+            else swept=$((swept + 1)); fi
         fi
     done
-    if [ "$swept" -gt 0 ]; then echo "$swept" > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$(hostname -s).swept" || true; fi
+    # the mark says every earlier copy on this host is gone (forge jobs show reports them removed): only then
+    if [ "$swept" -gt 0 ] && [ "$left" -eq 0 ]; then echo "$swept" > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$(hostname -s).swept" || true; fi
 fi
 for item in "$@"; do
     if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi

@@ -414,7 +414,8 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
     working directory holds outputs (checkpoints, logs it wrote) is refused, with their
     size, unless --with-outputs is given. A record forge cannot read (listed as
     'unreadable') is removed alone: its job directory cannot be known from it. Every ID is
-    checked before anything is deleted.
+    checked before anything is deleted. A job whose directory cannot be deleted entirely (a
+    folder of another user in it) keeps its record; forge says what is left and exits non-zero.
 
     \b
     Example:
@@ -434,7 +435,7 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
             if damaged is None:
                 raise
             unreadable.append(damaged)  # a record nobody can read: only its file can go
-    _report_removed(remove_jobs(records, with_outputs=with_outputs, unreadable=unreadable), as_json)
+    _remove_and_report(lambda: remove_jobs(records, with_outputs=with_outputs, unreadable=unreadable), as_json)
 
 
 @click.command("prune")
@@ -466,11 +467,24 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
     if dry_run:
         check_removable(selection.chosen, with_outputs=with_outputs)
         removed = [r.id for r in selection.chosen]
+        _report_removed(removed, as_json, verb="would remove")
     else:
-        removed = remove_jobs(selection.chosen, with_outputs=with_outputs)
-    _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
+        _remove_and_report(lambda: remove_jobs(selection.chosen, with_outputs=with_outputs), as_json)
     if selection.dirless:
         note(f"{plural(len(selection.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
+
+
+def _remove_and_report(remove, as_json: bool) -> None:
+    """Run *remove* and print the ids it removed, also when it then fails on a job it could not remove."""
+    from ..errors import RemovalError
+
+    try:
+        removed = remove()
+    except RemovalError as exc:
+        if exc.removed:
+            _report_removed(exc.removed, as_json)
+        raise
+    _report_removed(removed, as_json)
 
 
 def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
