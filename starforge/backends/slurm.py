@@ -378,8 +378,7 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
     for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
         if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
             chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" 2>/dev/null || true
-            if [ -e "$old" ]; then
-                left=$((left + 1)); echo "warning: $(hostname -s): an earlier attempt's node-local copy $old could not be removed entirely" >&2
+            if [ -e "$old" ]; then left=$((left + 1)); echo "warning: $(hostname -s): an earlier attempt's node-local copy $old could not be removed entirely" >&2
             else swept=$((swept + 1)); fi
         fi
     done

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection
 
-from ..cluster.atomic import writer_tag
 from ..cluster import removal
+from ..cluster.atomic import writer_tag
 from ..cluster.digest import tree_digest
 from ..cluster.environment import RUNTIME_DIR, WORK_DIR, install_runtime_zip, prepare_runtime, runtime_paths
 from ..cluster.errors import VerificationError
