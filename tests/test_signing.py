@@ -24,8 +24,8 @@ from starforge.signing import (
     trust_add,
     trust_list,
     verify_envelope,
-    verify_published,
 )
+from starforge.registry.store import verify_published
 
 
 @pytest.fixture(autouse=True)

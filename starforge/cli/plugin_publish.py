@@ -91,7 +91,8 @@ def publish(directory, owner, registry, insecure, ca_file, sign, key_file, passp
 def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     """``(key path, passphrase, listed)`` for ``--sign``: the key exists and decrypts, and the
     trust file does not list other keys for *owner* (:func:`starforge.signing.check_signing_key`)."""
-    from ..signing import check_signing_key, load_private_key, load_trust, signing_key_for, signing_key_option
+    from ..registry.store import PluginStore
+    from ..signing import check_signing_key, load_private_key, signing_key_for, signing_key_option
 
     sign_key = signing_key_option(key_file) if key_file else signing_key_for(owner)
     if not sign_key.exists():
@@ -100,7 +101,7 @@ def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and sys.stdin is not None and sys.stdin.isatty():
         passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)
     public = load_private_key(sign_key, passphrase).public_key()
-    return sign_key, passphrase, check_signing_key(owner, public, sign_key, load_trust())
+    return sign_key, passphrase, check_signing_key(owner, public, sign_key, PluginStore().trust)
 
 
 def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphrase, listed: bool, *, quiet=False,

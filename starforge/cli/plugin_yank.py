@@ -55,7 +55,8 @@ def _record(action, ref, reason, sign, key_file, registry, insecure, passphrase_
     from ..registry.base import parse_ref
     from ..registry.factory import open_registry
     from ..registry.publish import with_default_owner
-    from ..registry.yank import NOT_ENFORCED, YANK, add_statement, yank_facts
+    from ..registry.store import PluginStore
+    from ..registry.yank import NOT_ENFORCED, YANK, add_statement
     from ..terminal_text import shown
     from .output import note
 
@@ -75,12 +76,13 @@ def _record(action, ref, reason, sign, key_file, registry, insecure, passphrase_
         key = load_private_key(sign_key, passphrase)
     reg = open_registry(registry, insecure=insecure)
     info = reg.get(parsed.owner, parsed.name, parsed.specifier[2:])
-    before = yank_facts(reg, info.owner, info.name, info.version, info.tree_digest)
+    store = PluginStore(reg)
+    before = store.yank(info.owner, info.name, info.version, info.tree_digest)
     if action != YANK and not before.yanked:
         raise UsageError(f"{info.ref} is not yanked here; there is nothing to withdraw",
                          hint=f"forge plugin show {info.ref} shows its yank statements")
     statement = add_statement(reg, info, action, reason, key=key)
-    facts = yank_facts(reg, info.owner, info.name, info.version, info.tree_digest)
+    facts = store.yank(info.owner, info.name, info.version, info.tree_digest)
     signed = f"signed with key {statement.key_ids[0]}" if statement.key_ids else "unsigned"
     click.echo(f"{action}ed {shown(info.ref)} (#{statement.sequence}, {signed})"
                + (f": {shown(statement.reason)}" if statement.reason else ""))
