@@ -287,7 +287,7 @@ class PluginStore:
             if not cached:
                 raise  # it says which registry to ask
             raise SignatureError(
-                f"{pin.ref} is locked as signed by key {pin.signature.get('key_id') or '(no key id)'}, but no envelope "
+                f"{pin.ref} is locked as signed by key {(pin.signature or {}).get('key_id') or '(no key id)'}, but no envelope "
                 f"the cache holds is a valid one by that key, and the registry cannot be asked: {exc.message}",
                 hint="do not use this version until the registry serves its signature again (then run forge lock --check)",
             ) from None
