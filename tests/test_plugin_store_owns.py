@@ -140,3 +140,9 @@ def test_no_module_outside_registry_imports_the_cache():
         if rel == STORE or any("imports the cache" in v for v in violations((ROOT / rel).read_text(encoding="utf-8"), rel))
     )
     assert importers == [STORE]
+
+
+def test_the_architecture_doc_names_the_owner_and_nothing_it_replaced():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "store.PluginStore" in text and "tests/test_plugin_store_owns.py" in text
+    assert [m for m in ("verified_fetch", "locked_signature", "remember_verified", "verify_published_envelope") if m in text] == []
