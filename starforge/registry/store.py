@@ -299,8 +299,9 @@ class PluginStore:
         """Keep *envelope* (whatever it proves: every use checks it) for offline staging."""
         cache.remember_envelope(pin.owner, pin.name, pin.version, pin.tree_digest, envelope, self.cache_dir)
 
-    def judge_pin(self, pin: Pin, require: bool = False) -> str:
-        """The signature status of a pinned version for staging (``forge lock --check``'s rule).
+    def judge_pin(self, pin: Pin, require: bool = False) -> str | None:
+        """The signature status of a pinned version for staging (``forge lock --check``'s rule),
+        or None when nothing is checked (no key is trusted for its owner, none is required).
 
         A pin locked as signed by key K needs a valid envelope by K (:meth:`staged_envelope`).
         A version needs a valid signature by a trusted key when its owner has trusted keys or
@@ -311,7 +312,7 @@ class PluginStore:
         """
         locked = self.staged_envelope(pin)
         if trust_rule(self.trust.key_ids(pin.owner), signed=True, require=require) == UNVERIFIED:
-            return UNVERIFIED  # nothing to check it against, and nothing requires it (not reported)
+            return None  # nothing to check it against, and nothing requires it
         if locked is not None:
             try:
                 verify_envelope(locked, owner=pin.owner, name=pin.name, version=pin.version,
@@ -333,12 +334,8 @@ class PluginStore:
 
     def judge_pins(self, pins, require: bool = False) -> dict:
         """``{ref: status}`` of :meth:`judge_pin` for every pin whose signature is checked here."""
-        out = {}
-        for pin in pins:
-            status = self.judge_pin(pin, require)
-            if status != UNVERIFIED or trust_rule(self.trust.key_ids(pin.owner), signed=True, require=require) != UNVERIFIED:
-                out[pin.ref] = status
-        return out
+        statuses = {pin.ref: self.judge_pin(pin, require) for pin in pins}
+        return {ref: status for ref, status in statuses.items() if status is not None}
 
     def carried(self, pin: Pin) -> bytes | None:
         """The envelope the JobSpec carries for *pin*: the one the lock names (the cache keeps

@@ -7,15 +7,17 @@ keeps every other module from doing it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from starforge.errors import SignatureError
+from starforge.cluster.digest import tree_digest
+from starforge.errors import LockError, RegistryError, SignatureError
 from starforge.registry.cache import cached_signature
 from starforge.registry.directory import DirectoryRegistry
 from starforge.registry.publish import publish_plugin
-from starforge.registry.store import PluginStore
+from starforge.registry.store import Pin, PluginStore
 from starforge.signing import generate_key, trust_add
 
 
@@ -53,4 +55,27 @@ def test_a_trusted_owners_unsigned_version_is_refused_and_nothing_is_unpacked(tm
     info = _publish(tmp_path, reg, "alice")
     with pytest.raises(SignatureError):
         PluginStore(reg).fetch_verified(info, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pinned_version_unpacks_from_the_cache_with_no_registry_at_all(tmp_path):
+    reg = DirectoryRegistry(tmp_path / "reg")
+    info = _publish(tmp_path, reg, "alice")
+    PluginStore(reg).unpack(info, tmp_path / "first")  # pulled once: the cache holds its files
+    pin = Pin(owner="alice", name="opsd-patch", version="1.0.0", tree_digest=info.tree_digest)
+    again = PluginStore(None).unpack_pin(pin, tmp_path / "again")
+    assert tree_digest(again) == info.tree_digest
+    with pytest.raises(RegistryError, match="no registry was given"):
+        PluginStore(None).unpack_pin(replace(pin, tree_digest="sf1:" + "1" * 64), tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_pin_the_registry_serves_other_files_for_is_a_moved_tag_naming_both(tmp_path):
+    reg = DirectoryRegistry(tmp_path / "reg")
+    info = _publish(tmp_path, reg, "alice")
+    pin = Pin(owner="alice", name="opsd-patch", version="1.0.0", tree_digest="sf1:" + "1" * 64)
+    with pytest.raises(LockError, match="moved tag") as raised:
+        PluginStore(reg, locked_from="oci://elsewhere/forge").unpack_pin(pin, tmp_path / "out")
+    assert info.tree_digest in raised.value.message and pin.tree_digest in raised.value.message
+    assert "oci://elsewhere/forge" in raised.value.hint
     assert not (tmp_path / "out").exists()
