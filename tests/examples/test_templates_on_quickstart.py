@@ -107,5 +107,5 @@ def test_generated_environment_plugin_changes_the_quickstart_numbers(quickstart)
     # recorded in provenance and shown by forge jobs show
     job_id = next(ln.split()[2] for ln in used.splitlines() if ln.startswith("job     : "))
     shown = _forge(env, "jobs", "show", job_id, cwd=tmp)
-    line = next(ln for ln in shown.splitlines() if "starforge/my-env@0.1.0" in ln)
+    line = next(ln for ln in shown.splitlines() if ln.strip().startswith("plugin  :") and "starforge/my-env@0.1.0" in ln)
     assert "(package, environment) verified 1, loaded 1" in line, shown
