@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.examples import RUN_LEFTOVERS, copy_example
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -21,7 +23,7 @@ def _run_quickstart(tmp_path) -> tuple:
     """Run examples/quickstart.sh in a copy of the repository; return (repo, env, result)."""
     repo = tmp_path / "repo"
     if not repo.exists():
-        debris = shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__", "*.pyc")
+        debris = shutil.ignore_patterns(*RUN_LEFTOVERS)
         shutil.copytree(REPO / "examples", repo / "examples", ignore=debris)
         shutil.copytree(REPO / "forge_plugins", repo / "forge_plugins", ignore=debris)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
@@ -72,3 +74,31 @@ def test_the_next_commands_it_prints_work_in_a_new_shell(tmp_path):
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert job_id in shown.stdout and "no jobs yet" not in shown.stdout + shown.stderr
     assert f"id       : {job_id}" in shown.stdout
+
+
+def _files(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_suites_copies_of_the_examples_are_fresh_after_the_quickstart_and_an_example_ran(tmp_path):
+    """The README's two commands in one checkout: the quickstart and an example leave their
+    jobs (read-only staged trees) and locks in examples/, and the suite still copies each
+    example as a fresh clone holds it."""
+    fresh = {name: _files(copy_example(name, tmp_path / "fresh" / name)) for name in ("quickstart", "trl", "verl")}
+    repo, env, run = _run_quickstart(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # examples/trl as a user runs it; here its job stops at the launcher's requirement check
+    # (this interpreter has no torch), having staged its job directory all the same
+    env.update(FORGE_HOME=str(repo / ".forge-home"), FORGE_OWNER="starforge", TRL_PYTHON=sys.executable)
+    forge = [sys.executable, "-m", "starforge"]
+    locked = subprocess.run([*forge, "lock", "examples/trl"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert locked.returncode == 0, locked.stderr
+    subprocess.run([*forge, "submit", "examples/trl"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    for name in ("quickstart", "trl"):
+        assert any((repo / "examples" / name / ".forge" / "jobs").iterdir()), name
+        assert (repo / "examples" / name / "plugins.lock.json").is_file(), name
+
+    for name in ("quickstart", "trl", "verl"):
+        copied = copy_example(name, tmp_path / "copies" / name, repo=repo)
+        assert _files(copied) == fresh[name], name
+        assert not [p for p in copied.rglob("*") if p.name in (".forge", "plugins.lock.json", "__pycache__")], name

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,8 +31,7 @@ def _value(out: str, prefix: str):
 @pytest.fixture
 def quickstart(tmp_path):
     exp = tmp_path / "quickstart"
-    shutil.copytree(REPO / "examples" / "quickstart", exp,
-                    ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    copy_example("quickstart", exp)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     env.update(FORGE_HOME=str(tmp_path / "home"), FORGE_OWNER="starforge", PYTHONDONTWRITEBYTECODE="1")
     _forge(env, "plugin", "publish", str(REPO / "forge_plugins" / "opsd-patch"), cwd=tmp_path)

@@ -8,13 +8,13 @@ on a local Ray head started from the verl venv."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from frameworks_env import REPO, clean_env, trainer_python
+from support.examples import copy_example
 
 pytestmark = pytest.mark.frameworks
 
@@ -57,7 +57,7 @@ def _values(out: str, prefix: str):
 
 def _experiment(tmp: Path, name: str) -> Path:
     exp = tmp / name
-    shutil.copytree(REPO / "examples" / name, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    copy_example(name, exp)
     return exp
 
 

@@ -5,19 +5,19 @@ framework targets the reference plugins patch, and nothing left behind."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from frameworks_env import COSMOS_CPU, REPO, clean_env, trainer_python
 from support.cli import forge as run_forge
+from support.examples import copy_example
 
 pytestmark = pytest.mark.frameworks
 
 
 def _plan(tmp: Path, example: str, plugin: str | tuple, variable: str, venv: str, text: bool = True, **extra_env) -> tuple:
     exp = tmp / example
-    shutil.copytree(REPO / "examples" / example, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    copy_example(example, exp)
     scratch = tmp / "scratch"
     scratch.mkdir()
     job_python = str(trainer_python(venv))
