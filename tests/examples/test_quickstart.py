@@ -19,6 +19,25 @@ def _advantages(out: str, scale: str) -> list:
     return ast.literal_eval(line.split(" = ", 1)[1])
 
 
+def assert_the_docs_sample_shows_the_lines_it_prints(out: str) -> None:
+    """docs/quickstart.md's sample of ``forge submit``'s output begins with the labelled
+    lines a run prints, in the same order (up to its first elided line)."""
+    doc = (REPO / "docs" / "quickstart.md").read_text().split("forge submit examples/quickstart --set opsd.scale=0.5\n", 1)[1]
+    after_the_command = doc.split("```", 1)[1]  # the block that follows the command's own
+    sample = after_the_command.split("```", 2)[1].splitlines()[1:]
+    shown = [ln.split(" : ", 1)[0] for ln in sample[:sample.index("…")]]
+    printed = [ln.split(" : ", 1)[0] for ln in out.splitlines()[out.splitlines().index("== 3. submit it with --set opsd.scale=0.5") + 1:]]
+    assert printed[:len(shown)] == shown, (shown, printed[:len(shown)])
+    runtime = next(ln for ln in sample if ln.startswith("runtime : "))
+    assert runtime.replace("0.1.0", starforge_version()) in out.splitlines()
+
+
+def starforge_version() -> str:
+    from starforge import __version__
+
+    return __version__
+
+
 def _run_quickstart(tmp_path) -> tuple:
     """Run examples/quickstart.sh in a copy of the repository; return (repo, env, result)."""
     repo = tmp_path / "repo"
@@ -42,6 +61,7 @@ def test_quickstart_runs_and_reruns(tmp_path):
     default, scaled = _advantages(out, "1.0"), _advantages(out, "0.5")
     assert len(default) == len(scaled) == 16 and any(default)
     assert scaled == [a * 0.5 for a in default]  # the --set reached the plugin
+    assert_the_docs_sample_shows_the_lines_it_prints(out)
     lock = repo / "examples" / "quickstart" / "plugins.lock.json"
     lock_bytes = lock.read_bytes()
     assert (repo / ".forge-home" / "registry").is_dir()  # state stays inside the checkout
