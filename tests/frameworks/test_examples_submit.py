@@ -79,11 +79,11 @@ def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path):
     assert any(ln.startswith("trainer options: scale_rewards=none loss_type=dr_grpo ") for ln in lines)
     rewards, advantages = _values(out, "rewards = "), _values(out, "advantages = ")
     assert len(rewards) == len(advantages) == 12
-    for step in range(3):  # one group of 4 completions per step; TRL shuffles within the batch
+    for step in range(3):  # one group of 4 completions per step, rewards and advantages in the same order
         group = rewards[4 * step:4 * step + 4]
         mean = sum(group) / 4
-        want = sorted(r - mean for r in group)  # Dr-GRPO: no std division
-        got = sorted(advantages[4 * step:4 * step + 4])
+        want = [r - mean for r in group]  # Dr-GRPO: no std division
+        got = advantages[4 * step:4 * step + 4]
         assert all(abs(a - b) < 1e-6 for a, b in zip(got, want)), (step, got, want)
     assert any(advantages)
 
