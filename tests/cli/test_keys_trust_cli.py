@@ -89,3 +89,20 @@ def test_unsigned_version_of_a_trusted_owner_says_how_to_sign_it(tmp_path, env):
     assert "'forge plugin sign alice/opsd-patch@1.2.0' adds a signature to a published version" in refused.stderr
     forge(env, "plugin", "publish", str(src), "--sign")  # the fix the hint names
     forge(env, "plugin", "pull", "alice/opsd-patch", "-o", str(tmp_path / "out"))
+
+
+def test_an_unsigned_publish_for_an_owner_with_trusted_keys_warns_at_once(tmp_path, env):
+    src = plugin(tmp_path / "p")
+    assert "warning" not in forge(env, "plugin", "publish", str(src)).stderr  # nobody trusted for alice yet
+    made = json.loads(forge(env, "key", "generate", "--json").stdout)
+    forge(env, "trust", "add", "alice", made["public"])
+    again = forge(env, "plugin", "publish", str(src))  # published (it was already), and said before forge lock refuses it
+    assert again.stdout.startswith("already published alice/opsd-patch@1.2.0 ")
+    assert again.stderr.splitlines() == [
+        "warning: alice/opsd-patch@1.2.0 has no signature, but owner alice has trusted keys: "
+        "forge lock, submit and pull refuse alice/opsd-patch@1.2.0 until it is signed",
+        "hint: sign it with a key trusted for alice: forge plugin sign alice/opsd-patch@1.2.0",
+    ]
+    forge(env, "plugin", "sign", "alice/opsd-patch@1.2.0")  # the fix the hint names
+    assert "warning" not in forge(env, "plugin", "publish", str(src)).stderr
+    assert "warning" not in forge(env, "plugin", "publish", str(src), "--owner", "bob").stderr  # no key trusted for bob
