@@ -1,4 +1,9 @@
-"""examples/quickstart.sh, the README's first command, run twice in a copy of the repository."""
+"""examples/quickstart.sh, the README's first command, run twice in a copy of the repository.
+
+Its first run is shared by the tests here (``quickstart_run``, a module fixture that
+tests/conftest.py schedules as one unit under xdist, so the script runs once per test run
+for all of them); each test only adds to the checkout it leaves, as a user would.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.examples import RUN_LEFTOVERS, copy_example
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +57,14 @@ def _run_quickstart(tmp_path) -> tuple:
     return repo, env, result
 
 
-def test_quickstart_runs_and_reruns(tmp_path):
-    repo, env, first = _run_quickstart(tmp_path)
+@pytest.fixture(scope="module")
+def quickstart_run(tmp_path_factory) -> tuple:
+    """The quickstart's first run in a copy of the repository: ``(repo, env, result)``."""
+    return _run_quickstart(tmp_path_factory.mktemp("quickstart"))
+
+
+def test_quickstart_runs_and_reruns(quickstart_run):
+    repo, env, first = quickstart_run
     assert first.returncode == 0, first.stdout + first.stderr
     out = first.stdout
     assert "published starforge/opsd-patch@1.2.0 sf1:" in out
@@ -66,7 +78,7 @@ def test_quickstart_runs_and_reruns(tmp_path):
     lock_bytes = lock.read_bytes()
     assert (repo / ".forge-home" / "registry").is_dir()  # state stays inside the checkout
 
-    repo, env, second = _run_quickstart(tmp_path)
+    repo, env, second = _run_quickstart(repo.parent)
     assert second.returncode == 0, second.stdout + second.stderr
     published = [p for p in (REPO / "forge_plugins").iterdir() if (p / "plugin.yaml").is_file()]
     assert second.stdout.count("already published starforge/") == len(published) >= 7
@@ -75,10 +87,10 @@ def test_quickstart_runs_and_reruns(tmp_path):
     assert _advantages(second.stdout, "0.5") == scaled
 
 
-def test_the_next_commands_it_prints_work_in_a_new_shell(tmp_path):
+def test_the_next_commands_it_prints_work_in_a_new_shell(quickstart_run, tmp_path):
     """Its closing 'Next' lines run as written in a shell that has neither forge on PATH nor
     FORGE_HOME set, and show the job it ran."""
-    repo, env, run = _run_quickstart(tmp_path)
+    repo, env, run = quickstart_run
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("== done. Next"))
@@ -100,13 +112,14 @@ def _files(root: Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_the_suites_copies_of_the_examples_are_fresh_after_the_quickstart_and_an_example_ran(tmp_path):
+def test_the_suites_copies_of_the_examples_are_fresh_after_the_quickstart_and_an_example_ran(quickstart_run, tmp_path):
     """The README's two commands in one checkout: the quickstart and an example leave their
     jobs (read-only staged trees) and locks in examples/, and the suite still copies each
     example as a fresh clone holds it."""
     fresh = {name: _files(copy_example(name, tmp_path / "fresh" / name)) for name in ("quickstart", "trl", "verl")}
-    repo, env, run = _run_quickstart(tmp_path)
+    repo, env, run = quickstart_run
     assert run.returncode == 0, run.stdout + run.stderr
+    env = dict(env)
     # examples/trl as a user runs it; here its job stops at the launcher's requirement check
     # (this interpreter has no torch), having staged its job directory all the same
     env.update(FORGE_HOME=str(repo / ".forge-home"), FORGE_OWNER="starforge", TRL_PYTHON=sys.executable)
