@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from support.cli import forge
 from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,9 +17,7 @@ HIDES = (
 
 
 def _forge(*args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    installed = Path(sys.executable).parent / "forge"
-    argv = [str(installed)] if installed.exists() else [sys.executable, "-m", "starforge"]
-    return subprocess.run([*argv, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return forge(*args, cwd=cwd, env=env, timeout=300)
 
 
 def _experiment(tmp_path: Path, plugins: str) -> tuple[Path, dict]:
