@@ -86,6 +86,8 @@ def publish(directory, owner, registry, insecure, ca_file, sign, key_file, passp
     if sign_key is not None:
         report_signature(info, result.signature_attached, result.signature_kept, sign_key, passphrase, listed,
                          quiet=as_json)
+    else:
+        warn_if_refused_unsigned(reg, info, directory)
 
 
 def signing_key(owner: str, key_file, passphrase_file) -> tuple:
@@ -125,3 +127,22 @@ def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphras
         note(f"no key is trusted for owner {info.owner} here; consumers trust this signature with: "
              f"forge trust add {info.owner} {public_path_for(sign_key)}")
 
+
+def warn_if_refused_unsigned(reg, info, directory) -> None:
+    """Published without --sign for an owner with trusted keys here: say now, not first at
+    ``forge lock``, that the version is refused until it carries a signature by one of them
+    (the lock's own verdict, ``PluginStore.verdict``)."""
+    from ..errors import SignatureError
+    from ..registry.store import PluginStore
+
+    store = PluginStore(reg)
+    if not store.trust.key_ids(info.owner):
+        return
+    try:
+        store.verdict(info)
+    except SignatureError as exc:
+        click.echo(f"warning: {exc.message}: forge lock, submit and pull refuse {info.ref} until it is signed", err=True)
+        from ..terminal_text import shown
+
+        click.echo(shown(f"hint: sign it with a key trusted for {info.owner}: forge plugin sign {info.ref} --from {directory}"),
+                   err=True)

@@ -160,7 +160,11 @@ def test_create_refuses_a_stale_lock_and_says_builtins_stay_with_the_recipe(near
     text = (exp / "forge.yaml").read_text()
     (exp / "forge.yaml").write_text(text + "recipe:\n  plugins: [clip-adv]\n")
     out = near.forge("bundle", "create", exp, "-o", tmp_path / "b.tar")
-    assert "built-in plugins (common/algorithms/) are not in the bundle" in out.stdout and "clip-adv" in out.stdout
+    # a note: on stderr, silenced by -q (docs/cli.md); stdout holds the results only
+    assert "note: built-in plugins (common/algorithms/) are not in the bundle" in out.stderr and "clip-adv" in out.stderr
+    assert "note:" not in out.stdout and f"wrote {tmp_path / 'b.tar'}" in out.stdout
+    quiet = near.forge("-q", "bundle", "create", exp, "-o", tmp_path / "q.tar")
+    assert "note:" not in quiet.stdout + quiet.stderr and f"wrote {tmp_path / 'q.tar'}" in quiet.stdout
     assert not any("clip" in json.dumps(d) for d in index_of(tmp_path / "b.tar")["manifests"])
 
     (exp / "forge.yaml").write_text(text.replace("alice/reward-scale@1.0.0", "alice/reward-scale@2.0.0"))
