@@ -7,11 +7,13 @@ keeps every other module from doing it.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import starforge
 from starforge.cluster.digest import tree_digest
 from starforge.errors import LockError, RegistryError, SignatureError
 from starforge.registry.cache import cached_signature
@@ -19,6 +21,9 @@ from starforge.registry.directory import DirectoryRegistry
 from starforge.registry.publish import publish_plugin
 from starforge.registry.store import Pin, PluginStore
 from starforge.signing import generate_key, trust_add
+
+ROOT = Path(starforge.__file__).parent
+ONE_PLACE = ("remember_signature", "remember_envelope")  # an envelope kept for offline staging
 
 
 @pytest.fixture(autouse=True)
@@ -79,3 +84,17 @@ def test_a_pin_the_registry_serves_other_files_for_is_a_moved_tag_naming_both(tm
     assert info.tree_digest in raised.value.message and pin.tree_digest in raised.value.message
     assert "oci://elsewhere/forge" in raised.value.hint
     assert not (tmp_path / "out").exists()
+
+
+def _calls(tree: ast.AST) -> set:
+    return {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+            for n in ast.walk(tree) if isinstance(n, ast.Call)}
+
+
+def test_only_the_store_judges_and_remembers_a_published_signature():
+    callers = sorted(
+        str(path.relative_to(ROOT)) for path in ROOT.rglob("*.py")
+        if "_vendor" not in path.parts and _calls(ast.parse(path.read_text(encoding="utf-8"))) & set(ONE_PLACE)
+    )
+    # the cache keeps what the store hands it; nothing else fetches "as verified"
+    assert callers == ["registry/store.py"]
