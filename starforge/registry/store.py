@@ -75,11 +75,13 @@ class Pin:
 
     @classmethod
     def of(cls, entry) -> Pin:
-        """The pin of a lock entry (or of a JobSpec's package entry, which records no signature facts)."""
-        plugin = getattr(entry, "plugin", entry)
-        return cls(owner=entry.owner or "", name=entry.name, version=entry.version, tree_digest=entry.tree_digest,
-                   signature=getattr(entry, "signature", None) if hasattr(entry, "plugin") else None,
-                   artifact_digest=getattr(entry, "artifact_digest", None), files=getattr(plugin, "files", None) or None)
+        """The pin of a lock entry, or of a JobSpec's package entry (which records neither
+        signature facts — its ``signature`` is the envelope it carries — nor an archive)."""
+        from_lock = hasattr(entry, "plugin")  # a LockEntry: the JobSpec's entry plus what only the lock records
+        plugin = entry.plugin if from_lock else entry
+        return cls(owner=plugin.owner or "", name=plugin.name, version=plugin.version, tree_digest=plugin.tree_digest,
+                   signature=entry.signature if from_lock else None,
+                   artifact_digest=entry.artifact_digest if from_lock else None, files=plugin.files or None)
 
 
 @dataclass(frozen=True)
