@@ -92,7 +92,7 @@ def main() -> None:
         rows: dict = {"python -c pass": [], "rebuilt": [], "warm": [], "one changed": [], "forge --version": []}
         for _ in range(args.repeat):
             rows["python -c pass"].append(timed([sys.executable, "-c", "pass"], env))
-            (store_root / "index.sqlite").unlink(missing_ok=True)
+            (store_root / ".index" / "jobs.sqlite").unlink(missing_ok=True)
             rows["rebuilt"].append(timed(query, env))
             rows["warm"].append(timed(query, env))
             one = store_root / "exp-000005.json"
