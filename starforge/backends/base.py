@@ -117,6 +117,14 @@ class Backend(abc.ABC):
 
     # Whether the job's Python is resolved on this machine (local) or on a node of the cluster.
     resolves_python_here = False
+    # What `forge jobs show` and `forge jobs replay` say of a job this backend ran, asked of
+    # the backend rather than of its name. Where the job's relative writes land when not in
+    # the staged job's work/ (None: there, and they are counted):
+    outputs_elsewhere: str | None = None
+    # Why this machine may hold no provenance records of the job (None: it reads them as they are written):
+    records_later: str | None = None
+    # Whether each node ran a node-local copy of the job, whose removal `forge jobs show` reports:
+    node_local_copies = False
 
     def check_job_python(self, python: str | None) -> str | None:
         """Check the declared job's Python (``python:``) before anything is staged; return a
@@ -191,6 +199,12 @@ def backend_class(name: str) -> type[Backend]:
             raise
         raise BackendError(f"the '{name}' backend is not available in this build") from None
     return getattr(module, cls_name)
+
+
+def ran_on(name: str) -> type[Backend]:
+    """The class of the backend a job record names: :func:`backend_class`, or the
+    :class:`Backend` defaults for a backend no longer registered here (its records stay readable)."""
+    return backend_class(name) if name in BACKENDS else Backend
 
 
 def refuse_unknown_settings(backend: str, settings: Mapping[str, Any], known: tuple) -> None:

@@ -262,6 +262,8 @@ class RayBackend(Backend):
 
     name = "ray"
     settings_keys = SETTINGS  # forge.yaml's ray: mapping; unknown keys are refused (the default check)
+    outputs_elsewhere = "work/ in each Ray node's copy of the job package (deleted by Ray; write to shared storage)"
+    records_later = "a Ray job's records are read from its log once it has ended"
 
     @classmethod
     def cpu_only_settings(cls, settings: Mapping[str, Any]) -> dict:

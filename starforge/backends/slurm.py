@@ -52,8 +52,7 @@ arguments), ``python`` (the job's Python on the nodes, over ``forge.yaml``'s ``p
 image every step runs in, with the shared job directory and ``node_dir`` mounted at the
 same paths, plus ``container_mounts``).
 
-Laptop side (the batch script runs on the cluster and calls only the shell, ``srun`` and
-the node's ``python3``).
+Laptop side (the batch script runs on the cluster and calls only the shell, ``srun`` and the node's ``python3``).
 """
 
 from __future__ import annotations
@@ -452,6 +451,7 @@ class SlurmBackend(Backend):
 
     name = "slurm"
     settings_keys = SETTINGS  # forge.yaml's slurm: mapping, checked by check_settings
+    node_local_copies = True  # each node runs its own copy (prepare), removed by collect
 
     @classmethod
     def cpu_only_settings(cls, settings: Mapping[str, Any]) -> dict:

@@ -34,7 +34,9 @@ def job_details(record) -> dict:
 
         out["provenance"] = summarize(str(job_dir))
         out["provenance"]["from_log"] = read_summary(job_dir)
-    if record.backend == "slurm":
+    from ..backends.base import ran_on
+
+    if ran_on(record.backend).node_local_copies:
         from ..backends.node_cleanup import node_cleanup
         from ..cluster.provenance import read_records
 
@@ -58,17 +60,18 @@ def _read_json(path: Path):
 def outputs_of(record) -> dict | None:
     """Where the job's relative writes land (its working directory), and what is there now.
 
-    On Ray each node works in its own copy of the job package, which Ray deletes: the
-    laptop's staged copy holds none of it.
+    Where the backend says they land elsewhere (on Ray each node works in its own copy of
+    the job package, which Ray deletes), that is said and nothing here is counted.
     """
+    from ..backends.base import ran_on
     from ..backends.outputs import human_size, job_outputs
 
     found = job_outputs(record.dir)
     if found is None:
         return None
-    if record.backend == "ray":
-        return {"dir": None, "files": None, "bytes": None,
-                "where": "work/ in each Ray node's copy of the job package (deleted by Ray; write to shared storage)"}
+    elsewhere = ran_on(record.backend).outputs_elsewhere
+    if elsewhere is not None:
+        return {"dir": None, "files": None, "bytes": None, "where": elsewhere}
     unread = f", {found.unreadable} entr{'y' if found.unreadable == 1 else 'ies'} not readable" if found.unreadable else ""
     return {"dir": str(found.dir), "files": found.files, "bytes": found.bytes, "unreadable": found.unreadable,
             "where": f"{found.dir} ({found.files} file{'' if found.files == 1 else 's'}, {human_size(found.bytes)} written{unread})"}

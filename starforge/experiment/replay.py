@@ -337,7 +337,7 @@ def replay_job(
     store=None,
 ) -> Replay:
     """Check, stage and (unless *dry_run*) submit the replay of *job_id*."""
-    from ..backends.base import get_backend
+    from ..backends.base import get_backend, ran_on
     from ..backends.staged import remove_tree
 
     record, old_dir = _old_job(job_id, store)
@@ -351,8 +351,8 @@ def replay_job(
             notes.append(why)
     environment = recorded_environment(old_dir)
     if environment is None:
-        message = (f"job {record.id} recorded no environment fingerprint on this machine"
-                   + (" (a Ray job's records are read from its log once it has ended)" if record.backend == "ray" else ""))
+        later = ran_on(record.backend).records_later
+        message = f"job {record.id} recorded no environment fingerprint on this machine" + (f" ({later})" if later else "")
         notes.append(message + "; the environment is not compared")
     if strict and (unproven or environment is None):
         missing = unproven + ([] if environment is not None else ["environment"])
