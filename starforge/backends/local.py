@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from ..cluster.atomic import process_alive
-from ..cluster.status import VERIFY_EXIT
+from ..cluster.status import SPEC_EXIT, VERIFY_EXIT
 from ..cluster.utctime import utc_now
 from ..credentials import shield_credentials, without_credentials
 from ..errors import BackendError
@@ -475,4 +475,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--supervise":  # the binding comes on standard input
         sys.exit(supervise_when_staged(*sys.argv[2:6]))
     print("usage: python -m starforge.backends.local --supervise STORE_DIR JOB_ID JOB_DIR SUBMIT_PID", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(SPEC_EXIT)  # bad usage, as the launcher says it

@@ -46,7 +46,8 @@ def diff(locks, rev, with_files, registry, insecure, ca_file, as_json) -> None:
       forge lock diff --git origin/main        # in a pull request's CI
       forge lock diff old/plugins.lock.json plugins.lock.json --files
     """
-    from ..experiment.lockdiff import DIFFERENT, check_schema, diff_locks, file_diffs, lock_at_revision, read_lock_file
+    from ..errors import DIFFERS_EXIT
+    from ..experiment.lockdiff import check_schema, diff_locks, file_diffs, lock_at_revision, read_lock_file
     from ..experiment.lockfile import FILENAME
 
     if len(locks) > 2:
@@ -93,7 +94,7 @@ def diff(locks, rev, with_files, registry, insecure, ca_file, as_json) -> None:
         for line in render_text(doc, sys.stdout):
             click.echo(line)
     if not doc["equal"]:
-        raise click.exceptions.Exit(DIFFERENT)
+        raise click.exceptions.Exit(DIFFERS_EXIT)
 
 
 

@@ -52,8 +52,9 @@ def plan(directory, values_files, sets, backend, registry, insecure, ca_file, re
       forge plan -f sweep/lr-high.yaml
       forge plan --backend slurm      # the job's Python is in the cluster's image
     """
+    from ..errors import CONFLICT_EXIT
     from ..experiment.dev_plugins import parse_dev_options
-    from ..experiment.patchplan import CONFLICT, plan_experiment, plan_on_backend
+    from ..experiment.patchplan import plan_experiment, plan_on_backend
     from ..experiment.values import values_overrides
     from .output import detail, note
 
@@ -76,7 +77,7 @@ def plan(directory, values_files, sets, backend, registry, insecure, ca_file, re
         for line in render(outcome.to_dict(), sys.stdout):
             click.echo(line)
     if not outcome.clean:
-        raise click.exceptions.Exit(CONFLICT)
+        raise click.exceptions.Exit(CONFLICT_EXIT)
 
 
 _STATUS = {

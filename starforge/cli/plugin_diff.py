@@ -34,7 +34,8 @@ def diff(ref_a, ref_b, stat, registry, insecure, ca_file, as_json) -> None:
       forge plugin diff alice/opsd-patch@1.2.0 alice/opsd-patch@1.3.0 --stat
       forge plugin diff alice/opsd-patch ./opsd-patch
     """
-    from ..experiment.lockdiff import DIFFERENT, diff_versions
+    from ..errors import DIFFERS_EXIT
+    from ..experiment.lockdiff import diff_versions
     from ..registry.factory import open_registry
 
     doc = diff_versions(open_registry(registry, insecure=insecure, ca_file=ca_file), ref_a, ref_b, stat=stat)
@@ -54,4 +55,4 @@ def diff(ref_a, ref_b, stat, registry, insecure, ca_file, as_json) -> None:
         if doc["equal"]:
             click.echo("no changes")
     if not doc["equal"]:
-        raise click.exceptions.Exit(DIFFERENT)
+        raise click.exceptions.Exit(DIFFERS_EXIT)

@@ -35,10 +35,6 @@ from .lockfile import FILENAME, LockEntry, LockFile
 if TYPE_CHECKING:
     from ..cluster.jobspec import PluginEntry
 
-# Exit code of `forge lock diff` / `forge plugin diff` when the two sides differ (docs/errors.md):
-# not an error, and no error class uses it, so CI can tell "changed" from "failed".
-DIFFERENT = 20
-
 MANIFEST_FIELDS = ("kind", "load", "entrypoint", "targets", "requires", "params", "top_level")
 
 

@@ -38,8 +38,6 @@ from pathlib import Path
 
 from ..errors import ForgeError
 
-# Exit code of `forge plan` when the ledger has an unacknowledged conflict (docs/errors.md).
-CONFLICT = 21
 SCHEMA = "forge/plan/v1"
 KINDS = ("hidden", "double-replace", "install-raised", "not-applied", "untouched-target")
 
@@ -181,16 +179,14 @@ def analyze(ledger: dict, ack: tuple = ()) -> list:
 # -- running the load phase -------------------------------------------------------------------------
 
 
-_LAUNCH_ERRORS = {2: "SpecError", 10: "VerificationError", 11: "RequirementError", 12: "PluginImportError"}
-
-
 def launch_error(code: int, output: str, where: str) -> ForgeError:
     """The launcher's failure (exit *code*, its log *output*) as the laptop's one-line error."""
-    from ..cluster import errors as cluster_errors
+    from ..cluster.errors import PluginImportError, RequirementError, SpecError, VerificationError
 
     lines = [ln for ln in output.splitlines() if ln.startswith("error: ")]
     message = lines[-1][len("error: "):] if lines else f"the load phase ended with exit code {code}"
-    cls = getattr(cluster_errors, _LAUNCH_ERRORS.get(code, "ForgeError"))
+    by_code = {kind.exit_code: kind for kind in (SpecError, VerificationError, RequirementError, PluginImportError)}
+    cls = by_code.get(code, ForgeError)
     err = cls(f"forge plan: {message}", hint=f"the load phase {where} stopped there (exit {code}); run with -v for its whole log")
     return err
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.jobspec import JobSpec
-from ..errors import ForgeError, NotFoundError
+from ..errors import ForgeError, NotFoundError, VerificationError
 
 if TYPE_CHECKING:
     from ..backends.staged import StagedJob
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 class ReplayError(ForgeError):
     """What a replay would run no longer matches what the job ran (exit 10, as a failed verification)."""
 
-    exit_code = 10
+    exit_code = VerificationError.exit_code
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,6 @@ def check_recipe(record, job_dir: Path, spec: JobSpec) -> str:
     records no digest); raises when it differs.
     """
     from ..cluster.digest import tree_digest
-    from ..cluster.errors import VerificationError
 
     if not spec.recipe_digest:
         return (f"job {record.id} was staged by an older starforge-core that recorded no recipe digest: the recipe as staged "
@@ -222,7 +221,6 @@ def fetch_plugin(old_id: str, entry, target: Path, registries: list):
 def copy_staged_plugin(old_id: str, entry, source: Path, target: Path) -> None:
     """Copy a plugin the old job staged (a dev plugin, published nowhere) and check its tree digest."""
     from ..cluster.digest import tree_digest
-    from ..cluster.errors import VerificationError
 
     try:
         shutil.copytree(source, target, symlinks=True)
@@ -362,7 +360,6 @@ def replay_job(
     recipe_digest = None
     if "recipe" in unproven:
         from ..cluster.digest import tree_digest
-        from ..cluster.errors import VerificationError
 
         try:
             recipe_digest = tree_digest(old_dir / "recipe")

@@ -67,7 +67,7 @@ def _forge_bootstrap():
             % (_os.getpid(), type(exc).__name__, exc, runtime_zip)
         )
         _sys.stderr.flush()
-        _os._exit(12)
+        _os._exit(12)  # status.IMPORT_EXIT, written out: the runtime that holds the table is what failed to import
     boot_process("start-up")
 
 
