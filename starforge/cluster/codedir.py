@@ -415,8 +415,8 @@ def write_pointer(job_dir, code_dir):
 def sweep_dead_code_dirs(folder):
     """Remove the code directories in *folder* that no process uses any more: this user's
     (the directory and its key, never through a link), keyed to this node, whose recorded
-    processes (the maker's pid in the key, and every process that registered in ``users/``,
-    see :func:`register_user`) are all gone. That is what a launch killed by SIGKILL leaves,
+    processes (the maker's pid in the key, and every process that registered in ``users/``:
+    the bootstrap's ``_register``) are all gone. That is what a launch killed by SIGKILL leaves,
     and what a node where no process lives as long as the job leaves (a Ray worker host).
     Anything else is left alone. Each candidate is first renamed aside, then its processes are
     read again there (a process registering afterwards finds it gone and makes its own); one
@@ -495,24 +495,6 @@ def _unused_here(path, here):
             if exc.errno != errno.ESRCH:  # EPERM: another user's process under that pid
                 return False
     return True
-
-
-def register_user(path):
-    """Record this process as a user of the code directory *path* (``users/<pid>``), so no
-    sweep removes it while this process lives; False when *path* is gone (swept meanwhile)."""
-    users = os.path.join(path, USERS_DIR)
-    try:
-        os.mkdir(users, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
-        return False
-    try:
-        fd = os.open(os.path.join(users, str(os.getpid())), os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        os.close(fd)
-    except OSError:
-        return False
-    return os.path.isfile(os.path.join(path, CODE_KEY))
 
 
 def make_node_code_dir(zip_path, job_dir, job_id):

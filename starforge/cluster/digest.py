@@ -202,11 +202,6 @@ def digest_of_bytes(contents: Mapping[str, bytes]) -> str:
     return _digest_of_map({p: sha256(b).hexdigest() for p, b in contents.items()}, sha256)
 
 
-def walk_files(root: str | os.PathLike) -> list[str]:
-    """Every regular file below *root* as sorted relative POSIX paths (no excludes)."""
-    return [rel for rel, _ in _walk(os.fspath(root))]
-
-
 def _walk(root: str) -> list[tuple[str, str]]:
     """``(relpath, full path)`` of every regular file below *root*, sorted by UTF-8 path.
 

@@ -135,8 +135,9 @@ def _node_code_dir(runtime_zip):
 
 def _register(path, runtime_zip):
     """Record this process as a user of the code directory *path* (found through the job
-    directory's pointer): ``users/<pid>`` in it (codedir.register_user, written out here so a
-    worker compiles nothing for it), so no sweep removes it while this process lives."""
+    directory's pointer): ``users/<pid>`` in it (the folder codedir's sweep reads, written
+    here without importing codedir so a worker compiles nothing for it), so no sweep removes
+    it while this process lives."""
     users = _os.path.join(path, "users")
     try:
         try:
