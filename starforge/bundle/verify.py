@@ -104,8 +104,35 @@ def verify_bundle(
 
 
 def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, progress) -> VerifiedBundle:
-    from ..experiment.lockfile import LockFile
+    """The steps of :func:`verify_bundle`, in order: the layout, the lock, what the index
+    holds for each locked version, every blob's content, then each plugin's tree and signature."""
+    entries = _index_entries(reader)
+    blobs = _Blobs(reader)
+    lock, lock_bytes = _read_lock(blobs, entries)
+    by_ref = _by_ref(reader.path, entries)
+    signed, yanks = _attached(blobs, entries)
+    found = []
+    yanked_of: dict[str, tuple] = {}
+    for entry in lock.plugins:
+        manifest_digest, info, envelopes, statements = _plugin_of(blobs, entry, by_ref, signed, yanks)
+        yanked_of[entry.ref] = statements
+        found.append((entry, manifest_digest, info, envelopes))
+    digests, kept = _hash_blobs(blobs, work, {info.artifact_digest for _, _, info, _ in found}, progress)
 
+    from ..registry.store import PluginStore
+
+    name = reader.path
+    store = PluginStore(_Envelopes({info.ref: envs for _, _, info, envs in found if envs}, f"bundle {name}"), trust=trust)
+    result = VerifiedBundle(path=name, lock_bytes=lock_bytes, blobs=len(digests), size=reader.file_size)
+    for entry, manifest_digest, info, envelopes in found:
+        result.plugins.append(_checked_plugin(store, name, work, entry, manifest_digest, info, envelopes,
+                                              kept[info.artifact_digest], require, keep, yanked_of[entry.ref]))
+    return result
+
+
+def _index_entries(reader: LayoutReader) -> list:
+    """The index's manifest descriptors, once the bundle is whole and its ``oci-layout`` and
+    ``index.json`` are what an OCI layout holds."""
     name = reader.path
     if reader.cut_after is not None:
         what = _member_role(reader, reader.cut_after)
@@ -127,47 +154,69 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
     if not isinstance(index, dict) or index.get("mediaType", OCI_INDEX) != OCI_INDEX or not isinstance(entries, list) \
             or not all(isinstance(d, dict) and isinstance(d.get("digest"), str) for d in entries):
         raise BundleError(f"bundle {name}: index.json is not an OCI image index")
+    return entries
 
-    # Who each blob belongs to, so an error can name the plugin.
-    owners: dict[str, str] = {}
 
-    def blob(digest: str, what: str, limit: int | None = None) -> bytes | None:
+class _Blobs:
+    """The bundle's blobs as they are asked for, remembering who each belongs to, so an
+    error (a missing blob, one whose content is not its name) can name the plugin."""
+
+    def __init__(self, reader: LayoutReader) -> None:
+        self.reader = reader
+        self.name = reader.path
+        self.owners: dict[str, str] = {}
+
+    def blob(self, digest: str, what: str, limit: int | None = None) -> bytes | None:
+        """The blob *digest* (*what* it is), read up to *limit* bytes; None without a limit (only its presence checked)."""
         member = blob_member(digest)
-        owners.setdefault(digest, what)
-        if not reader.has(member):
-            raise BundleError(f"bundle {name}: {what} is missing ({member})",
+        self.owners.setdefault(digest, what)
+        if not self.reader.has(member):
+            raise BundleError(f"bundle {self.name}: {what} is missing ({member})",
                               hint="the bundle is incomplete or was altered; create it again")
-        return reader.read(member, limit) if limit is not None else None
+        return self.reader.read(member, limit) if limit is not None else None
 
-    def manifest(desc: dict, what: str) -> dict:
-        raw = blob(desc["digest"], what, SMALL_MAX)
+    def checked(self, digest: str, what: str) -> bytes:
+        """A small blob (a config, an envelope, the lock), checked against its digest."""
+        raw = self.blob(digest, what, SMALL_MAX)
         assert raw is not None
-        _check_digest(raw, desc["digest"], name, what)
+        _check_digest(raw, digest, self.name, what)
+        return raw
+
+    def manifest(self, desc: dict, what: str) -> dict:
+        """The JSON object of the manifest *desc* points at."""
+        raw = self.checked(desc["digest"], what)
         try:
             data = load_json(raw)
         except ValueError as exc:
-            raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not JSON ({exc})") from None
+            raise BundleError(f"bundle {self.name}: {what} ({blob_member(desc['digest'])}) is not JSON ({exc})") from None
         if not isinstance(data, dict):
-            raise BundleError(f"bundle {name}: {what} ({blob_member(desc['digest'])}) is not a manifest")
+            raise BundleError(f"bundle {self.name}: {what} ({blob_member(desc['digest'])}) is not a manifest")
         return data
 
-    # The lock.
+
+def _read_lock(blobs: _Blobs, entries: list) -> tuple:
+    """``(LockFile, its bytes)``: the one lock artifact of the index."""
+    from ..experiment.lockfile import LockFile
+
+    name = blobs.name
     locks = [d for d in entries if d.get("artifactType") == LOCK_ARTIFACT_TYPE]
     if len(locks) != 1:
         raise BundleError(f"bundle {name} holds {len(locks)} lock files, expected one",
                           hint="the index was altered; create the bundle again")
-    lock_manifest = manifest(locks[0], "the lock's manifest")
+    lock_manifest = blobs.manifest(locks[0], "the lock's manifest")
     lock_layers = [d for d in lock_manifest.get("layers") or [] if isinstance(d, dict) and d.get("mediaType") == LOCK_LAYER_TYPE]
     if len(lock_layers) != 1:
         raise BundleError(f"bundle {name}: the lock's manifest has no lock layer")
-    lock_bytes = blob(lock_layers[0]["digest"], "the lock file", SMALL_MAX)
-    assert lock_bytes is not None
-    _check_digest(lock_bytes, lock_layers[0]["digest"], name, "the lock file")
+    lock_bytes = blobs.checked(lock_layers[0]["digest"], "the lock file")
     try:
         lock = LockFile.from_dict(load_json(lock_bytes), f"bundle {name}: plugins.lock.json")
     except ValueError as exc:
         raise BundleError(f"bundle {name}: plugins.lock.json is not valid JSON ({exc})") from None
+    return lock, lock_bytes
 
+
+def _by_ref(name: Path, entries: list) -> dict:
+    """The index's descriptors by their ``owner/name:version`` ref name, each named once."""
     by_ref = {}
     for d in entries:
         ref = (d.get("annotations") or {}).get(REF_NAME)
@@ -175,109 +224,109 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
             if ref in by_ref:
                 raise BundleError(f"bundle {name}: index.json names {ref} twice", hint="the index was altered")
             by_ref[ref] = d
+    return by_ref
 
-    signed: dict[str | None, list] = {}  # by subject digest (None: a signature naming no subject)
-    yanks: dict[str | None, list] = {}  # yank statement manifests, the same way
+
+def _attached(blobs: _Blobs, entries: list) -> tuple:
+    """``(signature manifests, yank statement manifests)``, each by subject digest (None: naming no subject)."""
+    signed: dict[str | None, list] = {}
+    yanks: dict[str | None, list] = {}
     for sd in (d for d in entries if d.get("artifactType") in (SIGNATURE_TYPE, YANK_TYPE)):
-        sig = manifest(sd, "a signature manifest" if sd.get("artifactType") == SIGNATURE_TYPE else "a yank statement manifest")
+        sig = blobs.manifest(sd, "a signature manifest" if sd.get("artifactType") == SIGNATURE_TYPE else "a yank statement manifest")
         (signed if sd.get("artifactType") == SIGNATURE_TYPE else yanks).setdefault(
             (sig.get("subject") or {}).get("digest"), []).append(sig)
+    return signed, yanks
 
-    # Plugin manifests and configs.
-    found = []
-    yanked_of: dict[str, tuple] = {}
-    for entry in lock.plugins:
-        ref = ref_name(entry.owner, entry.name, entry.version)
-        desc = by_ref.get(ref)
-        if desc is None:
-            raise BundleError(f"bundle {name}: {entry.ref} is in the lock but not in index.json",
-                              hint="the bundle is incomplete or its index was altered; create it again")
-        data = manifest(desc, f"the manifest of {entry.ref}")
-        if not is_plugin_manifest(data) or desc.get("artifactType", ARTIFACT_TYPE) != ARTIFACT_TYPE:
-            raise BundleError(f"bundle {name}: {ref} in index.json is not a plugin manifest")
-        where = f"bundle {name}: {entry.ref} ({blob_member(desc['digest'])})"
-        _, config_desc, layer_desc = plugin_parts(data, where)
-        config_raw = blob(config_desc["digest"], f"the config of {entry.ref}", SMALL_MAX)
-        assert config_raw is not None
-        _check_digest(config_raw, config_desc["digest"], name, f"the config of {entry.ref}")
-        info = _as_bundle_error(lambda: plugin_version((entry.owner, entry.name, entry.version), data, config_raw, where, "bundle"))
-        if info.tree_digest != entry.tree_digest or info.artifact_digest != entry.artifact_digest:
-            raise BundleError(f"{where}: holds tree digest {info.tree_digest} (archive {info.artifact_digest}), "
-                              f"the lock names {entry.tree_digest} (archive {entry.artifact_digest})",
-                              hint="the bundle does not carry what its lock names; it was altered")
-        blob(layer_desc["digest"], f"the archive of {entry.ref}")
-        envelopes = []
-        for sig in signed.get(desc["digest"], []):
-            layer = envelope_descriptor(sig, desc["digest"])
-            if layer is not None:
-                owners[layer["digest"]] = f"the signature of {entry.ref}"
-                one = blob(layer["digest"], f"the signature of {entry.ref}", SMALL_MAX)
-                assert one is not None
-                _check_digest(one, layer["digest"], name, f"the signature of {entry.ref}")
-                envelopes.append(one)
-        statements = []
-        for st in yanks.get(desc["digest"], []):
-            layer = envelope_descriptor(st, desc["digest"])
-            if layer is not None:
-                one = blob(layer["digest"], f"a yank statement of {entry.ref}", SMALL_MAX)
-                assert one is not None
-                _check_digest(one, layer["digest"], name, f"a yank statement of {entry.ref}")
-                statements.append(one)
-        yanked_of[entry.ref] = _statements(statements, info, name)
-        found.append((entry, desc["digest"], info, envelopes))
 
-    # Every blob's content against its name (archives included), with progress.
+def _plugin_of(blobs: _Blobs, entry, by_ref: dict, signed: dict, yanks: dict) -> tuple:
+    """``(manifest digest, PublishedVersion, envelopes, yank statements)`` of the locked
+    *entry*: its manifest and config as the index holds them, agreeing with the lock, its
+    archive present, and the envelopes and statements attached to it."""
+    name = blobs.name
+    ref = ref_name(entry.owner, entry.name, entry.version)
+    desc = by_ref.get(ref)
+    if desc is None:
+        raise BundleError(f"bundle {name}: {entry.ref} is in the lock but not in index.json",
+                          hint="the bundle is incomplete or its index was altered; create it again")
+    data = blobs.manifest(desc, f"the manifest of {entry.ref}")
+    if not is_plugin_manifest(data) or desc.get("artifactType", ARTIFACT_TYPE) != ARTIFACT_TYPE:
+        raise BundleError(f"bundle {name}: {ref} in index.json is not a plugin manifest")
+    where = f"bundle {name}: {entry.ref} ({blob_member(desc['digest'])})"
+    _, config_desc, layer_desc = plugin_parts(data, where)
+    config_raw = blobs.checked(config_desc["digest"], f"the config of {entry.ref}")
+    info = _as_bundle_error(lambda: plugin_version((entry.owner, entry.name, entry.version), data, config_raw, where, "bundle"))
+    if info.tree_digest != entry.tree_digest or info.artifact_digest != entry.artifact_digest:
+        raise BundleError(f"{where}: holds tree digest {info.tree_digest} (archive {info.artifact_digest}), "
+                          f"the lock names {entry.tree_digest} (archive {entry.artifact_digest})",
+                          hint="the bundle does not carry what its lock names; it was altered")
+    blobs.blob(layer_desc["digest"], f"the archive of {entry.ref}")
+    envelopes = []
+    for sig in signed.get(desc["digest"], []):
+        layer = envelope_descriptor(sig, desc["digest"])
+        if layer is not None:
+            blobs.owners[layer["digest"]] = f"the signature of {entry.ref}"
+            envelopes.append(blobs.checked(layer["digest"], f"the signature of {entry.ref}"))
+    statements = []
+    for st in yanks.get(desc["digest"], []):
+        layer = envelope_descriptor(st, desc["digest"])
+        if layer is not None:
+            statements.append(blobs.checked(layer["digest"], f"a yank statement of {entry.ref}"))
+    return desc["digest"], info, envelopes, _statements(statements, info, name)
+
+
+def _hash_blobs(blobs: _Blobs, work: Path, archives: set, progress) -> tuple:
+    """``(every blob digest, {archive digest: its copy in work})``: every blob's content
+    checked against its name (archives included, kept), with progress."""
+    reader, name = blobs.reader, blobs.name
     digests = reader.blob_digests()
     total = sum(reader.size(blob_member(d)) for d in digests)
-    archives = {info.artifact_digest: info for _, _, info, _ in found}
     kept: dict[str, Path] = {}
     with (progress(f"verify {name.name}", total) if progress else _null()) as update:
         done = 0
         for digest in digests:
             member = blob_member(digest)
             target = work / digest.partition(":")[2] if digest in archives else None
-            done = _hash_member(reader, member, digest, owners.get(digest, "a blob"), target, update, done, total)
+            done = _hash_member(reader, member, digest, blobs.owners.get(digest, "a blob"), target, update, done, total)
             if target is not None:
                 kept[digest] = target
+    return digests, kept
 
-    # Tree digests and signatures.
+
+def _checked_plugin(store, name: Path, work: Path, entry, manifest_digest: str, info: PublishedVersion, envelopes: list,
+                    archive: Path, require: bool, keep: bool, yank_statements: tuple) -> VerifiedPlugin:
+    """One locked plugin of the bundle: its archive unpacked to the locked tree, the config
+    and the lock entry checked against that tree, and its signature judged by *store*."""
     from ..experiment.lock import check_entry
     from ..registry.signature_facts import missing_error
-    from ..registry.store import Pin, PluginStore, tree_of_archive
+    from ..registry.store import Pin, tree_of_archive
     from ..registry.verified import check_record
 
-    store = PluginStore(_Envelopes({info.ref: envs for _, _, info, envs in found if envs}, f"bundle {name}"), trust=trust)
-    result = VerifiedBundle(path=name, lock_bytes=lock_bytes, blobs=len(digests), size=reader.file_size)
-    for entry, manifest_digest, info, envelopes in found:
-        envelope = envelopes[-1] if envelopes else None
-        archive = kept[info.artifact_digest]
-        try:
-            verified = tree_of_archive(archive, info.tree_digest, entry.ref, within=work)
-        except ForgeError as exc:
-            raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
-                              f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
-        # the metadata the far side would use: the config and the lock entry, each against the tree
-        check_record(f"bundle {name}", "the config", entry.ref, verified, info.manifest, info.top_level, info.files or None,
-                     hint="do not push or use this bundle; create it again from a registry you trust")
-        check_entry(entry, verified, f"bundle {name}: plugins.lock.json")
-        info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
-        status = store.fetch_verified(info, require=require).status
-        pin = Pin.of(entry)
-        if pin.enforced:
-            # the lock says who signed it: the bundle must carry a valid envelope by that key
-            envelope = store.locked_envelope(pin, envelopes)
-            if envelope is None:
-                raise missing_error(entry, envelopes, f"bundle {name}")
-        if entry.signed and envelope is None:
-            from ..errors import SignatureError
+    envelope = envelopes[-1] if envelopes else None
+    try:
+        verified = tree_of_archive(archive, info.tree_digest, entry.ref, within=work)
+    except ForgeError as exc:
+        raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
+                          f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
+    # the metadata the far side would use: the config and the lock entry, each against the tree
+    check_record(f"bundle {name}", "the config", entry.ref, verified, info.manifest, info.top_level, info.files or None,
+                 hint="do not push or use this bundle; create it again from a registry you trust")
+    check_entry(entry, verified, f"bundle {name}: plugins.lock.json")
+    info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
+    status = store.fetch_verified(info, require=require).status
+    pin = Pin.of(entry)
+    if pin.enforced:
+        # the lock says who signed it: the bundle must carry a valid envelope by that key
+        envelope = store.locked_envelope(pin, envelopes)
+        if envelope is None:
+            raise missing_error(entry, envelopes, f"bundle {name}")
+    if entry.signed and envelope is None:
+        from ..errors import SignatureError
 
-            raise SignatureError(f"{entry.ref} was locked with a signature envelope; this bundle carries none",
-                                 hint="a signature may have been stripped; create the bundle again from the registry")
-        result.plugins.append(VerifiedPlugin(info=info, manifest_digest=manifest_digest,
-                                             archive=archive if keep else None, envelope=envelope, signature=status,
-                                             others=_naming(info, [e for e in envelopes if e != envelope]),
-                                             yank_statements=yanked_of[entry.ref]))
-    return result
+        raise SignatureError(f"{entry.ref} was locked with a signature envelope; this bundle carries none",
+                             hint="a signature may have been stripped; create the bundle again from the registry")
+    return VerifiedPlugin(info=info, manifest_digest=manifest_digest, archive=archive if keep else None,
+                          envelope=envelope, signature=status,
+                          others=_naming(info, [e for e in envelopes if e != envelope]), yank_statements=yank_statements)
 
 
 def _statements(statements: list, info: PublishedVersion, bundle: Path) -> tuple:
