@@ -58,3 +58,14 @@ def test_a_backend_is_one_module_and_the_one_line_the_doc_shows():
         assert m, f"{entry!r} is not the form the doc shows: {line}"
         assert m["cls"] == m["name"].title() and (REPO / "starforge/backends" / f"{m['name']}.py").is_file()
         assert BACKENDS[m["name"]].section == (m["no_section"] is None)
+
+
+def test_the_cluster_table_names_every_cluster_module():
+    import starforge
+
+    cluster = Path(starforge.__file__).parent / "cluster"
+    table = DOC.read_text().split("\n## Cluster modules: one concept each\n", 1)[1].split("\n## ", 1)[0]
+    named = {name for row in re.findall(r"^\| ([^|]+) \|", table, re.M) for name in re.findall(r"`([^`]+)`", row)}
+    modules = {p.relative_to(cluster).as_posix() for p in cluster.rglob("*.py")
+               if "_vendor" not in p.parts and p.name != "__init__.py"}
+    assert sorted(modules - named) == []

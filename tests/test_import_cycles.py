@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from import_graph import cycles, package_graph
@@ -113,3 +114,19 @@ def test_the_layer_check_finds_an_upward_import_and_an_unplaced_package(tmp_path
 
 def test_every_package_keeps_to_its_layer():
     assert layer_violations(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []
+
+
+def documented_layers(text: str) -> list:
+    """The layers docs/architecture.md names, bottom up: each ``;``-separated group of the
+    "**The layers**" paragraph as its top-level names (``cluster/`` → ``cluster``, ``prep.py`` → ``prep``)."""
+    paragraph = text.split("**The layers**, bottom up:", 1)[1].split(". No import", 1)[0]
+    paragraph = " ".join(paragraph.split())
+    return [sorted(re.sub(r"(/|\.py)$", "", name) for name in re.findall(r"`([^`]+)`", group))
+            for group in paragraph.split(";")]
+
+
+def test_docs_name_the_layers_the_check_keeps():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert documented_layers(text) == [sorted(names) for names in LAYERS]
+    assert documented_layers("**The layers**, bottom up: `cluster/` (with `launch`); `cli/` and `__main__.py`. No import") \
+        == [["cluster", "launch"], ["__main__", "cli"]]

@@ -35,7 +35,6 @@ Laptop side.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -220,10 +219,11 @@ def fetch_plugin(old_id: str, entry, target: Path, registries: list):
 
 def copy_staged_plugin(old_id: str, entry, source: Path, target: Path) -> None:
     """Copy a plugin the old job staged (a dev plugin, published nowhere) and check its tree digest."""
+    from ..backends.staged import copy_tree
     from ..cluster.digest import tree_digest
 
     try:
-        shutil.copytree(source, target, symlinks=True)
+        copy_tree(source, target)
         got = tree_digest(target)
     except (OSError, VerificationError) as exc:
         got = f"unreadable ({exc})"
@@ -239,7 +239,7 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
     Staged and bound as ``forge submit`` stages (:func:`starforge.backends.staged.stage`);
     only the sources differ.
     """
-    from ..backends.staged import OldRuntime, stage
+    from ..backends.staged import OldRuntime, copy_tree, stage
     from ..cluster.environment import runtime_paths
     from ..registry.store import Pin, PluginStore
     from .dev_plugins import is_dev
@@ -266,7 +266,7 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
             [Pin.of(e.plugin) for e in published], require=require_signatures)
 
     def fill_recipe(dest: Path) -> None:
-        shutil.copytree(old_dir / "recipe", dest, symlinks=True)
+        copy_tree(old_dir / "recipe", dest)
 
     from .yanked import REPLAY, check_yanked
 

@@ -34,24 +34,54 @@ def violations(root: Path, package: str = "starforge.cluster") -> list[str]:
         rel = path.relative_to(root)
         if "__pycache__" in rel.parts or "_vendor" in rel.parts or "bootstrap" in rel.parts:
             continue
-        name = module_name(root, path, package)
-        for imported, line, top in imports_of(path, name):
-            first = imported.split(".")[0]
-            if first in sys.stdlib_module_names or first == "__future__":
-                continue
-            if imported in ("starforge", "starforge.__version__") or imported == package or imported.startswith(package + "."):
-                continue
-            if first == "packaging":
-                continue
-            if first in LAZY_THIRD_PARTY and name in LAZY_THIRD_PARTY[first] and not top:
-                continue
-            where = "at module level" if top else "inside a function"
-            out.append(f"{name}:{line}: imports {imported} ({where})")
+        out += module_violations(path, module_name(root, path, package), package)
+    return out
+
+
+def module_violations(path: Path, name: str, package: str = "starforge.cluster") -> list[str]:
+    """Every import of the module *name* (at *path*) that breaks the contract: only the
+    standard library, ``packaging``, *package* and ``starforge.cluster`` (its own)."""
+    out = []
+    for imported, line, top in imports_of(path, name):
+        first = imported.split(".")[0]
+        if first in sys.stdlib_module_names or first == "__future__":
+            continue
+        if imported in ("starforge", "starforge.__version__") or any(
+                imported == own or imported.startswith(own + ".") for own in (package, "starforge.cluster")):
+            continue
+        if first == "packaging":
+            continue
+        if first in LAZY_THIRD_PARTY and name in LAZY_THIRD_PARTY[first] and not top:
+            continue
+        where = "at module level" if top else "inside a function"
+        out.append(f"{name}:{line}: imports {imported} ({where})")
     return out
 
 
 def test_every_cluster_import_is_stdlib_packaging_or_its_own():
     assert violations(CLUSTER) == []
+
+
+# The modules outside cluster/ that follow its contract (docs/architecture.md): the public
+# names of SPEC §1, the launch entry, and `forge prep`'s child, run from a zip under any interpreter.
+PACKAGE = CLUSTER.parent
+OUTSIDE = {"starforge.plugins": "plugins.py", "starforge.patching": "patching.py", "starforge.launch": "launch",
+           "starforge.prep_child": "prep_child.py"}
+
+
+def test_the_modules_outside_cluster_that_keep_its_contract_import_only_what_it_allows():
+    found = []
+    for name, rel in OUTSIDE.items():
+        path = PACKAGE / rel
+        found += violations(path, name) if path.is_dir() else module_violations(path, name, name)
+    assert found == []
+
+
+def test_the_check_fails_on_a_module_outside_cluster_importing_the_laptop(tmp_path):
+    child = tmp_path / "prep_child.py"
+    child.write_text((PACKAGE / "prep_child.py").read_text(encoding="utf-8") + "\ndef late():\n    from starforge.home import forge_home\n")
+    found = module_violations(child, "starforge.prep_child", "starforge.prep_child")
+    assert found and all("imports starforge.home" in f and f.endswith("(inside a function)") for f in found), found
 
 
 def test_the_check_fails_on_yaml_a_laptop_module_or_a_misplaced_cryptography(tmp_path):
