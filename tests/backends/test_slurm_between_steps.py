@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
 from starforge.experiment.submit import submit_experiment
 
@@ -40,16 +40,6 @@ def forge(*args: str) -> subprocess.CompletedProcess:
 
 def scontrol(*args: str) -> str:
     return subprocess.run(["timeout", "30", "scontrol", *args], capture_output=True, text=True, check=True).stdout
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 def ended(job: str) -> str:
