@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import forge, forge_process
+from support.users import system_user
 
 
 
@@ -481,14 +482,7 @@ def test_as_an_ordinary_user_the_plugin_can_read_neither_forges_environ_nor_its_
     import tempfile
 
     other = "forge-other"
-    if os.getuid() != 0 or not shutil.which("runuser"):
-        if os.environ.get("CI"):
-            pytest.fail("this test needs root and runuser to act as another user")
-        pytest.skip("needs root and runuser to act as another user")
-    if subprocess.run(["id", "-u", other], capture_output=True).returncode != 0:
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", other],
-                              capture_output=True, text=True)
-        assert made.returncode == 0 or subprocess.run(["id", "-u", other], capture_output=True).returncode == 0, made.stderr
+    system_user(other, "to act as another user")
     python = _python_for(other)
     repo = Path(__file__).resolve().parents[1]
     path = [str(repo), *site.getsitepackages()]

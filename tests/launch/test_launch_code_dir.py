@@ -25,6 +25,7 @@ from launch_jobs import demo_plugin
 
 from starforge.cluster import runtime_zip
 from starforge.cluster.codedir import CODE_ZIP, RUNTIME_MODULES, WORKER_MODULES, make_code_dir, make_node_code_dir, pointer_path
+from support.users import system_user
 
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 OTHER_USER = "forge-other"
@@ -184,7 +185,7 @@ def foreign_code_dir(kind: str, job, tmp_path: Path) -> Path:
     if kind == "another user":
         # Made and written by a real second user, holding this job's runtime and a key
         # that names this job and this zip: only its owner is wrong.
-        _ensure_other_user()
+        system_user(OTHER_USER, "to make a directory of another user")
         made = subprocess.run(["runuser", "-u", OTHER_USER, "--", "mktemp", "-d", "/tmp/forge-code-XXXXXXXX"],
                               capture_output=True, text=True, check=True)
         path = Path(made.stdout.strip())
@@ -240,18 +241,6 @@ def _plant(path: Path) -> None:
             zf.writestr(name, data)
     (path / "starforge").mkdir()
     (path / "starforge" / "__init__.py").write_bytes(init)
-
-
-def _ensure_other_user() -> None:
-    if os.getuid() != 0 or not shutil.which("runuser"):
-        if os.environ.get("CI"):
-            pytest.fail("this test needs root and runuser to make a directory of another user")
-        pytest.skip("needs root and runuser to make a directory of another user")
-    if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                              capture_output=True, text=True)
-        # (a test running in parallel may have made it first)
-        assert made.returncode == 0 or subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, made.stderr
 
 
 WORKER_WITH_PLANTED_DIR = """
@@ -553,7 +542,7 @@ def _as_other(*argv: str) -> str:
 def test_a_tmpdir_another_user_could_swap_the_code_directory_in_is_refused(builder, tmp_path, kind):
     # The launcher runs from the code directory made under TMPDIR: where another user could
     # rename it and put their own in its place, the job stops before anything runs from there.
-    _ensure_other_user()
+    system_user(OTHER_USER, "to make a directory of another user")
     made = []
     if kind == "owned by another user":  # a predictable TMPDIR (/tmp/$USER-tmp) the other user made first
         tmpdir = Path(_as_other("mktemp", "-d", "/tmp/forge-user-tmp-XXXXXXXX"))
