@@ -789,16 +789,7 @@ def test_an_artifact_of_another_owner_under_the_asked_for_tag_is_a_tampered_regi
     reg = OciRegistry(oci_registry.url)
     archive, info, _ = make_plugin(tmp_path, "mallory", "spoofed", "0.1.0")
     reg.publish(archive, info)
-    src, dst = "forge/mallory/spoofed", "forge/alice/spoofed"
-    body = httpx.get(f"{oci_registry.http}/v2/{src}/manifests/0.1.0",
-                     headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).content
-    manifest = json.loads(body)
-    for desc in [manifest["config"], *manifest["layers"]]:
-        r = httpx.post(f"{oci_registry.http}/v2/{dst}/blobs/uploads/", params={"mount": desc["digest"], "from": src})
-        assert r.status_code == 201, r.text
-    r = httpx.put(f"{oci_registry.http}/v2/{dst}/manifests/0.1.0", content=body,
-                  headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-    assert r.status_code == 201, r.text
+    _copy_tag(oci_registry.http, "forge/mallory/spoofed", "forge/alice/spoofed", "0.1.0")
 
     with pytest.raises(RegistryError, match=r"is tampered: .* answers for mallory/spoofed@0.1.0, asked for alice/spoofed@0.1.0"):
         reg.get("alice", "spoofed", "0.1.0")
