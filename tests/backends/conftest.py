@@ -290,6 +290,15 @@ def slurm_env(slurm_cluster, monkeypatch):
     return slurm_cluster
 
 
+@pytest.fixture
+def slurm_job_env(slurm_env, monkeypatch):
+    """Jobs inherit the submitting environment (sbatch --export=ALL): the venv's python3 first on
+    PATH, and no FORGE_SLURM_STAGING of the user's."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
+    return slurm_env
+
+
 @pytest.fixture(scope="session")
 def sockets():
     """Helpers to inspect the listeners of processes: ``listeners(pids)``, ``is_loopback(addr)``."""

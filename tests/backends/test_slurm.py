@@ -25,14 +25,6 @@ pytestmark = pytest.mark.slurm
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def slurm_job_env(slurm_env, monkeypatch):
-    """Jobs inherit the submitting environment (sbatch --export=ALL): the venv's python3 first on PATH."""
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
-    return slurm_env
-
-
 def _run(exp: Path):
     sub = submit_experiment(exp, (), backend="slurm")
     chunks: list[str] = []

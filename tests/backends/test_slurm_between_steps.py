@@ -23,11 +23,9 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
-def staging(slurm_env, monkeypatch):
+def staging(slurm_job_env):
     """A shared staging root like a team's /shared/forge-jobs: every user may make folders
     there (mode 1777), so another user reaches the job directory; the job's python3 first on PATH."""
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
     root = Path(tempfile.mkdtemp(prefix="sfstaging", dir="/tmp"))
     root.chmod(0o1777)
     yield root

@@ -173,19 +173,26 @@ def locked_experiment(root: Path, registry: str, entrypoint: str, backend: str, 
                       name: str = "backend-test") -> Path:
     """An experiment at *root* running the test workload with ``tester/mark-worker@1.0.0``,
     locked against *registry* (``FORGE_HOME`` says where forge's cache is)."""
+    write_tree(root, WORKLOAD)
+    return locked_recipe(root, registry, name=name, entrypoint=entrypoint, plugins=["tester/mark-worker@1.0.0"],
+                         config={"mark": {"label": "patched"}}, backend=backend, settings=settings)
+
+
+def locked_recipe(root: Path, registry: str, *, name: str, entrypoint: str, plugins: list, config: dict, backend: str,
+                  settings: dict | None = None) -> Path:
+    """*root*'s ``forge.yaml`` (with *settings* under the backend's own key), locked against *registry*."""
     import yaml
 
     from starforge.experiment.config import load_experiment
     from starforge.experiment.lock import lock_experiment
     from starforge.registry.factory import open_registry
 
-    write_tree(root, WORKLOAD)
     doc = {
         "schema": "forge/job/v1",
         "name": name,
         "entrypoint": entrypoint,
-        "plugins": ["tester/mark-worker@1.0.0"],
-        "config": {"mark": {"label": "patched"}},
+        "plugins": plugins,
+        "config": config,
         "backend": backend,
         "registry": registry,
     }
