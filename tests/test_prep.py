@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import forge, forge_process
+from support.processes import is_alive
 from support.users import system_user
 
 
@@ -362,14 +363,6 @@ def install(params):
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(laptop):
     import time
 
@@ -383,12 +376,12 @@ def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(
         took = time.monotonic() - started
         grandchild = int(pid_file.read_text())
         deadline = time.monotonic() + 5
-        while _alive(grandchild) and time.monotonic() < deadline:
+        while is_alive(grandchild) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(grandchild)  # ended with the plugin's process group
+        assert not is_alive(grandchild)  # ended with the plugin's process group
         assert took < 60, took  # not the grandchild's 120 s
     finally:
-        if pid_file.exists() and _alive(int(pid_file.read_text())):
+        if pid_file.exists() and is_alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), 9)
 
 

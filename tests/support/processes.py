@@ -61,13 +61,15 @@ def descendants(roots: list[int]) -> list[int]:
     return seen
 
 
+def is_alive(pid: int) -> bool:
+    """Whether *pid* is a live process (a zombie is not)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
 def alive(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        fields = _stat_fields(pid)
-        if fields and fields[0] != "Z":
-            out.append(pid)
-    return out
+    """The live processes among *pids*."""
+    return [pid for pid in pids if is_alive(pid)]
 
 
 # A test cluster is thrown away with its temp dir: nothing in it needs an orderly shutdown.
