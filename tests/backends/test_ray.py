@@ -39,6 +39,18 @@ def _forge(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / "forge"), *args], capture_output=True, text=True, timeout=60)
 
 
+def _wait_for_ray_status(ray_head, record, status: str, timeout: float) -> None:
+    """Wait until Ray's own Jobs API says the job of *record* is in *status* (asserted)."""
+    client = RayJobsClient(ray_head.address, ray_head.token)
+    try:
+        deadline = time.monotonic() + timeout
+        while client.job(record.backend_ref["submission_id"])["status"] != status and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.job(record.backend_ref["submission_id"])["status"] == status
+    finally:
+        client.close()
+
+
 def _node_job_dir(ray_head, record) -> Path:
     """Where Ray unpacked the job package on this (only) node."""
     name = record.backend_ref["package"].removeprefix("gcs://").removesuffix(".zip")
@@ -175,14 +187,7 @@ def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
     assert cancelled.returncode == 0, cancelled.stderr
     record = JobStore().get(sub.record.id)
     assert record.status == "cancelled"
-    client = RayJobsClient(ray_head.address, ray_head.token)
-    try:
-        deadline = time.monotonic() + 30
-        while client.job(record.backend_ref["submission_id"])["status"] != "STOPPED" and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert client.job(record.backend_ref["submission_id"])["status"] == "STOPPED"
-    finally:
-        client.close()
+    _wait_for_ray_status(ray_head, record, "STOPPED", 30)
     assert backend.refresh(record).status == "cancelled"
     # A stopped job still has the launcher's own record: it was in the log before the entrypoint started.
     launchers = [r for r in _provenance(Path(record.dir)) if r["role"] == "launcher"]
@@ -208,14 +213,7 @@ def test_a_deeply_nested_frame_loses_no_record_and_the_job_ends_only_once_its_lo
     (exp / "workload" / "deep_frame.py").write_text(DEEP_FRAME)
     sub = submit_experiment(exp, (), backend="ray", detach=True)
     record, job_dir = sub.record, Path(sub.record.dir)
-    client = RayJobsClient(ray_head.address, ray_head.token)
-    try:
-        deadline = time.monotonic() + 120
-        while client.job(record.backend_ref["submission_id"])["status"] != "SUCCEEDED" and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert client.job(record.backend_ref["submission_id"])["status"] == "SUCCEEDED"
-    finally:
-        client.close()
+    _wait_for_ray_status(ray_head, record, "SUCCEEDED", 120)
 
     # The job ended on Ray, but its records cannot be kept here yet (a file where provenance/ goes):
     # the record stays open, saying why, and the next look reads the log again.
