@@ -322,6 +322,8 @@ def launch(
     except OSError as exc:
         return _fail(job_dir, LaunchFailure(SpecError, None, f"cannot write the job runtime in {job_dir}: {exc}"), job)
     os.environ.update(job_environment(job_dir, spec_path, spec.id, os.environ))
+    if spec.lineage:  # the declared output directories (SPEC §18): made, the first one named
+        _prepare_outputs(spec)
     hyperparams_and_deferred.registry.booted = True
     job.write_provenance()
 
@@ -457,6 +459,22 @@ def _record_environment(job) -> LaunchFailure | None:
             f"({'; '.join(differences)})",
         )
     return None
+
+
+def _prepare_outputs(spec) -> None:
+    """Make the job's declared output directories and export the first as ``FORGE_OUTPUT_DIR``;
+    one that cannot be made is said, and the job goes on (its end records it as missing)."""
+    from .lineage import output_dirs, output_environment
+
+    for declared, path in output_dirs(spec, os.environ):
+        if path is None:
+            say(f"{WARNING}outputs: {declared} does not name an absolute directory here (a variable unset?)")
+            continue
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            say(f"{WARNING}outputs: cannot make {path}: {exc.strerror or exc}")
+    os.environ.update(output_environment(spec, os.environ))
 
 
 def _verify_only(job, on_item) -> int:

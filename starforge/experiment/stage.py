@@ -135,8 +135,19 @@ def resolve_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: di
         backend=backend,
         extra={backend: settings} if settings else {},
         python=exp.job_python(backend),
+        lineage=job_lineage(exp),
     )
     return ResolvedJob(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed, dev=dev_plugins)
+
+
+def job_lineage(exp: Experiment) -> dict | None:
+    """The JobSpec's ``lineage``: the declared output directories (SPEC §18), None without."""
+    if not exp.outputs:
+        return None
+    out: dict = {"outputs": list(exp.outputs)}
+    if exp.sample_above is not None:
+        out["sample_above"] = exp.sample_above
+    return out
 
 
 def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
