@@ -91,3 +91,8 @@ class PrepError(ForgeError):
     """``forge prep`` stopped on a record (the message names the input line) or on the plugin."""
 
     exit_code = 17
+
+
+# Results that are not errors (docs/errors.md "Results that are not errors"): an answer
+# "yes" to a command's question, by codes no error class above uses.
+AUDIT_FOUND = 22  # forge audit: a job ran a version yanked now

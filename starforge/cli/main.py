@@ -56,6 +56,8 @@ COMMANDS = {
     "submit": Command("submit:submit", 'Stage the locked experiment as a job and run it.'),
     "plan": Command("plan:plan", 'Show what the job would patch, without running it.'),
     "prep": Command("prep:prep", 'Run a data-prep plugin over a JSONL file, on this machine.'),
+    "trace": Command("trace:trace", 'Name the job(s) that wrote PATH, a file or a directory copied anywhere.'),
+    "audit": Command("audit:audit", 'List every job that ran a version yanked now, with the outputs it wrote.'),
     "jobs": {
         "list": Command("jobs:list_jobs", 'List submitted jobs, newest last, with status and exit code.'),
         "show": Command("jobs:show", "Show a job's status, exit code, directory and provenance."),
@@ -65,6 +67,7 @@ COMMANDS = {
         "rm": Command("jobs:rm", 'Delete ended jobs: their records and their staged job directories.'),
         "prune": Command("jobs:prune", 'Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.'),
         "replay": Command("jobs:replay", 'Run again exactly what job ID ran, as a new job.'),
+        "outputs": Command("jobs_outputs:outputs", 'List the files job ID wrote: its work/ and its declared output directories.'),
     },
     "key": {
         "generate": Command("keys:generate", "Make a signing key pair (Ed25519, or --type ecdsa-p256) for 'forge plugin publish --sign'."),
