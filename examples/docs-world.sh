@@ -6,8 +6,9 @@
 #   cd ~/forge-docs/work
 #
 # work/ is a copy of the quickstart experiment (locked) holding forge_plugins/, examples/,
-# opsd-patch/ (a copy of the reference plugin to edit and publish) and alice-laptop.pub (a
-# public key to trust); forge-home/ holds the reference plugins published as alice and as
+# opsd-patch/ (a copy of the reference plugin to edit and publish), alice-laptop.pub (a
+# public key to trust) and sigstore-js/ (a verify script with its pinned npm packages, for
+# docs/signatures.md); forge-home/ holds the reference plugins published as alice and as
 # starforge. The doc test (tests/test_docs_commands.py) makes its world with this script,
 # so a page's commands run for you as they run there. `forge` must be on PATH.
 set -euo pipefail
@@ -28,6 +29,8 @@ copy "$repo/examples/quickstart" "$work"
 copy "$repo/examples" "$work/examples"
 copy "$repo/forge_plugins" "$work/forge_plugins"
 copy "$repo/forge_plugins/opsd-patch" "$work/opsd-patch"
+mkdir "$work/sigstore-js"
+cp "$repo"/tests/sigstore_js/{verify.js,package.json,package-lock.json} "$work/sigstore-js/"
 FORGE_HOME="$dest/laptop-key" forge key generate --name alice-laptop >/dev/null
 cp "$dest/laptop-key/keys/alice-laptop.pub" "$work/alice-laptop.pub"
 export FORGE_HOME="$dest/forge-home"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
 from .cluster.digest import case_collision, digest_of_map, path_problem
-from .directories import dir_mode, make_dirs
+from .directories import dir_mode, disk_hint, make_dirs
 from .errors import ArchiveError
 
 ARTIFACT_PREFIX = "sha256:"
@@ -396,7 +396,7 @@ def unpack(
         staging = None
         return file_map
     except OSError as exc:
-        raise ArchiveError(f"{label}: cannot extract to {target} ({exc.strerror or exc})") from None
+        raise ArchiveError(f"{label}: cannot extract to {target} ({exc.strerror or exc})", hint=disk_hint(exc, target)) from None
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

@@ -9,6 +9,8 @@ ships them); the laptop's own are below.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from .cluster.errors import (  # noqa: F401  (one hierarchy: the laptop raises these too)
     ForgeError,
     InstallError,
@@ -87,10 +89,30 @@ class BackendError(ForgeError):
     exit_code = 16
 
 
+class RemovalError(ForgeError):
+    """``forge jobs rm`` / ``prune`` could not delete all of a job's directory: its record is kept.
+
+    ``removed`` holds the ids of the jobs that did go (before or after the one that did not).
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, removed: Iterable[str] = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.removed = list(removed)
+
+
 class PrepError(ForgeError):
     """``forge prep`` stopped on a record (the message names the input line) or on the plugin."""
 
     exit_code = 17
+
+
+class YankedError(ForgeError):
+    """A locked plugin version its publisher yanked (``forge plugin yank``), not acknowledged
+    in ``forge.yaml``: the message names the reason and the newest version not yanked."""
+
+    exit_code = 18
 
 
 # Results that are not errors (docs/errors.md "Results that are not errors"): an answer

@@ -98,6 +98,8 @@ class Backend(abc.ABC):
 
         fields.setdefault("plugins", pins_of_spec(spec))
         fields.setdefault("params", dict(spec.hyperparams))
+        if staged.ran_yanked and "ran_yanked" not in fields:
+            fields["ran_yanked"] = [dict(y) for y in staged.ran_yanked]
         replay = getattr(spec, "replay", None)
         if replay and "replay_of" not in fields:
             fields["replay_of"] = str(replay.get("of") or "")

@@ -5,7 +5,9 @@ A job goes with its record and, when the directory is its own, its staged direct
 (never reached through a symlink: :mod:`starforge.backends.jobdir`). A directory whose
 working directory holds outputs (:mod:`starforge.backends.outputs`) goes only with
 ``with_outputs``. Every job is checked before anything is deleted, so a refusal deletes
-nothing.
+nothing; a job whose directory could not be deleted entirely keeps its record and is
+named in a :class:`~starforge.errors.RemovalError` (no deletion is reported that did not
+happen).
 
 Laptop side, standard library only.
 
@@ -22,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..cluster.removal import describe_failures
 from ..cluster.utctime import TIMESTAMP
-from ..errors import UsageError
+from ..errors import RemovalError, UsageError
 from .jobdir import removable_job_dir, remove_job_dir
 from .jobrecord import JobRecord
 from .outputs import job_outputs, read_manifests
@@ -94,7 +97,7 @@ def check_removable(records: Iterable[JobRecord], *, with_outputs: bool = False)
             raise UsageError(f"job {record.id} is {record.status}", hint=f"cancel it first: forge jobs cancel {record.id}")
         job_dir = removable_job_dir(record)
         outputs = job_outputs(job_dir) if job_dir is not None else None
-        if outputs is not None and outputs.files and not with_outputs:
+        if outputs is not None and outputs.any and not with_outputs:
             raise UsageError(
                 f"job {record.id} holds outputs ({outputs.describe()}); nothing was deleted",
                 hint="copy what you need, then add --with-outputs to delete them with the job",
@@ -117,20 +120,34 @@ def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, 
     """Delete each job (its own directory, then its record), after checking them all; return the ids.
 
     An *unreadable* record (truncated, not JSON) names no directory: only its file goes.
+    A job whose directory could not be deleted entirely keeps its record (forge can try
+    again once the cause is fixed); the others still go, and then :class:`RemovalError`
+    names what was left, carrying the ids that were removed.
     """
     unique = list({r.id: r for r in records}.values())
     check_removable(unique, with_outputs=with_outputs)
     store = store if store is not None else JobStore()
-    removed = []
+    removed, left = [], []
     for record in unique:
         tombstone = with_pins(record)
         lineage, _ = read_manifests(record.dir)  # what it wrote, kept in the tombstone (SPEC §18)
         job_dir = removable_job_dir(record)
-        if job_dir is not None:
-            remove_job_dir(job_dir)
+        failures = remove_job_dir(job_dir) if job_dir is not None else []
+        if failures:
+            left.append((record.id, job_dir, failures))
+            continue
         store.remove(record.id, tombstone, lineage=lineage)
         removed.append(record.id)
     for damaged in {u.id: u for u in unreadable}.values():
         store.remove(damaged.id)
         removed.append(damaged.id)
+    if left:
+        job_id, job_dir, failures = left[0]
+        others = f" (and {len(left) - 1} more job(s) like it)" if len(left) > 1 else ""
+        raise RemovalError(
+            f"job {job_id}: {len(failures)} entr{'y' if len(failures) == 1 else 'ies'} of {job_dir} could not be deleted, "
+            f"so its record is kept{others}: {describe_failures(failures)}",
+            hint=f"make them deletable (or ask their owner), then run forge jobs rm {job_id} again",
+            removed=removed,
+        )
     return removed

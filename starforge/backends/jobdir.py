@@ -6,8 +6,9 @@ staging folder replaced by a link to elsewhere, the job directory itself a link 
 "the job directory" would delete whatever the link points at. So a path that no longer
 resolves to itself is refused, naming the link; nothing is followed. The walk down to the
 job directory opens each level with ``O_NOFOLLOW`` and the tree is removed relative to
-that open parent (``shutil.rmtree(dir_fd=…)``, which never follows links inside), so a
-link swapped in after the check is not followed either.
+that open parent (:func:`starforge.cluster.removal.remove_tree`, which never follows links
+inside), so a link swapped in after the check is not followed either. What could not be
+deleted is returned, never passed over.
 
 Laptop side, standard library only.
 """
@@ -15,11 +16,10 @@ Laptop side, standard library only.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import sys
 from pathlib import Path
 
+from ..cluster.removal import remove_tree
 from ..errors import BackendError
 
 
@@ -80,18 +80,18 @@ def _open_parent(job_dir: Path) -> int:
     return fd
 
 
-def remove_job_dir(job_dir: Path) -> None:
-    """Delete *job_dir* (checked by :func:`removable_job_dir`) without following any link."""
-    if sys.version_info < (3, 11):  # no rmtree(dir_fd=): the path was checked just before
-        shutil.rmtree(job_dir, ignore_errors=True)
-        return
+def remove_job_dir(job_dir: Path) -> list[str]:
+    """Delete *job_dir* (checked by :func:`removable_job_dir`) without following any link;
+    return what could not be deleted (:func:`starforge.cluster.removal.remove_tree`: the
+    staged read-only folders are made writable by their owner first, a deep tree is walked
+    without recursion)."""
     parent = _open_parent(job_dir)
     try:
         st = os.stat(job_dir.name, dir_fd=parent, follow_symlinks=False)
         if not stat.S_ISDIR(st.st_mode):
             raise BackendError(f"{job_dir} is no longer a directory (a link or a file took its place); nothing deleted")
-        shutil.rmtree(job_dir.name, ignore_errors=True, dir_fd=parent)
+        return remove_tree(job_dir.name, dir_fd=parent)
     except FileNotFoundError:
-        pass
+        return []
     finally:
         os.close(parent)

@@ -260,7 +260,9 @@ class JobIndex:
                 found = {job_id for job_id, value in conn.execute("SELECT job_id, value FROM params WHERE key = ?", (key,))
                          if param_matches({key: json.loads(value)}, key, raw)}
                 ids = found if ids is None else ids & found
-            wanted = sorted(ids or ())
+            if ids is None:  # no filter here (--yanked alone): every job
+                return conn.execute("SELECT record, removed FROM jobs").fetchall()
+            wanted = sorted(ids)
             rows = []
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start:start + 500]

@@ -2,13 +2,16 @@
 
 The job's processes print their records as framed lines
 (:mod:`starforge.cluster.provenance_log`); once the job has ended the backend fetches the
-log once and hands it to :func:`collect`. The log is the job's own output, so everything
+log and hands it to :func:`collect`, before the job's record is final (a failed read is
+tried again: ``starforge.backends.ray.after_log_read``). The log is the job's own output, so everything
 in it is untrusted input:
 
 - at most :data:`MAX_BYTES` (1 MiB) of framed records are read per job; frames past the
   cap are counted, not decoded;
 - a frame Ray forwarded in two or more pieces is joined again (:func:`frames`);
-- each frame must be base64 of a JSON object with the provenance schema, this job's id
+- each frame must be base64 of a JSON object nested at most 100 levels deep
+  (:mod:`starforge.cluster.jsonload`: a frame of ``[`` x 100,000 is one refused frame, not
+  a ``RecursionError`` that loses every record) with the provenance schema, this job's id
   and fields of the expected types (:func:`check_record`); only those fields are kept,
   anything else in a frame is dropped, and a refused frame is counted with its reason;
 - a process writes its record several times: the last accepted frame of each (attempt,
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cluster.atomic import write_file
+from ..cluster.jsonload import MAX_DEPTH, NestingError
+from ..cluster.jsonload import loads as load_json
 from ..cluster.provenance import DIRNAME
 from ..cluster.provenance_log import MARKER
 from ..cluster.utctime import utc_now
@@ -43,6 +48,7 @@ SCHEMA = "forge/provenance/v1"
 FETCH_FILE = ".from-log.json"  # dot-named: provenance readers skip it
 REPORTED_VIA = "job log"
 _B64 = re.compile(r"[A-Za-z0-9+/=]*")
+TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _MAX_STR = 4096
 _MAX_HOST = 253
 
@@ -102,6 +108,7 @@ class Collected:
 # Ray's prefix of a line it forwarded from a worker: "(<name> pid=<pid>, ip=<ip>) ", with colours
 _SOURCE = re.compile(r"(?:\x1b\[[0-9;]*m)?\([^()\n]*pid=[^()\n]*\)(?:\x1b\[[0-9;]*m)? ")
 _GARBLED = object()  # what a payload that is not base64 of JSON decodes to
+_TOO_DEEP = object()  # what a payload of JSON nested deeper than jsonload allows decodes to
 _PAST_CAP = object()  # a payload past the cap: not decoded
 _PIECES = 4  # at most this many lines joined into one frame (a half-written frame is 2)
 
@@ -164,7 +171,9 @@ def frames(text: str, max_bytes: int = MAX_BYTES):
 
 def _value_of(payload: str):
     try:
-        return json.loads(base64.b64decode(payload.encode("ascii"), validate=True).decode("utf-8"))
+        return load_json(base64.b64decode(payload.encode("ascii"), validate=True).decode("utf-8"))
+    except NestingError:
+        return _TOO_DEEP
     except (binascii.Error, ValueError, UnicodeError):
         return _GARBLED
 
@@ -181,6 +190,9 @@ def collect(text: str, job_id: str, max_bytes: int = MAX_BYTES) -> Collected:
         out.bytes_read += len(payload)
         if value is _GARBLED:
             out.refuse("not base64 of JSON (cut or garbled)")
+            continue
+        if value is _TOO_DEEP:
+            out.refuse(TOO_DEEP)
             continue
         record, reason = check_record(value, job_id)
         if record is None:

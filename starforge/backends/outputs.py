@@ -4,7 +4,11 @@ outputs manifests the end of each attempt recorded (SPEC §18), read back.
 Staging fills ``work/`` with copies of the recipe's files; anything there that is not an
 unchanged copy — a checkpoint, ``outputs/``, a rewritten config — is the job's output.
 ``forge jobs show`` says where they are; ``forge jobs rm`` and ``prune`` refuse to delete
-them without ``--with-outputs``. Symbolic links are never followed.
+them without ``--with-outputs``. Symbolic links are never followed; the walk keeps a list
+of folders to read rather than recursing, so a job that nests thousands of folders is
+counted like any other, and an entry that cannot be read (a folder beyond ``PATH_MAX``, one
+without permission) is counted as such: it may hold outputs, so ``rm`` asks for
+``--with-outputs`` then too.
 
 Laptop side, standard library only.
 
@@ -29,9 +33,18 @@ class JobOutputs:
     dir: Path
     files: int
     bytes: int
+    unreadable: int = 0  # entries that could not be read (a folder's content, a file's size: not counted)
 
     def describe(self) -> str:
-        return f"{self.files} file{'' if self.files == 1 else 's'}, {human_size(self.bytes)} in {self.dir}"
+        text = f"{self.files} file{'' if self.files == 1 else 's'}, {human_size(self.bytes)} in {self.dir}"
+        if self.unreadable:
+            text += f", and {self.unreadable} entr{'y' if self.unreadable == 1 else 'ies'} that could not be read"
+        return text
+
+    @property
+    def any(self) -> bool:
+        """Whether there may be outputs: files, or folders whose content is unknown."""
+        return bool(self.files or self.unreadable)
 
 
 def job_outputs(job_dir: str | os.PathLike) -> JobOutputs | None:
@@ -43,21 +56,30 @@ def job_outputs(job_dir: str | os.PathLike) -> JobOutputs | None:
             return None
     except OSError:
         return None
-    files = size = 0
-    for dirpath, dirnames, filenames in os.walk(work):
-        for name in filenames:
-            path = Path(dirpath, name)
+    files = size = unreadable = 0
+    todo = [""]  # folders of work/ still to read, relative; a list, not recursion: a job may nest thousands
+    while todo:
+        rel = todo.pop()
+        try:
+            with os.scandir(work / rel if rel else work) as it:
+                entries = list(it)
+        except OSError:
+            unreadable += 1
+            continue
+        for entry in entries:
+            name = f"{rel}/{entry.name}" if rel else entry.name
             try:
-                st = os.lstat(path)
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(name)
+                    continue
+                st = entry.stat(follow_symlinks=False)
             except OSError:
+                unreadable += 1
                 continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if _same_file_content(path, recipe / path.relative_to(work), st.st_size):
-                continue
-            files += 1
-            size += st.st_size
-    return JobOutputs(dir=work, files=files, bytes=size)
+            if stat.S_ISREG(st.st_mode) and not _same_file_content(Path(entry.path), recipe / name, st.st_size):
+                files += 1
+                size += st.st_size
+    return JobOutputs(dir=work, files=files, bytes=size, unreadable=unreadable)
 
 
 def _same_file_content(path: Path, original: Path, size: int) -> bool:

@@ -15,7 +15,9 @@ here):
    too, while Ray's own job supervisor actor (which Ray starts with the job's
    ``runtime_env`` before the entrypoint) runs none of StarForge;
 3. maps ``GET /api/jobs/<id>`` (status, ``driver_exit_code``, ``message``), ``/logs`` and
-   ``/stop`` onto the job record.
+   ``/stop`` onto the job record; an ended job's record is final only once its log was read
+   for the provenance records it carries (:func:`after_log_read`: retries bounded in count
+   and time).
 
 Settings (the ``ray:`` mapping of ``forge.yaml``): ``address`` (the Jobs API URL, e.g.
 ``http://127.0.0.1:8265``; ``FORGE_RAY_ADDRESS`` takes precedence, this is the default),
@@ -309,39 +311,44 @@ class RayBackend(Backend):
         )
 
     def refresh(self, record: JobRecord) -> JobRecord:
+        """The record as Ray reports the job now; an ended job is final only once its log
+        was read for provenance (or the reads gave up: :func:`after_log_read`)."""
         if record.final:
             return record
+        waiting = record.backend_ref.get(LOG_READ)
+        if isinstance(waiting, dict) and time.time() < float(waiting.get("next", 0)):
+            return record  # its log is asked for again at "next"
         with self._client(record.backend_ref["address"]) as client:
             info = client.job(record.backend_ref["submission_id"])
-        updated = self.store.update(record.id, lambda r: r if r.final else _apply(r, info))
-        if updated.final:
-            self.collect_provenance(updated)
-        return updated
+        if info is None or not _apply(record, info).final:  # still running, or lost (no log left to read)
+            return self.store.update(record.id, lambda r: r if r.final else _apply(r, info))
+        problem = self.read_log_provenance(record)
+        return self.store.update(record.id, lambda r: r if r.final else after_log_read(r, _apply(r, info), problem))
 
-    def collect_provenance(self, record: JobRecord) -> bool:
-        """Read the provenance records of an ended job from its log, once, into its directory.
+    def read_log_provenance(self, record: JobRecord) -> str | None:
+        """Read the provenance records of an ended job from its log into its directory; return
+        None when that is done (now or before), else why it could not be.
 
         With no shared file system the records travel in the job's log
         (:mod:`starforge.cluster.provenance_log`); they are checked as untrusted input and
-        written under ``<job dir>/provenance/`` (:mod:`.log_provenance`). Returns whether
-        it read them now (False: read before, no job directory here, or the head did not
-        answer; a later refresh or ``forge jobs show`` tries again).
+        written under ``<job dir>/provenance/`` (:mod:`.log_provenance`). A job directory no
+        longer here (deleted by hand) has nowhere to keep them: nothing to ask again.
         """
         from . import log_provenance
 
         job_dir = Path(record.dir)
         if not job_dir.is_dir() or log_provenance.fetched(job_dir):
-            return False
+            return None
         try:
             with self._client(record.backend_ref["address"]) as client:
                 text = client.logs(record.backend_ref["submission_id"])
-        except BackendError:
-            return False
+        except BackendError as exc:
+            return exc.message
         try:
             log_provenance.store(job_dir, log_provenance.collect(text, record.id))
-        except OSError:
-            return False
-        return True
+        except OSError as exc:
+            return f"cannot write {job_dir / PROVENANCE_DIR}: {exc.strerror or exc}"
+        return None
 
     def logs(self, record: JobRecord, follow: bool = False) -> Iterator[str]:
         sid = record.backend_ref["submission_id"]
@@ -368,15 +375,13 @@ class RayBackend(Backend):
             stopped = client.stop(record.backend_ref["submission_id"])
         if not stopped:  # it ended on its own first
             return self.refresh(record)
-        stopped_record = self.store.update(
-            record.id,
-            lambda r: r if r.final else r.with_changes(status="cancelled", finished=utc_now(), message="stopped through the Ray Jobs API"),
-        )
-        self._collect_after_stop(stopped_record)
-        return stopped_record
+        self._wait_ended(record)
+        problem = self.read_log_provenance(record)
+        return self.store.update(record.id, lambda r: r if r.final else after_log_read(
+            r, r.with_changes(status="cancelled", finished=utc_now(), message="stopped through the Ray Jobs API"), problem))
 
-    def _collect_after_stop(self, record: JobRecord, timeout: float = 10.0) -> None:
-        """Once Ray reports the stopped job ended (its log complete), read its provenance."""
+    def _wait_ended(self, record: JobRecord, timeout: float = 10.0) -> None:
+        """Wait until Ray reports the stopped job ended (its log complete then), at most *timeout* seconds."""
         deadline = time.monotonic() + timeout
         with self._client(record.backend_ref["address"]) as client:
             while time.monotonic() < deadline:
@@ -384,7 +389,36 @@ class RayBackend(Backend):
                 if info is None or STATUS.get(info.get("status")) not in LIVE:
                     break
                 time.sleep(0.3)
-        self.collect_provenance(record)
+
+
+# An ended job's record becomes final only once its log was read for provenance: a final
+# record is never refreshed again, so a read that failed then lost the records for good.
+# A failed read is tried again by a later refresh, at least LOG_RETRY_GAP seconds after the
+# last; after LOG_TRIES reads, or LOG_DEADLINE seconds after the first failed one, the job
+# ends anyway (its Ray log may be gone with its node), its message saying why.
+LOG_READ = "log_read"  # backend_ref key: {tries, first, next, error} while reads are failing
+LOG_TRIES = 5
+LOG_RETRY_GAP = 2.0
+LOG_DEADLINE = 300.0
+
+
+def after_log_read(record: JobRecord, ended: JobRecord, problem: str | None, now: float | None = None) -> JobRecord:
+    """What *record* becomes once its job ended as *ended* (a final record) and its log was
+    read (*problem* None) or not (*problem*: why): *ended*, or *record* waiting to read again."""
+    now = time.time() if now is None else now
+    ref = {k: v for k, v in record.backend_ref.items() if k != LOG_READ}
+    if problem is None:
+        return ended.with_changes(backend_ref=ref)
+    waiting = record.backend_ref.get(LOG_READ)
+    waiting = waiting if isinstance(waiting, dict) else {}
+    tries = int(waiting.get("tries", 0)) + 1
+    first = float(waiting.get("first", now))
+    if tries >= LOG_TRIES or now - first >= LOG_DEADLINE:
+        why = f"its provenance was not read: the job's log could not be read ({tries} tries in {now - first:.0f} s): {problem}"
+        return ended.with_changes(backend_ref=ref, message="; ".join(m for m in (ended.message.rstrip("."), why) if m))
+    ref[LOG_READ] = {"tries": tries, "first": first, "next": now + LOG_RETRY_GAP, "error": problem}
+    return record.with_changes(backend_ref=ref, message=f"ended on Ray ({ended.status}); its log could not be read for "
+                               f"provenance yet (try {tries} of {LOG_TRIES}, again in {LOG_RETRY_GAP:.0f} s): {problem}")
 
 
 def _submit_unique(client: RayJobsClient, base: str, request: dict) -> str:

@@ -229,6 +229,7 @@ def sbatch_command(job_dir: Path, spec, settings: Mapping[str, Any], script: Pat
         "--parsable",
         f"--job-name={spec.name}",
         f"--output={sbatch_escape(str(Path(job_dir) / SLURM_DIR / 'output.log'))}",
+        "--open-mode=append",  # a requeued attempt keeps the earlier one's lines (JobFileAppend=0 truncates)
         f"--chdir={shared}",
         f"--nodes={int(settings.get('nodes') or 1)}",
         "--ntasks-per-node=1",
@@ -272,6 +273,9 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "unset FORGE_JOBSPEC FORGE_JOB_DIR FORGE_JOB_ID FORGE_HYPERPARAMS FORGE_RUNTIME FORGE_WORK_DIR FORGE_PROVENANCE_LOG",
         "# The prepare step and the run share one attempt number (provenance file names).",
         'export FORGE_ATTEMPT="${SLURM_RESTART_COUNT:-0}"',
+        "# The log is opened for appending (sbatch --open-mode=append): say where a requeued attempt begins.",
+        'if [ "$FORGE_ATTEMPT" != 0 ]; then echo "forge: Slurm requeued this job: attempt $((FORGE_ATTEMPT + 1)) (recorded as attempt'
+        ' $FORGE_ATTEMPT) starts on $(hostname -s) at $(date -u +%Y-%m-%dT%H:%M:%SZ); the earlier attempts\' output is above"; fi',
         'SHARED="$1"',
         "# The job's working directory stays on the shared file system: what the job writes",
         "# survives the node-local copy, and a requeued attempt finds it as the last one left it.",
@@ -372,13 +376,16 @@ fi
 # a requeued attempt: this job's node-local copies an earlier attempt left on this node (a
 # host that died could not remove them), this user's own and real directories only
 if [ -n "${SLURM_JOB_ID:-}" ]; then
-    swept=0
+    swept=0; left=0
     for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
         if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
-            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" || true; swept=$((swept + 1))
+            chmod -R u+w "$old" 2>/dev/null || true; rm -rf "$old" 2>/dev/null || true
+            if [ -e "$old" ]; then left=$((left + 1)); echo "warning: $(hostname -s): an earlier attempt's node-local copy $old could not be removed entirely" >&2
+            else swept=$((swept + 1)); fi
         fi
     done
-    if [ "$swept" -gt 0 ]; then echo "$swept" > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$(hostname -s).swept" || true; fi
+    # the mark says every earlier copy on this host is gone (forge jobs show reports them removed): only then
+    if [ "$swept" -gt 0 ] && [ "$left" -eq 0 ]; then echo "$swept" > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$(hostname -s).swept" || true; fi
 fi
 for item in "$@"; do
     if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi
@@ -426,18 +433,21 @@ done
 # bash -c '<this>' forge-collect SHARED LOCAL
 COLLECT = r"""shared=$1; local=$2
 host=$(hostname -s)
+# copied beside the name, then renamed: a collect killed mid-copy (past KillWait) leaves the
+# record the process wrote there itself whole, and at most a hidden temp file
+put() { tmp="${2%/*}/.${2##*/}.$$.tmp"; cp "$1" "$tmp" 2>/dev/null && mv -f "$tmp" "$2"; rm -f "$tmp"; }
 if [ -d "$local/provenance" ]; then
     mkdir -p "$shared/provenance"
-    cp "$local"/provenance/*.json "$shared/provenance/" 2>/dev/null
+    for f in "$local"/provenance/*.json; do if [ -f "$f" ]; then put "$f" "$shared/provenance/${f##*/}"; fi; done
 fi
-if [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/slurm/status-$host.json"; fi
+if [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/slurm/status-$host.json"; fi
 # the end of the attempt on this host: its outputs manifest into the shared lineage/, the
 # sidecars into the declared output directories (no file read, one stat each)
 if [ -f "$local/jobspec.json" ] && [ -f "$local/.forge-runtime/starforge-runtime.zip" ]; then
     PYTHONPATH="$local/.forge-runtime/starforge-runtime.zip" python3 -m starforge.cluster.lineage \
         --spec "$local/jobspec.json" --job-dir "$shared" >&2 || true
 fi
-if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then cp "$local/status.json" "$shared/status.json"; fi
+if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/status.json"; fi
 if [ -d "$local" ] && [ ! -L "$local" ] && [ -O "$local" ]; then chmod -R u+w "$local" 2>/dev/null; rm -rf "$local"; fi
 # this host cleaned up after this attempt (what `forge jobs show` reads; a host that died did not)
 if [ ! -e "$local" ] && [ -d "$shared/slurm/cleanup" ]; then echo removed > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$host.done"; fi
@@ -543,7 +553,10 @@ def query_state(slurm_id: str, job_dir: Path) -> dict:
         assert found is not None, text  # scontrol writes a value after JobState=
         state = found.group(1)
         reason = re.search(r"\bReason=(\S+)", text)
-        return {"state": state, "exit_code": _exit_code(text), "reason": reason.group(1) if reason else ""}
+        restarts = re.search(r"\bRestarts=(\d+)", text)
+        start = re.search(r"\bStartTime=(\S+)", text)
+        return {"state": state, "exit_code": _exit_code(text), "reason": reason.group(1) if reason else "",
+                "restarts": int(restarts.group(1)) if restarts else 0, "start": start.group(1) if start else ""}
     try:  # accounting is optional: no sacct, no slurmdbd, or no record there is not an error
         result = run_client(["sacct", "-j", slurm_id, "-X", "-n", "-P", "-o", "State,ExitCode"], check=False)
         line = result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
@@ -567,6 +580,17 @@ def _exit_code(text: str) -> int | None:
     return exit_status(-sig) if sig else code
 
 
+def requeue_message(state: dict, pending: bool) -> str:
+    """What a live job's record says once Slurm requeued it: attempts counted from 1 here, from 0 in its records."""
+    restarts, when, why = state.get("restarts") or 0, state.get("start") or "Unknown", state.get("reason") or "None"
+    if not restarts:
+        return ""
+    said = f"requeued (attempt {restarts + 1}, recorded as attempt {restarts})"
+    if not pending:
+        return said + " and running again"
+    return said + (f"; Slurm starts it again at {when}" if when != "Unknown" else "") + (f" ({why})" if why != "None" else "")
+
+
 def _apply(record: JobRecord, state: dict) -> JobRecord:
     name = state["state"]
     if name is None:
@@ -574,10 +598,10 @@ def _apply(record: JobRecord, state: dict) -> JobRecord:
             status="lost", finished=utc_now(), message="Slurm no longer knows this job and it recorded no exit code"
         )
     if name in PENDING:
-        return record.with_changes(status="pending")
+        return record.with_changes(status="pending", message=requeue_message(state, pending=True))
     final = "succeeded" if name in SUCCEEDED else "cancelled" if name in CANCELLED else "failed" if name in FAILED else None
     if final is None:
-        return record.with_changes(status="running")
+        return record.with_changes(status="running", message=requeue_message(state, pending=False))
     code = state["exit_code"]
     message = "" if final == "succeeded" else f"Slurm state {name}" + (f" ({state['reason']})" if state["reason"] not in ("", "None") else "")
     return record.with_changes(status=final, exit_code=code, finished=utc_now(), message=message)

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection
 
+from ..cluster import removal
 from ..cluster.atomic import writer_tag
 from ..cluster.digest import tree_digest
 from ..cluster.environment import RUNTIME_DIR, WORK_DIR, install_runtime_zip, prepare_runtime, runtime_paths
@@ -115,6 +116,7 @@ class StagedJob:
     dir: Path
     spec: JobSpec
     binding: Binding
+    ran_yanked: tuple = ()  # the yanked versions it runs knowingly (starforge.experiment.yanked), for its record
 
     @property
     def layout(self) -> JobLayout:
@@ -269,22 +271,15 @@ def copy_checked(src: Path, dest: Path, files: Collection[str], expected: str, w
 def remove_tree(path: str | os.PathLike) -> None:
     """Remove a (possibly read-only) tree, e.g. a staged job directory no backend took.
 
-    A symbolic link at *path* is removed itself, never followed; below it, directories are
-    made writable through file descriptors opened without following links (``os.fwalk``),
-    so a link planted in the tree cannot turn the walk onto someone else's files.
+    :func:`starforge.cluster.removal.remove_tree` does it: a symbolic link at *path* is
+    removed itself, never followed, nor any link below it; each folder of this user is made
+    writable by its owner first, so an ordinary user's read-only staged trees go too, and
+    the walk holds no recursion. What could not be removed is a :class:`BackendError`.
     """
-    path = os.fspath(path)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(path)
-        return
-    for _dirpath, _dirnames, _filenames, dirfd in os.fwalk(path, follow_symlinks=False):
-        try:
-            if os.fstat(dirfd).st_uid == os.geteuid():
-                os.fchmod(dirfd, 0o700)
-        except OSError:
-            pass
-    shutil.rmtree(path, ignore_errors=False)
+    failures = removal.remove_tree(path)
+    if failures:
+        raise BackendError(
+            f"{os.fspath(path)}: {len(failures)} entr{'y' if len(failures) == 1 else 'ies'} could not be deleted: "
+            f"{removal.describe_failures(failures)}",
+            hint="make them deletable (or ask their owner), then delete the folder",
+        )

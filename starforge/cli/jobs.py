@@ -66,7 +66,11 @@ DEFAULT_LIMIT = 20
 @click.option("--yanked", is_flag=True, help="Only jobs that ran a plugin version yanked now.")
 @click.option("--param", "params", metavar="KEY=VALUE", multiple=True,
               help="Only jobs whose parameter KEY had VALUE (compared as typed); repeatable.")
-def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | None, yanked: bool, params: tuple) -> None:
+@click.option("--registry", metavar="URL", help="With --yanked: the registry whose yanks count (default: FORGE_REGISTRY, config).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | None, yanked: bool, params: tuple,
+              registry: str | None, insecure: bool, ca_file: str | None) -> None:
     """List submitted jobs, newest last, with status and exit code.
 
     Text and --json show the same jobs: the --limit most recent (20 unless told), or
@@ -83,7 +87,7 @@ def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | No
       forge jobs list --param opsd.scale=0.5 --json
     """
     if plugin or yanked or params:
-        _list_filtered(as_json, limit, plugin, yanked, params)
+        _list_filtered(as_json, limit, plugin, yanked, params, dict(registry=registry, insecure=insecure, ca_file=ca_file))
         return
     from ..backends.store import JobStore
 
@@ -144,10 +148,10 @@ def _print_records(records: list, removed: frozenset = frozenset(), unreadable=(
         click.echo(shown(line))
 
 
-def _list_filtered(as_json: bool, limit: int | None, plugin: str | None, yanked: bool, params: tuple) -> None:
+def _list_filtered(as_json: bool, limit: int | None, plugin: str | None, yanked: bool, params: tuple, registry: dict) -> None:
     from ..experiment.job_query import find_jobs
 
-    found = find_jobs(plugin=plugin, yanked=yanked, params=params)
+    found = find_jobs(plugin=plugin, yanked=yanked, params=params, registry=registry)
     for line in found.notes:
         note(line)
     matches = found.matches[-limit:] if limit else found.matches
@@ -233,6 +237,9 @@ def render_details(d: dict) -> list:
     ]
     if d.get("replay_of"):
         lines.append(f"replay of: {d['replay_of']}")
+    for y in d.get("ran_yanked") or ():
+        lines.append(f"yanked   : ran {y.get('ref')} although it is yanked ({y.get('reason')}); "
+                     f"allowed by {y.get('allowed_by')}")
     lines.extend(pin_lines(d))
     if d.get("outputs"):
         lines.append(f"outputs  : {d['outputs']['where']}")
@@ -328,20 +335,26 @@ def provenance_source_lines(prov: dict) -> list:
 
 @click.command("status")
 @click.argument("job_id", metavar="ID", shell_complete=complete_job_ids)
-@click.option("--json", "as_json", is_flag=True, help="Print {id, status, exit_code} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {id, status, exit_code} as JSON (and message, for a live job the backend says more of).")
 def status(job_id: str, as_json: bool) -> None:
     """Print a job's status (and exit code once it has ended).
+
+    A live job's status comes with what the backend says of it, such as
+    "pending: requeued (attempt 2, recorded as attempt 1)" for a Slurm job that Slurm requeued.
 
     \b
     Example:
       forge jobs status quickstart-20261129-120000-3fa2
     """
     record = _get(job_id)
+    # what the backend says of a live job (a requeued Slurm job: which attempt, when it starts)
+    said = record.message if not record.final else ""
     if as_json:
-        click.echo(json.dumps({"id": record.id, "status": record.status, "exit_code": record.exit_code}, indent=2, sort_keys=True))
+        out = {"id": record.id, "status": record.status, "exit_code": record.exit_code, **({"message": said} if said else {})}
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
         return
     exit_text = "" if record.exit_code is None else f" (exit {record.exit_code})"
-    click.echo(f"{record.id}: {record.status}{exit_text}")
+    click.echo(f"{record.id}: {record.status}{exit_text}" + (f": {said}" if said else ""))
 
 
 @click.command("logs")
@@ -401,7 +414,8 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
     working directory holds outputs (checkpoints, logs it wrote) is refused, with their
     size, unless --with-outputs is given. A record forge cannot read (listed as
     'unreadable') is removed alone: its job directory cannot be known from it. Every ID is
-    checked before anything is deleted.
+    checked before anything is deleted. A job whose directory cannot be deleted entirely (a
+    folder of another user in it) keeps its record; forge says what is left and exits non-zero.
 
     \b
     Example:
@@ -421,7 +435,7 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
             if damaged is None:
                 raise
             unreadable.append(damaged)  # a record nobody can read: only its file can go
-    _report_removed(remove_jobs(records, with_outputs=with_outputs, unreadable=unreadable), as_json)
+    _remove_and_report(lambda: remove_jobs(records, with_outputs=with_outputs, unreadable=unreadable), as_json)
 
 
 @click.command("prune")
@@ -453,11 +467,24 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
     if dry_run:
         check_removable(selection.chosen, with_outputs=with_outputs)
         removed = [r.id for r in selection.chosen]
+        _report_removed(removed, as_json, verb="would remove")
     else:
-        removed = remove_jobs(selection.chosen, with_outputs=with_outputs)
-    _report_removed(removed, as_json, verb="would remove" if dry_run else "removed")
+        _remove_and_report(lambda: remove_jobs(selection.chosen, with_outputs=with_outputs), as_json)
     if selection.dirless:
         note(f"{plural(len(selection.dirless), 'job')} kept whose directory is gone: forge jobs prune --gone drops their records")
+
+
+def _remove_and_report(remove, as_json: bool) -> None:
+    """Run *remove* and print the ids it removed, also when it then fails on a job it could not remove."""
+    from ..errors import RemovalError
+
+    try:
+        removed = remove()
+    except RemovalError as exc:
+        if exc.removed:
+            _report_removed(exc.removed, as_json)
+        raise
+    _report_removed(removed, as_json)
 
 
 def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
@@ -509,6 +536,8 @@ def replay(job_id, backend, dry_run, strict, detach, registry, insecure, ca_file
                       detach=detach, require_signatures=require_signatures)
     for line in done.notes:
         note(f"note: {line}")
+    for line in done.warnings:
+        click.echo(f"warning: {line}", err=True)
     if dry_run:
         click.echo(done.spec.to_json(), nl=False)
         return

@@ -42,6 +42,8 @@ COMMANDS = {
         "show": Command("plugin_show:show", 'Show the version REF resolves to.'),
         "pull": Command("plugin_pull:pull", 'Download REF through the cache and unpack it into a new directory.'),
         "sign": Command("plugin_sign:sign", 'Add your signature to the published version REF.'),
+        "yank": Command("plugin_yank:yank", 'Withdraw the published version REF from being locked or run again.'),
+        "unyank": Command("plugin_yank:unyank", 'Withdraw the yank of the published version REF.'),
         "add": Command("plugin_edit:add", 'Request a plugin in forge.yaml and lock it.'),
         "remove": Command("plugin_edit:remove", 'Remove a plugin from forge.yaml and the lock.'),
         "copy": Command("plugin_copy:copy", 'Copy plugin versions, with their signatures, from one registry to another by digest.'),
@@ -251,7 +253,12 @@ def disk_error(exc: OSError) -> ForgeError:
     """One line for an :class:`OSError` no command turned into its own error."""
     import errno
 
+    from ..directories import disk_hint
+
     where = f"{exc.filename}: " if exc.filename else ""
+    named = disk_hint(exc)  # which file system is full or read-only, when the error names a path
+    if named:
+        return ForgeError(f"{where}{exc.strerror or exc}", hint=named)
     hints = {
         errno.ENOSPC: "the disk is full; free some space and run the command again (nothing was half-written)",
         errno.EDQUOT: "the disk quota is used up; free some space and run the command again (nothing was half-written)",

@@ -54,14 +54,20 @@ class writer:
     def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc_type is not None:
             _discard(self.file, self.tmp)
+            named = _naming(exc, self.path)
+            if named is not None:
+                raise named from None
             return False
         try:
             self.file.flush()
             _finish(self.file.fileno(), self.mode, self.fsync)
             self.file.close()
             _publish(self.tmp, self.path, self.exclusive)
-        except BaseException:
+        except BaseException as failed:
             _discard(self.file, self.tmp)
+            named = _naming(failed, self.path)
+            if named is not None:
+                raise named from None
             raise
         return False
 
@@ -87,9 +93,21 @@ def write_file(
         finally:
             os.close(fd)
         _publish(tmp, path, exclusive)
-    except BaseException:
+    except BaseException as exc:
         _remove(tmp)
+        named = _naming(exc, path)
+        if named is not None:
+            raise named from None
         raise
+
+
+def _naming(exc: BaseException | None, path: str) -> OSError | None:
+    """An OS error of a write (a full disk, a quota) that does not say which file it was,
+    as the same error naming *path*, the file being written (its temp file is gone by
+    then); None for any other exception."""
+    if not isinstance(exc, OSError) or exc.filename is not None or exc.errno is None:
+        return None
+    return type(exc)(exc.errno, exc.strerror, path)
 
 
 _tag: str | None = None

@@ -47,11 +47,12 @@ def check_param_query(text: str) -> tuple:
 
 
 def find_jobs(*, plugin: str | None = None, yanked: bool = False, params: tuple = (), store=None,
-              yank_check=None) -> FoundJobs:
+              registry: dict | None = None, yank_check=None) -> FoundJobs:
     """The jobs that ran *plugin* (and, with *yanked*, a version yanked now) and had *params*.
 
-    *yank_check* (default: the plugin store's current yank facts) maps the pins seen to the
-    yanked ones: ``{digest: line}``.
+    *yank_check* (default: the yank facts of the registry *registry* opens — ``{registry,
+    insecure, ca_file}``, default the configured one) maps the pins seen to the yanked ones:
+    ``({digest: line}, notes)``.
     """
     from ..backends.jobindex import JobIndex
 
@@ -68,8 +69,10 @@ def find_jobs(*, plugin: str | None = None, yanked: bool = False, params: tuple 
             ran[job.record.id] = [f"ran {p['ref']} {p['digest']}" for p in job.record.plugins if pin_matches(p, wanted_plugin)]
     if yanked:
         pins = {(p["ref"], p["digest"]) for job in matches for p in job.record.plugins}
-        check = yank_check if yank_check is not None else _current_yanks
-        yanked_lines, yank_notes = check(sorted(pins))
+        if yank_check is None:
+            yanked_lines, yank_notes = _current_yanks(sorted(pins), **(registry or {}))
+        else:
+            yanked_lines, yank_notes = yank_check(sorted(pins))
         notes.extend(yank_notes)
         kept = []
         for job in matches:
@@ -96,8 +99,30 @@ def sync_notes(sync) -> list:
     return notes
 
 
-def _current_yanks(pins: list) -> tuple:
-    """``({digest: line}, notes)`` for the yanked versions among *pins* (``(ref, digest)``)."""
-    from ..registry.yank_facts import yanked_among
+def _current_yanks(pins: list, registry: str | None = None, insecure: bool = False, ca_file: str | None = None) -> tuple:
+    """``({digest: line}, notes)`` for the versions among *pins* (``(ref, digest)``) yanked now:
+    the configured registry's word when it answers, else the last facts this machine saw
+    (:func:`starforge.registry.yank.yank_facts`); built-ins have no owner and are never yanked."""
+    from ..backends.jobindex import pin_parts
+    from ..errors import ForgeError
+    from ..registry.factory import open_registry
+    from ..registry.yank import yank_facts
 
-    return yanked_among(pins)
+    try:
+        opened = open_registry(registry, insecure=insecure, ca_file=ca_file)
+    except ForgeError:
+        opened = None
+    yanked, notes, offline = {}, [], set()
+    for ref, digest in pins:
+        owner, name, version = pin_parts({"ref": ref})
+        if not owner:
+            continue
+        facts = yank_facts(opened, owner, name, version, digest)
+        if not facts.live:
+            offline.add(f"{ref} (as of {facts.as_of or 'never'})")
+        if facts.yanked:
+            yanked[digest] = f"ran {ref} {digest}: yanked: {facts.reason}"
+    if offline:
+        notes.append("note: the registry did not answer; the last yank facts seen here decide for "
+                     + ", ".join(sorted(offline)))
+    return yanked, notes

@@ -69,5 +69,6 @@ def outputs_of(record) -> dict | None:
     if record.backend == "ray":
         return {"dir": None, "files": None, "bytes": None,
                 "where": "work/ in each Ray node's copy of the job package (deleted by Ray; write to shared storage)"}
-    return {"dir": str(found.dir), "files": found.files, "bytes": found.bytes,
-            "where": f"{found.dir} ({found.files} file{'' if found.files == 1 else 's'}, {human_size(found.bytes)} written)"}
+    unread = f", {found.unreadable} entr{'y' if found.unreadable == 1 else 'ies'} not readable" if found.unreadable else ""
+    return {"dir": str(found.dir), "files": found.files, "bytes": found.bytes, "unreadable": found.unreadable,
+            "where": f"{found.dir} ({found.files} file{'' if found.files == 1 else 's'}, {human_size(found.bytes)} written{unread})"}

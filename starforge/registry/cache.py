@@ -37,7 +37,7 @@ from typing import Mapping
 
 from ..cluster import atomic
 from ..cluster.digest import diff_maps, digest_of_map, hash_file
-from ..directories import make_dirs
+from ..directories import disk_hint, make_dirs
 from ..errors import ArchiveError, RegistryError, UsageError
 from .base import PublishedVersion, Registry
 from .progress import transfer_progress
@@ -224,7 +224,8 @@ def fetch(registry: Registry, info: PublishedVersion, *, cache: str | os.PathLik
     try:
         make_dirs(final.parent)
     except OSError as exc:
-        raise RegistryError(f"cannot create the cache directory {final.parent}: {exc.strerror}") from None
+        raise RegistryError(f"cannot create the cache directory {final.parent}: {exc.strerror}",
+                            hint=disk_hint(exc, final.parent)) from None
     atomic.sweep_stale(final.parent)
     # The registry writes the temp file by name; a corrupt or truncated download raises
     # inside the block, so the temp file is removed and nothing enters the cache.

@@ -8,6 +8,7 @@ Nothing to start; the embedded default lives under the user's data directory. La
     plugins/<owner>/<name>/<version>.dsse.json   the first signature envelope, when signed
     plugins/<owner>/<name>/<version>.signatures/<hex>.dsse.json      more envelopes (another key), by digest
     plugins/<owner>/<name>/<version>.signatures/<hex>.sigstore.json  the Sigstore bundle of envelope <hex>
+    plugins/<owner>/<name>/<version>.yanks/<hex>.yank.json  yank and unyank statements, by digest
     plugins/<owner>/<name>/.lock             taken (fcntl.flock) by every publisher
 
 Every file is written to a temporary name in its final directory and renamed into place,
@@ -32,7 +33,7 @@ from ..cluster.digest import hash_file
 from ..cluster.jsonload import loads as load_json
 from ..cluster.names import is_plugin_name
 from ..cluster.utctime import utc_now
-from ..directories import SHARED, make_dirs
+from ..directories import SHARED, disk_hint, make_dirs
 from ..errors import ImmutableVersionError, NoRegistryError, NotFoundError, RegistryError, SignatureError, UsageError
 from ..filelock import exclusive_lock
 from ..manifest import canonical_version
@@ -44,6 +45,7 @@ ENTRY_SCHEMA = "forge/registry-entry/v1"
 SIG_SUFFIX = ".dsse.json"
 MORE_SIGS = ".signatures"  # <version>.signatures/: envelopes beyond the first, and every envelope's bundle
 BUNDLE_SUFFIX = ".sigstore.json"
+YANKS = ".yanks"  # <version>.yanks/: the version's yank and unyank statements
 _CHUNK = 1 << 20
 
 
@@ -172,6 +174,59 @@ class DirectoryRegistry(Registry):
                     out.append((more / name).read_bytes())
         return out
 
+    def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
+        """The statements stored in ``<version>.yanks/``, each checked against its file name."""
+        from .yank import envelope_name
+
+        stored = self._published_as(owner, name, version, tree_digest)
+        folder = self._plugin_dir(owner, name) / f"{stored}{YANKS}"
+        out = []
+        for entry in _listdir(folder):
+            if entry.startswith(".") or not entry.endswith(".yank.json"):
+                continue
+            try:
+                data = (folder / entry).read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise RegistryError(f"cannot read {folder / entry}: {exc.strerror or exc}") from None
+            if envelope_name(data) != entry:
+                from ..errors import TamperedError
+
+                raise TamperedError(f"registry {self.url} is tampered: {folder / entry} does not hold the statement "
+                                    "its name says", hint="tell the registry's owner; do not use this version until "
+                                    "it is restored")
+            out.append(data)
+        return out
+
+    def attach_yank_statement(self, owner: str, name: str, version: str, tree_digest: str, envelope: bytes) -> None:
+        from .yank import envelope_name
+
+        plugin_dir = self._plugin_dir(owner, name)
+        try:
+            with exclusive_lock(plugin_dir / ".lock"):
+                stored = self._published_as(owner, name, version, tree_digest)
+                folder = plugin_dir / f"{stored}{YANKS}"
+                make_dirs(folder, SHARED)
+                atomic.sweep_stale(folder)
+                target = folder / envelope_name(envelope)
+                if not target.exists():
+                    atomic.write_file(target, envelope, fsync=True)
+        except OSError as exc:
+            raise RegistryError(f"cannot store a yank statement of {owner}/{name}@{version} in registry {self.url}: "
+                                f"{exc.filename or self.url}: {exc.strerror or exc}",
+                                hint="check that the registry directory is writable by you") from None
+
+    def _published_as(self, owner: str, name: str, version: str, tree_digest: str) -> str:
+        """The stored spelling of *version*, which must hold *tree_digest*; :class:`NotFoundError` otherwise."""
+        stored = self._stored_version(owner, name, version)
+        if stored is None:
+            raise NotFoundError(f"{owner}/{name} has no version {version} in registry {self.url}")
+        held = self._read_entry(owner, name, stored).tree_digest
+        if held != tree_digest:
+            raise NotFoundError(f"registry {self.url} holds {owner}/{name}@{stored} as {held}, not {tree_digest}")
+        return stored
+
     # -- writing -------------------------------------------------------------------------
 
     def attach_signature(self, info: PublishedVersion, envelope: bytes) -> bool:
@@ -186,7 +241,8 @@ class DirectoryRegistry(Registry):
                 return True
         except OSError as exc:
             raise RegistryError(f"cannot sign {info.ref} in registry {self.url}: {exc.filename or self.url}: "
-                                f"{exc.strerror or exc}", hint="check that the registry directory is writable by you") from None
+                                f"{exc.strerror or exc}",
+                                hint=disk_hint(exc, exc.filename or self.root) or "check that the registry directory is writable by you") from None
 
     def _store_envelope(self, plugin_dir: Path, version: str, envelope: bytes) -> None:
         """The first envelope of *version* as ``<version>.dsse.json``, any other one under
@@ -217,7 +273,7 @@ class DirectoryRegistry(Registry):
             where = exc.filename or self.url
             raise RegistryError(
                 f"cannot publish to registry {self.url}: {where}: {exc.strerror or exc}",
-                hint="check that the registry directory is writable by you",
+                hint=disk_hint(exc, where) or "check that the registry directory is writable by you",
             ) from None
 
     def _publish(
@@ -237,61 +293,88 @@ class DirectoryRegistry(Registry):
                 f"{archive}: archive digest is sha256:{actual}, not the declared {info.artifact_digest}",
                 hint="pack the plugin again and publish the archive you packed",
             )
-        size = archive.stat().st_size
         self._ensure_root()
         plugin_dir = self._plugin_dir(info.owner, info.name)
-        make_dirs(plugin_dir, SHARED)
-        with exclusive_lock(plugin_dir / ".lock"):
-            atomic.sweep_stale(plugin_dir)  # records and envelopes a killed publisher left half-written
-            stored = self._stored_version(info.owner, info.name, version)
-            if stored is not None:
-                existing = self._read_entry(info.owner, info.name, stored)
-                if existing.tree_digest != info.tree_digest:
-                    raise ImmutableVersionError(
-                        f"{existing.ref} is already published with {existing.tree_digest}; "
-                        f"refusing other content {info.tree_digest}",
-                        hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
-                    )
-                # an envelope names the archive it was made for: only that archive's version takes it
-                attached = (signature is not None and existing.artifact_digest == info.artifact_digest
-                            and signature not in self.signatures(existing))
-                if signature is not None and attached:
-                    self._store_envelope(plugin_dir, stored, signature)
-                    existing = self._read_entry(info.owner, info.name, stored)
-                return PublishResult(version=existing, created=False, signature_attached=attached)
-            blob = self._blob_path(hex_)
-            if not blob.exists() or hash_file(blob) != hex_:
-                make_dirs(blob.parent, SHARED)
-                atomic.sweep_stale(blob.parent)
-                _atomic_copy(archive, blob, progress)
-            elif progress:
-                progress(size, size)
-            # Signatures left by an interrupted publish of this version must not attach
-            # themselves to other content.
-            _unlink(plugin_dir / f"{version}{SIG_SUFFIX}")
-            import shutil
+        lock = plugin_dir / ".lock"
+        while True:  # a failed first publish of this plugin may remove its folder while this one waits
+            make_dirs(plugin_dir, SHARED)
+            try:
+                with exclusive_lock(lock):
+                    try:
+                        return self._publish_locked(plugin_dir, archive, info, version, hex_, signature, progress)
+                    except BaseException:
+                        with contextlib.suppress(OSError):
+                            self._leave_nothing(plugin_dir, info, version)
+                        raise
+            except FileNotFoundError as exc:
+                if exc.filename != str(lock):
+                    raise
 
-            shutil.rmtree(plugin_dir / f"{version}{MORE_SIGS}", ignore_errors=True)
-            if signature is not None:
-                self._store_envelope(plugin_dir, version, signature)
-            record = {
-                "schema": ENTRY_SCHEMA,
-                "owner": info.owner,
-                "name": info.name,
-                "version": version,
-                "tree_digest": info.tree_digest,
-                "artifact_digest": f"sha256:{hex_}",
-                "size": size,
-                "manifest": info.manifest,
-                "files": dict(sorted(info.files.items())),
-                "top_level": sorted(info.top_level),
-                "published": utc_now(),
-            }
-            data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
-            atomic.write_file(plugin_dir / f"{version}.json", data, fsync=True)
-            return PublishResult(
-                version=self._read_entry(info.owner, info.name, version), created=True, signature_attached=signature is not None
-            )
+    def _leave_nothing(self, plugin_dir: Path, info: PublishedVersion, version: str) -> None:
+        """After a failed publish (a full disk): no signature of the version it did not
+        record, and no plugin folder holding only its lock. Held: the plugin's lock."""
+        if self._stored_version(info.owner, info.name, version) is not None:
+            return  # published before: what is there is served
+        _unlink(plugin_dir / f"{version}{SIG_SUFFIX}")
+        import shutil
+
+        shutil.rmtree(plugin_dir / f"{version}{MORE_SIGS}", ignore_errors=True)
+        _remove_unused_plugin_dir(plugin_dir)
+
+    def _publish_locked(self, plugin_dir: Path, archive: Path, info: PublishedVersion, version: str, hex_: str,
+                        signature: bytes | None, progress: Progress | None) -> PublishResult:
+        """The rest of :meth:`publish`, under the plugin's lock."""
+        size = archive.stat().st_size
+        atomic.sweep_stale(plugin_dir)  # records and envelopes a killed publisher left half-written
+        stored = self._stored_version(info.owner, info.name, version)
+        if stored is not None:
+            existing = self._read_entry(info.owner, info.name, stored)
+            if existing.tree_digest != info.tree_digest:
+                raise ImmutableVersionError(
+                    f"{existing.ref} is already published with {existing.tree_digest}; "
+                    f"refusing other content {info.tree_digest}",
+                    hint="published versions are immutable: bump 'version' in plugin.yaml and publish again",
+                )
+            # an envelope names the archive it was made for: only that archive's version takes it
+            attached = (signature is not None and existing.artifact_digest == info.artifact_digest
+                        and signature not in self.signatures(existing))
+            if signature is not None and attached:
+                self._store_envelope(plugin_dir, stored, signature)
+                existing = self._read_entry(info.owner, info.name, stored)
+            return PublishResult(version=existing, created=False, signature_attached=attached)
+        blob = self._blob_path(hex_)
+        if not blob.exists() or hash_file(blob) != hex_:
+            make_dirs(blob.parent, SHARED)
+            atomic.sweep_stale(blob.parent)
+            _atomic_copy(archive, blob, progress)
+        elif progress:
+            progress(size, size)
+        # Signatures left by an interrupted publish of this version must not attach
+        # themselves to other content.
+        _unlink(plugin_dir / f"{version}{SIG_SUFFIX}")
+        import shutil
+
+        shutil.rmtree(plugin_dir / f"{version}{MORE_SIGS}", ignore_errors=True)
+        if signature is not None:
+            self._store_envelope(plugin_dir, version, signature)
+        record = {
+            "schema": ENTRY_SCHEMA,
+            "owner": info.owner,
+            "name": info.name,
+            "version": version,
+            "tree_digest": info.tree_digest,
+            "artifact_digest": f"sha256:{hex_}",
+            "size": size,
+            "manifest": info.manifest,
+            "files": dict(sorted(info.files.items())),
+            "top_level": sorted(info.top_level),
+            "published": utc_now(),
+        }
+        data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
+        atomic.write_file(plugin_dir / f"{version}.json", data, fsync=True)
+        return PublishResult(
+            version=self._read_entry(info.owner, info.name, version), created=True, signature_attached=signature is not None
+        )
 
     # -- internals -----------------------------------------------------------------------
 
@@ -461,3 +544,14 @@ def _atomic_copy(src: Path, dest: Path, progress: Progress | None) -> None:
             done += len(chunk)
             if progress:
                 progress(done, total)
+
+
+def _remove_unused_plugin_dir(plugin_dir: Path) -> None:
+    """Remove *plugin_dir* (and its owner's folder, when that is empty now) if it holds
+    nothing but its lock file. Held: that lock; a process waiting on it opens it again."""
+    if {p.name for p in plugin_dir.iterdir()} - {".lock"}:
+        return
+    with contextlib.suppress(OSError):
+        (plugin_dir / ".lock").unlink()
+        plugin_dir.rmdir()
+        plugin_dir.parent.rmdir()

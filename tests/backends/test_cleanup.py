@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -118,3 +119,36 @@ def test_a_directory_that_is_not_the_jobs_own_is_left_alone(tmp_path):
     store.save(r)
     assert remove_jobs([r], store) == ["job-1"]
     assert shared.is_dir() and store.list() == []
+
+
+def _nest(top, depth: int) -> None:
+    """*depth* folders ``d/d/…`` under *top*, a file at the bottom, made by descriptor (past PATH_MAX)."""
+    here = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=here)
+            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+            os.close(here)
+            here = below
+        os.close(os.open("ckpt.bin", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=here))
+    finally:
+        os.close(here)
+
+
+def test_outputs_too_deep_to_read_by_path_are_never_deleted_unasked(tmp_path):
+    # 2,100 levels: past the recursion limit and, by path, past PATH_MAX: the folder that
+    # cannot be read may hold outputs, so rm asks for --with-outputs, then deletes it all
+    store = JobStore(tmp_path / "store")
+    job_dir = tmp_path / "jobs" / "deep"
+    (job_dir / "recipe").mkdir(parents=True)
+    (job_dir / "work").mkdir()
+    try:
+        _nest(job_dir / "work", 2100)
+        deep = record("deep", job_dir=job_dir)
+        store.save(deep)
+        with pytest.raises(UsageError, match=r"holds outputs \(0 files, 0 B in .*/work, and 1 entry that could not be read\)"):
+            remove_jobs([deep], store)
+        assert remove_jobs([deep], store, with_outputs=True) == ["deep"]
+        assert not os.path.lexists(job_dir) and store.list() == []
+    finally:  # whatever failed: no tree deeper than the recursion limit is left for pytest's own cleanup
+        subprocess.run(["rm", "-rf", str(job_dir)], check=True, timeout=120)

@@ -56,6 +56,12 @@ def test_a_version_any_version_and_a_digest_find_the_jobs_that_ran_them(store):
     assert _ids(index.query(plugin="bob/dr-grpo@1.1.0")[1]) == []
 
 
+def test_no_filter_gives_every_job_and_a_yank_check_keeps_the_jobs_that_ran_a_yanked_pin(store):
+    found = find_jobs(yanked=True, store=store, yank_check=lambda pins: ({D3: f"ran {D3}: yanked: bad"}, []))
+    assert _ids(found.matches) == ["b", "c"] and found.ran["c"] == [f"ran {D3}: yanked: bad"]
+    assert _ids(JobIndex(store).query()[1]) == ["a", "b", "c"]
+
+
 def test_parameters_are_compared_as_typed(store):
     index = JobIndex(store)
     assert _ids(index.query(params=[("opsd.scale", "1")])[1]) == ["b", "c"]  # float 1.0 and int 1

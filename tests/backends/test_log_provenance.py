@@ -91,6 +91,22 @@ def test_a_frame_ray_forwarded_in_pieces_is_joined_again_and_one_cut_for_good_is
     assert collect(whole[:cut] + "\n" + whole[cut:] + "\n", JOB).refused == {"not base64 of JSON (cut or garbled)": 1}
 
 
+def test_a_deeply_nested_frame_is_one_refused_frame_and_the_good_records_are_kept(tmp_path):
+    # 133 KB of base64, under the cap: json.loads alone ends in a RecursionError
+    deep = provenance_log.MARKER + base64.b64encode(("[" * 100_000 + "]" * 100_000).encode()).decode() + "\n"
+    nested = _record(pid=9, plugins=[{"ref": "x", "deep": json.loads("[" * 150 + "]" * 150)}])  # parses, too deep to keep
+    seven = "\x1b[36m(task pid=7, ip=10.1.0.2)\x1b[0m "
+    log = _line(_record(role="launcher", pid=1)) + deep + seven + deep + _raw_frame(nested) + seven + _line(_record(pid=7))
+    got = collect(log, JOB)
+    assert sorted(r["pid"] for r in got.records) == [1, 7]
+    assert got.refused == {"JSON nested deeper than 100 levels": 3}
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    store(job_dir, got)
+    assert read_summary(job_dir)["refused"] == {"JSON nested deeper than 100 levels": 3}
+    assert summarize(str(job_dir))["processes"] == 2
+
+
 def test_frames_past_the_cap_are_counted_not_read():
     big = _record(argv=["x" * 400_000])
     log = "".join(_line(_record(pid=p, argv=big["argv"])) for p in range(1, 5))

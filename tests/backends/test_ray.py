@@ -189,6 +189,94 @@ def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
     assert len(launchers) == 1 and launchers[0]["reported_via"] == "job log", launchers
 
 
+# A trainer that prints one frame of [ x 100,000 (133 KB of base64, under the cap) after the launcher's good frames.
+DEEP_FRAME = '''\
+import base64
+import sys
+
+sys.stdout.write("@forge-provenance-v1:" + base64.b64encode(("[" * 100000 + "]" * 100000).encode()).decode() + "\\n")
+sys.stdout.flush()
+'''
+
+
+def test_a_deeply_nested_frame_loses_no_record_and_the_job_ends_only_once_its_log_is_read(
+        ray_client, make_experiment, tmp_path, monkeypatch):
+    from starforge.backends import ray as ray_backend
+
+    ray_head = ray_client
+    exp = make_experiment("python -m workload.deep_frame", "ray")
+    (exp / "workload" / "deep_frame.py").write_text(DEEP_FRAME)
+    sub = submit_experiment(exp, (), backend="ray", detach=True)
+    record, job_dir = sub.record, Path(sub.record.dir)
+    client = RayJobsClient(ray_head.address, ray_head.token)
+    try:
+        deadline = time.monotonic() + 120
+        while client.job(record.backend_ref["submission_id"])["status"] != "SUCCEEDED" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.job(record.backend_ref["submission_id"])["status"] == "SUCCEEDED"
+    finally:
+        client.close()
+
+    # The job ended on Ray, but its records cannot be kept here yet (a file where provenance/ goes):
+    # the record stays open, saying why, and the next look reads the log again.
+    (job_dir / "provenance").write_text("in the way\n")
+    first = _forge("jobs", "show", record.id)
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+    assert "status   : succeeded" not in first.stdout, first.stdout
+    assert "message  : ended on Ray (succeeded); its log could not be read for provenance yet (try 1 of 5" in first.stdout
+    assert "provenance: Not a directory" in first.stdout, first.stdout
+    assert not JobStore().get(record.id).final
+    (job_dir / "provenance").unlink()
+    time.sleep(ray_backend.LOG_RETRY_GAP)
+    shown = _forge("jobs", "show", record.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    details = json.loads(shown.stdout)
+    assert (details["status"], details["exit_code"], details["message"]) == ("succeeded", 0, "Job finished successfully."), details
+    back = details["provenance"]
+    assert back["reported_via"] == ["job log"] and back["launcher"]["pid"] and back["processes"] >= 1, back  # the good frames kept
+    assert back["from_log"]["refused"] == {"JSON nested deeper than 100 levels": 1}, back["from_log"]
+    text = _forge("jobs", "show", record.id).stdout
+    assert "  refused : 1 x JSON nested deeper than 100 levels" in text, text
+
+    # A log that stays unreadable: after LOG_TRIES reads the job ends anyway, saying why.
+    monkeypatch.setattr(ray_backend, "LOG_RETRY_GAP", 0.0)
+    other_dir = tmp_path / "jobs" / "again"
+    other_dir.mkdir(parents=True)
+    (other_dir / "provenance").write_text("in the way\n")
+    store = JobStore()
+    again = record.with_changes(id="again", dir=str(other_dir), status="running", exit_code=None, finished=None)
+    store.save(again)
+    backend = RayBackend({}, store)
+    for _ in range(ray_backend.LOG_TRIES - 1):
+        again = backend.refresh(again)
+        assert not again.final and again.backend_ref["log_read"]["tries"] >= 1
+    again = backend.refresh(again)
+    assert (again.status, again.exit_code) == ("succeeded", 0) and "log_read" not in again.backend_ref
+    assert again.message.startswith("Job finished successfully; its provenance was not read: the job's log could not be "
+                                     "read (5 tries in "), again.message
+    assert again.message.endswith(": Not a directory"), again.message
+    assert store.get("again").final
+
+
+def test_reads_of_an_ended_jobs_log_are_bounded_in_count_and_time():
+    from starforge.backends.ray import LOG_DEADLINE, LOG_RETRY_GAP, LOG_TRIES, after_log_read
+    from starforge.backends.jobrecord import JobRecord
+
+    live = JobRecord(id="j", name="j", backend="ray", status="running", dir="/nowhere/j", created="2026-01-01T00:00:00Z",
+                     backend_ref={"address": "http://127.0.0.1:1", "submission_id": "forge-j"})
+    ended = live.with_changes(status="failed", exit_code=3, message="boom.")
+    waiting = after_log_read(live, ended, "HTTP 500", now=1000.0)
+    assert not waiting.final and waiting.backend_ref["log_read"] == {"tries": 1, "first": 1000.0,
+                                                                    "next": 1000.0 + LOG_RETRY_GAP, "error": "HTTP 500"}
+    assert after_log_read(waiting, ended, None, now=1001.0) == ended  # read at last: final, no trace of the waiting
+    late = after_log_read(waiting, ended, "HTTP 500", now=1000.0 + LOG_DEADLINE)  # the second try, past the deadline
+    assert late.final and late.message.startswith("boom; its provenance was not read: the job's log could not be read (2 tries")
+    for _ in range(LOG_TRIES - 2):
+        waiting = after_log_read(waiting, ended, "HTTP 500", now=1001.0)
+        assert not waiting.final
+    assert after_log_read(waiting, ended, "HTTP 500", now=1001.0).final
+
+
 def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):
     job = tmp_path / "job"
     (job / "forge_plugins" / "p").mkdir(parents=True)

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -330,6 +331,39 @@ def test_an_sbatch_refusal_comes_with_a_hint(said, hint):
     from starforge.backends.slurm import sbatch_hint
 
     assert hint in sbatch_hint(said)
+
+
+def test_a_requeued_prepare_marks_the_earlier_copies_removed_only_when_they_all_went(other_user):
+    # As the job's (ordinary) user: an earlier attempt's read-only copy goes; a copy holding a
+    # folder of another user (root) cannot, so no mark says this host removed its copies.
+    import socket
+
+    base = Path(other_user.run("mktemp", "-d", "/tmp/forge-node-XXXXXXXX").stdout.strip())
+    shared = Path(other_user.run("mktemp", "-d", "/tmp/forge-shared-XXXXXXXX").stdout.strip())
+    marks = shared / "slurm" / "cleanup"
+    try:
+        other_user.run("mkdir", "-p", str(marks), str(base / "starforge-42.gone000001" / "forge_plugins" / "p"),
+                       str(base / "starforge-42.stuck00001" / "work"))
+        other_user.run("chmod", "-R", "a-w", str(base / "starforge-42.gone000001"))
+        theirs = base / "starforge-42.stuck00001" / "work" / "theirs"
+        theirs.mkdir()
+        (theirs / "f").write_text("root's\n")
+
+        def prepare(local: Path) -> subprocess.CompletedProcess:
+            return other_user.run("env", "SLURM_JOB_ID=42", "FORGE_ATTEMPT=1", "bash", "-c", _PREPARE, "forge-prepare",
+                                  str(shared), str(local), "0" * 64, "0" * 64, *JOB_ITEMS, check=False)
+
+        proc = prepare(base / "starforge-42.NewCopy001")
+        assert not (base / "starforge-42.gone000001").exists() and (theirs / "f").is_file()
+        assert list(marks.iterdir()) == [], proc.stderr
+        assert f"an earlier attempt's node-local copy {base / 'starforge-42.stuck00001'} could not be removed entirely" \
+            in proc.stderr
+        shutil.rmtree(theirs)
+        prepare(base / "starforge-42.NewCopy002")
+        host = socket.gethostname().split(".")[0]
+        assert [(p.name, p.read_text()) for p in marks.iterdir()] == [(f"a1-{host}.swept", "2\n")]  # the stuck one and NewCopy001
+    finally:
+        subprocess.run(["rm", "-rf", str(base), str(shared)], check=True)
 
 
 @pytest.mark.parametrize("kind", ["a folder of another user", "a link of another user", "writable by all without the sticky bit"])

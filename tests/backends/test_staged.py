@@ -68,7 +68,18 @@ import workload.child as me
 
 print("CHILD ran the staged module " + me.__file__, flush=True)
 '''
-FILES = {"workload/writes.py": WRITES, "workload/spawns.py": SPAWNS, "workload/child.py": CHILD, "configs/x.yaml": "lr: 0.5\n"}
+# A trainer that nests 1,200 folders in its working directory (deeper than Python's recursion limit).
+DEEP = '''\
+import os
+
+for _ in range(1200):
+    os.mkdir("d")
+    os.chdir("d")
+with open("bottom.txt", "w") as f:
+    f.write("deep")
+'''
+FILES = {"workload/writes.py": WRITES, "workload/spawns.py": SPAWNS, "workload/child.py": CHILD, "workload/deep.py": DEEP,
+         "configs/x.yaml": "lr: 0.5\n"}
 
 
 def _experiment(make_experiment, backend_name: str, tmp_path: Path, entrypoint: str) -> Path:
@@ -258,6 +269,61 @@ def test_an_ordinary_user_submits_with_a_python_of_their_own_and_the_job_replays
         remove_tree(base)
 
 
+def test_an_ordinary_user_removes_and_prunes_their_jobs_entirely_or_says_what_is_left(
+        make_experiment, tmp_path, other_user, user_venv):
+    # The staged jobspec.json, forge_plugins/ and recipe/ are read-only (root deletes them
+    # anyway): jobs rm and prune as the ordinary user who owns the job directories.
+    from starforge.backends.jobrecord import JobRecord
+
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    base = Path(tempfile.mkdtemp(prefix="sfrm", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        store = JobStore(base / "jobs")
+        ids = []
+        for _ in range(3):
+            plan = resolve_job_in(exp, backend="local")
+            staged = stage_job(plan, base / "staging" / plan.spec.id, open_experiment_registry(plan.experiment))
+            assert not os.access(staged.layout.recipe, os.W_OK) or os.geteuid() == 0
+            store.save(JobRecord(id=plan.spec.id, name=plan.spec.name, backend="local", status="succeeded",
+                                 dir=str(staged.dir), created="2026-01-01T00:00:00Z", exit_code=0))
+            ids.append(plan.spec.id)
+        removed, pruned, blocked = ids
+        (base / "home").mkdir()
+        subprocess.run(["chown", "-R", other_user.name, str(base)], check=True)
+        theirs = base / "staging" / blocked / "work" / "theirs"  # a folder of another user (root) in one of them
+        theirs.mkdir()
+        (theirs / "f").write_text("root's\n")
+        env = {"HOME": str(base / "home"), "LANG": "C.UTF-8", "FORGE_HOME": str(base / "home"), "FORGE_JOBS_DIR": str(base / "jobs")}
+        runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+
+        def forge(*args: str) -> subprocess.CompletedProcess:
+            argv = [runuser, "-u", other_user.name, "--", "env", *(f"{k}={v}" for k, v in env.items()),
+                    f"PATH={user_venv / 'bin'}:/usr/bin:/bin", "forge", *args]
+            return subprocess.run(argv, cwd=base, env=env, capture_output=True, text=True, timeout=300)
+
+        rm = forge("jobs", "rm", removed)
+        assert (rm.returncode, rm.stdout, rm.stderr) == (0, f"removed {removed}\n", "")
+        assert not os.path.lexists(base / "staging" / removed)
+
+        pruned_now = forge("jobs", "prune", "--older-than", "1d", "--with-outputs")
+        assert pruned_now.returncode == 1 and pruned_now.stdout == f"removed {pruned}\n", pruned_now.stderr
+        assert not os.path.lexists(base / "staging" / pruned)
+        error, hint = pruned_now.stderr.splitlines()
+        assert error == (f"error: job {blocked}: 1 entry of {base / 'staging' / blocked} could not be deleted, so its record "
+                         f"is kept: {blocked}/work/theirs/f: Permission denied"), pruned_now.stderr
+        assert hint.startswith("hint: make them deletable")
+        assert (theirs / "f").read_text() == "root's\n"
+        assert [r["id"] for r in json.loads(forge("jobs", "list", "--json").stdout)] == [blocked]  # forge can try again
+
+        shutil.rmtree(theirs)
+        again = forge("jobs", "rm", "--with-outputs", blocked)
+        assert (again.returncode, again.stdout) == (0, f"removed {blocked}\n"), again.stderr
+        assert list((base / "staging").iterdir()) == [] and list((base / "jobs").glob("*.json")) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=True, timeout=120)
+
+
 def test_a_file_written_under_a_recipe_modules_name_never_shadows_the_staged_one(make_experiment, tmp_path, forge_home):
     from starforge.experiment.replay import replay_job
 
@@ -300,6 +366,32 @@ def test_rm_and_prune_refuse_a_job_with_outputs_unless_asked(make_experiment, tm
                              timeout=60)
     assert removed.returncode == 0 and f"removed {job['id']}" in removed.stdout, removed.stderr
     assert not job_dir.exists()
+
+
+def test_a_thousand_folders_deep_working_directory_is_shown_and_removed(make_experiment, tmp_path, forge_home):
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.deep")
+    env = {**os.environ, "FORGE_HOME": str(forge_home)}
+
+    def forge(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "forge"), *args], cwd=exp, env=env, capture_output=True, text=True, timeout=300)
+
+    try:
+        sub = forge("submit", "--json")
+        assert sub.returncode == 0, sub.stderr
+        job = json.loads(sub.stdout)
+        job_dir = Path(job["dir"])
+        shown = forge("jobs", "show", job["id"])
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        assert f"outputs  : {job_dir / 'work'} (1 file, 4 B written)" in shown.stdout, shown.stdout
+        refused = forge("jobs", "rm", job["id"])
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith(f"error: job {job['id']} holds outputs (1 file, 4 B in "), refused.stderr
+        removed = forge("jobs", "rm", "--with-outputs", job["id"])
+        assert (removed.returncode, removed.stdout, removed.stderr) == (0, f"removed {job['id']}\n", "")
+        assert not os.path.lexists(job_dir)
+        assert json.loads(forge("jobs", "list", "--json").stdout) == []
+    finally:  # whatever failed: no tree deeper than the recursion limit is left for pytest's own cleanup
+        subprocess.run(["rm", "-rf", str(exp / ".forge")], check=True, timeout=120)
 
 
 def test_two_jobs_staged_in_one_process_are_each_bound_to_their_own_hashes(make_experiment, tmp_path):

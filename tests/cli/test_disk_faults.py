@@ -82,7 +82,34 @@ def test_a_full_or_read_only_disk_is_one_error_line_and_nothing_half_written(tmp
     assert "Traceback" not in proc.stderr, proc.stderr
     first = proc.stderr.splitlines()[0]
     assert first.startswith("error: ") and ("No space left" in first or "Read-only" in first), proc.stderr
+    # which file and which file system: the mount a full disk's error is about
+    assert f" {target}/" in first or f"error: {target}/" in first, proc.stderr
+    if fault == "full":
+        assert f"file system mounted at {target} (" in proc.stderr and " is full;" in proc.stderr, proc.stderr
     # No temp file, no half-written lock, key, trust file or job. (An empty lock file, the
     # one ``trust add`` serializes on, stays as it does after any ``trust add``.)
     assert {f for f in after if not f.endswith(".json.lock")} == before
     assert not (tmp_path / "pulled").exists()
+
+
+def test_a_publish_to_a_full_registry_disk_names_the_file_system_and_leaves_no_plugin_folder(tmp_path):
+    w = World(tmp_path)
+    registry = tmp_path / "registry"
+    with full_disk(registry, 256) as fill:
+        w.publish()  # the registry exists and holds alice/sp; a new plugin goes to a full disk
+        other = tmp_path / "src" / "big"
+        other.mkdir(parents=True)
+        (other / "plugin.yaml").write_text(PLUGIN_YAML.replace("name: sp", "name: big").replace("sp:install", "big:install"))
+        (other / "big.py").write_text("def install(params):\n    pass\n" + "# padding\n" * 4000)
+        fill()
+        before = every_file(registry)
+        proc = w.forge("plugin", "publish", str(other), ok=False)
+        after = every_file(registry)
+        left = sorted(p.name for p in (registry / "plugins" / "alice").iterdir())
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    first, hint = proc.stderr.splitlines()[:2]
+    assert first.startswith(f"error: cannot publish to registry {registry}: {registry}/blobs/sha256/"), proc.stderr
+    assert first.endswith(": No space left on device"), proc.stderr
+    assert hint.startswith(f"hint: the tmpfs file system mounted at {registry} (") and " is full;" in hint, proc.stderr
+    assert "writable by you" not in proc.stderr
+    assert after == before and left == ["sp"], (after - before, left)  # not even a folder holding .lock
