@@ -151,15 +151,11 @@ YankCheck = Callable[[Iterable[tuple]], tuple]
 
 def yanks_now(pin_list: Iterable[tuple]) -> tuple:
     """``({digest: YankNow}, notes)`` for the yanked versions among *pin_list* (``(ref,
-    digest)``), by the registry's yank facts (else the last seen on this machine). Built-ins
-    (``recipe:…``) are never yanked. Without yank support in this installation: none, with
-    a note saying so."""
-    try:
-        from ..registry.yank import yank_facts  # type: ignore[import-not-found]
-    except ImportError:
-        return {}, ["note: this forge has no yank facts to check against"]
+    digest)``), by the registry's yank facts (else the last seen on this machine:
+    :func:`starforge.registry.yank.yank_facts`). Built-ins (``recipe:…``) are never yanked."""
     from ..errors import ForgeError
     from ..registry.factory import open_registry
+    from ..registry.yank import yank_facts
 
     notes: list = []
     try:

@@ -150,6 +150,16 @@ def job_lineage(exp: Experiment) -> dict | None:
     return out
 
 
+def yanks_at_submit(lock: LockFile, ran_yanked: tuple) -> dict:
+    """``{ref: {"yanked": bool, …}}`` for every locked package: the yanked ones the job runs
+    knowingly (reason, as of when, allowed by what), every other one checked and not yanked."""
+    out: dict = {entry.ref: {"yanked": False} for entry in lock.plugins}
+    for y in ran_yanked:
+        out[y["ref"]] = {"yanked": True, "reason": y.get("reason"), "as_of": y.get("as_of"),
+                         "allowed_by": y.get("allowed_by")}
+    return out
+
+
 def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
               trust=None, allow_yanked: bool = False) -> StagedJob:
     """Stage *job* at *job_dir* (which must not exist): the locked plugins, the experiment's tree.
@@ -174,6 +184,8 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
     ran_yanked = check_yanked(published, registry, allow=allow_yanked, trust=trust)
     verify_signatures(published, registry, require=require_signatures, trust=trust)
     spec = with_signatures(job.spec, carried_signatures(published, registry))
+    if spec.lineage is not None:  # the sidecars carry each pin's yank facts at submit
+        spec = spec.replace(lineage={**spec.lineage, "yanks": yanks_at_submit(published, ran_yanked)})
     dev = {d.entry.name: d for d in job.dev}
 
     def fill_plugins(plugins_dir: Path) -> None:
