@@ -141,3 +141,16 @@ def test_a_file_above_sample_above_matches_by_sampled_digest_as_probable(tmp_pat
     found, = json.loads(project.forge("trace", copy / "big.bin", "--json").stdout)["jobs"]
     assert (found["job_id"], found["probable"]) == (job, True)
     assert "(probable: a sampled digest)" in project.forge("trace", copy / "big.bin").stdout
+
+
+def test_a_planted_sidecar_too_large_or_not_json_is_no_claim_and_content_decides(world, tmp_path):
+    project, (a, _) = world
+    copy = _copy_without_sidecar(tmp_path / "ckpt" / a, tmp_path / "planted")
+    (copy / ".forge-provenance.json").write_bytes(b"{" * (2 << 20))
+    out = project.forge("trace", copy / "model.bin", "--json")
+    doc = json.loads(out.stdout)
+    assert [(j["job_id"], j["source"]) for j in doc["jobs"]] == [(a, "content")] and doc["sidecar"] is None
+    assert "larger than 1048576 bytes; not used as a claim" in " ".join(doc["notes"])
+    (copy / ".forge-provenance.json").write_text(json.dumps({"jobs": [{"job_id": "../../etc"}, "x"]}))
+    doc = json.loads(project.forge("trace", copy / "model.bin", "--json").stdout)
+    assert [(j["job_id"], j["source"]) for j in doc["jobs"]] == [(a, "content")]
