@@ -360,11 +360,20 @@ def _wait_for(what: str, check, timeout: float, detail=lambda: "") -> None:
 
 
 SLEEPER = "python -c 'import socket, time; print(\"sleeping on\", socket.gethostname(), flush=True); time.sleep(300)'"
+# the same, having first written a checkpoint of its host into the job's declared output directory
+CHECKPOINTING_SLEEPER = (
+    "python -c 'import os, socket, time; h = socket.gethostname(); "
+    "open(os.path.join(os.environ[\"FORGE_OUTPUT_DIR\"], h + \".bin\"), \"wb\").write(h.encode() * 1000); "
+    "print(\"sleeping on\", h, flush=True); time.sleep(300)'"
+)
 
 
-def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment):
+def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment, tmp_path):
     cluster = slurm_two_hosts
-    exp = make_experiment(SLEEPER, "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    exp = make_experiment(CHECKPOINTING_SLEEPER, "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    shared = tmp_path / "lustre" / "ckpt"  # the test's temp directory: the same on every host
+    with open(exp / "forge.yaml", "a") as f:
+        f.write(f"outputs: [{shared}/$FORGE_JOB_ID]\n")
     record, _ = _submit(cluster, exp, "--detach")
     output = Path(record["dir"]) / "slurm" / "output.log"
     both = lambda: output.exists() and {N1, N2} <= set(output.read_text().split())  # noqa: E731
@@ -380,6 +389,27 @@ def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_e
     cleaned = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["node_cleanup"] == {  # noqa: E731
         "attempts": [{"attempt": 0, "prepared": [N1, N2], "removed": [N1, N2], "not_removed": [], "removed_later_by": {}}]}
     _wait_for("both hosts' cleanup recorded", cleaned, 30, lambda: cluster.forge("jobs", "show", record["id"]).stdout)
+
+    # the end of the cancelled attempt on each host (its keeper step): a manifest per host in the
+    # shared job directory, listing the declared directory both hosts wrote into, and its sidecar
+    job_dir, ckpt = Path(record["dir"]), shared / record["id"]
+    manifests = [json.loads((job_dir / "lineage" / f"outputs-a0-{h}.json").read_text()) for h in (N1, N2)]
+    for manifest in manifests:
+        declared = manifest["dirs"][1]
+        assert (declared["path"], sorted(f[0] for f in declared["files"])) == (str(ckpt), [f"{N1}.bin", f"{N2}.bin"])
+        assert declared["sidecar"] is True
+    entry, = json.loads((ckpt / ".forge-provenance.json").read_text())["jobs"]
+    assert (entry["job_id"], entry["backend"], entry["plugins"][0]["ref"]) == (record["id"], "slurm", "tester/mark-worker@1.0.0")
+    # from the laptop host: a checkpoint copied elsewhere is traced by content to the job and its hosts
+    copy = tmp_path / "copied" / f"{N2}.bin"
+    copy.parent.mkdir()
+    shutil.copy(ckpt / f"{N2}.bin", copy)
+    traced = cluster.forge("trace", str(copy), "--json")
+    assert traced.returncode == 0, traced.stderr
+    job, = json.loads(traced.stdout)["jobs"]
+    assert (job["job_id"], job["source"], job["backend"], job["hosts"]) == (record["id"], "content", "slurm", [N1, N2])
+    by_sidecar = json.loads(cluster.forge("trace", str(ckpt / f"{N1}.bin"), "--json").stdout)["jobs"]
+    assert [(j["job_id"], j["source"], j["disagreements"]) for j in by_sidecar] == [(record["id"], "sidecar", [])]
 
 
 # Run by two users' jobs at once on both hosts: what this job's process sees of the other
