@@ -15,7 +15,7 @@ from .completion import complete_job_ids
               help="Also give each file's digest, made here and cached by size and modification time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the job's output directories and files as JSON.")
 def outputs(job_id: str, with_hash: bool, as_json: bool) -> None:
-    """List the files job ID wrote: its work/ and its declared output directories.
+    """List the files job ID wrote: work/ and its declared outputs.
 
     Each attempt's end recorded every file's path, size and modification time, on every
     host; the files are not read then. --hash reads them here (sha256, or a sampled

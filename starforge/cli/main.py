@@ -69,7 +69,7 @@ COMMANDS = {
         "rm": Command("jobs:rm", 'Delete ended jobs: their records and their staged job directories.'),
         "prune": Command("jobs:prune", 'Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.'),
         "replay": Command("jobs:replay", 'Run again exactly what job ID ran, as a new job.'),
-        "outputs": Command("jobs_outputs:outputs", 'List the files job ID wrote: its work/ and its declared output directories.'),
+        "outputs": Command("jobs_outputs:outputs", 'List the files job ID wrote: work/ and its declared outputs.'),
     },
     "key": {
         "generate": Command("keys:generate", "Make a signing key pair (Ed25519, or --type ecdsa-p256) for 'forge plugin publish --sign'."),
