@@ -331,6 +331,7 @@ def launch(
     watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
     code, stopped = run_entrypoint(argv, recipe, workdir)
+    _record_end(job, spec_path, workdir)
     if stopped is not None:
         return _fail(job_dir, stopped, job)
 
@@ -475,6 +476,22 @@ def _prepare_outputs(spec) -> None:
         except OSError as exc:
             say(f"{WARNING}outputs: cannot make {path}: {exc.strerror or exc}")
     os.environ.update(output_environment(spec, os.environ))
+
+
+def _record_end(job, spec_path: str, workdir: str) -> None:
+    """The end of this attempt on this host (SPEC §18): the outputs manifest and sidecars
+    (:mod:`.lineage`); on Ray, where the job directory goes with the job, the manifest also
+    travels through the log as a frame. A failure is said, never the job's own end."""
+    from .lineage import record_attempt_end
+    from .provenance_log import emit_outputs, enabled
+
+    try:
+        path = record_attempt_end(spec_path, job.job_dir, job.attempt, env=os.environ, work=workdir)
+        if enabled():
+            with open(path, encoding="utf-8") as f:
+                emit_outputs(f.read())
+    except Exception as exc:  # noqa: BLE001 - the entrypoint's code stands whatever happens here
+        say(f"{WARNING}outputs manifest not recorded: {exc}")
 
 
 def _verify_only(job, on_item) -> int:

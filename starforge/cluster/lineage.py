@@ -14,10 +14,13 @@ backend, :func:`record_attempt_end`:
   submit, and the parameters. The lineage then travels with the files. A sidecar another
   job left there keeps that job's entry (one entry per job id, the newest attempt).
 
-Run as ``python -m starforge.cluster.lineage --spec JOBSPEC --job-dir DIR`` (the Slurm
-collect step, under the node's ``python3`` with the runtime zip on ``PYTHONPATH``); the
-local backend's supervisor calls :func:`record_attempt_end` directly. Nothing here runs
-on a worker's boot path.
+The launcher records it when its entrypoint returns (in its own process: a few ms). A
+launcher that was killed (a cancel, a time limit, a preemption) cannot, so each backend
+makes up for it where the attempt ends, when this attempt and host have no manifest yet:
+the local backend's supervisor (:func:`record_attempt_end`), the Slurm collect and keeper
+steps (``python -m starforge.cluster.lineage --spec JOBSPEC --job-dir DIR --if-missing``,
+under the node's ``python3`` with the runtime zip on ``PYTHONPATH``). Nothing here runs on
+a worker's boot path.
 
 Standard library only.
 
@@ -169,11 +172,17 @@ def manifest_name(attempt: int, host: str) -> str:
 
 
 def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None, host: str | None = None,
-                       env: Mapping[str, str] | None = None) -> str:
+                       env: Mapping[str, str] | None = None, work: str | None = None, if_missing: bool = False,
+                       by: str = "launcher") -> str:
     """Record the end of an attempt (see the module doc); return the manifest's path.
 
-    Nothing here raises for a directory that is missing, unreadable or not writable: the
-    manifest says so (``missing``, ``sidecar`` holds the reason) and the rest is recorded.
+    *work*: the job's working directory (default: as the environment names it); *by*: who
+    records it (the manifest's ``recorded_by``: the launcher, or the backend making up for
+    a launcher that was killed). With
+    *if_missing*, nothing is done when this attempt and host already have a manifest (the
+    launcher wrote it; the backend's own end of the attempt only makes up for a launcher
+    that was killed). Nothing here raises for a directory that is missing, unreadable or
+    not writable: the manifest says so (``missing``, ``sidecar`` holds the reason).
     """
     from .atomic import write_file
     from .attempts import last_attempt
@@ -182,12 +191,15 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
     from .utctime import utc_now
 
     env = dict(os.environ if env is None else env)
-    spec = read_spec(spec_path)
     if attempt is None:
         attempt = last_attempt(job_dir, env)
-    host = host or _short_host()
+    host = host or short_host()
+    out = os.path.join(job_dir, LINEAGE_DIR, manifest_name(attempt, host))
+    if if_missing and os.path.exists(out):
+        return out
+    spec = read_spec(spec_path)
     ended = utc_now()
-    dirs: list[dict[str, Any]] = [{"kind": "work", "declared": "work/", "path": work_dir(job_dir, env)}]
+    dirs: list[dict[str, Any]] = [{"kind": "work", "declared": "work/", "path": work or work_dir(job_dir, env)}]
     dirs += [{"kind": "declared", "declared": d, "path": p} for d, p in output_dirs(spec, env)]
     entry = sidecar_entry(spec, attempt, ended)
     for d in dirs:
@@ -206,17 +218,16 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
             except OSError as exc:
                 d["sidecar"] = f"not written: {exc.strerror or exc}"
     doc = {
-        "schema": MANIFEST_SCHEMA, "job_id": spec.id, "attempt": attempt, "host": host, "ended": ended,
+        "schema": MANIFEST_SCHEMA, "job_id": spec.id, "attempt": attempt, "host": host, "ended": ended, "recorded_by": by,
         "sample_above": (spec.lineage or {}).get("sample_above", DEFAULT_SAMPLE_ABOVE), "dirs": dirs,
     }
-    folder = os.path.join(job_dir, LINEAGE_DIR)
-    os.makedirs(folder, exist_ok=True)
-    out = os.path.join(folder, manifest_name(attempt, host))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     write_file(out, json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
     return out
 
 
-def _short_host() -> str:
+def short_host() -> str:
+    """This host's short name, as manifests are named by it (``hostname -s``)."""
     import socket
 
     name = socket.gethostname().split(".")[0]
@@ -224,16 +235,19 @@ def _short_host() -> str:
 
 
 def main(argv: list | None = None) -> int:
-    """``python -m starforge.cluster.lineage --spec JOBSPEC --job-dir DIR [--attempt N]``."""
+    """``python -m starforge.cluster.lineage --spec JOBSPEC --job-dir DIR [--attempt N] [--host H] [--if-missing]``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m starforge.cluster.lineage")
     parser.add_argument("--spec", required=True)
     parser.add_argument("--job-dir", required=True)
     parser.add_argument("--attempt", type=int)
+    parser.add_argument("--host")
+    parser.add_argument("--if-missing", action="store_true")
+    parser.add_argument("--by", default="collect step")
     args = parser.parse_args(argv)
     try:
-        record_attempt_end(args.spec, args.job_dir, args.attempt)
+        record_attempt_end(args.spec, args.job_dir, args.attempt, args.host, if_missing=args.if_missing, by=args.by)
     except Exception as exc:  # the end of an attempt: say it, never hide the job's own exit
         sys.stderr.write(f"warning : outputs manifest not recorded: {exc}\n")
         return 1

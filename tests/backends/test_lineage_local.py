@@ -46,6 +46,7 @@ def test_a_job_that_ends_leaves_its_manifest_and_a_sidecar_in_its_declared_direc
     ckpt = tmp_path / "ckpt" / job["id"]
     assert (ckpt / "model.bin").stat().st_size == 4096  # FORGE_OUTPUT_DIR named the declared directory, made for it
     manifest, = _manifests(Path(job["dir"]))
+    assert manifest["recorded_by"] == "launcher"
     work, declared = manifest["dirs"]
     assert "metrics.csv" in [f[0] for f in work["files"]]
     assert (declared["path"], [f[:2] for f in declared["files"]]) == (str(ckpt), [["model.bin", 4096]])
@@ -64,8 +65,8 @@ def test_a_cancelled_attempt_still_gets_its_manifest_and_sidecar(tmp_path):
     project.forge("jobs", "cancel", job["id"])
     shown = json.loads(project.forge("jobs", "show", job["id"], "--json").stdout)
     assert shown["status"] == "cancelled"
-    manifest, = _manifests(Path(job["dir"]))
-    assert [f[0] for f in manifest["dirs"][1]["files"]] == ["model.bin"]
+    manifest, = _manifests(Path(job["dir"]))  # the launcher was killed: its supervisor made it
+    assert manifest["recorded_by"] == "local supervisor" and [f[0] for f in manifest["dirs"][1]["files"]] == ["model.bin"]
     assert (tmp_path / "ckpt" / job["id"] / ".forge-provenance.json").is_file()
 
 

@@ -360,17 +360,22 @@ def _wait_for(what: str, check, timeout: float, detail=lambda: "") -> None:
 
 
 SLEEPER = "python -c 'import socket, time; print(\"sleeping on\", socket.gethostname(), flush=True); time.sleep(300)'"
-# the same, having first written a checkpoint of its host into the job's declared output directory
-CHECKPOINTING_SLEEPER = (
-    "python -c 'import os, socket, time; h = socket.gethostname(); "
-    "open(os.path.join(os.environ[\"FORGE_OUTPUT_DIR\"], h + \".bin\"), \"wb\").write(h.encode() * 1000); "
-    "print(\"sleeping on\", h, flush=True); time.sleep(300)'"
-)
+# the same, run in the launcher's process (a script), having first written a checkpoint of its
+# host into the job's declared output directory
+CHECKPOINTING_SLEEPER = """\
+import os, socket, time
+host = socket.gethostname()
+with open(os.path.join(os.environ["FORGE_OUTPUT_DIR"], host + ".bin"), "wb") as f:
+    f.write(host.encode() * 1000)
+print("sleeping on", host, flush=True)
+time.sleep(300)
+"""
 
 
 def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment, tmp_path):
     cluster = slurm_two_hosts
-    exp = make_experiment(CHECKPOINTING_SLEEPER, "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    exp = make_experiment("python sleeper.py", "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    (exp / "sleeper.py").write_text(CHECKPOINTING_SLEEPER)
     shared = tmp_path / "lustre" / "ckpt"  # the test's temp directory: the same on every host
     with open(exp / "forge.yaml", "a") as f:
         f.write(f"outputs: [{shared}/$FORGE_JOB_ID]\n")
@@ -395,6 +400,7 @@ def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_e
     job_dir, ckpt = Path(record["dir"]), shared / record["id"]
     manifests = [json.loads((job_dir / "lineage" / f"outputs-a0-{h}.json").read_text()) for h in (N1, N2)]
     for manifest in manifests:
+        assert manifest["recorded_by"] == "collect step"  # the launchers (the trainer's process) were killed
         declared = manifest["dirs"][1]
         assert (declared["path"], sorted(f[0] for f in declared["files"])) == (str(ckpt), [f"{N1}.bin", f"{N2}.bin"])
         assert declared["sidecar"] is True

@@ -110,6 +110,11 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
     replay = _forge("jobs", "replay", record.id, "--dry-run", "--strict")
     assert replay.returncode == 0, replay.stderr
     assert json.loads(replay.stdout[replay.stdout.index("{"):])["replay"]["environment"] == back["launcher"]["environment"]
+    # The end of the attempt: Ray deletes its copy of the job package, so the launcher's outputs
+    # manifest came back through the log too, into the laptop's job directory
+    manifest, = [json.loads(p.read_text()) for p in (Path(record.dir) / "lineage").glob("outputs-a*-*.json")]
+    assert (manifest["job_id"], manifest["attempt"], manifest["host"]) == (record.id, 0, host)
+    assert manifest["dirs"][0]["kind"] == "work" and manifest["dirs"][0]["files"], manifest
 
 
 def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_client, make_experiment, tmp_path, monkeypatch):
