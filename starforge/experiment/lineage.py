@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -38,13 +39,30 @@ class OutputFile:
 
 @dataclass(frozen=True)
 class KnownJob:
-    """A job record a lineage question can read, with its outputs manifests."""
+    """A job record a lineage question can read, with its outputs manifests (read from its
+    job directory when first asked for, or kept in its tombstone)."""
 
     record: JobRecord
     store: Path
     removed: bool  # a tombstone: the job's files were deleted with forge jobs rm / prune
-    manifests: tuple = ()
-    problems: tuple = ()
+    kept: tuple | None = None  # the manifests a tombstone kept
+
+    @cached_property
+    def _read(self) -> tuple:
+        if self.kept:
+            return self.kept, ()
+        from ..backends.outputs import read_manifests
+
+        manifests, problems = read_manifests(Path(self.record.dir))
+        return tuple(manifests), tuple(problems)
+
+    @property
+    def manifests(self) -> tuple:
+        return self._read[0]
+
+    @property
+    def problems(self) -> tuple:
+        return self._read[1]
 
     @property
     def hosts(self) -> list:
@@ -104,8 +122,7 @@ def read_jobs(stores: Sequence[str | os.PathLike] = (), *, own: bool = True) -> 
         world.problems += [f"{u.path}: unreadable job record: {u.reason}" for u in unreadable]
         for record in records:
             if record.id not in world.jobs or world.jobs[record.id].removed:
-                manifests, problems = _manifests_of(Path(record.dir))
-                world.jobs[record.id] = KnownJob(record, root, False, tuple(manifests), tuple(problems))
+                world.jobs[record.id] = KnownJob(record, root, False)
         for path in sorted((root / REMOVED_DIR).glob("*.json")) if (root / REMOVED_DIR).is_dir() else ():
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
@@ -119,16 +136,8 @@ def read_jobs(stores: Sequence[str | os.PathLike] = (), *, own: bool = True) -> 
             from ..backends.outputs import valid_manifest
 
             manifests = [m for m in kept if isinstance(m, dict) and valid_manifest(m)] if isinstance(kept, list) else []
-            if not manifests:
-                manifests, _ = _manifests_of(Path(record.dir))
             world.jobs[record.id] = KnownJob(record, root, True, tuple(manifests))
     return world
-
-
-def _manifests_of(job_dir: Path) -> tuple:
-    from ..backends.outputs import read_manifests
-
-    return read_manifests(job_dir)
 
 
 def pins(record: JobRecord) -> list:
