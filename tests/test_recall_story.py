@@ -141,6 +141,11 @@ def test_the_checkpoints_of_a_yanked_patch_are_traced_and_audit_gates_ci(tmp_pat
     ran = [json.loads(near.forge("submit", exp, "--set", "grpo.steps=3", "--set", "grpo.report_steps=1",
                                  "--set", f"grpo.seed={seed}", "--set", f"opsd.scale={scale}", "--json").stdout)["id"]
            for seed, scale in ((1, "0.5"), (2, "2.0"))]
+    # each checkpoint directory carries its lineage: the pins with their yank facts at submit, the parameters
+    sidecar, = json.loads((lustre / ran[0] / ".forge-provenance.json").read_text())["jobs"]
+    assert {p["ref"]: p["yank"] for p in sidecar["plugins"]} == {f"{OWNER}/dr-grpo@2.0.1": {"yanked": False},
+                                                                "recipe:reward-clip@0.1.0": None}
+    assert (sidecar["job_id"], sidecar["params"]["opsd.scale"]) == (ran[0], 0.5)
     team_store = near.home / "jobs"  # the team's shared job records, as a teammate names them
     ci = teammate.forge("audit", "--store", team_store, "--json",
                         env={"FORGE_REGISTRY": registry})
@@ -180,3 +185,9 @@ def test_the_checkpoints_of_a_yanked_patch_are_traced_and_audit_gates_ci(tmp_pat
     # and the CI gate over the team's store now fails, exit 22
     gate = teammate.forge("audit", "--store", team_store, ok=False, env={"FORGE_REGISTRY": registry})
     assert gate.returncode == 22 and ran[0] in gate.stdout and ran[1] in gate.stdout
+    # a run of the yanked version made knowingly: its sidecar says it was yanked at submit, and why
+    again = json.loads(near.forge("submit", exp, "--allow-yanked", "--set", "grpo.steps=1", "--set", "grpo.report_steps=1",
+                                  "--json").stdout)["id"]
+    pins = {p["ref"]: p["yank"] for p in json.loads((lustre / again / ".forge-provenance.json").read_text())["jobs"][0]["plugins"]}
+    assert pins[f"{OWNER}/dr-grpo@2.0.1"]["yanked"] is True and pins[f"{OWNER}/dr-grpo@2.0.1"]["reason"] == REASON
+    assert pins[f"{OWNER}/dr-grpo@2.0.1"]["allowed_by"] == "--allow-yanked"
