@@ -487,7 +487,7 @@ def _record_end(job, spec_path: str, workdir: str) -> None:
 
     try:
         path = record_attempt_end(spec_path, job.job_dir, job.attempt, env=os.environ, work=workdir)
-        if enabled():
+        if path and enabled():
             with open(path, encoding="utf-8") as f:
                 emit_outputs(f.read())
     except Exception as exc:  # noqa: BLE001 - the entrypoint's code stands whatever happens here

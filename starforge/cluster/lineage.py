@@ -173,8 +173,9 @@ def manifest_name(attempt: int, host: str) -> str:
 
 def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None, host: str | None = None,
                        env: Mapping[str, str] | None = None, work: str | None = None, if_missing: bool = False,
-                       by: str = "launcher") -> str:
-    """Record the end of an attempt (see the module doc); return the manifest's path.
+                       by: str = "launcher") -> str | None:
+    """Record the end of an attempt (see the module doc); return the manifest's path (None
+    for a ``forge plan --backend`` job, which runs no entrypoint).
 
     *work*: the job's working directory (default: as the environment names it); *by*: who
     records it (the manifest's ``recorded_by``: the launcher, or the backend making up for
@@ -198,6 +199,8 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
     if if_missing and os.path.exists(out):
         return out
     spec = read_spec(spec_path)
+    if spec.ledger_only:  # forge plan --backend: the load phase only, nothing trained or written
+        return None
     ended = utc_now()
     dirs: list[dict[str, Any]] = [{"kind": "work", "declared": "work/", "path": work or work_dir(job_dir, env)}]
     dirs += [{"kind": "declared", "declared": d, "path": p} for d, p in output_dirs(spec, env)]

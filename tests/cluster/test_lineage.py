@@ -77,3 +77,11 @@ def test_a_sidecar_keeps_other_jobs_entries_and_replaces_an_unreadable_one(tmp_p
     (shared / SIDECAR).write_bytes(b"[" * (SIDECAR_READ_CAP + 10))  # planted garbage: not parsed, replaced
     record_attempt_end(str(job_dir / "jobspec.json"), str(job_dir), attempt=2, host="h", env={})
     assert [j["job_id"] for j in json.loads((shared / SIDECAR).read_text())["jobs"]] == [spec.id]
+
+
+def test_a_plan_only_job_records_nothing(tmp_path):
+    spec, job_dir = _job(tmp_path, [str(tmp_path / "ckpt")])
+    (tmp_path / "ckpt").mkdir()
+    write_spec(spec.replace(ledger_only=True), job_dir / "jobspec.json")
+    assert record_attempt_end(str(job_dir / "jobspec.json"), str(job_dir), attempt=0, host="h", env={}) is None
+    assert not (job_dir / "lineage").exists() and not (tmp_path / "ckpt" / SIDECAR).exists()
