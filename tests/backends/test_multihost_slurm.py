@@ -598,3 +598,58 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
     assert (second["attempt"], second["removed"], second["not_removed"]) == (1, [N3, N4], []), second
     assert (f"{N4} did not remove its node-local copy (the host died or was killed before its cleanup ran); "
             f"attempt 1's prepare on {N4} removed it") in text, text
+
+
+# The recall story's checkpoint steps on two hosts: each host's rank writes its shard of the
+# checkpoint into the declared directory on the shared file system.
+CHECKPOINT_SHARD = """\
+import os, socket
+host = socket.gethostname()
+with open(os.path.join(os.environ["FORGE_OUTPUT_DIR"], "shard-" + host + ".bin"), "wb") as f:
+    f.write(("weights of " + host).encode() * 2000)
+"""
+
+
+def test_the_checkpoints_of_a_yanked_version_run_on_two_hosts_are_audited_and_traced(
+        slurm_two_hosts, experiment_at, plugin_registry, forge_home, tmp_path):
+    cluster = slurm_two_hosts
+    registry = str(tmp_path / "registry")  # a registry of this test's own: the version is yanked there only
+    copied = cluster.forge("plugin", "copy", "tester/mark-worker@1.0.0", "--from", plugin_registry, "--to", registry)
+    assert copied.returncode == 0, copied.stderr
+    exp = experiment_at(tmp_path / "exp", registry, "python shard.py", "slurm", {"nodes": 2, "launch": "per-node"},
+                        "shards")
+    (exp / "shard.py").write_text(CHECKPOINT_SHARD)
+    lustre = tmp_path / "lustre" / "ckpt"  # seen by every host at this path
+    with open(exp / "forge.yaml", "a") as f:
+        f.write(f"outputs: [{lustre}/$FORGE_JOB_ID]\n")
+    record, log = _submit(cluster, exp)
+    assert record["status"] == "succeeded", log
+    ckpt = lustre / record["id"]
+    assert sorted(p.name for p in ckpt.glob("shard-*.bin")) == [f"shard-{N1}.bin", f"shard-{N2}.bin"]
+    for host in (N1, N2):  # each host's launcher listed the shared directory at its end
+        manifest = json.loads((Path(record["dir"]) / "lineage" / f"outputs-a0-{host}.json").read_text())
+        assert manifest["recorded_by"] == "launcher" and len(manifest["dirs"][1]["files"]) == 2
+
+    reason = "the mark is applied twice"
+    yanked = cluster.forge("plugin", "yank", "tester/mark-worker@1.0.0", "--reason", reason, "--registry", registry)
+    assert yanked.returncode == 0, yanked.stderr
+    audit = cluster.forge("audit", "--json", env=cluster.env(FORGE_REGISTRY=registry))
+    assert audit.returncode == 22, audit.stderr
+    version, = json.loads(audit.stdout)["versions"]
+    job, = version["jobs"]
+    assert (version["reason"], job["id"], job["hosts"], job["sidecars"]) == (reason, record["id"], [N1, N2], [str(ckpt)])
+
+    # a shard copied off the cluster is traced by content to the job, its hosts and the yank
+    copy = tmp_path / "laptop" / "shard.bin"
+    copy.parent.mkdir()
+    shutil.copy(ckpt / f"shard-{N2}.bin", copy)
+    traced = cluster.forge("trace", str(copy), "--json", env=cluster.env(FORGE_REGISTRY=registry))
+    assert traced.returncode == 0, traced.stderr
+    found, = json.loads(traced.stdout)["jobs"]
+    assert (found["job_id"], found["source"], found["backend"], found["hosts"]) == (record["id"], "content", "slurm", [N1, N2])
+    assert [(p["ref"], p["yanked"], p["reason"]) for p in found["plugins"]] == [("tester/mark-worker@1.0.0", True, reason)]
+    # a teammate with an empty FORGE_HOME finds it through the sidecar on the shared file system
+    teammate = cluster.env(FORGE_HOME=str(tmp_path / "teammate"), FORGE_REGISTRY=registry)
+    claim = cluster.forge("trace", str(ckpt / f"shard-{N1}.bin"), env=teammate)
+    assert claim.returncode == 0, claim.stderr
+    assert f"written by job {record['id']}, by the sidecar" in claim.stdout and "YANKED now" in claim.stdout
