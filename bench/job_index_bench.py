@@ -7,7 +7,7 @@ tombstones; then times, as processes of their own (what a user waits for):
 - ``python -c pass`` (the interpreter's own start, the baseline);
 - ``forge jobs list --plugin owner/name@version`` with no index (rebuilt from nothing);
 - the same again (warm: the index is in step, one directory listing checks it);
-- the same after one record changed (warm, one record read again);
+- the same after one record changed (written as the store writes, a rename: one record read again);
 - ``forge --version`` (the CLI's own start, for scale).
 
 And, in this process, what the record's pins and parameters add to saving a job record at
@@ -92,11 +92,12 @@ def main() -> None:
         rows: dict = {"python -c pass": [], "rebuilt": [], "warm": [], "one changed": [], "forge --version": []}
         for _ in range(args.repeat):
             rows["python -c pass"].append(timed([sys.executable, "-c", "pass"], env))
-            (store_root / "index.sqlite").unlink(missing_ok=True)
+            (store_root / ".index" / "jobs.sqlite").unlink(missing_ok=True)
             rows["rebuilt"].append(timed(query, env))
             rows["warm"].append(timed(query, env))
-            one = store_root / "exp-000005.json"
-            one.write_text(one.read_text())
+            one = store_root / "exp-000005.json"  # rewritten as the store writes: a temp file renamed over it
+            (store_root / ".exp-000005.tmp").write_text(one.read_text().replace('"exit_code": 0', '"exit_code": 1'))
+            os.replace(store_root / ".exp-000005.tmp", one)
             rows["one changed"].append(timed(query, env))
             rows["forge --version"].append(timed([*forge, "--version"], env))
         base = statistics.median(rows["python -c pass"])

@@ -113,14 +113,14 @@ def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure:
     from .registry.factory import open_registry
     from .registry.publish import with_default_owner
     from .registry.resolve import resolve
-    from .registry.verified_fetch import fetch_verified
+    from .registry.store import PluginStore
 
     registry = open_registry(registry_url, insecure=insecure, ca_file=ca_file)
     info = resolve(registry, with_default_owner(ref))  # as forge plugin pull: the default owner
     if (info.manifest or {}).get("kind") not in (None, "data-prep"):
         raise UsageError(_not_data_prep(info.ref, info.manifest["kind"]), hint=_KIND_HINT)
     with tempfile.TemporaryDirectory(prefix="forge-prep-") as tmp:
-        fetched = fetch_verified(registry, info, Path(tmp) / info.name, require=require_signatures)
+        fetched = PluginStore(registry).fetch_verified(info, Path(tmp) / info.name, require=require_signatures)
         verdict, dest = fetched.status, fetched.dest
         assert dest is not None
         try:

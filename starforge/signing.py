@@ -13,8 +13,9 @@ Verifying (:func:`verify_envelope`) checks, in this order:
 
 The trust file (``trust.json`` in the config directory, or any path: the launcher reads
 ``FORGE_TRUST``) maps owners to public keys by key id. An owner with trusted keys must
-always come with a valid signature; :func:`verify_published` with ``require=True`` extends
-that to every owner.
+always come with a valid signature; ``--require-signatures`` extends that to every owner.
+What a published version's signatures decide (which envelopes, which keys, the cache, the
+Sigstore bundles beside them) is :class:`starforge.registry.store.PluginStore`'s.
 
 Importing this module costs only the standard library; ``cryptography`` is imported by the
 functions that need it, so the launcher pays for it only when it checks signatures.
@@ -403,93 +404,7 @@ def trust_list(path: str | os.PathLike | None = None) -> list:
     return [{"owner": o, "key_id": k} for o in sorted(trust.owners) for k in trust.key_ids(o)]
 
 
-# -- verification -------------------------------------------------------------------------
-
-def verify_published(registry, info, trust: Trust | None = None, require: bool = False) -> str:
-    """Signature status of a published version, for the lock file: ``verified``, ``unsigned`` or ``unverified``.
-
-    - The owner has trusted keys: one of the stored envelopes must verify
-      (:func:`verify_envelope`) → ``"verified"``; a missing envelope raises
-      :class:`SignatureError` (a stripped signature is an error, never a downgrade). Other
-      envelopes beside a valid one (a re-sign, a rotated key) break nothing; when none
-      verifies, the newest one's failure is reported.
-    - No key is trusted for the owner: with *require* (``--require-signatures``) this is a
-      :class:`SignatureError`; otherwise ``"unsigned"`` when there is no envelope and
-      ``"unverified"`` when there is one (nobody to check it against).
-
-    *trust* defaults to the user's trust file; *info* is a :class:`PublishedVersion`.
-    """
-    return verify_published_envelope(registry, info, trust, require)[0]
-
-
-def verify_published_envelope(registry, info, trust: Trust | None = None, require: bool = False) -> tuple:
-    """``(status, envelope)``: :func:`verify_published`'s status and the envelope that verified
-    (``"verified"``), else the newest envelope stored (or None).
-
-    A verdict only: nothing is written. A caller that wants a verified envelope kept for
-    offline staging hands the verdict to :func:`starforge.registry.cache.remember_verified`.
-    """
-    trust = trust if trust is not None else load_trust()
-    envelopes = stored_envelopes(registry, info)
-    newest = envelopes[-1] if envelopes else None
-    rule = trust_rule(trust.key_ids(info.owner), signed=bool(envelopes), require=require)
-    if rule == NO_TRUSTED_KEY:
-        raise SignatureError(
-            f"{info.ref}: signatures are required, but no key is trusted for owner {info.owner}",
-            hint=f"forge trust add {info.owner} PUBKEY.pub",
-        )
-    if rule == UNSIGNED:
-        return rule, newest
-    if rule == UNVERIFIED:
-        _check_bundles(registry, info, envelopes)
-        return rule, newest
-    if rule == MISSING:
-        raise SignatureError(
-            f"{info.ref} has no signature, but owner {info.owner} has trusted keys",
-            hint=("a signature may have been stripped; do not use this version until its publisher signs it: "
-                  f"'forge plugin sign {info.ref} --from DIR' (DIR: the publisher's copy of its files; or --lock "
-                  "FILE, a lock that pinned them) adds a signature to a published version"),
-        )
-    failures: list = []
-    for envelope in reversed(envelopes):
-        try:
-            verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
-                            tree_digest=info.tree_digest, trust=trust, artifact_digest=info.artifact_digest or None)
-        except SignatureError as exc:
-            failures.append(exc)
-            continue
-        _check_bundles(registry, info, envelopes)
-        return VERIFIED, envelope
-    raise failures[0]
-
-
-def _check_bundles(registry, info, envelopes: list) -> None:
-    """Each Sigstore bundle stored beside the envelopes carries one of their signatures, or the registry is tampered."""
-    bundles = getattr(registry, "sigstore_bundles", None)
-    if bundles is not None:
-        from .sigstore_bundle import check_bundles
-        from .urls import mask_url
-
-        check_bundles(info.ref, envelopes, bundles(info), f"registry {mask_url(registry.url)}")
-
-
-def signed_by(envelopes: list, public_key, info) -> bool:
-    """Whether one of *envelopes* carries a valid signature by *public_key* over the publish
-    statement of *info* (its tree digest and, where named, its archive): signing it again
-    with that key adds nothing."""
-    from cryptography.hazmat.primitives import serialization
-
-    pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
-    only = Trust(owners={info.owner: {key_id(public_key): pem}})
-    for envelope in envelopes:
-        try:
-            verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
-                            tree_digest=info.tree_digest, trust=only, artifact_digest=info.artifact_digest)
-        except SignatureError:
-            continue
-        return True
-    return False
-
+# -- signing policy -----------------------------------------------------------------------
 
 def check_signing_key(owner: str, public_key, key_file, trust: Trust) -> bool:
     """Refuse (:class:`UsageError`) to sign for *owner* with a key the trust file does not list
@@ -508,15 +423,6 @@ def check_signing_key(owner: str, public_key, key_file, trust: Trust) -> bool:
         hint=f"sign with a key trusted for {owner} (--key NAME; trusted: {', '.join(listed)}), or, if this key should be "
              f"trusted: forge trust add {owner} {public_path_for(key_file)}",
     )
-
-
-def stored_envelopes(registry, info) -> list:
-    """Every envelope *registry* holds for *info*, oldest first (``signatures()`` where the registry has it)."""
-    many = getattr(registry, "signatures", None)
-    if many is not None:
-        return list(many(info))
-    one = registry.signature(info)
-    return [] if one is None else [one]
 
 
 # -- internals ----------------------------------------------------------------------------

@@ -32,8 +32,11 @@ def isolated_forge_home(tmp_path_factory, monkeypatch):
 # the controller made (STARFORGE_TEST_GROUPS_DIR); the controller's scheduler (xdist's load-by-scope,
 # each other test a scope of its own) reads it. xdist's own `loadgroup` cannot be used: it
 # renames node ids, which pytest 9.2 no longer lets a plugin do.
+# The quickstart's shared run (tests/examples/test_quickstart.py) is grouped the same way: one
+# run of the script for the tests that read the checkout it leaves.
 SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in", "frameworks"),
-                  ("slurm_two_hosts", "slurm-two-hosts"), ("ray_two_hosts", "ray-two-hosts"))
+                  ("slurm_two_hosts", "slurm-two-hosts"), ("ray_two_hosts", "ray-two-hosts"),
+                  ("quickstart_run", "quickstart"))
 GROUPS_ENV = "STARFORGE_TEST_GROUPS_DIR"
 
 

@@ -160,7 +160,7 @@ def test_bundle_create_refuses_a_data_prep_plugin_in_a_hand_made_lock(laptop):
     from starforge.experiment.lock import entry_from_tree
     from starforge.experiment.lockfile import LockFile
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.registry.verified import verified_tree
+    from starforge.registry.store import PluginStore
 
     laptop.forge("plugin", "init", "my-prep", "--kind", "data-prep")
     reg = laptop.root / "reg"
@@ -171,7 +171,7 @@ def test_bundle_create_refuses_a_data_prep_plugin_in_a_hand_made_lock(laptop):
     exp.mkdir()
     (exp / "forge.yaml").write_text("schema: forge/job/v1\nname: exp\nentrypoint: python -m train\n"
                                     "plugins: [alice/my-prep@0.1.0]\nbackend: local\n")
-    entry = entry_from_tree(info, verified_tree(registry, info), "alice/my-prep@==0.1.0", None)
+    entry = entry_from_tree(info, PluginStore(registry).tree_of(info), "alice/my-prep@==0.1.0", None)
     lock = LockFile(plugins=(entry,), registry=str(reg))
     (exp / "plugins.lock.json").write_text(lock.to_json())
     refused = laptop.forge("bundle", "create", exp, "-o", laptop.root / "b.tar", "--registry", reg, ok=False)

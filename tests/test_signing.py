@@ -24,8 +24,8 @@ from starforge.signing import (
     trust_add,
     trust_list,
     verify_envelope,
-    verify_published,
 )
+from starforge.registry.store import verify_published
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +172,8 @@ def test_a_key_trusted_only_for_another_owner_is_refused(world):
     info = publish(owner="alice", key="bob")
     with pytest.raises(SignatureError) as err:
         verify_published(reg, info, load_trust())
-    assert err.value.message == f"alice/opsd-patch@1.0.0 is signed by key {keys['bob'].key_id}, which is not trusted for owner alice"
+    assert err.value.message == (f"alice/opsd-patch@1.0.0 is signed by key {keys['bob'].key_id}, which is trusted for "
+                                 "owner bob, not for owner alice")  # whose key it is
     assert keys["alice"].key_id in err.value.hint
 
 

@@ -13,7 +13,8 @@ Prints, for the tests and for a human comparing runs::
     trainer options: scale_rewards=... loss_type=... importance_sampling_level=... epsilon=.../...
     step N loss = ...
     rewards = [...]            (every reward the reward function returned, in order)
-    advantages = [...]         (every advantage GRPOTrainer computed, in order)
+    advantages = [...]         (every advantage GRPOTrainer computed, in the same order: the
+                                i-th advantage is the i-th reward's)
     weights checksum = ...     (sum of all parameters after training)
 """
 
@@ -118,14 +119,17 @@ def main(argv: list) -> int:
           f"epsilon={trainer.epsilon_low}/{trainer.epsilon_high} max_completion_length={trainer.max_completion_length}",
           flush=True)
 
+    # Advantages as GRPOTrainer computes them, one per completion in the order the reward
+    # function scored them: TRL shuffles a generation batch after this, before the loss sees it.
     advantages_seen: list = []
-    compute_loss = trainer._compute_loss
+    generate_and_score = trainer._generate_and_score_completions
 
-    def recording_loss(model, inputs):
-        advantages_seen.extend(inputs["advantages"].reshape(-1).tolist())
-        return compute_loss(model, inputs)
+    def recording_scores(generation_batch):
+        output = generate_and_score(generation_batch)
+        advantages_seen.extend(output["advantages"].reshape(-1).tolist())
+        return output
 
-    trainer._compute_loss = recording_loss
+    trainer._generate_and_score_completions = recording_scores
     trainer.train()
     for entry in trainer.state.log_history:
         if "loss" in entry:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -34,7 +35,7 @@ from .store import REMOVED_DIR, JobStore
 
 SCHEMA = 1
 BUSY_TIMEOUT_S = 30.0
-INDEX_NAME = "index.sqlite"
+INDEX_NAME = ".index/jobs.sqlite"  # in a folder of its own: its writes leave the records' folder as it is
 # File systems whose locking SQLite cannot rely on (fstype as /proc/self/mountinfo names it).
 NETWORK_FILESYSTEMS = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "fuse.glusterfs",
@@ -233,8 +234,11 @@ class JobIndex:
             return f"of another schema ({rows.get('schema')})"
         if rows and rows.get("store") != root:
             return "made for another job store"
-        quick = conn.execute("PRAGMA quick_check").fetchone()
-        return "" if quick and quick[0] == "ok" else f"damaged ({quick[0] if quick else 'no answer'})"
+        # A truncated file (a full disk, a copy cut short) holds fewer pages than its header
+        # counts; other damage raises DatabaseError where it is read (_answer then rebuilds).
+        pages = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+        size = os.stat(str(self.path)).st_size
+        return "" if size >= pages else f"damaged (truncated: {size} of {pages} bytes)"
 
     def _discard(self) -> None:
         for suffix in ("", "-journal", "-wal", "-shm"):
@@ -287,29 +291,49 @@ class JobIndex:
                     and all(param_matches(j.record.params, k, raw) for k, raw in params))]
             return sync, jobs
         sync.where = f"index {self.path}"
+        try:
+            rows = self._read(select, sync)
+        except sqlite3.DatabaseError as exc:  # damaged where it was read: made anew, once
+            self._discard()
+            sync = Sync(where=sync.where)
+            rows = self._read(select, sync)
+            sync.rebuilt = f"unreadable ({exc})"
+        return sync, _ordered([IndexedJob(JobRecord.from_dict(json.loads(text)), bool(removed)) for text, removed in rows])
+
+    def _read(self, select, sync: Sync) -> list:
         with self._connect(sync) as conn:
             self._catch_up(conn, sync)
             sync.unreadable = [(str(self.store.root / name), problem)
                                for name, problem in conn.execute("SELECT name, problem FROM files WHERE problem IS NOT NULL")]
-            rows = select(conn)
-        return sync, _ordered([IndexedJob(JobRecord.from_dict(json.loads(text)), bool(removed)) for text, removed in rows])
+            return select(conn)
 
     def _catch_up(self, conn: sqlite3.Connection, sync: Sync) -> None:
+        # Every write of the store renames a file into its folder, which changes the folder's
+        # modification time: folders as they were at the last full check mean nothing changed.
+        folders, newest = _folder_facts(self.store)
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'folders'").fetchone()
+        if stored is not None and stored[0] == folders:
+            return
         listing = _listing(self.store)
         known = dict(conn.execute("SELECT name, facts FROM files"))
-        if known == listing:
-            return
         conn.execute("BEGIN IMMEDIATE")  # another process may have caught up meanwhile: diff again inside
         try:
-            known = dict(conn.execute("SELECT name, facts FROM files"))
-            for name in known.keys() - listing.keys():
-                self._forget(conn, name)
-            fresh = not known
-            for name, facts in sorted(listing.items()):  # records before tombstones ("removed/…" sorts last)
-                if known.get(name) != facts:
-                    if not fresh:
-                        self._forget(conn, name)
-                    self._add(conn, name, facts, sync, fresh=fresh and not name.startswith(REMOVED_DIR + "/"))
+            if known != listing:
+                known = dict(conn.execute("SELECT name, facts FROM files"))
+                for name in known.keys() - listing.keys():
+                    self._forget(conn, name)
+                fresh = not known
+                rows = Rows()
+                for name, facts in sorted(listing.items()):  # records before tombstones ("removed/…" sorts last)
+                    if known.get(name) != facts:
+                        if not fresh:
+                            self._forget(conn, name)
+                        self._add(conn, name, facts, sync, rows, fresh=fresh and not name.startswith(REMOVED_DIR + "/"))
+                rows.write(conn)
+            # Remembered only once settled: a write in the same tick of the folder's clock as the
+            # listing would leave its modification time as it is now, and be missed next time.
+            settled = newest is not None and time.time_ns() - newest > SETTLED_NS
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('folders', ?)", (folders if settled else "",))
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -326,30 +350,28 @@ class JobIndex:
                 for table, key in (("jobs", "id"), ("pins", "job_id"), ("params", "job_id")):
                     conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (job_id,))
 
-    def _add(self, conn: sqlite3.Connection, name: str, facts: str, sync: Sync, fresh: bool = False) -> None:
-        """Index the record file *name* (*fresh*: the index holds nothing of its id yet)."""
+    def _add(self, conn: sqlite3.Connection, name: str, facts: str, sync: Sync, rows: "Rows", fresh: bool = False) -> None:
+        """Index the record file *name* into *rows* (*fresh*: the index holds nothing of its id yet)."""
         sync.read += 1
         try:
             record, removed, text = self._load(name)
         except ValueError as exc:
-            conn.execute("INSERT INTO files VALUES (?, ?, NULL, ?)", (name, facts, str(exc)))
+            rows.files.append((name, facts, None, str(exc)))
             return
         if not fresh:
+            rows.write(conn)  # what came before is in the tables, for the checks below
             live = conn.execute("SELECT removed FROM jobs WHERE id = ?", (record.id,)).fetchone()
             if live is not None and removed and not live[0]:
                 # a tombstone beside a live record of the same id (a job re-submitted under its id): the record wins
-                conn.execute("INSERT INTO files VALUES (?, ?, NULL, NULL)", (name, facts))
+                rows.files.append((name, facts, None, None))
                 return
             for table, key in (("jobs", "id"), ("pins", "job_id"), ("params", "job_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (record.id,))
-        conn.execute("INSERT INTO files VALUES (?, ?, ?, NULL)", (name, facts, record.id))
-        conn.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?)",
-                     (record.id, name, record.created, int(removed), int(record.plugins is not None), text))
-        conn.executemany("INSERT INTO pins VALUES (?, ?, ?, ?, ?, ?)",
-                         [(record.id, *pin_parts(pin), str(pin.get("digest") or ""), str(pin.get("ref") or ""))
-                          for pin in record.plugins or ()])
-        conn.executemany("INSERT INTO params VALUES (?, ?, ?)",
-                         [(record.id, key, json.dumps(value, sort_keys=True)) for key, value in (record.params or {}).items()])
+        rows.files.append((name, facts, record.id, None))
+        rows.jobs.append((record.id, name, record.created, int(removed), int(record.plugins is not None), text))
+        rows.pins += [(record.id, *pin_parts(pin), str(pin.get("digest") or ""), str(pin.get("ref") or ""))
+                      for pin in record.plugins or ()]
+        rows.params += [(record.id, key, _JSON(value)) for key, value in (record.params or {}).items()]
 
     def _load(self, name: str) -> tuple:
         """``(record, removed, JSON text)`` of the record file *name*; old records' pins are
@@ -396,6 +418,41 @@ def _pin_ids(conn: sqlite3.Connection, wanted: str) -> list:
     else:
         rows = conn.execute("SELECT job_id FROM pins WHERE owner = ? AND name = ?", (owner, name))
     return [r[0] for r in rows]
+
+
+_JSON = json.JSONEncoder(sort_keys=True).encode
+SETTLED_NS = 1_000_000_000  # far coarser than any file system's clock for modification times
+
+
+def _folder_facts(store: JobStore) -> tuple:
+    """``(facts, newest modification time in ns or None)`` of the store's two folders."""
+    parts, newest = [], None
+    for folder in (store.root, store.root / REMOVED_DIR):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            parts.append("-")
+            continue
+        parts.append(f"{st.st_ino}:{st.st_mtime_ns}")
+        newest = st.st_mtime_ns if newest is None else max(newest, st.st_mtime_ns)
+    return "|".join(parts), newest
+
+
+@dataclass
+class Rows:
+    """Rows to insert, written in one ``executemany`` per table."""
+
+    files: list = field(default_factory=list)
+    jobs: list = field(default_factory=list)
+    pins: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?)", self.files)
+        conn.executemany("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?)", self.jobs)
+        conn.executemany("INSERT INTO pins VALUES (?, ?, ?, ?, ?, ?)", self.pins)
+        conn.executemany("INSERT INTO params VALUES (?, ?, ?)", self.params)
+        self.files, self.jobs, self.pins, self.params = [], [], [], []
 
 
 def _ordered(jobs: list) -> list:

@@ -333,6 +333,10 @@ def _open_log(job_dir: Path, buffering: int = -1):
     return os.fdopen(fd, "ab", buffering=buffering)
 
 
+def _outlive(signum, frame) -> None:
+    """The supervisor's handler for SIGINT and SIGHUP: it keeps supervising."""
+
+
 def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: str) -> int:
     """Run the launcher for *job_id* and record how it ended (the body of the supervisor).
 
@@ -342,8 +346,13 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
     # Whatever the submitter's umask, nothing the job creates in its directory (the
     # bootstrap on every process's path, provenance) is writable by other users.
     os.umask(os.umask(0) | 0o002)
+    # The supervisor outlives these signals; the job starts with them as forge submit had
+    # them (docs/launcher.md, "Signals"): one the submitting shell ignored (nohup, a
+    # background job without job control) stays ignored, otherwise the launcher gets the
+    # default back, since a handler (unlike SIG_IGN) is reset when it starts.
     for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _outlive)
     store = JobStore(Path(store_root))
     record = store.get(job_id)
     job_dir = Path(record.dir)

@@ -98,8 +98,7 @@ def create_bundle(
     """
     from ..experiment.config import load_experiment
     from ..experiment.lock import fresh_lock, open_experiment_registry
-    from ..registry.cache import fetch
-    from ..registry.yank import carried_statements
+    from ..registry.store import Pin, PluginStore
 
     exp = load_experiment(Path(directory))
     lock = fresh_lock(exp)
@@ -110,10 +109,10 @@ def create_bundle(
     if not dest.parent.is_dir():
         raise UsageError(f"{dest.parent} does not exist", hint="create the directory first or choose another -o FILE")
     reg = open_experiment_registry(exp, registry, insecure=insecure, ca_file=ca_file)
+    store = PluginStore(reg, locked_from=lock.registry)
 
     try:
-        versions = [(*_locked_version(reg, lock, entry, fetch),
-                     carried_statements(reg, entry.owner, entry.name, entry.version, entry.tree_digest))
+        versions = [(*_locked_version(store, entry), store.carried_yanks(Pin.of(entry)))
                     for entry in lock.plugins]  # each version with its yank and unyank statements
         size, bundled = write_bundle(dest, lock_bytes, versions, progress)
     except DamagedBlob as exc:
@@ -164,17 +163,15 @@ def _plugin_descriptor(art: PluginArtifact, served) -> dict:
             "annotations": {REF_NAME: ref_name(served.owner, served.name, art.tag)}}
 
 
-def _locked_version(reg, lock, entry, fetch):
+def _locked_version(store, entry):
     """``(PublishedVersion, cached archive, envelope or None, other envelopes)`` of one lock entry,
     checked against the lock: the other envelopes are every other one the registry serves
     whose statement names this version, its tree and its archive (several keys may sign one
     version: all of them travel)."""
-    from ..experiment.lock import get_locked, moved_tag_error
-    from ..registry.cache import cached_path
+    from ..registry.store import Pin
 
-    served = get_locked(reg, entry, lock.registry)
-    if served.tree_digest != entry.tree_digest:
-        raise moved_tag_error(entry, served.tree_digest, reg, lock.registry)
+    pin = Pin.of(entry)
+    served = store.locked(pin)  # a moved tag is refused there
     if (served.manifest or {}).get("kind") == "data-prep":
         raise UsageError(f"{entry.ref} is a data-prep plugin; data-prep plugins never enter a job (they run on the laptop, with forge prep)",
                          hint="a bundle carries a locked job's plugins; share data-prep plugins with forge plugin copy")
@@ -184,12 +181,11 @@ def _locked_version(reg, lock, entry, fetch):
         served = replace(served, artifact_digest=entry.artifact_digest, size=0)
     # A cached archive is hashed once, while it is copied into the bundle (write_layout
     # refuses one that does not match); only a missing one is fetched (and verified) here.
-    archive = cached_path(entry.artifact_digest)
-    if not archive.is_file():
-        archive = fetch(reg, served)
+    archive = store.cached_archive(entry.artifact_digest) or store.archive(served)
     # the metadata comes from the verified tree: a record or lock entry that disagrees is refused
     from ..experiment.lock import check_entry
-    from ..registry.verified import check_record, registry_label, tree_of_archive
+    from ..registry.store import tree_of_archive
+    from ..registry.verified import check_record, registry_label
 
     try:
         tree = tree_of_archive(archive, entry.tree_digest, entry.ref)
@@ -199,37 +195,33 @@ def _locked_version(reg, lock, entry, fetch):
         if "sha256:" + hash_file(archive) != entry.artifact_digest:
             raise DamagedBlob(f"{archive} is damaged", path=archive) from None
         raise
-    check_record(registry_label(reg.url), "the registry record", served.ref, tree, served.manifest, served.top_level,
-                 served.files or None)
+    check_record(registry_label(store.registry.url), "the registry record", served.ref, tree, served.manifest,
+                 served.top_level, served.files or None)
     check_entry(entry, tree)
-    from ..experiment.locked_signature import enforced, staged_envelope
-    from ..signing import load_trust
-
-    if enforced(entry):
+    if pin.enforced:
         # the envelope by the locked key (cache first, else the registry): the one the lock names
-        envelope = staged_envelope(entry, lambda: (reg, served), load_trust())
+        envelope = store.staged_envelope(pin, served)
     else:
-        envelope = reg.signature(served) if served.signed or entry.signed else None
+        envelope = store.newest_envelope(served) if served.signed or entry.signed else None
     _check_envelope(entry, envelope)
-    if envelope is None and load_trust().key_ids(served.owner):
+    if envelope is None and store.trust.key_ids(served.owner):
         from ..errors import SignatureError
 
         raise SignatureError(
             f"{served.ref} has no signature, but owner {served.owner} has trusted keys: refusing to bundle it",
             hint="a signature may have been stripped; do not use this version until its publisher signs it again "
                  "(forge plugin sign REF --from DIR)")
-    return replace(served, size=archive.stat().st_size), archive, envelope, _other_envelopes(reg, served, envelope)
+    return replace(served, size=archive.stat().st_size), archive, envelope, _other_envelopes(store, served, envelope)
 
 
-def _other_envelopes(reg, served, envelope: bytes | None) -> list:
+def _other_envelopes(store, served, envelope: bytes | None) -> list:
     from ..cluster.dsse import check_statement
     from ..errors import SignatureError
-    from ..signing import stored_envelopes
 
     if envelope is None:
         return []
     out = []
-    for other in stored_envelopes(reg, served):
+    for other in store.envelopes(served):
         if other == envelope:
             continue
         try:

@@ -17,9 +17,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import NotFoundError, UsageError
 from ..registry.base import Progress, PublishedVersion, PublishResult, Registry, parse_ref
-
-VERIFIED = "verified"
-NOT_VERIFIED = "signature not verified here"
+from ..registry.store import NOT_VERIFIED, VERIFIED  # the store's verdicts, as the copy reports them
 
 
 @dataclass(frozen=True)
@@ -48,44 +46,6 @@ class Copied:
         return NOT_VERIFIED if stored else "unsigned"
 
 
-def checked_envelopes(info: PublishedVersion, envelopes: list, trust, require: bool) -> list:
-    """``[(envelope, status)]`` for the envelopes *info*'s source holds, each checked before it
-    may be copied (SPEC §6): an owner with trusted keys here — the signature over the exact
-    bytes, the statement against the version, the key trusted (``verified``); else the
-    statement against the version only (``signature not verified here``). One that fails is
-    a :class:`SignatureError` (nothing is copied), and so is no envelope at all for an owner
-    with trusted keys (a stripped signature is an error, never a downgrade). With *require*, a version needs a verified
-    one, and only verified ones are kept."""
-    from ..cluster.dsse import check_statement, verify_envelope
-    from ..errors import SignatureError
-
-    out = []
-    trusted = trust.key_ids(info.owner)
-    if trusted and not envelopes:
-        raise SignatureError(f"{info.ref} has no signature, but owner {info.owner} has trusted keys: refusing to copy it",
-                             hint="nothing was copied; a signature may have been stripped at the source — do not use "
-                                  "this version until its publisher signs it again (forge plugin sign REF --from DIR)")
-    for envelope in envelopes:
-        try:
-            if trusted:
-                verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
-                                tree_digest=info.tree_digest, trust=trust, artifact_digest=info.artifact_digest)
-                out.append((envelope, VERIFIED))
-            else:
-                check_statement(envelope, owner=info.owner, name=info.name, version=info.version,
-                                tree_digest=info.tree_digest, artifact_digest=info.artifact_digest)
-                out.append((envelope, NOT_VERIFIED))
-        except SignatureError as exc:
-            raise SignatureError(f"{info.ref}: refusing to copy a signature that does not check out: {exc.message}",
-                                 hint="nothing was copied; ask the publisher to sign the version again, or trust the "
-                                      "key it was signed with (forge trust add OWNER PUBKEY.pub)") from None
-    if require and not any(status == VERIFIED for _, status in out):
-        why = "it has no signature" if not out else f"no key is trusted for owner {info.owner} here"
-        raise SignatureError(f"{info.ref}: --require-signatures copies only versions with a signature verified here; {why}",
-                             hint=f"forge trust add {info.owner} PUBKEY.pub, or copy without --require-signatures")
-    return out
-
-
 def refuse_data_prep(info: PublishedVersion) -> None:
     """A bundle carries a job's plugins: never a data-prep plugin (they never enter a job)."""
     if (info.manifest or {}).get("kind") == "data-prep":
@@ -110,7 +70,7 @@ def matching_versions(registry: Registry, ref: str) -> list[PublishedVersion]:
 
 def locked_versions(registry: Registry, lock) -> list[PublishedVersion]:
     """The versions a lock names, as *registry* serves them; a moved tag is refused."""
-    from ..experiment.lock import moved_tag_error
+    from ..registry.store import moved_tag_error
 
     out = []
     for entry in lock.plugins:
@@ -132,21 +92,19 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
     *progress(description, total)* is a context manager yielding a ``(done, total)``
     callback or None. Data-prep plugins are copied too: they travel between laptops
     (SPEC §3), they only never enter a job. Before anything is copied, every envelope is
-    checked (:func:`checked_envelopes`; *trust* defaults to the user's trust file). Every
+    checked (``PluginStore.copyable_envelopes``; *trust* defaults to the user's trust file). Every
     envelope (one per key that signed the version) is attached on the target with its
     Sigstore bundle; one the target did not take is reported in :attr:`Copied.signatures`,
     never dropped silently. The version's yank and unyank statements travel with it.
     """
-    from ..registry.cache import fetch
-    from ..registry.verified import check_record, registry_label, tree_of_archive
-    from ..registry.yank import carried_statements
-    from ..signing import load_trust, stored_envelopes
+    from ..registry.store import PluginStore, tree_of_archive
+    from ..registry.verified import check_record, registry_label
 
-    trust = trust if trust is not None else load_trust()
-    checked = [checked_envelopes(info, stored_envelopes(source, info), trust, require_signatures) for info in versions]
+    store = PluginStore(source, trust=trust)
+    checked = [store.copyable_envelopes(info, require_signatures) for info in versions]
     out = []
     for info, envelopes in zip(versions, checked):
-        archive = fetch(source, info)
+        archive = store.archive(info)
         # an edited record is never carried: its metadata must be what the verified tree says
         tree = tree_of_archive(archive, info.tree_digest, info.ref)
         check_record(registry_label(source.url), "the registry record", info.ref, tree, info.manifest, info.top_level,
@@ -158,13 +116,13 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
         result = _publish(target, archive, info, first, progress)
         carried = []
         for envelope, status in ordered:
-            from ..experiment.locked_signature import key_ids
+            from ..registry.signature_facts import key_ids
 
             stored = target.attach_signature(result.version, envelope)
             carried.append(CarriedSignature(
                 key_ids=tuple(key_ids(envelope)), status=status, copied=stored,
                 why_not="" if stored else f"registry {target.url} no longer serves {result.version.ref} as copied"))
-        statements = carried_statements(source, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+        statements = store.carried_yanks(info)
         for statement in statements:  # a yank travels with its version
             target.attach_yank_statement(info.owner, info.name, result.version.version, info.tree_digest, statement)
         out.append(Copied(version=info, result=result, signatures=tuple(carried), yank_statements=len(statements)))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,10 +66,14 @@ class VerifiedBundle:
 
 
 class _Envelopes:
-    """The bundle's envelopes, as :func:`starforge.signing.verify_published` asks a registry for them."""
+    """The bundle's envelopes, as :class:`starforge.registry.store.PluginStore` asks a registry for them."""
 
-    def __init__(self, envelopes: dict) -> None:
+    def __init__(self, envelopes: dict, url: str) -> None:
         self.envelopes = envelopes
+        self.url = url
+
+    def sigstore_bundles(self, info: PublishedVersion) -> list:
+        return []  # a bundle carries envelopes; their Sigstore bundles are made again where it is pushed
 
     def signature(self, info: PublishedVersion) -> bytes | None:
         found = self.envelopes.get(info.ref) or []
@@ -238,38 +241,31 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
                 kept[digest] = target
 
     # Tree digests and signatures.
-    from ..archive import unpack
     from ..experiment.lock import check_entry
-    from ..experiment.locked_signature import enforced, locked_envelope, missing_error
-    from ..registry.verified import check_record, read_tree
-    from ..registry.verified_fetch import fetch_verified
-    from ..signing import load_trust
+    from ..registry.signature_facts import missing_error
+    from ..registry.store import Pin, PluginStore, tree_of_archive
+    from ..registry.verified import check_record
 
-    trust = trust if trust is not None else load_trust()
-    registry = _Envelopes({info.ref: envs for _, _, info, envs in found if envs})
+    store = PluginStore(_Envelopes({info.ref: envs for _, _, info, envs in found if envs}, f"bundle {name}"), trust=trust)
     result = VerifiedBundle(path=name, lock_bytes=lock_bytes, blobs=len(digests), size=reader.file_size)
     for entry, manifest_digest, info, envelopes in found:
         envelope = envelopes[-1] if envelopes else None
         archive = kept[info.artifact_digest]
-        tree = Path(tempfile.mkdtemp(dir=work, prefix=".tree-"))
         try:
-            try:
-                files = unpack(archive, tree / "t", info.tree_digest)
-                verified = read_tree(tree / "t", files, info.tree_digest, entry.ref)
-            except ForgeError as exc:
-                raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
-                                  f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
-            # the metadata the far side would use: the config and the lock entry, each against the tree
-            check_record(f"bundle {name}", "the config", entry.ref, verified, info.manifest, info.top_level, info.files or None,
-                         hint="do not push or use this bundle; create it again from a registry you trust")
-            check_entry(entry, verified, f"bundle {name}: plugins.lock.json")
-        finally:
-            shutil.rmtree(tree, ignore_errors=True)
+            verified = tree_of_archive(archive, info.tree_digest, entry.ref, within=work)
+        except ForgeError as exc:
+            raise BundleError(f"bundle {name}: the archive of {entry.ref} ({blob_member(info.artifact_digest)}) "
+                              f"is refused: {exc.message}", hint="the bundle was altered; create it again") from None
+        # the metadata the far side would use: the config and the lock entry, each against the tree
+        check_record(f"bundle {name}", "the config", entry.ref, verified, info.manifest, info.top_level, info.files or None,
+                     hint="do not push or use this bundle; create it again from a registry you trust")
+        check_entry(entry, verified, f"bundle {name}: plugins.lock.json")
         info = replace(info, size=archive.stat().st_size, signed=envelope is not None)
-        status = fetch_verified(registry, info, trust=trust, require=require).status
-        if enforced(entry):
+        status = store.fetch_verified(info, require=require).status
+        pin = Pin.of(entry)
+        if pin.enforced:
             # the lock says who signed it: the bundle must carry a valid envelope by that key
-            envelope = locked_envelope(entry, envelopes, trust)
+            envelope = store.locked_envelope(pin, envelopes)
             if envelope is None:
                 raise missing_error(entry, envelopes, f"bundle {name}")
         if entry.signed and envelope is None:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .output import plural
+from .output import note, plural
 
 BUILTINS_NOTE = "built-in plugins (common/algorithms/) are not in the bundle: they travel with the recipe"
 
@@ -47,7 +47,7 @@ def create(directory, output, registry, insecure, ca_file, as_json) -> None:
         click.echo(f"bundled {p.ref} {p.tree_digest}" + (" (signed)" if p.signed else ""))
     click.echo(f"wrote {made.path} ({plural(len(made.plugins), 'plugin')} and the lock, {made.size} bytes)")
     if made.builtins:
-        click.echo(f"note: {BUILTINS_NOTE}: {', '.join(made.builtins)}")
+        note(f"note: {BUILTINS_NOTE}: {', '.join(made.builtins)}")
 
 
 @click.command("verify")

@@ -450,7 +450,7 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
     Their records and job directories go. Pending and running jobs are kept whatever their
     age; a record whose directory was deleted by hand is dropped with --gone (it has
     nothing left to show). A job whose working directory holds outputs is refused, with
-    their size, unless --with-outputs is given (then nothing is deleted).
+    their size, and then nothing at all is deleted; --with-outputs deletes the outputs too.
 
     \b
     Example:

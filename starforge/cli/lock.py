@@ -7,6 +7,7 @@ import json
 import click
 
 from ..errors import UsageError
+from .output import note
 
 
 class LockCommand(click.Command):
@@ -122,11 +123,11 @@ def lock(directory, check, offline, upgrade, accept_signature, require_signature
     for line in locked.changes:
         click.echo(line)
     for entry in locked.lock.plugins:
-        note = f"; {entry.note}" if entry.note else ""
+        remark = f"; {entry.note}" if entry.note else ""
         verdict = locked.verdicts.get(entry.name, "unsigned")
-        click.echo(f"  {entry.ref}  {entry.tree_digest}  ({entry.plugin.kind}, {entry.plugin.load}, signature {verdict}{note})")
+        click.echo(f"  {entry.ref}  {entry.tree_digest}  ({entry.plugin.kind}, {entry.plugin.load}, signature {verdict}{remark})")
     for name in locked.shadowed:
-        click.echo(f"  note: built-in {name} is shadowed by the locked package of the same name")
+        note(f"note: built-in {name} is shadowed by the locked package of the same name")
     state = "wrote" if locked.written else "unchanged:"
     click.echo(f"{state} {exp.lock_path}")
 

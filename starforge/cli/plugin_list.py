@@ -15,15 +15,16 @@ def list_published(registry, owner: str | None = None) -> list:
     """
     from ..registry.directory import sort_versions
     from ..registry.resolve import select_version
-    from ..registry.yank import yank_facts
+    from ..registry.store import PluginStore
 
+    store = PluginStore(registry)
     rows = []
     for o, n in registry.plugins(owner):
         versions = sort_versions(registry.versions(o, n))
         yanked = {}
         for v in versions:
             info = registry.get(o, n, v)
-            facts = yank_facts(registry, o, n, v, info.tree_digest)
+            facts = store.yank(o, n, v, info.tree_digest)
             if facts.yanked:
                 yanked[v] = facts.to_json()
         latest = select_version([v for v in versions if v not in yanked], None)

@@ -86,12 +86,15 @@ def publish(directory, owner, registry, insecure, ca_file, sign, key_file, passp
     if sign_key is not None:
         report_signature(info, result.signature_attached, result.signature_kept, sign_key, passphrase, listed,
                          quiet=as_json)
+    else:
+        warn_if_refused_unsigned(reg, info, directory)
 
 
 def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     """``(key path, passphrase, listed)`` for ``--sign``: the key exists and decrypts, and the
     trust file does not list other keys for *owner* (:func:`starforge.signing.check_signing_key`)."""
-    from ..signing import check_signing_key, load_private_key, load_trust, signing_key_for, signing_key_option
+    from ..registry.store import PluginStore
+    from ..signing import check_signing_key, load_private_key, signing_key_for, signing_key_option
 
     sign_key = signing_key_option(key_file) if key_file else signing_key_for(owner)
     if not sign_key.exists():
@@ -100,7 +103,7 @@ def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     if passphrase is None and b"ENCRYPTED" in sign_key.read_bytes()[:64] and sys.stdin is not None and sys.stdin.isatty():
         passphrase = click.prompt(f"passphrase for {sign_key}", hide_input=True, err=True)
     public = load_private_key(sign_key, passphrase).public_key()
-    return sign_key, passphrase, check_signing_key(owner, public, sign_key, load_trust())
+    return sign_key, passphrase, check_signing_key(owner, public, sign_key, PluginStore().trust)
 
 
 def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphrase, listed: bool, *, quiet=False,
@@ -124,3 +127,22 @@ def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphras
         note(f"no key is trusted for owner {info.owner} here; consumers trust this signature with: "
              f"forge trust add {info.owner} {public_path_for(sign_key)}")
 
+
+def warn_if_refused_unsigned(reg, info, directory) -> None:
+    """Published without --sign for an owner with trusted keys here: say now, not first at
+    ``forge lock``, that the version is refused until it carries a signature by one of them
+    (the lock's own verdict, ``PluginStore.verdict``)."""
+    from ..errors import SignatureError
+    from ..registry.store import PluginStore
+
+    store = PluginStore(reg)
+    if not store.trust.key_ids(info.owner):
+        return
+    try:
+        store.verdict(info)
+    except SignatureError as exc:
+        click.echo(f"warning: {exc.message}: forge lock, submit and pull refuse {info.ref} until it is signed", err=True)
+        from ..terminal_text import shown
+
+        click.echo(shown(f"hint: sign it with a key trusted for {info.owner}: forge plugin sign {info.ref} --from {directory}"),
+                   err=True)

@@ -36,25 +36,23 @@ def pull(ref, output, registry, insecure, ca_file, require_signatures, export_di
       forge plugin pull alice/opsd-patch@~=1.2 --json
       forge plugin pull alice/opsd-patch@1.2.0 --export /tmp/opsd-patch-signed
     """
-    from ..registry.cache import materialize
     from ..registry.factory import open_registry
     from ..registry.publish import with_default_owner
     from ..registry.resolve import resolve
-    from ..registry.verified_fetch import fetch_verified
-    from ..signing import load_trust
+    from ..registry.store import PluginStore
 
     reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     ref = with_default_owner(ref)
     info = resolve(reg, ref)
-    trust = load_trust()
-    fetched = fetch_verified(reg, info, trust=trust, require=require_signatures)
+    store = PluginStore(reg)
+    fetched = store.fetch_verified(info, require=require_signatures)
     status = fetched.status
     exported = None
     if export_dir is not None:
         from .signed_export import export_signed
 
-        exported = export_signed(reg, info, fetched.envelope, trust, export_dir)
-    dest = materialize(reg, info, Path(output) if output else Path(info.name)) if output or exported is None else None
+        exported = export_signed(store, info, fetched.envelope, export_dir)
+    dest = store.unpack(info, Path(output) if output else Path(info.name)) if output or exported is None else None
     if as_json:
         import json
 

@@ -14,15 +14,16 @@ def describe(registry, ref: str) -> dict:
     """The resolved version of *ref* as a dict, with ``signature: {status, error}``."""
     from ..errors import SignatureError
     from ..registry.resolve import resolve
-    from ..registry.verified_fetch import fetch_verified
-    from ..registry.yank import summary, yank_facts
+    from ..registry.store import PluginStore
+    from ..registry.yank import summary
 
     info = resolve(registry, ref)
+    store = PluginStore(registry)
     try:
-        signature = {"status": fetch_verified(registry, info).status, "error": None}
+        signature = {"status": store.fetch_verified(info).status, "error": None}
     except SignatureError as exc:
         signature = {"status": "refused", "error": exc.message}
-    facts = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest)
+    facts = store.yank(info.owner, info.name, info.version, info.tree_digest)
     return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature,
             "yank": {**facts.to_json(), "summary": summary(facts)}}
 

@@ -80,9 +80,9 @@ def sign(ref, from_dir, lock_file, digest, key_file, registry, insecure, ca_file
     report_signature(info, attached, kept, sign_key, passphrase, listed, signed_tree=held)
     if private is not None:
         from ..model_signature import write_signature
-        from ..registry.verified import verified_tree
+        from ..registry.store import PluginStore
 
-        tree = verified_tree(reg, info)  # the files behind the tree digest, never the record's list
+        tree = PluginStore(reg).tree_of(info)  # the files behind the tree digest, never the record's list
         write_signature(model_signature, private, info.name, tree.files)
         click.echo(f"model-signing signature: {model_signature} (over {len(tree.files)} files of {info.ref})")
 

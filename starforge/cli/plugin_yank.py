@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import click
 
+from .completion import complete_key_names
+
 _REGISTRY = "Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config)."
 
 
 def _options(command):
     command = click.option("--passphrase-file", type=click.Path(dir_okay=False),
                            help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")(command)
+    command = click.option("--ca-file", metavar="FILE",
+                           help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")(command)
     command = click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")(command)
     command = click.option("--registry", metavar="URL", help=_REGISTRY)(command)
-    command = click.option("--key", "key_file", type=click.Path(dir_okay=False),
-                           help="Private key for --sign (default: the key named after the owner, else 'default').")(command)
+    command = click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
+                           help="Key for --sign: one of your keys by name (forge key list), or a path holding '/' "
+                                "(default: the key named after the owner, else 'default').")(command)
     command = click.option("--sign", is_flag=True, help="Sign the statement with your key (needed where the owner has "
                                                         "trusted keys).")(command)
     return click.argument("ref")(command)
@@ -22,7 +27,7 @@ def _options(command):
 @click.command("yank")
 @_options
 @click.option("--reason", required=True, help="What is wrong with this version (shown to everyone who meets it).")
-def yank(ref, sign, key_file, registry, insecure, passphrase_file, reason) -> None:
+def yank(ref, sign, key_file, registry, insecure, ca_file, passphrase_file, reason) -> None:
     """Withdraw the published version REF from being locked or run again.
 
     The version stays (pullable, replayable); 'forge lock' no longer resolves a range to
@@ -33,12 +38,12 @@ def yank(ref, sign, key_file, registry, insecure, passphrase_file, reason) -> No
     Example:
       forge plugin yank alice/dr-grpo@0.3.1 --reason "advantage divided by the group size twice" --sign
     """
-    _record("yank", ref, reason, sign, key_file, registry, insecure, passphrase_file)
+    _record("yank", ref, reason, sign, key_file, registry, insecure, ca_file, passphrase_file)
 
 
 @click.command("unyank")
 @_options
-def unyank(ref, sign, key_file, registry, insecure, passphrase_file) -> None:
+def unyank(ref, sign, key_file, registry, insecure, ca_file, passphrase_file) -> None:
     """Withdraw the yank of the published version REF.
 
     A newer statement than the yank, signed as the yank had to be.
@@ -47,15 +52,16 @@ def unyank(ref, sign, key_file, registry, insecure, passphrase_file) -> None:
     Example:
       forge plugin unyank alice/dr-grpo@0.3.1 --sign
     """
-    _record("unyank", ref, "", sign, key_file, registry, insecure, passphrase_file)
+    _record("unyank", ref, "", sign, key_file, registry, insecure, ca_file, passphrase_file)
 
 
-def _record(action, ref, reason, sign, key_file, registry, insecure, passphrase_file) -> None:
+def _record(action, ref, reason, sign, key_file, registry, insecure, ca_file, passphrase_file) -> None:
     from ..errors import UsageError
     from ..registry.base import parse_ref
     from ..registry.factory import open_registry
     from ..registry.publish import with_default_owner
-    from ..registry.yank import NOT_ENFORCED, YANK, add_statement, yank_facts
+    from ..registry.store import PluginStore
+    from ..registry.yank import NOT_ENFORCED, YANK, add_statement
     from ..terminal_text import shown
     from .output import note
 
@@ -73,14 +79,15 @@ def _record(action, ref, reason, sign, key_file, registry, insecure, passphrase_
 
         sign_key, passphrase, _ = signing_key(parsed.owner, key_file, passphrase_file)
         key = load_private_key(sign_key, passphrase)
-    reg = open_registry(registry, insecure=insecure)
+    reg = open_registry(registry, insecure=insecure, ca_file=ca_file)
     info = reg.get(parsed.owner, parsed.name, parsed.specifier[2:])
-    before = yank_facts(reg, info.owner, info.name, info.version, info.tree_digest)
+    store = PluginStore(reg)
+    before = store.yank(info.owner, info.name, info.version, info.tree_digest)
     if action != YANK and not before.yanked:
         raise UsageError(f"{info.ref} is not yanked here; there is nothing to withdraw",
                          hint=f"forge plugin show {info.ref} shows its yank statements")
     statement = add_statement(reg, info, action, reason, key=key)
-    facts = yank_facts(reg, info.owner, info.name, info.version, info.tree_digest)
+    facts = store.yank(info.owner, info.name, info.version, info.tree_digest)
     signed = f"signed with key {statement.key_ids[0]}" if statement.key_ids else "unsigned"
     click.echo(f"{action}ed {shown(info.ref)} (#{statement.sequence}, {signed})"
                + (f": {shown(statement.reason)}" if statement.reason else ""))

@@ -24,27 +24,26 @@ class Exported:
     key_id: str | None
 
 
-def export_signed(registry, info, envelope: bytes | None, trust, dest: str | os.PathLike) -> Exported:
+def export_signed(store, info, envelope: bytes | None, dest: str | os.PathLike) -> Exported:
     """Write *info*'s archive (the exact blob the registry serves), the Sigstore bundle of
     *envelope* (the envelope that verified) and the public key that verified it (PEM, from
-    the trust file) into the directory *dest*: ``owner-name-version.tar.gz``, ``….tar.gz``
+    the trust file of *store*, a :class:`~starforge.registry.store.PluginStore`) into the directory *dest*: ``owner-name-version.tar.gz``, ``….tar.gz``
     + :data:`BUNDLE_SUFFIX` and ``KEYID.pem``. Files are written by temp file and rename."""
     from ..cluster import atomic
     from ..directories import make_dirs
-    from ..registry.cache import fetch
     from ..signing import archive_name, load_public_key
 
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"{dest} exists and is not a directory", hint="pass a directory to write the files into")
     make_dirs(dest)
-    archive = fetch(registry, info)  # checked against the archive digest the registry records
+    archive = store.archive(info)  # checked against the archive digest the registry records
     name = archive_name(info.owner, info.name, info.version)
     out_archive = dest / name
     atomic.write_file(out_archive, archive.read_bytes(), 0o644, fsync=True)
     if envelope is None:
         return Exported(archive=out_archive, bundle=None, public_key=None, key_id=None)
-    trusted = trust.owners.get(info.owner, {})
+    trusted = store.trust.owners.get(info.owner, {})
     named = [s.get("keyid") for s in (json.loads(envelope).get("signatures") or []) if isinstance(s, dict)]
     kid = next((k for k in named if k in trusted), None)
     out_bundle = dest / (name + BUNDLE_SUFFIX)

@@ -256,7 +256,9 @@ def verify_envelope(
         if kid in trusted:
             return kid
     hint = f"keys trusted for {owner}: {', '.join(sorted(trusted))}" if trusted else f"no key is trusted for {owner}"
-    raise SignatureError(f"{ref} is signed by key {good[0]}, which is not trusted for owner {owner}", hint=hint)
+    holders = sorted(o for o, keys in trust.owners.items() if good[0] in keys)  # it verified: a key of the trust file
+    raise SignatureError(f"{ref} is signed by key {good[0]}, which is trusted for owner {', '.join(holders)}, "
+                         f"not for owner {owner}", hint=hint)
 
 
 def check_statement(envelope: bytes, *, owner: str, name: str, version: str, tree_digest: str,

@@ -197,7 +197,7 @@ class Job:
                         raise LaunchFailure(
                             InstallError, item.ref,
                             f"{item.ref}: install raised {type(exc).__name__}: {exc}",
-                            _format_exc(exc),
+                            _plugin_traceback(exc, item),
                         ) from None
                     item.status = "loaded"
                 else:
@@ -228,7 +228,7 @@ class Job:
             raise LaunchFailure(
                 PluginImportError, item.ref,
                 f"{item.ref}: importing '{module_name}' raised {type(exc).__name__}: {exc}",
-                _format_exc(exc),
+                _plugin_traceback(exc, item),
             ) from None
         func = getattr(module, func_name, None)
         if not callable(func):
@@ -292,7 +292,7 @@ class Job:
                 item.status = "failed"
                 err = InstallError(f"{item.ref}: environment entrypoint raised {type(exc).__name__}: {exc}")
                 err.plugin = item.ref  # type: ignore[attr-defined]
-                self.failure = LaunchFailure(InstallError, item.ref, err.message, _format_exc(exc))
+                self.failure = LaunchFailure(InstallError, item.ref, err.message, _plugin_traceback(exc, item))
                 raise err from exc
             item.status = "loaded"
             self.environments[item.entry.name] = (sorted(ctx), time.time())
@@ -436,7 +436,7 @@ class Job:
             return None
 
 
-def _format_exc(exc: BaseException) -> str:
-    import traceback
+def _plugin_traceback(exc: BaseException, item: Item) -> str:
+    from .tracebacks import plugin_traceback  # only on a failure: not on a job's start path
 
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return plugin_traceback(exc, item)

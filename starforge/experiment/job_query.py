@@ -106,18 +106,19 @@ def _current_yanks(pins: list, registry: str | None = None, insecure: bool = Fal
     from ..backends.jobindex import pin_parts
     from ..errors import ForgeError
     from ..registry.factory import open_registry
-    from ..registry.yank import yank_facts
+    from ..registry.store import PluginStore
 
     try:
         opened = open_registry(registry, insecure=insecure, ca_file=ca_file)
     except ForgeError:
         opened = None
+    store = PluginStore(opened)
     yanked, notes, offline = {}, [], set()
     for ref, digest in pins:
         owner, name, version = pin_parts({"ref": ref})
         if not owner:
             continue
-        facts = yank_facts(opened, owner, name, version, digest)
+        facts = store.yank(owner, name, version, digest)
         if not facts.live:
             offline.add(f"{ref} (as of {facts.as_of or 'never'})")
         if facts.yanked:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import LockError, ManifestError, NoRegistryError, NotFoundError, UsageError
+from ..errors import LockError, ManifestError, UsageError
 from ..manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
@@ -102,27 +102,10 @@ def load_builtins(exp: Experiment) -> list:
     return out
 
 
-def signature_facts(registry, info) -> dict | None:
-    """What the registry holds as *info*'s (newest) signature: ``{envelope_digest, key_id}`` or None."""
-    from .locked_signature import facts_of
-
-    return facts_of(registry.signature(info))
-
-
 def entry_from_tree(info, tree, request: str, signature: dict | None) -> LockEntry:
     """A lock entry for the published version *info*, its metadata read from its verified *tree*."""
     return LockEntry.from_tree(tree, owner=info.owner, version=info.version, request=request,
                                artifact_digest=info.artifact_digest, signature=signature)
-
-
-def checked_tree(registry, info):
-    """The verified tree of *info* (cache first), after refusing a registry record that disagrees with it."""
-    from ..registry.verified import check_record, registry_label, verified_tree
-
-    tree = verified_tree(registry, info)
-    check_record(registry_label(registry.url), "the registry record", info.ref, tree, info.manifest, info.top_level,
-                 info.files or None)
-    return tree
 
 
 def check_entry(entry: LockEntry, tree, lock_name: str = "plugins.lock.json") -> None:
@@ -169,18 +152,16 @@ def resolve_lock(
     *accept_signature* (``forge lock --accept-signature NAME``): then the signature served
     now (or its absence) is recorded, the version unchanged.
     """
-    from ..registry.cache import remember_envelope
     from ..registry.resolve import resolve
-    from ..registry.verified_fetch import fetch_verified
-    from ..registry.yank import yank_facts
-    from ..signing import load_trust
+    from ..registry.signature_facts import facts_of
+    from ..registry.store import Pin, PluginStore, moved_tag_error
     from ..terminal_text import shown
-    from .locked_signature import check_served, enforced, facts_of
 
     previous = read_lock(exp.lock_path) if previous is None else previous
     upgrade = _upgrade_names(exp, upgrade)
     accept = _plugin_names(exp, accept_signature, "--accept-signature")
-    trust = trust if trust is not None else load_trust()
+    store = PluginStore(registry, trust=trust, locked_from=previous.registry if previous else None)
+    trust = store.trust
     builtins = load_builtins(exp)
     entries: list = []
     changes: list = []
@@ -198,10 +179,8 @@ def resolve_lock(
         yanked_before = None  # the locked version's yank facts, when that yank moves the lock off it
         if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
             assert previous is not None  # before came from it
-            info = get_locked(registry, before, previous.registry)
-            if info.tree_digest != before.tree_digest:
-                raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
-            yank = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+            info = store.locked(Pin.of(before))  # a moved tag is refused there
+            yank = store.yank(info.owner, info.name, info.version, info.tree_digest)
             if yank.yanked and not req.allow_yanked:
                 # a locked version yanked since is left for the newest the request admits that is not
                 yanked_before = yank
@@ -217,26 +196,26 @@ def resolve_lock(
                 # re-resolving landed on the locked version, whose content changed: an
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
-        yank = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+        yank = store.yank(info.owner, info.name, info.version, info.tree_digest)
         if yank.yanked and not req.allow_yanked:  # an exact pin: it selects its version, yanked or not
             from .yanked import yanked_error
 
-            raise yanked_error(yank, req.request, registry, trust)
-        tree = checked_tree(registry, info)
+            raise yanked_error(yank, req.request, store)
+        tree = store.tree(info)
         same_version = before is not None and before.owner == req.owner and before.version == info.version
         locked_envelope: bytes | None = None
-        if before is not None and same_version and enforced(before) and req.name not in accept:
+        if before is not None and same_version and Pin.of(before).enforced and req.name not in accept:
             # the locked signature facts are enforced: the registry must still serve a valid
             # envelope by the locked key (a re-sign or a rotated key beside it breaks nothing)
-            locked_envelope = check_served(before, registry, info, trust)
-        fetched = fetch_verified(registry, info, trust=trust, require=require_signatures)
+            locked_envelope = store.served_locked_envelope(Pin.of(before), info)
+        fetched = store.fetch_verified(info, require=require_signatures)
         verdicts[req.name], envelope = fetched.status, fetched.envelope
         facts = facts_of(envelope)
         if locked_envelope is not None:
             assert before is not None
             facts, envelope = before.signature, locked_envelope
         if envelope is not None:
-            remember_envelope(info.owner, info.name, info.version, info.tree_digest, envelope)  # offline staging
+            store.keep_envelope(info, envelope)  # offline staging
         if before is not None and same_version:
             # the locked metadata must be what the verified tree says (compared canonically,
             # so a lock written by an earlier release stays as it is); a mirror may serve
@@ -280,7 +259,7 @@ def _field_changes(before: LockEntry, after: LockEntry) -> list:
         return []
     out = []
     if before.signature != after.signature:
-        from .locked_signature import short_key
+        from ..registry.signature_facts import short_key
 
         if after.signature is None:
             old_key = (before.signature or {}).get("key_id")
@@ -327,9 +306,11 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
                 f"{exp.lock_path.name} is in the older format {lock.read_as}; forge lock would rewrite it as {SCHEMA}", hint=hint
             )
         return lock
+    from ..registry.store import PluginStore
     from .yanked import check_yanked
 
-    check_yanked(lock, registry, trust=trust)  # a yanked version is refused as such (exit 18), not as a stale lock
+    # a yanked version is refused as such (exit 18), not as a stale lock
+    check_yanked(lock, PluginStore(registry, trust=trust, locked_from=lock.registry))
     result = resolve_lock(exp, registry, require_signatures=require_signatures, trust=trust, previous=lock)
     if result.changes or not result.lock.same_content(lock):
         changes = "; ".join(result.changes) or "its content"
@@ -349,80 +330,6 @@ def open_experiment_registry(exp: Experiment, explicit: str | None = None, *, in
         if "://" not in url and not Path(url).is_absolute():
             url = str((exp.root / url).resolve())
     return open_registry(url, insecure=insecure, ca_file=ca_file)
-
-
-def get_locked(registry, entry: LockEntry, locked_from: str | None = None):
-    try:
-        return registry.get(entry.owner, entry.name, entry.version)
-    except NoRegistryError as exc:
-        # a mistyped registry is named as such, not as a version it lacks
-        raise NoRegistryError(exc.message, hint="; ".join(h for h in (exc.hint, registry_hint(registry, locked_from)) if h)) from None
-    except NotFoundError:
-        if locked_from and locked_from != registry.url:
-            raise LockError(
-                f"the lock pins {entry.ref}, which registry {registry.url} does not have; "
-                f"the lock was made with registry {locked_from}",
-                hint=registry_hint(registry, locked_from),
-            ) from None
-        raise LockError(
-            f"the lock pins {entry.ref}, which registry {registry.url} (the one the lock was made with) no longer has",
-            hint=(
-                "a published version was removed from the registry: publish it again, or request another "
-                f"version in forge.yaml and run: forge lock --upgrade {entry.name}"
-            ),
-        ) from None
-
-
-def registry_hint(registry, locked_from: str | None) -> str:
-    """How to point a command at a registry that serves the lock's versions.
-
-    The registry the lock recorded (*locked_from*) when it can be here; when it is a
-    directory this machine does not have (the far side of an air gap), the ``bundle push``
-    that fills a registry here instead of a path across the gap.
-    """
-    from ..home import home
-
-    # the registry used here, unless it is a path that is not here (the embedded one is made on first use)
-    used_here = _on_this_machine(registry.url) or registry.url == str(home().registry_dir)
-    here = registry.url if used_here else "URL"
-    across = f"across an air gap, import the experiment's bundle: forge bundle push FILE --registry {here}"
-    if locked_from and locked_from != registry.url:
-        if not _on_this_machine(locked_from):
-            return (f"the lock was made with registry {locked_from}, which is not on this machine: {across}; "
-                    "or set FORGE_REGISTRY (or pass --registry) to the registry the bundle was pushed to")
-        return (
-            f"the lock was made with registry {locked_from}: pass --registry {locked_from} "
-            f"(or set FORGE_REGISTRY={locked_from}), or a mirror that serves the same files; {across}"
-        )
-    if not used_here:
-        return (f"registry {registry.url} is not on this machine: {across}, "
-                "then set FORGE_REGISTRY (or pass --registry) to that registry")
-    return f"pass --registry URL (or set FORGE_REGISTRY) to a registry that serves it; {across}"
-
-
-def _on_this_machine(url: str) -> bool:
-    """False for a directory registry path that does not exist here; True for any URL (unknown)."""
-    return "://" in url or Path(url).exists()
-
-
-
-def moved_tag_error(entry: LockEntry, served: str, registry, locked_from: str | None = None) -> LockError:
-    """A locked version whose registry content changed: a hard error naming both digests.
-
-    No forge command resolves it by re-pinning (``--upgrade`` refuses too): the content
-    behind a published version must be put back, or the new content published under a new
-    version. *locked_from* is the registry URL the lock recorded.
-    """
-    recorded = locked_from or "not recorded in the lock"
-    return LockError(
-        f"moved tag: {entry.ref} is locked at {entry.tree_digest}, but registry {registry.url} now serves {served}",
-        hint=(
-            f"a published version must never change (the lock was made with registry {recorded}); "
-            "do not use this copy. Restore the original content under that tag, or publish the new "
-            f"content as a new version and request it in forge.yaml; to prevent it, turn on tag "
-            "immutability in the registry (Harbor, ECR)"
-        ),
-    )
 
 
 def _upgrade_names(exp: Experiment, upgrade) -> set:

@@ -285,14 +285,12 @@ def _fetch_tree(plugin: PluginEntry, artifact_digest: str | None, registry, lock
     """The files of *plugin* (a lock entry's), by tree digest: the cache first, else
     *registry* (the one in use), else the registry the lock names as its hint — whichever
     serves that version with that tree digest (the digest is the identity)."""
+    from dataclasses import replace
+
     from ..errors import ForgeError
-    from ..registry.cache import materialize, materialize_cached
-    from .stage import served_version
+    from ..registry.store import Pin, unpack_from_any
 
     assert plugin.owner is not None  # a lock entry's plugin: a package
-    if materialize_cached(plugin.owner, plugin.name, plugin.version, plugin.tree_digest, dest,
-                          artifact_digest=artifact_digest, files=plugin.files or None) is not None:
-        return dest
     candidates = [registry] if registry is not None else []
     if locked_from and (registry is None or locked_from != registry.url):
         try:
@@ -301,12 +299,9 @@ def _fetch_tree(plugin: PluginEntry, artifact_digest: str | None, registry, lock
             candidates.append(open_registry(locked_from))
         except ForgeError:
             pass
-    reasons = []
-    for reg in candidates:
-        try:
-            return materialize(reg, served_version(plugin, reg, locked_from), dest)
-        except ForgeError as exc:
-            reasons.append(exc.message)
+    found, reasons = unpack_from_any(replace(Pin.of(plugin), artifact_digest=artifact_digest), dest, candidates, locked_from)
+    if found:
+        return dest
     raise LockError(
         f"{plugin.ref} ({short_digest(plugin.tree_digest)}) is not in the cache and no registry serves it"
         + (f": {reasons[-1]}" if reasons else ""),
@@ -388,9 +383,9 @@ def diff_versions(registry, ref_a: str, ref_b: str, *, stat: bool = False) -> di
     unified diff of the files that differ, fetched by tree digest through the cache, else
     *registry*) unless *stat*.
     """
-    from ..registry.cache import materialize
     from ..registry.publish import with_default_owner
     from ..registry.resolve import resolve
+    from ..registry.store import PluginStore
 
     ref_a = with_default_owner(ref_a)
     local = Path(ref_b) if not ref_b.startswith("@") and Path(ref_b).is_dir() else None
@@ -416,8 +411,9 @@ def diff_versions(registry, ref_a: str, ref_b: str, *, stat: bool = False) -> di
     if not stat and fields.get("files"):
         tmp = Path(tempfile.mkdtemp(prefix="forge-plugin-diff-"))
         try:
-            root_a = materialize(registry, a, tmp / "a")
-            root_b = materialize(registry, b, tmp / "b") if b is not None else local
+            store = PluginStore(registry)
+            root_a = store.unpack(a, tmp / "a")
+            root_b = store.unpack(b, tmp / "b") if b is not None else local
             label_a, label_b = f"{old.name}@{old.version}", f"{new.name}@{new.version}"
             if label_a == label_b:
                 label_a, label_b = "a/" + label_a, "b/" + label_b

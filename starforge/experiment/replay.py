@@ -14,8 +14,8 @@ staged copy) and proved against its records before anything is staged:
 - everything else from its JobSpec: hyperparams, entrypoint, Python, built-ins, the
   carried signatures.
 
-Today's trust policy applies (:func:`~starforge.experiment.stage.verify_signatures`: a key
-revoked since then is refused). A plugin, the recipe or the runtime that no longer matches
+Today's trust policy applies (``PluginStore.judge_pins``: a key revoked since then is
+refused). A plugin, the recipe or the runtime that no longer matches
 is a :class:`ReplayError` naming which. The new JobSpec says ``replay: {of, environment,
 strict}``: the launcher compares the environment fingerprint ID recorded with its own, warns
 on a difference and, with ``strict``, refuses (exit 11). The new job's record says
@@ -203,26 +203,14 @@ def candidate_registries(record, explicit: str | None, insecure: bool, ca_file: 
 
 
 def fetch_plugin(old_id: str, entry, target: Path, registries: list):
-    """Unpack *entry*'s files (by tree digest) into *target*: the cache, else the first registry serving them."""
-    from ..cluster.digest import tree_digest
-    from .stage import materialize_locked
+    """Unpack *entry*'s files (by tree digest) into *target*: the cache, else the first registry serving them
+    (:func:`starforge.registry.store.unpack_from_any`); the registry that served them (None: the cache)."""
+    from ..registry.store import Pin, unpack_from_any
 
-    reasons = []
-    for reg in registries or [None]:
-        try:
-            materialize_locked(entry, target, reg)
-        except ForgeError as exc:
-            reasons.append(exc.message)
-            if target.exists():
-                shutil.rmtree(target, ignore_errors=True)
-            continue
-        except AttributeError:  # no registry at all and not in the cache
-            break
-        got = tree_digest(target)
-        if got == entry.tree_digest:
-            return reg
-        reasons.append(f"unpacked files have digest {got}")
-        shutil.rmtree(target, ignore_errors=True)
+    found, detail = unpack_from_any(Pin.of(entry.plugin), target, registries)
+    if found:
+        return detail
+    reasons = detail
     raise _refuse(
         old_id, f"plugin {entry.ref} with tree digest {entry.tree_digest} (what the job ran) is neither in the cache nor served "
         f"by any configured registry" + (f"; {reasons[-1]}" if reasons else ""),
@@ -255,9 +243,9 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
     """
     from ..backends.staged import OldRuntime, stage
     from ..cluster.environment import runtime_paths
+    from ..registry.store import Pin, PluginStore
     from .dev_plugins import is_dev
     from .lockfile import LockFile
-    from .stage import verify_signatures
 
     entries = lock_entries(spec)
     published = [e for e in entries if not is_dev(e.plugin)]
@@ -276,8 +264,8 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
                 continue
             served = fetch_plugin(record.id, entry, plugins_dir / entry.name, registries) or served
         # today's trust policy, against the registry that served the files (else the first configured)
-        verify_signatures(LockFile(plugins=tuple(published)), served or (registries[0] if registries else None),
-                          require=require_signatures)
+        PluginStore(served or (registries[0] if registries else None)).judge_pins(
+            [Pin.of(e.plugin) for e in published], require=require_signatures)
 
     def fill_recipe(dest: Path) -> None:
         shutil.copytree(old_dir / "recipe", dest, symlinks=True)
@@ -285,7 +273,7 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
     from .yanked import REPLAY, check_yanked
 
     # reproducing a buggy run is what replay is for: a yanked version runs, and the record says so
-    ran_yanked = check_yanked(LockFile(plugins=tuple(published)), registries[0] if registries else None, allow=True,
+    ran_yanked = check_yanked(LockFile(plugins=tuple(published)), PluginStore(registries[0] if registries else None), allow=True,
                               allowed_by=REPLAY)
     runtime = None
     if record.runtime_sha256:  # else no runtime was recorded: this starforge-core's, built as staging does

@@ -164,10 +164,12 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
               trust=None, allow_yanked: bool = False) -> StagedJob:
     """Stage *job* at *job_dir* (which must not exist): the locked plugins, the experiment's tree.
 
-    Signatures are checked first (:func:`verify_signatures`), so a plugin the trust file
-    refuses is never staged. The staged ``jobspec.json`` carries each package's signature
-    envelope, where one is known (:func:`carried_signatures`), for the launcher's optional
-    check against a node-side trust file (``FORGE_TRUST``).
+    The locked versions are asked of the :class:`~starforge.registry.store.PluginStore`:
+    yanks and signatures are judged first (``PluginStore.judge_pins``), so a plugin the
+    trust file refuses is never staged; each package's files come from it by tree digest,
+    and the staged ``jobspec.json`` carries the signature envelope it hands out
+    (``PluginStore.carried``), for the launcher's optional check against a node-side trust
+    file (``FORGE_TRUST``).
     """
     if job.dev and require_signatures:
         from ..errors import SignatureError
@@ -178,12 +180,16 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
             hint="publish and sign it (forge plugin publish --sign), lock, and submit without --dev",
         )
     published = job.published
+    from ..registry.store import Pin, PluginStore
     from .yanked import check_yanked
 
     # a yanked version runs only when forge.yaml acknowledges it or with --allow-yanked; the record says so
-    ran_yanked = check_yanked(published, registry, allow=allow_yanked, trust=trust)
-    verify_signatures(published, registry, require=require_signatures, trust=trust)
-    spec = with_signatures(job.spec, carried_signatures(published, registry))
+    store = PluginStore(registry, trust=trust, locked_from=job.lock.registry)
+    ran_yanked = check_yanked(published, store, allow=allow_yanked)
+    pins = [Pin.of(entry) for entry in published.plugins]
+    store.judge_pins(pins, require=require_signatures)  # a plugin the trust file refuses is never staged
+    carried = {pin.name: store.carried(pin) for pin in pins}
+    spec = with_signatures(job.spec, {name: envelope for name, envelope in carried.items() if envelope is not None})
     if spec.lineage is not None:  # the sidecars carry each pin's yank facts at submit
         spec = spec.replace(lineage={**spec.lineage, "yanks": yanks_at_submit(published, ran_yanked)})
     dev = {d.entry.name: d for d in job.dev}
@@ -196,7 +202,7 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
 
                 copy_dev_plugin(dev[entry.name], target)
                 continue
-            materialize_locked(entry, target, registry, job.lock.registry)
+            store.unpack_pin(Pin.of(entry), target)
             files = file_map(target)
             got = digest_of_map(files)
             if got != entry.tree_digest:
@@ -209,152 +215,19 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
     return dataclasses.replace(staged, ran_yanked=ran_yanked) if ran_yanked else staged
 
 
-def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=None) -> dict:
-    """Apply the trust check of ``forge lock --check`` to every locked plugin; ``{ref: status}``.
-
-    A plugin needs a valid signature by a trusted key when its owner has trusted keys in
-    the trust file (a stripped signature is an error, SPEC §6) or when *require*
-    (``--require-signatures``); "verified" is decided here, by this machine's trust file,
-    never taken from the lock. Those are
-    verified against the registry in use with :func:`starforge.signing.verify_published`
-    (the envelope lives there). When that registry cannot answer for the version (offline,
-    or another registry than the lock's), an envelope that verified before and was kept in
-    the cache (:func:`starforge.registry.cache.cached_signature`) is verified against the
-    trust file instead. The others need no registry, so they still stage offline.
-    """
-    from ..cluster.dsse import UNVERIFIED, trust_rule
-    from ..errors import RegistryError, SignatureError
-    from ..registry.cache import cached_signature
-    from ..registry.verified_fetch import fetch_verified
-    from ..signing import VERIFIED, load_trust, verify_envelope
-    from .locked_signature import staged_envelope
-
-    trust = trust if trust is not None else load_trust()
-    out = {}
-    for entry in lock.plugins:
-        # an entry locked as signed by key K needs a valid envelope by K (cache first, else the registry)
-        locked = staged_envelope(entry, lambda e=entry: _served_for_signature(e, registry, lock.registry), trust)
-        if trust_rule(trust.key_ids(entry.owner), signed=True, require=require) == UNVERIFIED:
-            continue  # nothing to check it against, and nothing requires it
-        if locked is not None:
-            try:
-                verify_envelope(locked, owner=entry.owner, name=entry.name, version=entry.version,
-                                tree_digest=entry.tree_digest, trust=trust)
-            except SignatureError:
-                pass  # the locked key is not trusted here: another envelope may be by a trusted key
-            else:
-                out[entry.ref] = VERIFIED
-                continue
-        try:
-            served = served_version(entry, registry, lock.registry, SIGNATURE_UNCHECKED)
-        except RegistryError:  # not a moved tag (LockError): the registry cannot answer
-            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
-            if envelope is None:
-                raise
-            verify_envelope(
-                envelope, owner=entry.owner, name=entry.name, version=entry.version, tree_digest=entry.tree_digest, trust=trust
-            )
-            status = VERIFIED
-        else:
-            status = fetch_verified(registry, served, trust=trust, require=require).status
-        out[entry.ref] = status
-    return out
-
-
-def carried_signatures(lock: LockFile, registry) -> dict:
-    """``{name: envelope text}`` for every locked package whose signature envelope is known.
-
-    The cache holds the envelope of every version whose signature verified (at lock time or
-    by :func:`verify_signatures` just before); a version the lock recorded as signed but
-    whose envelope is not cached is asked of *registry*, and left without one when the
-    registry cannot answer (offline). Nothing is verified here: the launcher verifies what
-    it is given against its own trust file.
-    """
-    from ..errors import LockError, RegistryError
-    from ..registry.cache import cached_signature
-    from ..signing import load_trust
-    from .locked_signature import enforced, locked_envelope
-
-    out = {}
-    trust = load_trust()
-    for entry in lock.plugins:
-        envelope = None
-        if enforced(entry):
-            # the envelope the lock names (verify_signatures found it, and the cache keeps it)
-            from ..registry.cache import cached_envelopes
-
-            envelope = locked_envelope(entry, cached_envelopes(entry.owner, entry.name, entry.version, entry.tree_digest), trust)
-        if envelope is None:
-            envelope = cached_signature(entry.owner, entry.name, entry.version, entry.tree_digest)
-        if envelope is None and entry.signed:
-            try:
-                envelope = registry.signature(served_version(entry, registry, lock.registry))
-            except (RegistryError, LockError):
-                envelope = None
-        if envelope is not None:
-            try:
-                out[entry.name] = envelope.decode("utf-8")
-            except UnicodeDecodeError:  # not an envelope: carried as nothing, so a node that checks refuses it
-                continue
-    return out
-
-
 def with_signatures(spec: JobSpec, envelopes: dict) -> JobSpec:
-    """*spec* with ``envelopes[name]`` as the ``signature`` of each named package entry."""
-    if not envelopes:
+    """*spec* with ``envelopes[name]`` (bytes) as the ``signature`` of each named package entry;
+    an envelope that is not UTF-8 text is carried as nothing, so a node that checks refuses it."""
+    texts = {}
+    for name, envelope in envelopes.items():
+        try:
+            texts[name] = envelope.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    if not texts:
         return spec
-    return spec.replace(plugins=tuple(p.replace(signature=envelopes[p.name]) if p.name in envelopes else p
+    return spec.replace(plugins=tuple(p.replace(signature=texts[p.name]) if p.name in texts else p
                                       for p in spec.plugins))
-
-
-SIGNATURE_UNCHECKED = (
-    "and its owner's signature must be checked (a trusted key, --require-signatures, or a lock that "
-    "recorded it verified), but the cache holds no verified signature for it"
-)
-
-
-def _served_for_signature(entry, registry, locked_from: str | None):
-    """``(registry, record)`` to ask for *entry*'s envelopes; :class:`RegistryError` when there is none to ask."""
-    from ..errors import RegistryError
-
-    if registry is None:
-        raise RegistryError("no registry was given")
-    return registry, served_version(entry, registry, locked_from, SIGNATURE_UNCHECKED)
-
-
-def served_version(entry, registry, locked_from: str | None = None, consequence: str = "and the cache does not hold its files"):
-    """The registry's record of the locked version, which must carry the locked tree digest."""
-    from ..errors import NotFoundError
-    from .lock import moved_tag_error, registry_hint
-
-    try:
-        served = registry.get(entry.owner, entry.name, entry.version)
-    except NotFoundError as exc:
-        raise NotFoundError(
-            f"the lock pins {entry.ref}, which registry {registry.url} does not have, {consequence}",
-            hint=f"{registry_hint(registry, locked_from)}; registry said: {exc.message}",
-        ) from None
-    if served.tree_digest != entry.tree_digest:
-        raise moved_tag_error(entry, served.tree_digest, registry, locked_from)
-    return served
-
-
-def materialize_locked(entry, target: Path, registry, locked_from: str | None = None) -> Path:
-    """Unpack the files *entry* (a lock entry) pins into the new directory *target*.
-
-    The identity is the tree digest, not the archive: the cache is asked first for any
-    archive holding exactly those files; otherwise *registry* (the one in use, perhaps a
-    mirror of the one the lock was made with, *locked_from*) is asked for
-    ``owner/name@version``. When it serves the locked tree digest, its archive is fetched
-    whatever its own digest, and the unpacked files are verified against the tree digest.
-    When it serves another tree digest, that is a moved tag (:class:`LockError` naming both).
-    """
-    from ..registry.cache import materialize, materialize_cached
-
-    if materialize_cached(entry.owner, entry.name, entry.version, entry.tree_digest, target,
-                          artifact_digest=entry.artifact_digest, files=entry.plugin.files) is not None:
-        return target
-    return materialize(registry, served_version(entry, registry, locked_from), target)
 
 
 def copy_recipe(src: Path, dest: Path, builtins=()) -> None:

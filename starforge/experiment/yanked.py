@@ -5,8 +5,8 @@ the lock they use. A yanked version runs only when the experiment acknowledges i
 (``allow_yanked: true`` on its request, recorded in the lock) or for one command with
 ``--allow-yanked``; otherwise :class:`~starforge.errors.YankedError` (exit 18) names the
 reason, as of when, and the newest version not yanked that the request admits. The yank
-facts are :func:`starforge.registry.yank.yank_facts`'s: the registry's when it answers,
-else the last ones this machine saw.
+facts are the :class:`~starforge.registry.store.PluginStore`'s (``PluginStore.yank``): the
+registry's when it answers, else the last ones this machine saw.
 
 Laptop side.
 """
@@ -18,17 +18,16 @@ ALLOWED_ONCE = "--allow-yanked"
 REPLAY = "replay"  # forge jobs replay runs what the old job ran, yanked or not, and warns
 
 
-def check_yanked(lock, registry, *, allow: bool = False, trust=None, allowed_by: str = ALLOWED_ONCE) -> tuple:
-    """The yanked versions of *lock* that may run, as job record entries
+def check_yanked(lock, store, *, allow: bool = False, allowed_by: str = ALLOWED_ONCE) -> tuple:
+    """The yanked versions of *lock* that may run, as *store* (a
+    :class:`~starforge.registry.store.PluginStore`) judges them, as job record entries
     (``{ref, tree_digest, reason, sequence, as_of, allowed_by}``); :class:`YankedError` for
     the first one that may not (and how many more there are). With *allow*, every yanked
     version may run, recorded as allowed by *allowed_by*."""
-    from ..registry.yank import yank_facts
-
     ran: list = []
     refused: list = []
     for entry in lock.plugins:
-        facts = yank_facts(registry, entry.owner, entry.name, entry.version, entry.tree_digest, trust=trust)
+        facts = store.yank(entry.owner, entry.name, entry.version, entry.tree_digest)
         if not facts.yanked:
             continue
         if entry.allow_yanked or allow:
@@ -40,16 +39,18 @@ def check_yanked(lock, registry, *, allow: bool = False, trust=None, allowed_by:
             refused.append((entry, facts))
     if refused:
         entry, facts = refused[0]
-        raise yanked_error(facts, entry.request, registry, trust, more=len(refused) - 1)
+        raise yanked_error(facts, entry.request, store, more=len(refused) - 1)
     return tuple(ran)
 
 
-def yanked_error(facts, request: str, registry, trust=None, *, more: int = 0):
-    """:class:`YankedError` for the version of *facts* (yanked), which *request* selects."""
+def yanked_error(facts, request: str, store, *, more: int = 0):
+    """:class:`YankedError` for the version of *facts* (yanked), which *request* selects
+    (the versions not yanked instead are asked of *store*'s registry, by its trust file)."""
     from ..errors import YankedError
     from ..registry.resolve import newest_unyanked
     from ..terminal_text import shown
 
+    registry, trust = store.registry, store.trust
     instead = newest_unyanked(registry, request, trust) if registry is not None else None
     if instead is not None:
         fix = f"{instead} is the newest version that {request} admits and that is not yanked; " \

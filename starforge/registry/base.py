@@ -145,6 +145,10 @@ class Registry(abc.ABC):
         envelope = self.signature(info)
         return [] if envelope is None else [envelope]
 
+    def sigstore_bundles(self, info: PublishedVersion) -> list:
+        """The Sigstore bundles (JSON bytes) stored beside *info*'s envelopes; [] for a registry that keeps none."""
+        return []
+
     def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
         """The yank and unyank statements (DSSE envelope bytes, :mod:`starforge.registry.yank`)
         stored beside ``owner/name@version``; :class:`NotFoundError` when that version with

@@ -19,9 +19,9 @@ against the trust file again.
 
 :func:`materialize` unpacks a fetched archive into a new directory and checks the tree
 digest of what was written (naming the files that differ) before the directory appears.
-Neither checks signatures: callers that need them call
-:func:`starforge.signing.verify_published_envelope` first and hand its verdict to
-:func:`remember_verified` (verification writes nothing itself: signing sits below the registry).
+Neither checks signatures. The cache is the private storage of
+:class:`starforge.registry.store.PluginStore`, which judges a version before it keeps its
+envelope here; no other module imports it (``tests/test_plugin_store_owns.py``).
 
 Laptop side.
 """
@@ -138,18 +138,6 @@ def remember_signature(owner: str, name: str, version: str, tree_digest: str, en
             atomic.write_file(path, envelope)
     except (OSError, RegistryError, ValueError):
         pass  # the cache only saves asking the registry again
-
-
-def remember_verified(info: PublishedVersion, verdict: tuple, cache: str | os.PathLike | None = None) -> str:
-    """Keep the envelope of *verdict* (``(status, envelope)`` from
-    :func:`starforge.signing.verify_published_envelope`) when it verified for *info*, so the
-    version can be staged offline (every use verifies it again); return the status."""
-    from ..signing import VERIFIED
-
-    status, envelope = verdict
-    if status == VERIFIED and envelope is not None:
-        remember_signature(info.owner, info.name, info.version, info.tree_digest, envelope, cache)
-    return status
 
 
 def cached_signature(

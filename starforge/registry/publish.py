@@ -200,17 +200,18 @@ def sign_published(registry: Registry, info: PublishedVersion, sign_key: str | o
 
     *held* is the tree digest the signer holds without the registry (from a lock or a local
     directory; *source* names it): the registry must serve exactly those files, in the
-    archive its record names (:func:`starforge.registry.verified_fetch.fetch_to_sign`), or
+    archive its record names (``PluginStore.to_sign``), or
     nothing is signed. The statement names that tree digest and the archive. When a valid
     signature by the same key is already stored, nothing is added (``kept``; an ECDSA
     signature is randomized, so signing again would add a second, different one).
     """
-    from ..signing import load_private_key, sign_statement, signed_by, stored_envelopes
-    from .verified_fetch import fetch_to_sign
+    from ..signing import load_private_key, sign_statement
+    from .store import PluginStore
 
     key = load_private_key(sign_key, passphrase)
-    fetch_to_sign(registry, info, held, source)
-    if signed_by(stored_envelopes(registry, info), key.public_key(), info):
+    store = PluginStore(registry)
+    store.to_sign(info, held, source)
+    if store.signed_by(info, key.public_key()):
         return False, True
     envelope = sign_statement(sign_key, owner=info.owner, name=info.name, version=info.version,
                               tree_digest=held, artifact_digest=info.artifact_digest, passphrase=passphrase)

@@ -86,13 +86,15 @@ def unyanked(registry: Registry, ref: Ref, versions: list, trust=None) -> Publis
     from packaging.version import Version
 
     from ..errors import YankedError
-    from .yank import yank_facts
+    from .store import PluginStore
+
+    store = PluginStore(registry, trust=trust)
 
     candidates = sorted((v for v in versions if select_version([v], ref.specifier) == v), key=Version, reverse=True)
     first = None
     for version in candidates:
         info = registry.get(ref.owner, ref.name, version)
-        facts = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+        facts = store.yank(info.owner, info.name, info.version, info.tree_digest)
         if not facts.yanked:
             return info
         first = first or facts

@@ -24,14 +24,12 @@ Laptop side.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..cluster.plain_specifiers import plain_text
-from ..errors import ArchiveError, ManifestError, TamperedError
+from ..errors import ManifestError, TamperedError
 from ..manifest import PluginManifest
 
 MANIFEST_FILE = "plugin.yaml"
@@ -70,36 +68,6 @@ def read_tree(root: str | os.PathLike, files: Mapping[str, str], tree_digest: st
     manifest = PluginManifest.from_mapping(doc.data, source=source, lines=doc.line)
     return VerifiedTree(tree_digest=tree_digest, manifest=manifest, top_level=top_level_names(list(files)),
                         files=dict(files))
-
-
-def tree_of_archive(archive: str | os.PathLike, tree_digest: str, label: str) -> VerifiedTree:
-    """Unpack *archive* (to a temporary directory) checked against *tree_digest*, and read it."""
-    from ..archive import unpack
-
-    work = tempfile.mkdtemp(prefix="forge-tree-")
-    try:
-        files = unpack(archive, os.path.join(work, "t"), tree_digest)
-        return read_tree(os.path.join(work, "t"), files, tree_digest, label)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def verified_tree(registry, info, *, cache: str | os.PathLike | None = None) -> VerifiedTree:
-    """The verified tree of the published version *info*: from the cache first (any archive
-    holding exactly its files), else fetched from *registry* into the cache."""
-    from .cache import fetch, lookup, lookup_tree
-
-    archive = lookup(info, cache) or lookup_tree(info.tree_digest, cache)
-    if archive is None:
-        archive = fetch(registry, info, cache=cache)
-    try:
-        tree = tree_of_archive(archive, info.tree_digest, info.ref)
-    except ArchiveError as exc:
-        raise ArchiveError(f"{info.ref}: {exc.message}", hint=exc.hint or "the archive does not hold the published files") from None
-    from .cache import remember_tree
-
-    remember_tree(info.tree_digest, "sha256:" + Path(archive).name, cache)
-    return tree
 
 
 # -- the canonical comparison -------------------------------------------------------------

@@ -221,21 +221,20 @@ def judge(statements, trust) -> tuple:
     return current, (standings[current.envelope] if current is not None else None), tuple(sorted(shown, key=lambda s: s.sequence))
 
 
-def yank_facts(registry, owner: str, name: str, version: str, tree_digest: str, *, trust=None,
+def yank_facts(registry, owner: str, name: str, version: str, tree_digest: str, *, trust,
                memory: str | os.PathLike | None = None) -> YankFacts:
     """Is ``owner/name@version`` (with *tree_digest*) yanked now, by which statement, as of when.
 
     The registry's statements when it answers (and they are remembered), else the last ones
     this machine saw. Raises :class:`TamperedError` when a yank enforced here before is gone
     from the registry or an older unyank is served in its place, or a statement is not for
-    this version. *trust* defaults to the user's trust file, *memory* to the user's
-    (:attr:`starforge.home.Home.yank_memory`).
+    this version. *trust* is the trust file the statements are judged by (a
+    :class:`~starforge.registry.store.PluginStore` asks with its own: ``PluginStore.yank``),
+    *memory* defaults to the user's (:attr:`starforge.home.Home.yank_memory`).
     """
     from ..cluster.utctime import utc_now
-    from ..signing import load_trust
     from ..urls import mask_url
 
-    trust = trust if trust is not None else load_trust()
     path = memory_path(owner, name, version, tree_digest, memory)
     seen = _read_memory(path)
     where = f"registry {mask_url(registry.url)}" if registry is not None else "the registry"
@@ -385,7 +384,7 @@ def summary(facts: YankFacts) -> str:
     return text if facts.live else f"{text} ({facts.when()})"
 
 
-def carried_statements(registry, owner: str, name: str, version: str, tree_digest: str, *, trust=None) -> list:
+def carried_statements(registry, owner: str, name: str, version: str, tree_digest: str, *, trust) -> list:
     """The statements to carry with the version (``plugin copy``, bundles): the registry's,
     or the ones this machine remembers when the registry cannot answer; checked by
     :func:`yank_facts` first, so a yank that went missing is never carried on as gone."""

@@ -96,6 +96,21 @@ def test_the_index_follows_new_changed_and_removed_records_and_keeps_tombstones(
     assert [r.id for r in store.list()] == ["b", "c", "d"]  # the tombstone is no job to list
 
 
+def test_a_settled_store_is_checked_by_its_folders_alone_and_a_new_record_is_still_seen(store, monkeypatch):
+    JobIndex(store).sync()  # makes the index's own folder
+    old = os.stat(store.root).st_mtime - 30  # settled: no write pending within the folder clock's tick
+    os.utime(store.root, (old, old))
+    JobIndex(store).sync()
+    listed = []
+    real = jobindex._listing
+    monkeypatch.setattr(jobindex, "_listing", lambda st: listed.append(1) or real(st))
+    sync, jobs = JobIndex(store).sync()
+    assert not listed and sync.read == 0 and len(jobs) == 3  # the folders as the index last saw them: nothing read
+    store.save(_record("d", created="2026-12-01T10:00:09Z"))  # a rename into the folder changes its time
+    sync, jobs = JobIndex(store).sync()
+    assert listed and sync.read == 1 and [j.record.id for j in jobs][-1] == "d"
+
+
 def test_a_corrupt_or_truncated_index_is_rebuilt_and_says_so_once(store):
     index = JobIndex(store)
     sync, _ = index.sync()
@@ -151,7 +166,7 @@ def test_on_a_network_file_system_the_index_moves_to_local_disk_or_the_records_a
     assert index.path is not None and str(index.path).startswith("/var/tmp/starforge-")
     try:
         sync, matches, _ = index.query(plugin="alice/dr-grpo")
-        assert _ids(matches) == ["a", "b"] and not (store.root / "index.sqlite").exists()
+        assert _ids(matches) == ["a", "b"] and not (store.root / ".index").exists()
         assert os.stat(index.path.parent).st_mode & 0o777 == 0o700
     finally:
         index.path.unlink(missing_ok=True)

@@ -184,3 +184,20 @@ def test_a_submit_whose_staging_fails_leaves_no_supervisor_behind(exp, env, monk
     run = forge(env, exp, "submit")  # the next submit starts its own, which ends once it has recorded the exit
     assert "trainer done" in run.stdout
     wait_for(lambda: supervisors_of(store) == [])
+
+
+@pytest.mark.parametrize("started_with", ["ignored", "default"])
+def test_a_local_job_keeps_sighup_as_forge_submit_was_started_with_it(exp, env, started_with):
+    """nohup forge submit … &: the job keeps SIGHUP ignored, as the shell gave it; started
+    with the default, the job has the default too (its supervisor's own handler is not
+    passed on). docs/launcher.md, "Signals"."""
+    (exp / "trainer.py").write_text(
+        "import signal\n"
+        "print('trainer SIGHUP', 'ignored' if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else 'default')\n"
+    )
+    forge(env, exp, "lock")
+    disposition = signal.SIG_IGN if started_with == "ignored" else signal.SIG_DFL
+    run = subprocess.run([sys.executable, "-m", "starforge", "submit"], env=env, cwd=exp, capture_output=True, text=True,
+                         timeout=120, preexec_fn=lambda: signal.signal(signal.SIGHUP, disposition))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"trainer SIGHUP {started_with}" in run.stdout.splitlines()

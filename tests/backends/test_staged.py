@@ -362,6 +362,11 @@ def test_rm_and_prune_refuse_a_job_with_outputs_unless_asked(make_experiment, tm
         refused = subprocess.run([*forge, *argv], env=env, capture_output=True, text=True, timeout=60)
         assert refused.returncode != 0 and refused.stderr.startswith(f"error: job {job['id']} holds outputs (1 file, "), refused.stderr
         assert "--with-outputs" in refused.stderr and (job_dir / "work" / "outputs").is_dir()
+    assert json.loads(subprocess.run([*forge, "jobs", "list", "--json"], env=env, capture_output=True, text=True,
+                                     timeout=60).stdout)[-1]["id"] == job["id"]  # refused: nothing was deleted, record included
+    helped = subprocess.run([*forge, "jobs", "prune", "--help"], env=env, capture_output=True, text=True, timeout=60).stdout
+    assert "is refused, with their size, and then nothing at all is deleted; --with-outputs deletes the outputs too" \
+        in " ".join(helped.split()), helped
     removed = subprocess.run([*forge, "jobs", "rm", "--with-outputs", job["id"]], env=env, capture_output=True, text=True,
                              timeout=60)
     assert removed.returncode == 0 and f"removed {job['id']}" in removed.stdout, removed.stderr

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge, forge_process
+from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
 CONFLICT = 21  # docs/errors.md
@@ -31,8 +30,7 @@ class Toy:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.exp = tmp / "exp"
-        shutil.copytree(REPO / "examples" / "quickstart", self.exp,
-                        ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+        copy_example("quickstart", self.exp)
         self.scratch = tmp / "scratch"
         self.scratch.mkdir()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import forge
+from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBERS = ("rewards[", "advantages[", "step ", "first_mean_reward", "mean_reward")
@@ -27,8 +28,7 @@ class Quickstart:
     def __init__(self, tmp: Path, registry: str | None = None) -> None:
         self.tmp = tmp
         self.exp = tmp / "exp"
-        shutil.copytree(REPO / "examples" / "quickstart", self.exp,
-                        ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+        copy_example("quickstart", self.exp)
         self.home = tmp / "home"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
         self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER="starforge")

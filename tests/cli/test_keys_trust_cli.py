@@ -128,3 +128,20 @@ def test_key_takes_a_key_name_or_a_path_and_refuses_a_bare_value_that_is_both(tm
     ]
     missing = run_forge("plugin", "publish", str(src), "--sign", "--key", "./nope.key", env=env, cwd=work, timeout=60)
     assert missing.returncode == 2 and missing.stderr.startswith("error: no signing key at ./nope.key\n")
+
+
+def test_an_unsigned_publish_for_an_owner_with_trusted_keys_warns_at_once(tmp_path, env):
+    src = plugin(tmp_path / "p")
+    assert "warning" not in forge(env, "plugin", "publish", str(src)).stderr  # nobody trusted for alice yet
+    made = json.loads(forge(env, "key", "generate", "--json").stdout)
+    forge(env, "trust", "add", "alice", made["public"])
+    again = forge(env, "plugin", "publish", str(src))  # published (it was already), and said before forge lock refuses it
+    assert again.stdout.startswith("already published alice/opsd-patch@1.2.0 ")
+    assert again.stderr.splitlines() == [
+        "warning: alice/opsd-patch@1.2.0 has no signature, but owner alice has trusted keys: "
+        "forge lock, submit and pull refuse alice/opsd-patch@1.2.0 until it is signed",
+        f"hint: sign it with a key trusted for alice: forge plugin sign alice/opsd-patch@1.2.0 --from {src}",
+    ]
+    forge(env, "plugin", "sign", "alice/opsd-patch@1.2.0", "--from", str(src))  # the fix the hint names
+    assert "warning" not in forge(env, "plugin", "publish", str(src)).stderr
+    assert "warning" not in forge(env, "plugin", "publish", str(src), "--owner", "bob").stderr  # no key trusted for bob

@@ -161,10 +161,10 @@ def test_publish_sign_again_attaches_another_keys_signature_and_keeps_ones_own(t
     assert (as_json["created"], as_json["signed"], as_json["signature_attached"], as_json["signature_kept"]) == (
         False, True, False, True)
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.signing import stored_envelopes
+    from starforge.registry.store import PluginStore
 
     reg = DirectoryRegistry(Path(env["FORGE_HOME"]) / "registry")
-    signers = [json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get("alice", "opsd-patch", "1.2.0"))]
+    signers = [json.loads(e)["signatures"][0]["keyid"] for e in PluginStore(reg).envelopes(reg.get("alice", "opsd-patch", "1.2.0"))]
     assert signers == [mine, other]
 
 

@@ -3,12 +3,12 @@ trainer's own keys are listed in the quickstart's config (so --set needs no '+')
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = ("quickstart", "trl", "verl")
@@ -17,7 +17,7 @@ EXAMPLES = ("quickstart", "trl", "verl")
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_a_copied_experiment_commits_its_lock(tmp_path, example):
     copy = tmp_path / example
-    shutil.copytree(REPO / "examples" / example, copy)
+    copy_example(example, copy)
     (copy / "plugins.lock.json").write_text("{}\n")  # what forge lock writes
     (copy / ".forge" / "jobs").mkdir(parents=True)
     (copy / ".forge" / "jobs" / "job.json").write_text("{}\n")  # what forge submit writes

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from support.cli import forge
+from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
 HIDES = (
@@ -16,14 +17,12 @@ HIDES = (
 
 
 def _forge(*args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    installed = Path(sys.executable).parent / "forge"
-    argv = [str(installed)] if installed.exists() else [sys.executable, "-m", "starforge"]
-    return subprocess.run([*argv, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return forge(*args, cwd=cwd, env=env, timeout=300)
 
 
 def _experiment(tmp_path: Path, plugins: str) -> tuple[Path, dict]:
     exp = tmp_path / "exp"
-    shutil.copytree(REPO / "examples" / "quickstart", exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    copy_example("quickstart", exp)
     text = (exp / "forge.yaml").read_text()
     (exp / "forge.yaml").write_text(text.replace("plugins: [starforge/opsd-patch@~=1.2]", f"plugins: [{plugins}]"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import forge
+from support.examples import copy_example
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _forge(env, *args, cwd):
-    proc = subprocess.run([sys.executable, "-m", "starforge", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    proc = forge(*args, env=env, cwd=cwd, timeout=300)
     assert proc.returncode == 0, f"forge {' '.join(args)}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout + proc.stderr
 
@@ -28,11 +26,9 @@ def _value(out: str, prefix: str):
     return ast.literal_eval(line.split(" = ", 1)[1])
 
 
-@pytest.fixture
-def quickstart(tmp_path):
+def _quickstart(tmp_path: Path) -> tuple:
     exp = tmp_path / "quickstart"
-    shutil.copytree(REPO / "examples" / "quickstart", exp,
-                    ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    copy_example("quickstart", exp)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     env.update(FORGE_HOME=str(tmp_path / "home"), FORGE_OWNER="starforge", PYTHONDONTWRITEBYTECODE="1")
     _forge(env, "plugin", "publish", str(REPO / "forge_plugins" / "opsd-patch"), cwd=tmp_path)
@@ -42,15 +38,26 @@ def quickstart(tmp_path):
     return tmp_path, exp, env
 
 
+@pytest.fixture
+def quickstart(tmp_path):
+    return _quickstart(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> str:
+    """The output of the short quickstart job without a template's plugin: what each template
+    must move (the same job for every test here, run once)."""
+    tmp, exp, env = _quickstart(tmp_path_factory.mktemp("plain"))
+    _forge(env, "lock", str(exp), cwd=tmp)
+    return _forge(env, "submit", str(exp), cwd=tmp)
+
+
 @pytest.mark.parametrize("load, plugin_line", [
     ("eager", "plugin  : starforge/my-tweak@0.1.0 loaded"),
     ("deferred", "plugin  : starforge/my-tweak@0.1.0 registered (needs runtime context, loaded by the training entrypoint)"),
 ])
-def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, load, plugin_line):
+def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, plain, load, plugin_line):
     tmp, exp, env = quickstart
-    _forge(env, "lock", str(exp), cwd=tmp)
-    plain = _forge(env, "submit", str(exp), cwd=tmp)
-
     _forge(env, "plugin", "init", "my-tweak", "--kind", "algorithm", "--load", load, cwd=tmp)
     _forge(env, "plugin", "publish", str(tmp / "my-tweak"), cwd=tmp)
     yaml_text = (exp / "forge.yaml").read_text()
@@ -75,10 +82,8 @@ def test_generated_algorithm_plugin_changes_the_quickstart_numbers(quickstart, l
     assert _value(tweaked, "mean_reward = ") != _value(plain, "mean_reward = ")
 
 
-def test_generated_environment_plugin_changes_the_quickstart_numbers(quickstart):
+def test_generated_environment_plugin_changes_the_quickstart_numbers(quickstart, plain):
     tmp, exp, env = quickstart
-    _forge(env, "lock", str(exp), cwd=tmp)
-    plain = _forge(env, "submit", str(exp), cwd=tmp)
     _forge(env, "plugin", "init", "my-env", "--kind", "environment", cwd=tmp)
     _forge(env, "plugin", "publish", str(tmp / "my-env"), cwd=tmp)
     yaml_text = (exp / "forge.yaml").read_text()
@@ -107,5 +112,5 @@ def test_generated_environment_plugin_changes_the_quickstart_numbers(quickstart)
     # recorded in provenance and shown by forge jobs show
     job_id = next(ln.split()[2] for ln in used.splitlines() if ln.startswith("job     : "))
     shown = _forge(env, "jobs", "show", job_id, cwd=tmp)
-    line = next(ln for ln in shown.splitlines() if "starforge/my-env@0.1.0" in ln)
+    line = next(ln for ln in shown.splitlines() if ln.strip().startswith("plugin  :") and "starforge/my-env@0.1.0" in ln)
     assert "(package, environment) verified 1, loaded 1" in line, shown

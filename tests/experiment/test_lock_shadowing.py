@@ -54,11 +54,11 @@ def test_a_hand_made_version_shadowing_a_module_is_refused_at_lock_and_submit(pr
     from starforge.experiment.lock import entry_from_tree
     from starforge.experiment.lockfile import LockFile
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.registry.verified import verified_tree
+    from starforge.registry.store import PluginStore
 
     reg = DirectoryRegistry(project.home / "registry")
     info = reg.get("alice", "sneaky", "1.0.0")
-    entry = entry_from_tree(info, verified_tree(reg, info), "alice/sneaky@==1.0.0", None)
+    entry = entry_from_tree(info, PluginStore(reg).tree_of(info), "alice/sneaky@==1.0.0", None)
     project.experiment(plugins=["alice/sneaky@1.0.0"])
     project.lock.write_text(LockFile(plugins=(entry,)).to_json())
     submit = project.forge("submit", ok=False)

@@ -8,13 +8,13 @@ on a local Ray head started from the verl venv."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from frameworks_env import REPO, clean_env, trainer_python
+from support.examples import copy_example
 
 pytestmark = pytest.mark.frameworks
 
@@ -57,7 +57,7 @@ def _values(out: str, prefix: str):
 
 def _experiment(tmp: Path, name: str) -> Path:
     exp = tmp / name
-    shutil.copytree(REPO / "examples" / name, exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json", "__pycache__"))
+    copy_example(name, exp)
     return exp
 
 
@@ -79,11 +79,11 @@ def test_trl_example_submits_with_the_dr_grpo_plugin(tmp_path):
     assert any(ln.startswith("trainer options: scale_rewards=none loss_type=dr_grpo ") for ln in lines)
     rewards, advantages = _values(out, "rewards = "), _values(out, "advantages = ")
     assert len(rewards) == len(advantages) == 12
-    for step in range(3):  # one group of 4 completions per step; TRL shuffles within the batch
+    for step in range(3):  # one group of 4 completions per step, rewards and advantages in the same order
         group = rewards[4 * step:4 * step + 4]
         mean = sum(group) / 4
-        want = sorted(r - mean for r in group)  # Dr-GRPO: no std division
-        got = sorted(advantages[4 * step:4 * step + 4])
+        want = [r - mean for r in group]  # Dr-GRPO: no std division
+        got = advantages[4 * step:4 * step + 4]
         assert all(abs(a - b) < 1e-6 for a, b in zip(got, want)), (step, got, want)
     assert any(advantages)
 

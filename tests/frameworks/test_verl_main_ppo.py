@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from frameworks_env import REPO
+from support.examples import copy_example
 from test_examples_submit import Forge
 
 pytestmark = pytest.mark.frameworks
@@ -47,7 +48,7 @@ def _printed_config(lines: list) -> dict:
 def test_verl_main_ppo_prints_its_config_and_a_hydra_run_writes_outputs_in_work(tmp_path):
     forge = Forge("verl", "VERL_PYTHON", tmp_path)
     exp = tmp_path / "verl-main-ppo"
-    shutil.copytree(REPO / "examples" / "verl-main-ppo", exp, ignore=shutil.ignore_patterns(".forge", "plugins.lock.json"))
+    copy_example("verl-main-ppo", exp)
     assert (exp / "forge.yaml").read_text().count(DRIVER_ONLY) == 1
     forge("plugin", "publish", str(REPO / "forge_plugins" / "verl-dr-grpo"))
     forge("lock", str(exp))

@@ -51,17 +51,25 @@ def wait_ready(proc: subprocess.Popen, node_tmp: Path) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signalled_job_removes_its_code_directory(builder, tmp_path, signum):
+    """The job inherits this test run's dispositions (docs/launcher.md, "Signals"): a signal
+    the run was started with ignored (SIGHUP under nohup) is ignored by the job too, which
+    then ends by the SIGTERM sent after it and still removes its code directory."""
     node_tmp = tmp_path / "node-tmp"
     node_tmp.mkdir()
     job = builder.job(plugins=[demo_plugin()], trainer=SLEEPER)
+    ignored = signal.getsignal(signum) is signal.SIG_IGN
     proc = start(job, node_tmp)
     try:
         wait_ready(proc, node_tmp)
         proc.send_signal(signum)
+        if ignored:  # discarded when sent: the SIGTERM after it is what ends the job
+            proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)
     finally:
         proc.kill()
-    if signum == signal.SIGINT:
+    if ignored:
+        assert code == -signal.SIGTERM, proc.stderr.read()
+    elif signum == signal.SIGINT:
         assert code == 130, proc.stderr.read()  # KeyboardInterrupt in the trainer: the launcher's 130
     else:
         assert code == -signum  # still ended by the signal, as a cancelled job always was

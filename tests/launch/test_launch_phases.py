@@ -120,9 +120,27 @@ def test_install_raising_is_13_with_traceback_naming_the_plugin(builder, tmp_pat
     assert result.returncode == 13
     assert job.plugin_lines(result) == [LOADED, "plugin  : alice/bad-install@1.0.0 failed (install raised, exit 13)"]
     assert 'bad_install.py", line 2, in install' in result.stderr
-    assert "error: alice/bad-install@1.0.0: install raised RuntimeError: cannot patch" in result.stderr
+    # the frame is in the job's copy: which plugin file that is, after the traceback
+    assert (f"source  : {job.plugin_dir('bad-install') / 'bad_install.py'} is bad_install.py of alice/bad-install@1.0.0 "
+            "as published (the job's read-only copy: edit the plugin's source and publish a new version)\n"
+            "error: alice/bad-install@1.0.0: install raised RuntimeError: cannot patch") in result.stderr
     assert (job.status()["phase"], job.status()["code"], job.status()["plugin"]) == ("install", 13, "alice/bad-install@1.0.0")
     assert not marker.exists()
+
+
+def test_a_builtins_import_failure_names_its_file_in_the_experiment(builder):
+    needs = "def check():\n    raise ImportError('needs flash-attn')\n"
+    bad = {"name": "clip", "files": {"clip/__init__.py": "from clip.needs import check\ncheck()\n", "clip/needs.py": needs},
+           "entrypoint": "clip:install"}
+    job = builder.job(builtins=[bad])
+    result = job.launch()
+    assert result.returncode == 12, result.stderr
+    staged = job.dir / "recipe" / "common" / "algorithms" / "clip"
+    sources = [ln for ln in result.stderr.splitlines() if ln.startswith("source  : ")]
+    assert sources == [  # each plugin file the traceback passes through, once, in its order
+        f"source  : {staged / 'clip' / '__init__.py'} is common/algorithms/clip/clip/__init__.py of the experiment (the job's read-only copy)",
+        f"source  : {staged / 'clip' / 'needs.py'} is common/algorithms/clip/clip/needs.py of the experiment (the job's read-only copy)",
+    ]
 
 
 def test_install_deferred_raising_in_the_trainer_is_13(builder):

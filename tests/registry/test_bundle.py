@@ -160,7 +160,11 @@ def test_create_refuses_a_stale_lock_and_says_builtins_stay_with_the_recipe(near
     text = (exp / "forge.yaml").read_text()
     (exp / "forge.yaml").write_text(text + "recipe:\n  plugins: [clip-adv]\n")
     out = near.forge("bundle", "create", exp, "-o", tmp_path / "b.tar")
-    assert "built-in plugins (common/algorithms/) are not in the bundle" in out.stdout and "clip-adv" in out.stdout
+    # a note: on stderr, silenced by -q (docs/cli.md); stdout holds the results only
+    assert "note: built-in plugins (common/algorithms/) are not in the bundle" in out.stderr and "clip-adv" in out.stderr
+    assert "note:" not in out.stdout and f"wrote {tmp_path / 'b.tar'}" in out.stdout
+    quiet = near.forge("-q", "bundle", "create", exp, "-o", tmp_path / "q.tar")
+    assert "note:" not in quiet.stdout + quiet.stderr and f"wrote {tmp_path / 'q.tar'}" in quiet.stdout
     assert not any("clip" in json.dumps(d) for d in index_of(tmp_path / "b.tar")["manifests"])
 
     (exp / "forge.yaml").write_text(text.replace("alice/reward-scale@1.0.0", "alice/reward-scale@2.0.0"))
@@ -506,13 +510,13 @@ def test_push_refuses_a_tampered_bundle_and_data_prep_plugins_writing_nothing(fa
     from starforge.experiment.lock import entry_from_tree
     from starforge.experiment.lockfile import LockFile
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.registry.verified import verified_tree
+    from starforge.registry.store import PluginStore
 
     prep_reg = DirectoryRegistry(tmp_path / "prep-registry")
     far.forge("plugin", "publish", write_plugin(tmp_path / "prep", "shard-data", kind="data-prep"), "--registry", prep_reg.root)
     info = prep_reg.get(OWNER, "shard-data", "1.0.0")
     archive = prep_reg.root / "blobs" / "sha256" / info.artifact_digest.partition(":")[2]
-    lock = LockFile(plugins=(entry_from_tree(info, verified_tree(prep_reg, info), "alice/shard-data@1.0.0", None),), registry=str(prep_reg.root))
+    lock = LockFile(plugins=(entry_from_tree(info, PluginStore(prep_reg).tree_of(info), "alice/shard-data@1.0.0", None),), registry=str(prep_reg.root))
     write_bundle(tmp_path / "prep.tar", lock.to_json().encode(), [(info, archive, None)])
     far.forge("bundle", "verify", tmp_path / "prep.tar")
     refused = far.forge("bundle", "push", tmp_path / "prep.tar", "--registry", far_reg, ok=False)

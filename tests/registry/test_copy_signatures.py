@@ -46,10 +46,10 @@ def _copy(user: User, src: str, dst: str, *extra, ok=True):
 
 def served_version(registry: str) -> list:
     from starforge.registry.factory import open_registry
-    from starforge.signing import stored_envelopes
+    from starforge.registry.store import PluginStore
 
     reg = open_registry(registry)
-    return stored_envelopes(reg, reg.get(OWNER, NAME, VERSION))
+    return PluginStore(reg).envelopes(reg.get(OWNER, NAME, VERSION))
 
 
 def test_a_trusted_owners_signature_is_verified_and_copied(user, pair, tmp_path):

@@ -44,10 +44,10 @@ def _remove_version(registry: str) -> None:
 
 def _signers(registry: str) -> list:
     from starforge.registry.factory import open_registry
-    from starforge.signing import stored_envelopes
+    from starforge.registry.store import PluginStore
 
     reg = open_registry(registry)
-    return [json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get(OWNER, NAME, VERSION))]
+    return [json.loads(e)["signatures"][0]["keyid"] for e in PluginStore(reg).envelopes(reg.get(OWNER, NAME, VERSION))]
 
 
 def _key_id(user: User) -> str:

@@ -255,21 +255,22 @@ def test_signing_with_an_untrusted_key_is_refused_first_and_a_published_version_
 
     # ECDSA signatures are randomized: signing again with the same key adds nothing
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.signing import stored_envelopes
+    from starforge.registry.store import PluginStore
 
     reg = DirectoryRegistry(registry)
-    before = stored_envelopes(reg, reg.get(OWNER, NAME, VERSION))
+    before = PluginStore(reg).envelopes(reg.get(OWNER, NAME, VERSION))
     assert len(before) == 2
     same = user.forge("plugin", "sign", REF, "--from", src, "--registry", registry, "--key", user.home / "keys" / "right.key")
     assert "already signed with your key" in same.stdout
-    assert stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)) == before
+    assert PluginStore(reg).envelopes(reg.get(OWNER, NAME, VERSION)) == before
 
 
 @pytest.mark.oci  # a real registry: left out of --quick
 def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(request, tmp_path):
     from starforge.registry.oci import OciRegistry
     from starforge.registry.publish import sign_published
-    from starforge.signing import generate_key, stored_envelopes
+    from starforge.registry.store import PluginStore
+    from starforge.signing import generate_key
 
     registry = _oci(request, tmp_path)
     user = User(tmp_path / "user")
@@ -295,7 +296,7 @@ def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(
     assert errors == []
     with OciRegistry(registry) as reg:
         info = reg.get(OWNER, NAME, VERSION)
-        signers = sorted(json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, info))
+        signers = sorted(json.loads(e)["signatures"][0]["keyid"] for e in PluginStore(reg).envelopes(info))
         assert signers == sorted(k.key_id for k in keys)  # nobody's signature was dropped
         assert len(reg.sigstore_bundles(info)) == len(keys)
 
@@ -331,7 +332,7 @@ def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_pa
     from support.registry_world import write_experiment
 
     from starforge.registry.factory import open_registry
-    from starforge.signing import stored_envelopes
+    from starforge.registry.store import PluginStore
 
     registry = str(tmp_path / "registry")
     user = User(tmp_path / "user")
@@ -352,7 +353,7 @@ def test_an_air_gap_bundle_and_a_copy_carry_every_keys_signature(request, tmp_pa
 
     def signers(url):
         reg = open_registry(url)
-        return sorted(json.loads(e)["signatures"][0]["keyid"] for e in stored_envelopes(reg, reg.get(OWNER, NAME, VERSION)))
+        return sorted(json.loads(e)["signatures"][0]["keyid"] for e in PluginStore(reg).envelopes(reg.get(OWNER, NAME, VERSION)))
 
     assert signers(registry) == signers(far) == signers(mirror) == sorted([_key_id(user, "default"), _key_id(user, "release")])
 

@@ -1,26 +1,29 @@
-"""registry/verified_fetch.py: the one place a published version is fetched as verified.
+"""registry/store.py: the one place a published version is fetched as verified.
 
 Pull, show, prep, bundle verify, lock and staging all judge a version's signature and keep
-a verified envelope through :func:`fetch_verified`; a source check keeps it that way.
+a verified envelope through ``PluginStore.fetch_verified``; ``tests/test_plugin_store_owns.py``
+keeps every other module from doing it.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import starforge
-from starforge.errors import SignatureError
+from starforge.cluster.digest import tree_digest
+from starforge.errors import LockError, RegistryError, SignatureError
 from starforge.registry.cache import cached_signature
 from starforge.registry.directory import DirectoryRegistry
 from starforge.registry.publish import publish_plugin
-from starforge.registry.verified_fetch import fetch_verified
+from starforge.registry.store import Pin, PluginStore
 from starforge.signing import generate_key, trust_add
 
 ROOT = Path(starforge.__file__).parent
-ONE_PLACE = ("verify_published_envelope", "remember_verified")
+ONE_PLACE = ("remember_signature", "remember_envelope")  # an envelope kept for offline staging
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +46,11 @@ def test_a_signed_version_is_judged_remembered_and_unpacked_verified(tmp_path):
     reg = DirectoryRegistry(tmp_path / "reg")
     info = _publish(tmp_path, reg, "alice", key.private)
     assert cached_signature(info.owner, info.name, info.version, info.tree_digest) is None
-    fetched = fetch_verified(reg, info, tmp_path / "out")
+    fetched = PluginStore(reg).fetch_verified(info, tmp_path / "out")
     assert fetched.status == "verified" and fetched.envelope is not None
     assert cached_signature(info.owner, info.name, info.version, info.tree_digest) == fetched.envelope  # offline staging
     assert sorted(p.name for p in fetched.dest.iterdir()) == ["opsd_patch.py", "plugin.yaml"]
-    assert fetch_verified(reg, info).dest is None  # the verdict alone, nothing unpacked
+    assert PluginStore(reg).fetch_verified(info).dest is None  # the verdict alone, nothing unpacked
 
 
 def test_a_trusted_owners_unsigned_version_is_refused_and_nothing_is_unpacked(tmp_path):
@@ -56,7 +59,30 @@ def test_a_trusted_owners_unsigned_version_is_refused_and_nothing_is_unpacked(tm
     reg = DirectoryRegistry(tmp_path / "reg")
     info = _publish(tmp_path, reg, "alice")
     with pytest.raises(SignatureError):
-        fetch_verified(reg, info, tmp_path / "out")
+        PluginStore(reg).fetch_verified(info, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pinned_version_unpacks_from_the_cache_with_no_registry_at_all(tmp_path):
+    reg = DirectoryRegistry(tmp_path / "reg")
+    info = _publish(tmp_path, reg, "alice")
+    PluginStore(reg).unpack(info, tmp_path / "first")  # pulled once: the cache holds its files
+    pin = Pin(owner="alice", name="opsd-patch", version="1.0.0", tree_digest=info.tree_digest)
+    again = PluginStore(None).unpack_pin(pin, tmp_path / "again")
+    assert tree_digest(again) == info.tree_digest
+    with pytest.raises(RegistryError, match="no registry was given"):
+        PluginStore(None).unpack_pin(replace(pin, tree_digest="sf1:" + "1" * 64), tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_pin_the_registry_serves_other_files_for_is_a_moved_tag_naming_both(tmp_path):
+    reg = DirectoryRegistry(tmp_path / "reg")
+    info = _publish(tmp_path, reg, "alice")
+    pin = Pin(owner="alice", name="opsd-patch", version="1.0.0", tree_digest="sf1:" + "1" * 64)
+    with pytest.raises(LockError, match="moved tag") as raised:
+        PluginStore(reg, locked_from="oci://elsewhere/forge").unpack_pin(pin, tmp_path / "out")
+    assert info.tree_digest in raised.value.message and pin.tree_digest in raised.value.message
+    assert "oci://elsewhere/forge" in raised.value.hint
     assert not (tmp_path / "out").exists()
 
 
@@ -65,10 +91,10 @@ def _calls(tree: ast.AST) -> set:
             for n in ast.walk(tree) if isinstance(n, ast.Call)}
 
 
-def test_only_the_verified_fetch_judges_and_remembers_a_published_signature():
+def test_only_the_store_judges_and_remembers_a_published_signature():
     callers = sorted(
         str(path.relative_to(ROOT)) for path in ROOT.rglob("*.py")
         if "_vendor" not in path.parts and _calls(ast.parse(path.read_text(encoding="utf-8"))) & set(ONE_PLACE)
     )
-    # signing.verify_published wraps the verdict for its own callers; nothing else fetches "as verified"
-    assert callers == ["registry/verified_fetch.py", "signing.py"]
+    # the cache keeps what the store hands it; nothing else fetches "as verified"
+    assert callers == ["registry/store.py"]
