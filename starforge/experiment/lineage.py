@@ -187,3 +187,39 @@ def yanks_now(pin_list: Iterable[tuple]) -> tuple:
         if facts.yanked:
             found[digest] = YankNow(ref, digest, facts.reason or "", facts.as_of)
     return found, notes
+
+
+def find_job(world: JobWorld, job_id: str) -> KnownJob:
+    """The job *job_id* (or the one job it is a prefix of) among *world*'s, tombstones included."""
+    from ..errors import NotFoundError, UsageError
+
+    if job_id in world.jobs:
+        return world.jobs[job_id]
+    matches = [k for k in world.jobs if k.startswith(job_id)]
+    if len(matches) > 1:
+        raise UsageError(f"job id prefix '{job_id}' matches {len(matches)} jobs", hint=f"give more of the id: {', '.join(sorted(matches)[:8])}")
+    if not matches:
+        raise NotFoundError(f"no job '{job_id}' in the jobs store", hint="list jobs with: forge jobs list")
+    return world.jobs[matches[0]]
+
+
+def output_rows(job: KnownJob, *, with_hash: bool = False, cache=None) -> list:
+    """One row per file the job's manifests list: ``{path, dir, size, mtime_ns, host, state,
+    digest, probable}``. *state* says how the file is now: ``listed`` (as the manifest says),
+    ``changed`` (size or modification time differ: not digested), ``missing`` (gone or not
+    reachable from here). With *with_hash*, listed files get their digest (cached)."""
+    rows = []
+    for f in job.files():
+        row = {"path": f.path, "dir": f.dir, "rel": f.rel, "size": f.size, "mtime_ns": f.mtime_ns, "host": f.host,
+               "state": "listed", "digest": None, "probable": False}
+        try:
+            st = os.stat(f.path)
+            if (st.st_size, st.st_mtime_ns) != (f.size, f.mtime_ns):
+                row["state"] = "changed"
+            elif with_hash and cache is not None:
+                row["digest"] = cache.digest(f.path, f.size, f.mtime_ns, f.sample_above)
+                row["probable"] = row["digest"].startswith("sampled:")
+        except OSError:
+            row["state"] = "missing"
+        rows.append(row)
+    return rows
