@@ -111,11 +111,17 @@ class JobWorld:
 
 def read_jobs(stores: Sequence[str | os.PathLike] = (), *, own: bool = True) -> JobWorld:
     """The jobs of this user's store (with *own*) and of *stores*, tombstones included; a
-    live record wins over a tombstone of the same id, the first store over later ones."""
+    live record wins over a tombstone of the same id, the first store over later ones. A
+    store named that is not a directory is a :class:`UsageError`."""
     from ..backends.store import REMOVED_DIR, JobStore
     from ..cluster.lineage import LINEAGE_DIR
+    from ..errors import UsageError
 
     world = JobWorld()
+    for named in stores:  # a typo in a CI gate's --store must not pass as "no job found"
+        if not Path(named).is_dir():
+            raise UsageError(f"--store {named}: no such directory",
+                             hint="name a jobs store: the folder holding the job records (<id>.json), e.g. $FORGE_HOME/jobs")
     roots = ([JobStore().root] if own else []) + [Path(s) for s in stores]
     for root in roots:
         records, unreadable = JobStore(root).scan()

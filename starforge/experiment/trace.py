@@ -79,7 +79,8 @@ def trace(path: str | os.PathLike, world: JobWorld, cache) -> Trace:
     if not target.exists():
         from ..errors import UsageError
 
-        raise UsageError(f"{target}: no such file or directory")
+        raise UsageError(f"{target}: no such file or directory",
+                         hint="give the checkpoint file or directory as it is on this machine")
     files = [str(target)] if target.is_file() else [str(target / rel) for rel, _, _ in scan(str(target))]
     sidecar_path = find_sidecar(target)
     notes: list = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from starforge.backends.jobrecord import JobRecord
 from starforge.backends.store import JobStore
@@ -52,3 +53,12 @@ def test_the_audit_code_is_one_no_error_uses():
 
     assert FOUND == 22
     assert all(getattr(cls, "exit_code", None) != FOUND for cls in every(ForgeError)), errors.__name__
+
+
+def test_a_store_named_that_does_not_exist_is_an_error_not_an_empty_audit(tmp_path):
+    from support.cli import forge
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
+    out = forge("audit", "--store", tmp_path / "typo", env=dict(env, FORGE_HOME=str(tmp_path / "home")))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"error: --store {tmp_path / 'typo'}: no such directory\nhint: name a jobs store")

@@ -97,7 +97,7 @@ def test_a_path_no_job_wrote_says_so_without_a_traceback(world, tmp_path):
     assert out.returncode == 7 and "Traceback" not in out.stderr
     assert out.stderr.startswith(f"error: {stray}: no job wrote this") and "hint:" in out.stderr
     missing = project.forge("trace", tmp_path / "nope", ok=False)
-    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr and "hint:" in missing.stderr
 
 
 def test_jobs_outputs_lists_and_digests_once_then_says_what_changed(world, tmp_path):
