@@ -154,3 +154,11 @@ def test_a_planted_sidecar_too_large_or_not_json_is_no_claim_and_content_decides
     (copy / ".forge-provenance.json").write_text(json.dumps({"jobs": [{"job_id": "../../etc"}, "x"]}))
     doc = json.loads(project.forge("trace", copy / "model.bin", "--json").stdout)
     assert [(j["job_id"], j["source"]) for j in doc["jobs"]] == [(a, "content")]
+
+
+def test_a_damaged_manifest_is_named_and_the_others_still_read(world):
+    project, (a, _) = world
+    (project.jobs_dir() / a / "lineage" / "outputs-a7-x.json").write_text('{"schema": "forge/outputs/v1", "dirs": 3}')
+    out = project.forge("jobs", "outputs", a)
+    assert "outputs-a7-x.json: not an outputs manifest" in out.stderr and "Traceback" not in out.stderr
+    assert "model.bin" in out.stdout
