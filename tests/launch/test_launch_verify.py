@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -99,6 +100,22 @@ def test_two_relaunches_pass_leave_tree_read_only_and_without_bytecode(builder, 
     assert is_read_only(root)
     attempts = sorted(r["attempt"] for r in job.records() if r["role"] == "launcher")
     assert attempts == [0, 1]
+
+
+def test_in_the_copy_ray_unpacked_the_plugin_folders_are_deletable_again_once_the_launcher_ends(builder, tmp_path):
+    job, _, _ = marking_job(builder, tmp_path)
+    root = job.dir / "forge_plugins"
+    # the package of another job directory: this one is a staged tree, and stays read-only
+    result = job.launch(env={"FORGE_RAY_PACKAGE": "starforge_" + "0" * 32})
+    assert result.returncode == 0, result.stderr
+    assert is_read_only(root)
+    # this directory is the copy of the package Ray unpacked (named after it): its owner
+    # may write each folder again, so Ray's rmtree deletes it; the files stay read-only
+    result = job.launch(env={"FORGE_RAY_PACKAGE": job.dir.name})
+    assert result.returncode == 0, result.stderr
+    folders = [root, *(p for p in root.rglob("*") if p.is_dir())]
+    assert [str(p) for p in folders if not p.stat().st_mode & stat.S_IWUSR] == []
+    assert [str(p) for p in root.rglob("*") if p.is_file() and p.stat().st_mode & 0o222] == []
 
 
 def test_file_added_after_verification_is_never_imported(builder, tmp_path):
