@@ -24,7 +24,7 @@ from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .interpreter import confirm_python, linked_job_path, spec_argument
 from .jobspec import read_spec
-from .readonly import make_deletable, make_read_only
+from .readonly import deletable_when_done, is_ray_copy, make_read_only
 from .utctime import utc_now
 
 USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]
@@ -271,8 +271,8 @@ def launch(
                 item.status = "planned"
 
     read_only = _make_job_read_only(job)
-    if _is_ray_copy(job_dir):
-        _deletable_when_done(read_only)
+    if is_ray_copy(job_dir):
+        deletable_when_done(job_dir, read_only)
     # Plugins patch the experiment's own modules too: the staged recipe is importable (first
     # on sys.path, as `python -m` in recipe/ would have it) before any install runs, through
     # a finder that writes no bytecode there; the job runs in its own working directory.
@@ -508,52 +508,6 @@ def _make_job_read_only(job) -> list[str]:
         make_read_only(root)
         made.append(root)
     return made
-
-
-def _is_ray_copy(job_dir: str) -> bool:
-    """True when *job_dir* is the copy Ray unpacked from the package the Ray backend named."""
-    from .ray_init import PACKAGE_ENV
-
-    package = os.environ.pop(PACKAGE_ENV, "")  # this job's: a job started from inside it has its own
-    return bool(package) and os.path.basename(job_dir) == package
-
-
-def _deletable_when_done(roots: list[str]) -> None:
-    """When this launcher ends, give the folders of *roots* their owner's write bit back.
-
-    Ray deletes its unpacked copy of the job with a plain ``shutil.rmtree`` once no process
-    of the job uses it, which fails on read-only folders unless Ray runs as root. The copy
-    is this job's alone (the package's name is the hash of a zip holding the job's own
-    JobSpec), and the launcher is the last of the job's processes on its node: Ray ends the
-    job's workers when the driver ends. So: at the interpreter's exit (a normal end, a
-    failure, ``sys.exit``), and on SIGTERM or SIGHUP (Ray's stop), before the signal ends
-    the process as it would have. A kill by SIGKILL, or ``os._exit`` in the trainer, leaves
-    the copy read-only (docs/backends.md).
-    """
-    import atexit
-    import signal
-
-    def give_back() -> None:
-        for root in roots:
-            make_deletable(root)
-
-    atexit.register(give_back)
-
-    def on_signal(signum, frame) -> None:
-        give_back()
-        previous = before.get(signum, signal.SIG_DFL)
-        signal.signal(signum, previous)
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            os.kill(os.getpid(), signum)
-
-    before = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        current = signal.getsignal(signum)
-        if current is not signal.SIG_IGN and current is not None:  # an ignored signal ends nothing: nothing to do then
-            before[signum] = current
-            signal.signal(signum, on_signal)
 
 
 if __name__ == "__main__":
