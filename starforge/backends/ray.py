@@ -296,7 +296,7 @@ class RayBackend(Backend):
         }
         name, data = build_package(job_dir)
         # Where Ray unpacks it, the launcher makes the plugin folders deletable again when it
-        # ends (Ray's cleanup of its copy is a plain rmtree; cluster/launcher.py).
+        # ends (Ray's cleanup of its copy is a plain rmtree; cluster/readonly.py).
         env[PACKAGE_ENV] = name.removesuffix(".zip")
         with self._client(address) as client:
             uri = client.upload_package(name, data)

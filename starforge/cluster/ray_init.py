@@ -40,7 +40,8 @@ FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAM
 WORKER_ENV = "FORGE_RAY_WORKER_ENV"
 # The name of the package the Ray backend submitted as the job's working_dir: where Ray
 # unpacked it on a node (a folder of that name), the launcher gives the folders it made
-# read-only back to their owner when it ends, so Ray can delete its copy (launcher.py).
+# read-only back to their owner when it ends, so Ray can delete its copy
+# (:func:`.readonly.deletable_when_done`).
 PACKAGE_ENV = "FORGE_RAY_PACKAGE"
 
 

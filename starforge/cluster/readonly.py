@@ -129,9 +129,13 @@ def deletable_when_done(job_dir: str, roots: list[str]) -> None:
     before = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         current = signal.getsignal(signum)
-        if current is not signal.SIG_IGN and current is not None:  # an ignored signal ends nothing
-            before[signum] = current
+        if current is signal.SIG_IGN or current is None:  # an ignored signal ends nothing
+            continue
+        before[signum] = current
+        try:
             signal.signal(signum, on_signal)
+        except ValueError:  # not the main thread: the exit alone gives the folders back
+            return
 
 
 def _listing(folder: str) -> list[str]:
