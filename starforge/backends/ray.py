@@ -45,7 +45,7 @@ from ..cluster.binding import SPEC_ENV
 from ..cluster.lineage import LINEAGE_DIR
 from ..cluster.provenance import DIRNAME as PROVENANCE_DIR
 from ..cluster.provenance_log import ENV as PROVENANCE_LOG_ENV
-from ..cluster.ray_init import WORKER_ENV
+from ..cluster.ray_init import PACKAGE_ENV, WORKER_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
@@ -297,6 +297,9 @@ class RayBackend(Backend):
             PROVENANCE_LOG_ENV: "1",
         }
         name, data = build_package(job_dir)
+        # Where Ray unpacks it, the launcher makes the plugin folders deletable again when it
+        # ends (Ray's cleanup of its copy is a plain rmtree; cluster/readonly.py).
+        env[PACKAGE_ENV] = name.removesuffix(".zip")
         with self._client(address) as client:
             uri = client.upload_package(name, data)
             request = {

@@ -24,7 +24,7 @@ from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .interpreter import confirm_python, linked_job_path, spec_argument
 from .jobspec import read_spec
-from .readonly import make_read_only
+from .readonly import deletable_when_done, is_ray_copy, make_read_only
 from .utctime import utc_now
 
 USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]
@@ -270,7 +270,9 @@ def launch(
             if item.status == "disabled":
                 item.status = "planned"
 
-    _make_job_read_only(job)
+    read_only = _make_job_read_only(job)
+    if is_ray_copy(job_dir):
+        deletable_when_done(job_dir, read_only)
     # Plugins patch the experiment's own modules too: the staged recipe is importable (first
     # on sys.path, as `python -m` in recipe/ would have it) before any install runs, through
     # a finder that writes no bytecode there; the job runs in its own working directory.
@@ -531,13 +533,16 @@ def _installed_by_other_processes(job) -> set:
     return names
 
 
-def _make_job_read_only(job) -> None:
-    """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used)."""
+def _make_job_read_only(job) -> list[str]:
+    """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used); return them."""
     roots = [os.path.join(job.job_dir, "forge_plugins")] + [i.root for i in job.items if i.builtin]
+    made = []
     for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):
             continue
         make_read_only(root)
+        made.append(root)
+    return made
 
 
 if __name__ == "__main__":
