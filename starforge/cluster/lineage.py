@@ -56,8 +56,8 @@ _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))"
 def declared_dir_problem(text: object) -> str | None:
     """Why *text* cannot be an ``outputs:`` directory, or None.
 
-    >>> declared_dir_problem("ckpt/run")
-    'expected an absolute path or one starting with $VAR, got \\'ckpt/run\\''
+    >>> print(declared_dir_problem("ckpt/run"))
+    expected an absolute path or one starting with $VAR, got 'ckpt/run'
     """
     if not isinstance(text, str) or not text.strip():
         return f"expected a directory path, got {text!r}"
