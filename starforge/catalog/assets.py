@@ -58,7 +58,8 @@ dl.facts dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:.92em}
 th,td{text-align:left;vertical-align:top;padding:4px 8px;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
-th{color:var(--muted);font-weight:600}
+th{color:var(--muted);font-weight:600;white-space:nowrap}
+table.params td:nth-child(-n+2){overflow-wrap:normal;white-space:nowrap}
 .add{display:flex;gap:8px;align-items:center;margin-top:8px;flex-wrap:wrap}
 .add code{user-select:all;padding:4px 8px;flex:1 1 auto}
 .add button{font:inherit;font-size:.85em;color:inherit;background:var(--card);border:1px solid var(--line);
@@ -67,7 +68,10 @@ ul.change{margin:.2em 0;padding-left:1.2em}
 footer{color:var(--muted);font-size:.85em;padding-top:10px;padding-bottom:30px;border-top:1px solid var(--line);margin-top:24px}
 footer details{margin-top:.4em}
 @media (max-width:600px){body{font-size:14px}dl.facts{grid-template-columns:1fr;gap:0}dl.facts dd{margin-bottom:6px}
-.filters select{flex:1 1 45%}}
+.filters select{flex:1 1 45%}
+table.params thead{display:none}table.params tr{display:block;border-bottom:1px solid var(--line);padding:4px 0}
+table.params td,table.params td:nth-child(-n+2){display:block;border:0;padding:1px 0;white-space:normal;overflow-wrap:anywhere}
+table.params td::before{content:attr(data-label) ": ";color:var(--muted)}}
 """
 
 SCRIPT = """

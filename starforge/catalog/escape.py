@@ -6,8 +6,8 @@ through one of these functions, chosen by where it lands:
 
 * :func:`text` for element text and :func:`attr` for a quoted attribute value: the
   terminal's rule first (:func:`starforge.terminal_text.shown`: control and
-  bidirectional characters spelled out, ``\\u202e``), then HTML's special characters as
-  entities, quotes included;
+  bidirectional characters spelled out, ``\\u202e``; here also the line and paragraph
+  separators), then HTML's special characters as entities, quotes included;
 * :func:`href` for a link: only the catalogue's own relative paths, built from names and
   versions whose grammar has no ``:`` or ``/`` tricks, each part percent-encoded; anything
   with a scheme (``javascript:``, ``data:``, ``http:``) or a leading ``/`` becomes ``#``;
@@ -32,27 +32,40 @@ from urllib.parse import quote
 
 from ..terminal_text import shown
 
-# a path of the catalogue's own: relative, no scheme, no "..", no backslash
-_OWN_PATH = re.compile(r"^(?![A-Za-z][A-Za-z0-9+.-]*:)(?!/)(?!.*\.\./)(?!.*\\)[^\s]*$")
+_SEPARATORS = re.compile("[\u2028\u2029]")
+# a path of the catalogue's own: relative (up to its root by leading "../" only), no scheme, no backslash
+_OWN_PATH = re.compile(r"^(?:\.\./)*(?![A-Za-z][A-Za-z0-9+.-]*:)(?!/)(?!.*\.\.)(?!.*\\)[^\s]*$")
+
+
+def spelled(value: object, keep: str = "") -> str:
+    """*value* with control and bidi characters spelled out as the terminal spells them (those of
+    *keep* left), and the line and paragraph separators (U+2028, U+2029), which a page would
+    show as a break no one typed, as ``\\u2028`` and ``\\u2029``."""
+    return _SEPARATORS.sub(lambda m: f"\\u{ord(m.group()):04x}", shown(value, keep=keep))
 
 
 def text(value: object, keep: str = "") -> str:
-    """*value* as element text: control and bidi characters spelled out (those of *keep* left), HTML escaped."""
-    return html.escape(shown(value, keep=keep), quote=True)
+    """*value* as element text: :func:`spelled`, then HTML escaped."""
+    return html.escape(spelled(value, keep=keep), quote=True)
 
 
 def attr(value: object) -> str:
-    """*value* for a double-quoted attribute: as :func:`text`, newlines and tabs spelled out too."""
-    return html.escape(shown(value), quote=True)
+    """*value* for a double-quoted attribute: as :func:`text`, newlines spelled out too."""
+    return html.escape(spelled(value), quote=True)
 
 
 def href(path: str) -> str:
     """*path* (one of the catalogue's own relative paths, ``#fragment`` allowed) for an ``href``,
-    each part percent-encoded; ``#`` for anything else (a scheme, an absolute path, ``..``)."""
+    each part percent-encoded; ``#`` for anything else (a scheme, an absolute path, ``..``
+    anywhere but at the start).
+
+    >>> href("../../index.html"), href("plugins/../../etc/passwd"), href("/etc/passwd")
+    ('../../index.html', '#', '#')
+    """
     if not _OWN_PATH.match(path):
         return "#"
     where, hash_, fragment = path.partition("#")
-    out = "/".join(quote(part, safe="") for part in where.split("/")) if where else ""
+    out = "/".join(part if part == ".." else quote(part, safe="") for part in where.split("/")) if where else ""
     if hash_:
         out += "#" + quote(fragment, safe="")
     return html.escape(out, quote=True)

@@ -132,9 +132,10 @@ def params_html(params: dict) -> str:
     for key, p in params.items():
         default = value_html(p["default"]) if "default" in p else "<span class=\"meta\">none</span>"
         choices = ", ".join(value_html(c) for c in p["choices"]) if p.get("choices") is not None else "<span class=\"meta\">any</span>"
-        rows.append(f"<tr data-param=\"{attr(key)}\"><td><code>{text(key)}</code></td><td>{text(p['type'])}</td>"
-                    f"<td class=\"default\">{default}</td><td class=\"choices\">{choices}</td>"
-                    f"<td class=\"desc\">{text(p.get('description', ''), keep=chr(10))}</td></tr>")
+        rows.append(f"<tr data-param=\"{attr(key)}\"><td data-label=\"param\"><code>{text(key)}</code></td>"
+                    f"<td data-label=\"type\">{text(p['type'])}</td><td class=\"default\" data-label=\"default\">{default}</td>"
+                    f"<td class=\"choices\" data-label=\"choices\">{choices}</td>"
+                    f"<td class=\"desc\" data-label=\"description\">{text(p.get('description', ''), keep=chr(10))}</td></tr>")
     return ("<div class=\"scroll\"><table class=\"params\"><thead><tr><th>param</th><th>type</th><th>default</th>"
             f"<th>choices</th><th>description</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
