@@ -95,6 +95,9 @@ def build(registry, out: str | os.PathLike, trust=None, cache=None) -> BuildResu
     previous = previous_catalog(out)
     trust = trust if trust is not None else load_trust()
     doc, counts = collect(registry, trust, previous, cache)
+    if not doc["plugins"]:
+        raise UsageError(f"registry {doc['registry']} holds no plugins: there is nothing to catalogue",
+                         hint="check --registry, FORGE_REGISTRY or 'registry:' in your config (forge config shows which is used)")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
     try:
