@@ -91,3 +91,10 @@ class PrepError(ForgeError):
     """``forge prep`` stopped on a record (the message names the input line) or on the plugin."""
 
     exit_code = 17
+
+
+class YankedError(ForgeError):
+    """A locked plugin version its publisher yanked (``forge plugin yank``), not acknowledged
+    in ``forge.yaml``: the message names the reason and the newest version not yanked."""
+
+    exit_code = 18

@@ -57,6 +57,12 @@ class Home:
         return self.config_dir / "trust.json"
 
     @property
+    def yank_memory(self) -> Path:
+        """The yanks this machine has seen enforced (``forge plugin yank``): kept apart from the
+        cache, because forgetting one would let a registry take it back silently."""
+        return self.data_dir / "yanks"
+
+    @property
     def blob_cache(self) -> Path:
         """Content-addressed cache of pulled archives and unpacked trees."""
         return self.cache_dir / "blobs"

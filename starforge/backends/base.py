@@ -94,6 +94,8 @@ class Backend(abc.ABC):
         fields.setdefault("spec_sha256", staged.binding.spec_sha256)
         experiment = staged.layout.experiment
         fields.setdefault("experiment", str(experiment) if experiment is not None else "")
+        if staged.ran_yanked and "ran_yanked" not in fields:
+            fields["ran_yanked"] = [dict(y) for y in staged.ran_yanked]
         replay = getattr(spec, "replay", None)
         if replay and "replay_of" not in fields:
             fields["replay_of"] = str(replay.get("of") or "")

@@ -34,6 +34,7 @@ class JobRecord:
     runtime_sha256: str = ""  # sha256 of the staged runtime zip (forge jobs replay runs the same one)
     spec_sha256: str = ""  # sha256 of the staged jobspec.json (forge jobs replay checks it before reading it)
     replay_of: str = ""  # the job this one replays (forge jobs replay), else ""
+    ran_yanked: list = field(default_factory=list)  # yanked versions the job ran knowingly: {ref, tree_digest, reason, sequence, as_of, allowed_by}
 
     @property
     def final(self) -> bool:

@@ -111,6 +111,7 @@ class StagedJob:
     dir: Path
     spec: JobSpec
     binding: Binding
+    ran_yanked: tuple = ()  # the yanked versions it runs knowingly (starforge.experiment.yanked), for its record
 
     @property
     def layout(self) -> JobLayout:

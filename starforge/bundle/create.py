@@ -23,6 +23,8 @@ from typing import Callable, ContextManager
 from ..errors import ArchiveError, BundleError, LockError, UsageError
 from ..registry.artifact import (
     ARTIFACT_TYPE,
+    SIGNATURE_TYPE,
+    YANK_TYPE,
     PluginArtifact,
     canonical_json,
     descriptor,
@@ -96,6 +98,7 @@ def create_bundle(
     from ..experiment.config import load_experiment
     from ..experiment.lock import fresh_lock, open_experiment_registry
     from ..registry.cache import fetch
+    from ..registry.yank import carried_statements
 
     exp = load_experiment(Path(directory))
     lock = fresh_lock(exp)
@@ -108,7 +111,9 @@ def create_bundle(
     reg = open_experiment_registry(exp, registry, insecure=insecure)
 
     try:
-        versions = [_locked_version(reg, lock, entry, fetch) for entry in lock.plugins]
+        versions = [(*_locked_version(reg, lock, entry, fetch),
+                     carried_statements(reg, entry.owner, entry.name, entry.version, entry.tree_digest))
+                    for entry in lock.plugins]  # each version with its yank and unyank statements
         size, bundled = write_bundle(dest, lock_bytes, versions, progress)
     except DamagedBlob as exc:
         exc.path.unlink(missing_ok=True)  # a damaged cache entry: the next run fetches it again
@@ -119,7 +124,8 @@ def create_bundle(
 
 def write_bundle(dest: Path, lock_bytes: bytes, versions: list, progress=None) -> tuple[int, list]:
     """Write the layout tar of *versions* — ``(PublishedVersion, archive path, envelope or None
-    [, more envelopes])`` in lock order — and the lock; return its size and what it holds."""
+    [, more envelopes[, yank statements]])`` in lock order — and the lock; return its size and
+    what it holds. Envelopes and yank statements are referrers of their version's manifest."""
     blobs: list[Blob] = []
     manifests: list[dict] = []
     signatures: list[dict] = []
@@ -130,8 +136,9 @@ def write_bundle(dest: Path, lock_bytes: bytes, versions: list, progress=None) -
                   Blob(served.artifact_digest, art.layer_desc["size"], archive)]
         manifests.append(_plugin_descriptor(art, served))
         carried = ([envelope] if envelope is not None else []) + [e for e in (more[0] if more else ()) if e != envelope]
-        for one in carried:
-            sig = signature_artifact(art.subject, one, art.ref)
+        kinds = [(one, SIGNATURE_TYPE) for one in carried] + [(one, YANK_TYPE) for one in (more[1] if len(more) > 1 else ())]
+        for one, kind in kinds:
+            sig = signature_artifact(art.subject, one, art.ref, kind)
             blobs += [manifest_blob(sig.manifest), Blob(sig.envelope_desc["digest"], len(one), one),
                       Blob(descriptor(OCI_EMPTY, EMPTY_JSON)["digest"], 2, EMPTY_JSON)]
             signatures.append(sig.referrer)

@@ -37,6 +37,7 @@ class Copied:
     version: PublishedVersion
     result: PublishResult
     signatures: tuple = ()  # CarriedSignature per envelope the source holds
+    yank_statements: int = 0  # yank and unyank statements carried with it
 
     @property
     def label(self) -> str:
@@ -134,10 +135,11 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
     checked (:func:`checked_envelopes`; *trust* defaults to the user's trust file). Every
     envelope (one per key that signed the version) is attached on the target with its
     Sigstore bundle; one the target did not take is reported in :attr:`Copied.signatures`,
-    never dropped silently.
+    never dropped silently. The version's yank and unyank statements travel with it.
     """
     from ..registry.cache import fetch
     from ..registry.verified import check_record, registry_label, tree_of_archive
+    from ..registry.yank import carried_statements
     from ..signing import load_trust, stored_envelopes
 
     trust = trust if trust is not None else load_trust()
@@ -162,7 +164,10 @@ def copy_versions(source: Registry, target: Registry, versions: list[PublishedVe
             carried.append(CarriedSignature(
                 key_ids=tuple(key_ids(envelope)), status=status, copied=stored,
                 why_not="" if stored else f"registry {target.url} no longer serves {result.version.ref} as copied"))
-        out.append(Copied(version=info, result=result, signatures=tuple(carried)))
+        statements = carried_statements(source, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+        for statement in statements:  # a yank travels with its version
+            target.attach_yank_statement(info.owner, info.name, result.version.version, info.tree_digest, statement)
+        out.append(Copied(version=info, result=result, signatures=tuple(carried), yank_statements=len(statements)))
     return out
 
 

@@ -52,6 +52,9 @@ def push_bundle(
             result = _publish(reg, Path(plugin.archive), plugin.info, plugin.envelope, progress)
             for other in plugin.others:  # every key's signature travels, not only the first
                 reg.attach_signature(result.version, other)
+            for statement in plugin.yank_statements:  # and the version's yanks
+                reg.attach_yank_statement(plugin.info.owner, plugin.info.name, result.version.version,
+                                          plugin.info.tree_digest, statement)
             results.append(result)
         return PushedBundle(bundle=bundle, registry=reg.url, results=tuple(results))
 

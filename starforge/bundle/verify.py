@@ -32,6 +32,7 @@ from ..errors import BundleError, ForgeError
 from ..registry.artifact import (
     ARTIFACT_TYPE,
     SIGNATURE_TYPE,
+    YANK_TYPE,
     envelope_descriptor,
     is_plugin_manifest,
     plugin_parts,
@@ -53,6 +54,7 @@ class VerifiedPlugin:
     envelope: bytes | None
     signature: str  # verified | unsigned | unverified
     others: tuple = ()  # the bundle's other envelopes whose statement names this version (another key's)
+    yank_statements: tuple = ()  # the version's yank and unyank statements the bundle carries
 
 
 @dataclass
@@ -172,12 +174,15 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
             by_ref[ref] = d
 
     signed: dict[str | None, list] = {}  # by subject digest (None: a signature naming no subject)
-    for sd in (d for d in entries if d.get("artifactType") == SIGNATURE_TYPE):
-        sig = manifest(sd, "a signature manifest")
-        signed.setdefault((sig.get("subject") or {}).get("digest"), []).append(sig)
+    yanks: dict[str | None, list] = {}  # yank statement manifests, the same way
+    for sd in (d for d in entries if d.get("artifactType") in (SIGNATURE_TYPE, YANK_TYPE)):
+        sig = manifest(sd, "a signature manifest" if sd.get("artifactType") == SIGNATURE_TYPE else "a yank statement manifest")
+        (signed if sd.get("artifactType") == SIGNATURE_TYPE else yanks).setdefault(
+            (sig.get("subject") or {}).get("digest"), []).append(sig)
 
     # Plugin manifests and configs.
     found = []
+    yanked_of: dict[str, tuple] = {}
     for entry in lock.plugins:
         ref = ref_name(entry.owner, entry.name, entry.version)
         desc = by_ref.get(ref)
@@ -207,6 +212,15 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
                 assert one is not None
                 _check_digest(one, layer["digest"], name, f"the signature of {entry.ref}")
                 envelopes.append(one)
+        statements = []
+        for st in yanks.get(desc["digest"], []):
+            layer = envelope_descriptor(st, desc["digest"])
+            if layer is not None:
+                one = blob(layer["digest"], f"a yank statement of {entry.ref}", SMALL_MAX)
+                assert one is not None
+                _check_digest(one, layer["digest"], name, f"a yank statement of {entry.ref}")
+                statements.append(one)
+        yanked_of[entry.ref] = _statements(statements, info, name)
         found.append((entry, desc["digest"], info, envelopes))
 
     # Every blob's content against its name (archives included), with progress.
@@ -265,8 +279,24 @@ def _verify(reader: LayoutReader, work: Path, require: bool, trust, keep: bool, 
                                  hint="a signature may have been stripped; create the bundle again from the registry")
         result.plugins.append(VerifiedPlugin(info=info, manifest_digest=manifest_digest,
                                              archive=archive if keep else None, envelope=envelope, signature=status,
-                                             others=_naming(info, [e for e in envelopes if e != envelope])))
+                                             others=_naming(info, [e for e in envelopes if e != envelope]),
+                                             yank_statements=yanked_of[entry.ref]))
     return result
+
+
+def _statements(statements: list, info: PublishedVersion, bundle: Path) -> tuple:
+    """The yank statements of *info* the bundle carries; one for another version or content is an altered bundle."""
+    from ..errors import TamperedError
+    from ..registry.yank import parse_statement
+
+    for one in statements:
+        try:
+            parse_statement(one, owner=info.owner, name=info.name, version=info.version, tree_digest=info.tree_digest,
+                            where=f"bundle {bundle}")
+        except TamperedError as exc:
+            raise BundleError(exc.message, hint="do not push or use this bundle; create it again from a registry you "
+                                                "trust") from None
+    return tuple(statements)
 
 
 def _naming(info: PublishedVersion, envelopes: list) -> tuple:

@@ -142,6 +142,9 @@ def render_details(d: dict) -> list:
     ]
     if d.get("replay_of"):
         lines.append(f"replay of: {d['replay_of']}")
+    for y in d.get("ran_yanked") or ():
+        lines.append(f"yanked   : ran {y.get('ref')} although it is yanked ({y.get('reason')}); "
+                     f"allowed by {y.get('allowed_by')}")
     if d.get("outputs"):
         lines.append(f"outputs  : {d['outputs']['where']}")
     if d.get("finished"):
@@ -374,6 +377,8 @@ def replay(job_id, backend, dry_run, strict, detach, registry, insecure, require
                       detach=detach, require_signatures=require_signatures)
     for line in done.notes:
         note(f"note: {line}")
+    for line in done.warnings:
+        click.echo(f"warning: {line}", err=True)
     if dry_run:
         click.echo(done.spec.to_json(), nl=False)
         return

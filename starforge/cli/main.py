@@ -42,6 +42,8 @@ COMMANDS = {
         "show": Command("plugin_show:show", 'Show the version REF resolves to.'),
         "pull": Command("plugin_pull:pull", 'Download REF through the cache and unpack it into a new directory.'),
         "sign": Command("plugin_sign:sign", 'Add your signature to the published version REF.'),
+        "yank": Command("plugin_yank:yank", 'Withdraw the published version REF from being locked or run again.'),
+        "unyank": Command("plugin_yank:unyank", 'Withdraw the yank of the published version REF.'),
         "add": Command("plugin_edit:add", 'Request a plugin in forge.yaml and lock it.'),
         "remove": Command("plugin_edit:remove", 'Remove a plugin from forge.yaml and the lock.'),
         "copy": Command("plugin_copy:copy", 'Copy plugin versions, with their signatures, from one registry to another by digest.'),

@@ -23,8 +23,9 @@ from .completion import complete_set_keys
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Plan with the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
+@click.option("--allow-yanked", is_flag=True, help="Run locked versions that are yanked, this once.")
 @click.option("--json", "as_json", is_flag=True, help="Print the patch ledger as one JSON document.")
-def plan(directory, values_files, sets, backend, registry, insecure, require_signatures, dev, as_json) -> None:
+def plan(directory, values_files, sets, backend, registry, insecure, require_signatures, dev, allow_yanked, as_json) -> None:
     """Show what the job would patch, without running it.
 
     Stages the locked experiment as 'forge submit' does (same checks, same JobSpec) into a
@@ -40,6 +41,8 @@ def plan(directory, values_files, sets, backend, registry, insecure, require_sig
     record and leaves nothing behind. Exit 0 when clean, 21 on an unacknowledged conflict
     (the ledger is still printed), another code on an error. --backend NAME runs the same
     load phase as a short job there, for a job's Python that exists only on the cluster.
+    A yanked locked version is refused (exit 18) as submit refuses it; --allow-yanked
+    plans with it.
 
     \b
     Example:
@@ -57,10 +60,10 @@ def plan(directory, values_files, sets, backend, registry, insecure, require_sig
     dev_dirs = parse_dev_options(dev)
     if backend:
         outcome = plan_on_backend(directory, sets, backend=backend, registry=registry, insecure=insecure,
-                                  require_signatures=require_signatures, dev=dev_dirs)
+                                  require_signatures=require_signatures, dev=dev_dirs, allow_yanked=allow_yanked)
     else:
         outcome = plan_experiment(directory, sets, registry=registry, insecure=insecure, require_signatures=require_signatures,
-                                  dev=dev_dirs)
+                                  dev=dev_dirs, allow_yanked=allow_yanked)
     for p in getattr(outcome.spec, "plugins", ()):
         if "+dev." in p.version:
             note(f"note: dev plugin {p.ref}: an unpublished directory in place of the locked version")

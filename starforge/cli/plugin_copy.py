@@ -55,7 +55,8 @@ def copy(ref, source, target, lock_dir, require_signatures, insecure, as_json) -
                 "signed": c.label == "signed", "signature": c.label,
                 "signature_attached": c.result.signature_attached,
                 "signatures": [{"key_ids": list(s.key_ids), "status": s.status, "copied": s.copied,
-                                "why_not": s.why_not or None} for s in c.signatures]} for c in copied]
+                                "why_not": s.why_not or None} for s in c.signatures],
+                "yank_statements": c.yank_statements} for c in copied]
         click.echo(json.dumps({"from": src.url, "to": dst.url, "copied": out}, indent=2, sort_keys=True))
         return
     for c in copied:
@@ -65,4 +66,6 @@ def copy(ref, source, target, lock_dir, require_signatures, insecure, as_json) -
         for s in c.signatures:
             if not s.copied:
                 click.echo(f"  signature by key {', '.join(s.key_ids) or '(no key id)'} not copied: {s.why_not}")
+        if c.yank_statements:
+            click.echo(f"  with its {plural(c.yank_statements, 'yank statement')}")
     click.echo(f"{plural(len(copied), 'version')} from {src.url} to {dst.url}")

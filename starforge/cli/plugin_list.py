@@ -8,18 +8,26 @@ import click
 
 
 def list_published(registry, owner: str | None = None) -> list:
-    """``[{ref, owner, name, latest, versions}]`` for every plugin (of *owner*), sorted.
+    """``[{ref, owner, name, latest, versions, yanked}]`` for every plugin (of *owner*), sorted.
 
-    ``latest`` is the newest final release (what a bare reference resolves to), or None
-    when only pre-releases are published.
+    ``latest`` is the newest final release not yanked (what a bare reference locks), or
+    None when there is none; ``yanked`` maps each yanked version to its yank facts.
     """
     from ..registry.directory import sort_versions
     from ..registry.resolve import select_version
+    from ..registry.yank import yank_facts
 
     rows = []
     for o, n in registry.plugins(owner):
         versions = sort_versions(registry.versions(o, n))
-        rows.append({"ref": f"{o}/{n}", "owner": o, "name": n, "latest": select_version(versions, None), "versions": versions})
+        yanked = {}
+        for v in versions:
+            info = registry.get(o, n, v)
+            facts = yank_facts(registry, o, n, v, info.tree_digest)
+            if facts.yanked:
+                yanked[v] = facts.to_json()
+        latest = select_version([v for v in versions if v not in yanked], None)
+        rows.append({"ref": f"{o}/{n}", "owner": o, "name": n, "latest": latest, "versions": versions, "yanked": yanked})
     return rows
 
 
@@ -31,7 +39,8 @@ def list_published(registry, owner: str | None = None) -> list:
 def list_plugins(owner, registry, insecure, as_json) -> None:
     """List published plugins (of OWNER) and their versions.
 
-    Versions are listed oldest first.
+    Versions are listed oldest first; a yanked one is marked, and LATEST (what a bare
+    reference locks) is never a yanked version.
 
     \b
     Example:
@@ -53,7 +62,13 @@ def list_plugins(owner, registry, insecure, as_json) -> None:
         note(f"no plugins{' of ' + owner if owner else ''} in registry {reg.url}")
         return
     table = [("PLUGIN", "LATEST", "VERSIONS")]
-    table += [(r["ref"], r["latest"] or "(pre-releases only)", ", ".join(r["versions"])) for r in rows]
+    from ..terminal_text import shown
+
+    table += [(r["ref"], r["latest"] or ("(all yanked)" if r["yanked"] else "(pre-releases only)"), ", ".join(v + (" (yanked)" if v in r["yanked"] else "")
+                                                          for v in r["versions"])) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(2)]
     for row in table:
         click.echo(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}")
+    for r in rows:
+        for v, facts in r["yanked"].items():
+            click.echo(shown(f"{r['ref']}@{v} yanked: {facts['reason']}"))

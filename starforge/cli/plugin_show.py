@@ -15,13 +15,16 @@ def describe(registry, ref: str) -> dict:
     from ..errors import SignatureError
     from ..registry.resolve import resolve
     from ..registry.verified_fetch import fetch_verified
+    from ..registry.yank import summary, yank_facts
 
     info = resolve(registry, ref)
     try:
         signature = {"status": fetch_verified(registry, info).status, "error": None}
     except SignatureError as exc:
         signature = {"status": "refused", "error": exc.message}
-    return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature}
+    facts = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest)
+    return {**asdict(info), "ref": info.ref, "request": ref, "top_level": list(info.top_level), "signature": signature,
+            "yank": {**facts.to_json(), "summary": summary(facts)}}
 
 
 @click.command("show")
@@ -32,7 +35,8 @@ def describe(registry, ref: str) -> dict:
 def show(ref, registry, insecure, as_json) -> None:
     """Show the version REF resolves to.
 
-    Digests, manifest, files and signature status.
+    Digests, manifest, files, signature status and yank (the statement that counts here,
+    and any shown as unverified).
 
     REF is owner/name[@version|@specifier]; without an owner, the default owner
     (FORGE_OWNER, config 'owner:', the login name).
@@ -65,6 +69,7 @@ def show(ref, registry, insecure, as_json) -> None:
         ("requires", "; ".join(requires) or "-"),
         ("files", str(len(d["files"]))),
         ("signature", sig["status"] + (f": {sig['error']}" if sig["error"] else "")),
+        ("yank", d["yank"]["summary"]),
     ]
     # every value is the registry's text: control and bidirectional characters spelled out
     click.echo(shown(d["ref"]))

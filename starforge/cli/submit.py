@@ -25,8 +25,10 @@ from .output import JobOutput, note
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Run the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
+@click.option("--allow-yanked", is_flag=True, help="Run locked versions that are yanked, this once (the job record says so).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON on stdout (the job's output goes to stderr).")
-def submit(directory, values_files, sets, backend, dry_run, detach, registry, insecure, require_signatures, dev, as_json) -> None:
+def submit(directory, values_files, sets, backend, dry_run, detach, registry, insecure, require_signatures, dev, allow_yanked,
+           as_json) -> None:
     """Stage the locked experiment as a job and run it.
 
     The lock must match forge.yaml (run 'forge lock' first); it is never re-resolved
@@ -39,7 +41,9 @@ def submit(directory, values_files, sets, backend, dry_run, detach, registry, in
     once the job has ended (started, with --detach). --dev NAME=DIR runs a plugin's
     working directory in place of its locked version (the inner loop of a plugin author:
     no bump, publish or relock); it is checked, digested and verified like any other,
-    shown everywhere as OWNER/NAME@VERSION+dev.DIGEST, and never signed.
+    shown everywhere as OWNER/NAME@VERSION+dev.DIGEST, and never signed. A locked version
+    its publisher yanked is refused (exit 18) unless forge.yaml acknowledges it
+    (allow_yanked: true) or --allow-yanked runs it this once; the job record lists it.
 
     \b
     Example:
@@ -66,6 +70,7 @@ def submit(directory, values_files, sets, backend, dry_run, detach, registry, in
         dry_run=dry_run,
         require_signatures=require_signatures,
         dev=dev_dirs,
+        allow_yanked=allow_yanked,
     )
     for d in sub.resolved.dev:
         note(f"note: dev plugin {d.entry.ref} from {d.root} runs in place of the locked {d.replaces} (unpublished, unsigned)")

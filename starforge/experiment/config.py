@@ -15,7 +15,9 @@ Keys (decisions where the spec is silent are marked *decided*):
 - ``entrypoint`` (required): the training command, a string split like a shell would
   (``python -m toy_grpo.train --steps 3``) or a list of strings.
 - ``plugins``: plugin package requests (``owner/name``, ``owner/name@1.2.0``,
-  ``owner/name@~=1.2``) in load order; default none. One plugin name at most once.
+  ``owner/name@~=1.2``) in load order; default none. One plugin name at most once. A
+  request may be written ``{request: owner/name@1.2.0, allow_yanked: true}``: the
+  experiment runs that version knowingly although it is yanked (recorded in the lock).
 - ``recipe``: ``{plugins: [name, ...]}``, built-ins under ``common/algorithms/<name>/``.
 - ``config``: a mapping, flattened into dotted hyperparameter keys (``{grpo: {lr: 1e-6}}``
   becomes ``grpo.lr``); dotted keys may also be written directly. Two spellings of the
@@ -47,7 +49,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +77,7 @@ KEYS_BEFORE_SECTIONS = (
 KEYS_AFTER_SECTIONS = ("registry", "python", "plan")
 PLAN_KEYS = ("acknowledge",)
 ACK_KEYS = ("plugin", "replaces", "reason")
+REQUEST_KEYS = ("request", "allow_yanked")  # a plugin request written as a mapping
 REQUIRED = ("schema", "name", "entrypoint")
 RECIPE_KEYS = ("plugins",)
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -90,6 +93,7 @@ class PluginRequest:
     name: str
     specifier: str | None  # None: newest non-prerelease
     line: int | None = None
+    allow_yanked: bool = False  # the experiment runs this version although it is yanked (``{request: …, allow_yanked: true}``)
 
     @property
     def request(self) -> str:
@@ -380,10 +384,19 @@ def _plugins(v: _Validator, value: Any) -> tuple:
     seen: dict = {}
     for i, item in enumerate(value):
         path = ("plugins", i)
+        allow_yanked = False
+        if isinstance(item, dict):
+            # {request: owner/name@1.2.0, allow_yanked: true}: a yanked version the experiment runs knowingly
+            v.keys(path, item, REQUEST_KEYS, ("request",))
+            allow_yanked = item.get("allow_yanked", False)
+            if not isinstance(allow_yanked, bool):
+                raise v.fail(path + ("allow_yanked",), f"plugins[{i}].allow_yanked: expected true or false, got "
+                             f"{_kind(allow_yanked)} {allow_yanked!r}")
+            item = item["request"]
         if not isinstance(item, str):
             raise v.fail(path, f"plugins[{i}]: expected a request like owner/name@~=1.2, got {_kind(item)} {item!r}")
         try:
-            req = parse_request(item, v.doc.line(path))
+            req = replace(parse_request(item, v.doc.line(path)), allow_yanked=allow_yanked)
         except UsageError as exc:
             raise v.fail(path, f"plugins[{i}]: {exc.message}", hint=exc.hint) from None
         if req.name in seen:

@@ -172,7 +172,9 @@ def resolve_lock(
     from ..registry.cache import remember_envelope
     from ..registry.resolve import resolve
     from ..registry.verified_fetch import fetch_verified
+    from ..registry.yank import yank_facts
     from ..signing import load_trust
+    from ..terminal_text import shown
     from .locked_signature import check_served, enforced, facts_of
 
     previous = read_lock(exp.lock_path) if previous is None else previous
@@ -193,13 +195,19 @@ def resolve_lock(
         # a request edited so that it no longer admits the locked version is re-resolved,
         # as cargo, npm and uv do; one that still admits it keeps it
         request_changed = before is not None and before.owner == req.owner and not _admits(req, before.version)
+        yanked_before = None  # the locked version's yank facts, when that yank moves the lock off it
         if before is not None and before.owner == req.owner and req.name not in upgrade and not request_changed:
             assert previous is not None  # before came from it
             info = get_locked(registry, before, previous.registry)
             if info.tree_digest != before.tree_digest:
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry)
+            yank = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+            if yank.yanked and not req.allow_yanked:
+                # a locked version yanked since is left for the newest the request admits that is not
+                yanked_before = yank
+                info = resolve(registry, req.request, skip_yanked=True, trust=trust)
         else:
-            info = resolve(registry, req.request)
+            info = resolve(registry, req.request, skip_yanked=True, trust=trust)
             if (
                 before is not None
                 and before.owner == req.owner
@@ -209,6 +217,11 @@ def resolve_lock(
                 # re-resolving landed on the locked version, whose content changed: an
                 # upgrade never re-pins a moved tag
                 raise moved_tag_error(before, info.tree_digest, registry, previous.registry if previous else None)
+        yank = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+        if yank.yanked and not req.allow_yanked:  # an exact pin: it selects its version, yanked or not
+            from .yanked import yanked_error
+
+            raise yanked_error(yank, req.request, registry, trust)
         tree = checked_tree(registry, info)
         same_version = before is not None and before.owner == req.owner and before.version == info.version
         locked_envelope: bytes | None = None
@@ -232,10 +245,14 @@ def resolve_lock(
             entry = replace(before, request=req.request, signature=facts)
         else:
             entry = entry_from_tree(info, tree, req.request, facts)
+        entry = replace(entry, allow_yanked=req.allow_yanked)
         if entry.name != req.name:
             raise LockError(f"{req.request}: the registry serves a plugin whose manifest is named '{entry.name}'")
         if before is None or before.owner != req.owner:
             changes.append(f"added {entry.ref} ({entry.tree_digest})")
+        elif yanked_before is not None:
+            changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} ({before.version} is yanked: "
+                           f"{shown(yanked_before.reason)}) ({entry.tree_digest})")
         elif before.version != entry.version and request_changed:
             changes.append(f"{entry.owner}/{req.name} {before.version} -> {entry.version} (request changed) ({entry.tree_digest})")
         elif before.version != entry.version:
@@ -310,6 +327,9 @@ def check_lock(exp: Experiment, registry=None, *, require_signatures: bool = Fal
                 f"{exp.lock_path.name} is in the older format {lock.read_as}; forge lock would rewrite it as {SCHEMA}", hint=hint
             )
         return lock
+    from .yanked import check_yanked
+
+    check_yanked(lock, registry, trust=trust)  # a yanked version is refused as such (exit 18), not as a stale lock
     result = resolve_lock(exp, registry, require_signatures=require_signatures, trust=trust, previous=lock)
     if result.changes or not result.lock.same_content(lock):
         changes = "; ".join(result.changes) or "its content"

@@ -66,6 +66,7 @@ class LockEntry:
     artifact_digest: str  # sha256:... of the archive (transport detail)
     signature: dict | None = None  # {envelope_digest, key_id} as the registry serves it; None: no envelope
     note: str = ""
+    allow_yanked: bool = False  # forge.yaml acknowledges that this version may be yanked (written only when true)
 
     @property
     def owner(self) -> str:
@@ -93,7 +94,7 @@ class LockEntry:
 
     def to_dict(self) -> dict:
         p = self.plugin
-        d = {
+        d: dict = {
             "owner": self.owner,
             "name": p.name,
             "version": p.version,
@@ -112,6 +113,8 @@ class LockEntry:
         }
         if self.note:
             d["note"] = self.note
+        if self.allow_yanked:
+            d["allow_yanked"] = True
         return d
 
     @classmethod
@@ -175,8 +178,11 @@ class LockEntry:
             files=dict(data.get("files", {})),
             params=dict(data.get("params", {})),
         )
+        allow_yanked = data.get("allow_yanked", False)
+        if not isinstance(allow_yanked, bool):
+            raise LockError(f"{where}.allow_yanked: expected true or false, got {allow_yanked!r}")
         return cls(plugin=plugin, request=text("request"), artifact_digest=text("artifact_digest"), signature=signature,
-                   note=str(data.get("note", "")))
+                   note=str(data.get("note", "")), allow_yanked=allow_yanked)
 
 
 def _signature_facts(value: Any, where: str, schema: str) -> dict | None:
@@ -297,6 +303,9 @@ def stale_reasons(requests: Iterable, lock: LockFile) -> list:
             reasons.append(f"{req.name}: forge.yaml requests {req.request}, the lock was made for {entry.request}")
         elif not _admits(req, entry.version):
             reasons.append(f"{req.name}: locked version {entry.version} does not satisfy {req.request}")
+        elif entry.allow_yanked != getattr(req, "allow_yanked", False):
+            said = "acknowledges" if entry.allow_yanked else "does not acknowledge"
+            reasons.append(f"{req.name}: allow_yanked changed in forge.yaml (the lock {said} a yanked version)")
     for entry in lock.plugins:
         if entry.name not in wanted:
             reasons.append(f"{entry.owner}/{entry.name} is locked but no longer requested in forge.yaml")

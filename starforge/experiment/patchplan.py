@@ -234,6 +234,7 @@ def plan_experiment(
     require_signatures: bool = False,
     backend: str | None = None,
     dev: dict | None = None,
+    allow_yanked: bool = False,
 ) -> PlanOutcome:
     """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
     from ..backends.staged import remove_tree
@@ -247,7 +248,7 @@ def plan_experiment(
     tmp = Path(tempfile.mkdtemp(prefix="forge-plan-"))
     try:
         job_dir = tmp / resolved.spec.id
-        staged = stage_job(resolved, job_dir, reg, require_signatures=require_signatures)
+        staged = stage_job(resolved, job_dir, reg, require_signatures=require_signatures, allow_yanked=allow_yanked)
         local_python(resolved.spec, job_dir)
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
@@ -293,6 +294,7 @@ def plan_on_backend(
     insecure: bool = False,
     require_signatures: bool = False,
     dev: dict | None = None,
+    allow_yanked: bool = False,
 ) -> PlanOutcome:
     """The load phase as a short CPU-only job on *backend*: the ledger comes back in its log.
 
@@ -323,7 +325,7 @@ def plan_on_backend(
     made = [p for p in (job_dir.parent, job_dir.parent.parent) if not p.exists()]  # .forge/jobs, when new
     chunks: list = []
     try:
-        staged = stage_job(resolved, job_dir, reg, require_signatures=require_signatures)
+        staged = stage_job(resolved, job_dir, reg, require_signatures=require_signatures, allow_yanked=allow_yanked)
         record = runner.submit(staged, detach=True)
         record = wait(runner, record, chunks.append)
         output = "".join(chunks)

@@ -34,6 +34,7 @@ Laptop side.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ class Replay:
     record: Any  # JobRecord of the new job (None for a dry run)
     backend: Any
     notes: tuple = ()
+    warnings: tuple = ()  # a yanked version run again (with its reason)
 
 
 def _refuse(old_id: str, what: str, hint: str) -> ReplayError:
@@ -280,10 +282,16 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
     def fill_recipe(dest: Path) -> None:
         shutil.copytree(old_dir / "recipe", dest, symlinks=True)
 
+    from .yanked import REPLAY, check_yanked
+
+    # reproducing a buggy run is what replay is for: a yanked version runs, and the record says so
+    ran_yanked = check_yanked(LockFile(plugins=tuple(published)), registries[0] if registries else None, allow=True,
+                              allowed_by=REPLAY)
     runtime = None
     if record.runtime_sha256:  # else no runtime was recorded: this starforge-core's, built as staging does
         runtime = OldRuntime(Path(runtime_paths(str(old_dir))["zip"]), record.runtime_sha256)
-    return stage(spec, job_dir, plugins=fill_plugins, recipe=fill_recipe, runtime=runtime)
+    staged = stage(spec, job_dir, plugins=fill_plugins, recipe=fill_recipe, runtime=runtime)
+    return dataclasses.replace(staged, ran_yanked=ran_yanked) if ran_yanked else staged
 
 
 def replay_spec(old: JobSpec, old_id: str, backend: str, settings: dict, environment: dict | None, strict: bool,
@@ -387,7 +395,8 @@ def replay_job(
             staged = stage_replay(record, old_dir, spec, scratch / spec.id, registries, require_signatures=require_signatures)
         finally:
             remove_tree(scratch)
-        return Replay(old=record, spec=staged.spec, job_dir=None, record=None, backend=None, notes=tuple(notes))
+        return Replay(old=record, spec=staged.spec, job_dir=None, record=None, backend=None, notes=tuple(notes),
+                      warnings=_yank_warnings(staged))
     runner = get_backend(backend, settings or dict(spec.extra.get(backend) or {}), store)
     root = exp_dir if exp_dir is not None and exp_dir.is_dir() else old_dir.parent.parent.parent
     job_dir = runner.staging_dir(root, spec.id)
@@ -399,4 +408,11 @@ def replay_job(
         if not runner.store.path(spec.id).exists():
             remove_tree(job_dir)
         raise
-    return Replay(old=record, spec=spec, job_dir=job_dir, record=new_record, backend=runner, notes=tuple(notes))
+    return Replay(old=record, spec=spec, job_dir=job_dir, record=new_record, backend=runner, notes=tuple(notes),
+                  warnings=_yank_warnings(staged))
+
+
+def _yank_warnings(staged) -> tuple:
+    from .yanked import replay_warning
+
+    return tuple(replay_warning(ran) for ran in staged.ran_yanked)

@@ -140,7 +140,7 @@ def resolve_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: di
 
 
 def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
-              trust=None) -> StagedJob:
+              trust=None, allow_yanked: bool = False) -> StagedJob:
     """Stage *job* at *job_dir* (which must not exist): the locked plugins, the experiment's tree.
 
     Signatures are checked first (:func:`verify_signatures`), so a plugin the trust file
@@ -157,6 +157,10 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
             hint="publish and sign it (forge plugin publish --sign), lock, and submit without --dev",
         )
     published = job.published
+    from .yanked import check_yanked
+
+    # a yanked version runs only when forge.yaml acknowledges it or with --allow-yanked; the record says so
+    ran_yanked = check_yanked(published, registry, allow=allow_yanked, trust=trust)
     verify_signatures(published, registry, require=require_signatures, trust=trust)
     spec = with_signatures(job.spec, carried_signatures(published, registry))
     dev = {d.entry.name: d for d in job.dev}
@@ -177,8 +181,9 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
             # what the JobSpec says of the plugin is the lock entry: it must be what the staged tree says
             check_entry(entry, read_tree(target, files, entry.tree_digest, entry.ref), job.experiment.lock_path.name)
 
-    return stage(spec, job_dir, plugins=fill_plugins,
-                 recipe=lambda dest: copy_recipe(job.experiment.root, dest, job.builtins))
+    staged = stage(spec, job_dir, plugins=fill_plugins,
+                   recipe=lambda dest: copy_recipe(job.experiment.root, dest, job.builtins))
+    return dataclasses.replace(staged, ran_yanked=ran_yanked) if ran_yanked else staged
 
 
 def verify_signatures(lock: LockFile, registry, *, require: bool = False, trust=None) -> dict:

@@ -50,6 +50,7 @@ def submit_experiment(
     require_signatures: bool = False,
     store=None,
     dev: dict | None = None,
+    allow_yanked: bool = False,
 ) -> Submission:
     """Build the JobSpec of the experiment in *directory*; unless *dry_run*, stage and start it.
 
@@ -70,7 +71,7 @@ def submit_experiment(
     runner.prepare(resolved.spec.id)  # the local backend's supervisor starts while the job is staged
     try:
         staged = stage_job(resolved, job_dir, open_experiment_registry(exp, registry, insecure=insecure),
-                           require_signatures=require_signatures)
+                           require_signatures=require_signatures, allow_yanked=allow_yanked)
     except BaseException:
         runner.discard(resolved.spec.id)
         raise

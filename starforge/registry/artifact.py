@@ -43,6 +43,7 @@ LAYER_TYPE = "application/vnd.starforge.plugin.layer.v1.tar+gzip"
 SIGNATURE_TYPE = "application/vnd.starforge.signature.v1+json"
 DSSE_TYPE = "application/vnd.dsse.envelope.v1+json"
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+YANK_TYPE = "application/vnd.starforge.yank.v1+json"  # a yank or unyank statement (a DSSE envelope) of a version
 ANN_BUNDLE_CONTENT = "dev.sigstore.bundle.content"
 ANN_BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
 CONFIG_SCHEMA = "forge/oci-config/v1"
@@ -139,21 +140,22 @@ class SignatureArtifact:
                 "artifactType": self.artifact_type, "annotations": self.annotations}
 
 
-def signature_artifact(subject: dict, envelope: bytes, ref: str) -> SignatureArtifact:
-    """The signature manifest carrying *envelope* for the manifest *subject* of *ref*."""
+def signature_artifact(subject: dict, envelope: bytes, ref: str, artifact_type: str = SIGNATURE_TYPE) -> SignatureArtifact:
+    """The signature manifest carrying *envelope* for the manifest *subject* of *ref* (with
+    :data:`YANK_TYPE`: a yank statement's manifest)."""
     annotations = {ANN_REF: ref}
     envelope_desc = descriptor(DSSE_TYPE, envelope)
     body = canonical_json({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "artifactType": SIGNATURE_TYPE,
+        "artifactType": artifact_type,
         "config": descriptor(OCI_EMPTY, EMPTY_JSON),
         "layers": [envelope_desc],
         "subject": subject,
         "annotations": annotations,
     })
     return SignatureArtifact(envelope_desc=envelope_desc, manifest=body, digest=sha256_digest(body),
-                             annotations=annotations)
+                             annotations=annotations, artifact_type=artifact_type)
 
 
 def bundle_artifact(subject: dict, bundle: bytes, ref: str, predicate_type: str) -> SignatureArtifact:

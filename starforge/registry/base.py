@@ -145,6 +145,20 @@ class Registry(abc.ABC):
         envelope = self.signature(info)
         return [] if envelope is None else [envelope]
 
+    def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
+        """The yank and unyank statements (DSSE envelope bytes, :mod:`starforge.registry.yank`)
+        stored beside ``owner/name@version``; :class:`NotFoundError` when that version with
+        *tree_digest* is not here."""
+        from ..errors import RegistryError
+
+        raise RegistryError(f"registry {self.url} cannot hold yank statements")
+
+    def attach_yank_statement(self, owner: str, name: str, version: str, tree_digest: str, envelope: bytes) -> None:
+        """Store a yank or unyank statement beside the published version (which must hold *tree_digest*)."""
+        from ..errors import RegistryError
+
+        raise RegistryError(f"registry {self.url} cannot hold yank statements")
+
 
 def check_identity(registry_url: str, where: str, asked: tuple, record: dict) -> None:
     """Refuse a record whose owner, name or version is not the ``(owner, name, version)`` asked for.

@@ -8,6 +8,7 @@ Nothing to start; the embedded default lives under the user's data directory. La
     plugins/<owner>/<name>/<version>.dsse.json   the first signature envelope, when signed
     plugins/<owner>/<name>/<version>.signatures/<hex>.dsse.json      more envelopes (another key), by digest
     plugins/<owner>/<name>/<version>.signatures/<hex>.sigstore.json  the Sigstore bundle of envelope <hex>
+    plugins/<owner>/<name>/<version>.yanks/<hex>.yank.json  yank and unyank statements, by digest
     plugins/<owner>/<name>/.lock             taken (fcntl.flock) by every publisher
 
 Every file is written to a temporary name in its final directory and renamed into place,
@@ -44,6 +45,7 @@ ENTRY_SCHEMA = "forge/registry-entry/v1"
 SIG_SUFFIX = ".dsse.json"
 MORE_SIGS = ".signatures"  # <version>.signatures/: envelopes beyond the first, and every envelope's bundle
 BUNDLE_SUFFIX = ".sigstore.json"
+YANKS = ".yanks"  # <version>.yanks/: the version's yank and unyank statements
 _CHUNK = 1 << 20
 
 
@@ -171,6 +173,59 @@ class DirectoryRegistry(Registry):
                 with contextlib.suppress(FileNotFoundError):
                     out.append((more / name).read_bytes())
         return out
+
+    def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
+        """The statements stored in ``<version>.yanks/``, each checked against its file name."""
+        from .yank import envelope_name
+
+        stored = self._published_as(owner, name, version, tree_digest)
+        folder = self._plugin_dir(owner, name) / f"{stored}{YANKS}"
+        out = []
+        for entry in _listdir(folder):
+            if entry.startswith(".") or not entry.endswith(".yank.json"):
+                continue
+            try:
+                data = (folder / entry).read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise RegistryError(f"cannot read {folder / entry}: {exc.strerror or exc}") from None
+            if envelope_name(data) != entry:
+                from ..errors import TamperedError
+
+                raise TamperedError(f"registry {self.url} is tampered: {folder / entry} does not hold the statement "
+                                    "its name says", hint="tell the registry's owner; do not use this version until "
+                                    "it is restored")
+            out.append(data)
+        return out
+
+    def attach_yank_statement(self, owner: str, name: str, version: str, tree_digest: str, envelope: bytes) -> None:
+        from .yank import envelope_name
+
+        plugin_dir = self._plugin_dir(owner, name)
+        try:
+            with exclusive_lock(plugin_dir / ".lock"):
+                stored = self._published_as(owner, name, version, tree_digest)
+                folder = plugin_dir / f"{stored}{YANKS}"
+                make_dirs(folder, SHARED)
+                atomic.sweep_stale(folder)
+                target = folder / envelope_name(envelope)
+                if not target.exists():
+                    atomic.write_file(target, envelope, fsync=True)
+        except OSError as exc:
+            raise RegistryError(f"cannot store a yank statement of {owner}/{name}@{version} in registry {self.url}: "
+                                f"{exc.filename or self.url}: {exc.strerror or exc}",
+                                hint="check that the registry directory is writable by you") from None
+
+    def _published_as(self, owner: str, name: str, version: str, tree_digest: str) -> str:
+        """The stored spelling of *version*, which must hold *tree_digest*; :class:`NotFoundError` otherwise."""
+        stored = self._stored_version(owner, name, version)
+        if stored is None:
+            raise NotFoundError(f"{owner}/{name} has no version {version} in registry {self.url}")
+        held = self._read_entry(owner, name, stored).tree_digest
+        if held != tree_digest:
+            raise NotFoundError(f"registry {self.url} holds {owner}/{name}@{stored} as {held}, not {tree_digest}")
+        return stored
 
     # -- writing -------------------------------------------------------------------------
 

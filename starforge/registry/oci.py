@@ -362,6 +362,11 @@ class OciRegistry(Registry):
             parts.append((bundle_artifact(subject, bundle, ref, PREDICATE_TYPE), bundle))
         except SignatureError:
             pass  # an envelope forge did not make (copied as it is): no bundle
+        return self.attach_referrers(repo, subject, parts)
+
+    def attach_referrers(self, repo: str, subject: dict, parts: list) -> str:
+        """Push each ``(SignatureArtifact, layer)`` of *parts* as a referrer of *subject* (the
+        referrers tag where the registry has no referrers API); return the first one's digest."""
         empty = sha256_digest(EMPTY_JSON)
         self.client.push_blob(repo, EMPTY_JSON, empty, len(EMPTY_JSON))
         maintained = True
@@ -377,18 +382,18 @@ class OciRegistry(Registry):
             # The index names our manifests: pushing one again is PUTting it again.
             again[part.digest] = (lambda p=part: self.client.put_manifest(repo, p.digest, p.manifest, OCI_MANIFEST))
         if not maintained:  # the registry has no referrers API: the referrers tag
-            self._add_referrer(repo, subject["digest"], [p.referrer for p, _ in parts], again)
+            self.add_to_index(repo, referrers_tag(subject["digest"]), [p.referrer for p, _ in parts], again)
         return parts[0][0].digest
 
     def _pusher(self, repo: str, source: bytes | Path, digest: str, size: int):
         return lambda: self.client.push_blob(repo, source, digest, size, again=True)
 
-    def _add_referrer(self, repo: str, subject: str, descriptors: list, again: dict) -> None:
-        """Read-modify-write the referrers tag until it names every one of *descriptors* on two
+    def add_to_index(self, repo: str, tag: str, descriptors: list, again: dict) -> None:
+        """Read-modify-write the index under *tag* (the referrers tag of a subject, or a
+        version's yank index) until it names every one of *descriptors* on two
         reads apart by :data:`SETTLE_GAPS` times our own read-then-write round trip (a racing
         signer that read the index before our write lands its own within about one such round
         trip, dropping our entry; then we add ours again)."""
-        tag = referrers_tag(subject)
         rounds = self.client.retries + 4
         settled = False
         gap = 0.0
@@ -421,6 +426,9 @@ class OciRegistry(Registry):
             except RegistryError as exc:
                 if current is None:
                     raise
+                if not tag.startswith("sha256-"):  # a version's yank index
+                    raise RegistryError(f"{repo}: the registry refused to update the yank index {tag} ({exc.message})",
+                                        hint="exempt tags matching yank-* from tag immutability") from None
                 raise RegistryError(
                     f"{repo}: the registry refused to update the referrers tag {tag} ({exc.message}); "
                     "a registry with immutable tags cannot add a second signature to a version this way",
@@ -428,6 +436,29 @@ class OciRegistry(Registry):
                          "referrers API (distribution 3, Harbor, Zot)") from None
         raise RegistryError(f"{repo}:{tag}: the referrers index keeps changing under us",
                             hint="another client is writing referrers; sign again")
+
+    # -- yank statements (starforge.registry.oci_yank) ------------------------------------
+
+    def yank_statements(self, owner: str, name: str, version: str, tree_digest: str) -> list:
+        from .oci_yank import read_statements
+
+        return read_statements(self, owner, name, version, tree_digest)
+
+    def attach_yank_statement(self, owner: str, name: str, version: str, tree_digest: str, envelope: bytes) -> None:
+        from .oci_yank import add_statement
+
+        add_statement(self, owner, name, version, tree_digest, envelope)
+
+    def holding(self, owner: str, name: str, version: str, tree_digest: str) -> Fetched:
+        """The version's manifest, which must carry *tree_digest*; :class:`NotFoundError` otherwise."""
+        found = self._manifest(owner, name, version)
+        if found is None:
+            raise NotFoundError(f"{owner}/{name}@{version} is not in {self.url}")
+        got, data = found
+        held = (data.get("annotations") or {}).get(ANN_TREE_DIGEST)
+        if held != tree_digest:
+            raise NotFoundError(f"{self.url} holds {owner}/{name}@{version} as {held}, not {tree_digest}")
+        return got
 
     # -- publishing ---------------------------------------------------------------------------
 

@@ -29,8 +29,11 @@ def select_version(versions, specifier: str | None) -> str | None:
     return max(matching, key=Version) if matching else None
 
 
-def resolve(registry: Registry, ref: Ref | str) -> PublishedVersion:
+def resolve(registry: Registry, ref: Ref | str, *, skip_yanked: bool = False, trust=None) -> PublishedVersion:
     """The published version *ref* selects; :class:`NotFoundError` (with a hint) otherwise.
+
+    With *skip_yanked* (``forge lock``), a range or bare reference never selects a yanked
+    version (:func:`unyanked`); an exact one selects its version, yanked or not.
 
     >>> resolve(open_registry(), "alice/opsd-patch@~=1.2").version   # doctest: +SKIP
     '1.2.3'
@@ -67,4 +70,51 @@ def resolve(registry: Registry, ref: Ref | str) -> PublishedVersion:
         if pre_matches:
             hint += f"; pre-releases are chosen only when asked for, e.g. {ref.owner}/{ref.name}@{pre_matches[-1]}"
         raise NotFoundError(f"no version of {ref.owner}/{ref.name} matches {asked} in registry {registry.url}", hint=hint)
+    if skip_yanked and not is_exact(ref.specifier):
+        return unyanked(registry, ref, versions, trust)
     return registry.get(ref.owner, ref.name, chosen)
+
+
+def is_exact(specifier: str | None) -> bool:
+    """Whether *specifier* pins one version (``==1.2.0``, no wildcard)."""
+    return bool(specifier) and str(specifier).startswith("==") and "*" not in str(specifier) and "," not in str(specifier)
+
+
+def unyanked(registry: Registry, ref: Ref, versions: list, trust=None) -> PublishedVersion:
+    """The newest of *versions* that *ref* admits and that is not yanked now; when every one
+    is, :class:`~starforge.errors.YankedError` naming the newest and its reason."""
+    from packaging.version import Version
+
+    from ..errors import YankedError
+    from .yank import yank_facts
+
+    candidates = sorted((v for v in versions if select_version([v], ref.specifier) == v), key=Version, reverse=True)
+    first = None
+    for version in candidates:
+        info = registry.get(ref.owner, ref.name, version)
+        facts = yank_facts(registry, info.owner, info.name, info.version, info.tree_digest, trust=trust)
+        if not facts.yanked:
+            return info
+        first = first or facts
+    assert first is not None  # select_version found one
+    raise YankedError(
+        f"every version of {ref.owner}/{ref.name} that {ref} admits is yanked; the newest, {first.ref}, "
+        f"{first.when()}: {first.reason}",
+        hint=f"request another version, or pin it knowingly: {{request: {first.ref}, allow_yanked: true}} in forge.yaml",
+    )
+
+
+def newest_unyanked(registry: Registry, ref: Ref | str, trust=None) -> str | None:
+    """The newest version that *ref* admits (an exact one included) and that is not yanked
+    now; None when there is none."""
+    from ..errors import ForgeError
+
+    if isinstance(ref, str):
+        ref = parse_ref(ref)
+    try:
+        versions = registry.versions(ref.owner, ref.name)
+        if select_version(versions, ref.specifier) is None:
+            return None
+        return unyanked(registry, ref, versions, trust).version
+    except ForgeError:
+        return None

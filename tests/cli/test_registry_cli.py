@@ -56,7 +56,7 @@ def test_publish_list_show_pull_round_trip(tmp_path, env):
 
     rows = json.loads(forge(env, "plugin", "list", "--json").stdout)
     assert rows == [{"ref": "alice/opsd-patch", "owner": "alice", "name": "opsd-patch", "latest": "1.2.0",
-                     "versions": ["1.2.0", "1.3.0rc1"]}]
+                     "versions": ["1.2.0", "1.3.0rc1"], "yanked": {}}]
     listed = forge(env, "plugin", "list", "alice").stdout.splitlines()
     assert listed[0].split() == ["PLUGIN", "LATEST", "VERSIONS"]
     assert listed[1].split() == ["alice/opsd-patch", "1.2.0", "1.2.0,", "1.3.0rc1"]
