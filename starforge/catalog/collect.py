@@ -16,8 +16,8 @@ what building the catalogue verified, never what the registry claims:
 Each version carries its *basis*: the sha256 of what the registry served for it (record,
 signature envelopes, yank statements) and of the keys the trust file holds for its owner.
 A rebuild whose previous ``catalog.json`` holds an entry of the same basis (and, for the
-change, the same previous version's basis) reuses it instead of verifying again: the same
-inputs give the same verdict. The registry's *state* is the sha256 of every version's
+change, the same previous version and files, :func:`change_key`) reuses it instead of
+verifying again: the same inputs give the same verdict. The registry's *state* is the sha256 of every version's
 served digest, so a page built from another state of the registry is recognisable.
 
 Laptop side.
@@ -135,6 +135,17 @@ def change_facts(old_tree, new_tree, owner: str, old_version: str, new_version: 
     return {"from": old_version, "fields": fields}
 
 
+def failed(entry: dict) -> bool:
+    """Whether the version *entry* failed a check: its files, its signature or its yank facts."""
+    return not entry["integrity"]["ok"] or entry["signature"]["status"] == "refused" or bool(entry["yank"].get("error"))
+
+
+def change_key(entry: dict) -> str:
+    """What the change from the version *entry* to the next one depends on: its version and its
+    files (the tree digest, when they verified). Its yank or signature changing alters nothing there."""
+    return sha256_json([entry["version"], entry["tree_digest"], entry["integrity"]["ok"]])
+
+
 class Collector:
     """One build's pass over a registry, with the previous build's entries to reuse."""
 
@@ -162,7 +173,7 @@ class Collector:
         versions: list = []
         served_all: list = []
         trees: dict = {}
-        prev = None  # (version, basis, info-or-None)
+        prev = None  # (version, change key, info) of the previous readable version
         for version in sort_versions(self.registry.versions(owner, name)):
             try:
                 info = self.registry.get(owner, name, version)
@@ -176,7 +187,7 @@ class Collector:
             basis = self.basis(info, served)
             entry = self.version(info, basis, prev, trees)
             versions.append(entry)
-            prev = (info.version, basis, info)
+            prev = (info.version, change_key(entry), info)
         return self.summary(owner, name, versions), served_all
 
     def unreadable(self, owner: str, name: str, version: str, error: str) -> dict:
@@ -237,7 +248,7 @@ class Collector:
             "description": shown.get("description", ""),
             "targets": sorted({t for v in good for t in v["manifest"]["targets"]}),
             "yanked": [v["version"] for v in versions if v["yank"]["yanked"]],
-            "problems": [v["version"] for v in versions if not v["integrity"]["ok"] or v["signature"]["status"] == "refused"],
+            "problems": [v["version"] for v in versions if failed(v)],
             "versions": versions,
         }
 

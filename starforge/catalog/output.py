@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from .collect import SCHEMA, collect
+from .collect import SCHEMA, collect, failed
 from .pages import plugin_path, render_index, render_plugin
 
 INDEX = "index.html"
@@ -108,6 +108,6 @@ def build(registry, out: str | os.PathLike, trust=None, cache=None) -> BuildResu
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     versions = [v for p in doc["plugins"] for v in p["versions"]]
-    problems = [v["ref"] for v in versions if not v["integrity"]["ok"] or v["signature"]["status"] == "refused"]
+    problems = [v["ref"] for v in versions if failed(v)]
     return BuildResult(out=out, plugins=len(doc["plugins"]), versions=len(versions), verified=counts["verified"],
                        reused=counts["reused"], problems=problems, registry_state=doc["registry_state"])

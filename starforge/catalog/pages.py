@@ -189,6 +189,12 @@ def version_section(v: dict) -> str:
     if yank["yanked"]:
         alerts += (f"<div class=\"alert warn yank\">Yanked ({text(yank['standing'] or '')}): "
                    f"<span class=\"reason\">{text(yank['reason'] or '', keep=chr(10))}</span></div>")
+    for st in yank.get("unverified") or []:
+        alerts += (f"<div class=\"alert warn unverified-yank\">An unverified {text(st['action'])} (#{text(st['sequence'])}, "
+                   "signed by no key trusted for this owner: it changes nothing): "
+                   f"<span class=\"reason\">{text(st['reason'] or 'no reason', keep=chr(10))}</span></div>")
+    if yank.get("error"):
+        alerts += f"<div class=\"alert yank-error\">Yank facts refused: {text(yank['error'])}</div>"
     rows = [("tree digest", f"<code>{text(v['tree_digest'] or '-')}</code>"),
             ("signature", signature_html(v["signature"])),
             ("yank", f"<span class=\"yank-summary\">{text(yank['summary'])}</span>")]

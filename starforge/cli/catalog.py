@@ -57,12 +57,11 @@ def serve(folder, port) -> None:
     Example:
       forge catalog serve site --port 8080
     """
-    from ..catalog.serve import make_server
+    from ..catalog.serve import HOST, make_server
     from ..terminal_text import shown
 
     server = make_server(folder, port)
-    host, bound = server.server_address[:2]
-    click.echo(f"serving {shown(folder)} at http://{host}:{bound}/ (Ctrl-C stops)", err=True)
+    click.echo(f"serving {shown(folder)} at http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)", err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -16,7 +16,17 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support.catalog import ATTR_OUT, BREAK_OUT, CONTROL, HOSTILE_FILE, NORM, build_world, publish_hostile
+from support.catalog import (
+    ANYONES_REASON,
+    ATTR_OUT,
+    BREAK_OUT,
+    CONTROL,
+    HOSTILE_FILE,
+    NORM,
+    YANK_REASON,
+    build_world,
+    publish_hostile,
+)
 
 from starforge.terminal_text import shown
 
@@ -73,6 +83,9 @@ def test_from_the_file_system_the_index_lists_filters_and_links_without_a_reques
     browser.click("#f-owner option[value='alice']")
     assert count(browser) == "1 of 4 plugins"
     browser.click("#f-owner option[value='']")
+    browser.click("#f-yanked option[value='yes']")
+    assert count(browser) == "2 of 4 plugins"  # alice's 0.1.0, mallory's 0.2.0 (an unverified yank is not one)
+    browser.click("#f-yanked option[value='']")
 
     # the relative link still works in the moved folder, and so does the way back
     browser.click("a.name[href='plugins/alice/dr-grpo.html']")
@@ -100,7 +113,7 @@ def served(site):
         proc.stderr.close()
 
 
-def test_a_plugin_page_served_by_forge_catalog_serve_shows_choices_default_and_key(browser, site, served):
+def test_a_plugin_page_served_by_forge_catalog_serve_shows_choices_default_key_and_yank(browser, site, served):
     browser.requests()
     browser.open(served + "plugins/alice/dr-grpo.html#v0.2.0")
     row = "tr[data-param='dr_grpo.norm']"
@@ -113,6 +126,12 @@ def test_a_plugin_page_served_by_forge_catalog_serve_shows_choices_default_and_k
     # the signed version's key id and type, verified when built
     sig = in_version(browser, "0.2.0", "dl.facts")
     assert f"verified by {key_id(site, 'alice')} (ed25519)" in sig
+    # the yanked version's reason, and whose word it is; the unsigned yank of 0.2.0 shown as changing nothing
+    assert in_version(browser, "0.1.0", ".yank .reason") == YANK_REASON
+    assert in_version(browser, "0.1.0", ".yank").startswith("Yanked (verified): ")
+    assert in_version(browser, "0.2.0", ".yank") is None
+    assert "it changes nothing" in in_version(browser, "0.2.0", ".unverified-yank")
+    assert in_version(browser, "0.2.0", ".unverified-yank .reason") == ANYONES_REASON
     copy = browser.run("return document.getElementById('add-v0.2.0').textContent")
     assert copy == "forge plugin add alice/dr-grpo@0.2.0"
     assert all(url.startswith(served) for url in browser.requests())
@@ -164,6 +183,8 @@ def test_hostile_registry_text_stays_text_in_the_dom(browser, site):
     assert default == json.dumps(ATTR_OUT, ensure_ascii=False)
     added = in_version(browser, "0.2.0", "ul.change")
     assert shown(HOSTILE_FILE) in added
+    reason = in_version(browser, "0.2.0", ".yank .reason")  # an unsigned yank's reason is anyone's text
+    assert reason == shown(BREAK_OUT + " " + CONTROL).replace("\u2028", "\\u2028")
     # the policy is in force: a script the page did not ship does not run
     assert browser.run("var s = document.createElement('script'); s.textContent = 'window.injected = 1';"
                        "document.body.appendChild(s); return window.injected") is None

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.catalog import build_world, publish_hostile, write_tree
+from support.catalog import NORM, YANK_REASON, build_world, publish_hostile, write_tree
 from support.oci import new_server
 from support.registry_world import User
 
@@ -215,14 +215,29 @@ def oci_registry(tmp_path_factory):
 
 @pytest.mark.oci
 def test_an_oci_registry_is_catalogued_as_a_directory_one_is(tmp_path, oci_registry):
-    user, _ = build_world(tmp_path / "w")
-    for d in ("dr-grpo-1", "dr-grpo-2"):
-        user.forge("plugin", "publish", tmp_path / "w" / "src" / d, "--registry", oci_registry.url, "--sign")
+    user = User(tmp_path / "user")
+    user.forge("key", "generate")
+    user.forge("trust", "add", "alice", next(user.home.rglob("default.pub")))
+    for v in ("0.1.0", "0.2.0"):
+        src = write_tree(tmp_path / "src" / v, "dr-grpo", v, description="Dr. GRPO advantages",
+                         params={"dr_grpo.norm": NORM})
+        user.forge("plugin", "publish", src, "--registry", oci_registry.url, "--sign")
+    user.forge("plugin", "yank", "alice/dr-grpo@0.1.0", "--reason", YANK_REASON, "--sign", "--registry", oci_registry.url)
     first = build(user, oci_registry.url, tmp_path / "site")
     assert (first["plugins"], first["versions"], first["problems"]) == (1, 2, [])
     doc = json.loads((tmp_path / "site" / "catalog.json").read_text())
-    assert version(doc, "alice/dr-grpo@0.2.0")["signature"]["status"] == "verified"
     assert doc["registry"] == oci_registry.url
+    assert version(doc, "alice/dr-grpo@0.1.0")["yank"]["reason"] == YANK_REASON
+    assert version(doc, "alice/dr-grpo@0.2.0")["signature"]["status"] == "verified"
+    assert version(doc, "alice/dr-grpo@0.2.0")["manifest"]["params"]["dr_grpo.norm"]["choices"] == ["token", "sequence"]
     before = files_of(tmp_path / "site")
     again = build(user, oci_registry.url, tmp_path / "site")
     assert again["reused"] == 2 and files_of(tmp_path / "site") == before
+
+    # a registry that stops serving the yank is shown as refusing its yank facts, never as "not yanked"
+    user.forge("plugin", "unyank", "alice/dr-grpo@0.1.0", "--sign", "--registry", oci_registry.url)
+    unyanked = build(user, oci_registry.url, tmp_path / "site")
+    assert unyanked["verified"] == 1 and unyanked["registry_state"] != first["registry_state"]  # 0.1.0 only
+    doc = json.loads((tmp_path / "site" / "catalog.json").read_text())
+    assert version(doc, "alice/dr-grpo@0.1.0")["yank"]["yanked"] is False
+    assert version(doc, "alice/dr-grpo@0.1.0")["yank"]["summary"].startswith("not yanked (unyanked #2, verified")

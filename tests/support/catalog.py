@@ -54,14 +54,17 @@ def publish_raw(registry: Path, owner: str, tree: Path, work: Path) -> Published
     return DirectoryRegistry(registry).publish(archive, info).version
 
 
+YANK_REASON = "advantage divided by the group size twice"
+ANYONES_REASON = "yanked by someone alice never trusted"
 NORM = {"type": "str", "default": "token", "choices": ["token", "sequence"],
         "description": "how the loss is normalised: per token or per sequence"}
 
 
 def build_world(root: Path) -> tuple:
     """``(user, registry path)``: a directory registry with alice's signed dr-grpo (two versions,
-    the second adding a param with choices), carol's unsigned adv-scale and bob's environment;
-    alice's key is trusted by *user*."""
+    the second adding a param with choices; 0.1.0 yanked with her key, 0.2.0 yanked by an
+    unsigned statement, which changes nothing), carol's unsigned adv-scale and bob's
+    environment; alice's key is trusted by *user*."""
     user = User(root / "user")
     registry = root / "registry"
     src = root / "src"
@@ -79,12 +82,16 @@ def build_world(root: Path) -> tuple:
     user.forge("plugin", "publish", src / "adv-scale", "--registry", registry, "--owner", "carol")
     write_tree(src / "env-math", "env-math", "0.1.0", kind="environment", description="Grade-school maths tasks")
     user.forge("plugin", "publish", src / "env-math", "--registry", registry, "--owner", "bob")
+    user.forge("plugin", "yank", "alice/dr-grpo@0.1.0", "--reason", YANK_REASON, "--sign", "--registry", registry)
+    # an unsigned yank of a version whose owner has trusted keys: shown as unverified, changes nothing
+    user.forge("plugin", "yank", "alice/dr-grpo@0.2.0", "--reason", ANYONES_REASON, "--registry", registry)
     return user, registry
 
 
 def publish_hostile(registry: Path, root: Path) -> PublishedVersion:
     """mallory/hostile@0.1.0 and 0.2.0: every string of them an attack on the page that shows it
-    (0.2.0 adds a file whose name is one, shown in its change from 0.1.0)."""
+    (0.2.0 adds a file whose name is one, shown in its change from 0.1.0, and is yanked with a
+    reason that is one)."""
     for version in ("0.1.0", "0.2.0"):
         tree = write_tree(root / f"hostile-{version}", "hostile", version, description=BREAK_OUT + "\n" + CONTROL,
                           params={"hostile.p": {"type": "str", "default": ATTR_OUT, "choices": [ATTR_OUT, BREAK_OUT],
@@ -92,4 +99,12 @@ def publish_hostile(registry: Path, root: Path) -> PublishedVersion:
         if version == "0.2.0":
             (tree / HOSTILE_FILE).write_text("x = 1\n")
         info = publish_raw(registry, "mallory", tree, root / "hostile-archives")
+    # an unsigned yank (mallory has no trusted key: it is enforced) whose reason is an attack too,
+    # written as a registry writer would, past the checks of 'forge plugin yank'
+    from starforge.registry.yank import canonical_payload, make_envelope
+
+    payload = canonical_payload("yank", "mallory", "hostile", "0.2.0", info.tree_digest, BREAK_OUT + " " + CONTROL,
+                                "2026-12-05T10:00:00Z", 1)
+    DirectoryRegistry(registry).attach_yank_statement("mallory", "hostile", "0.2.0", info.tree_digest,
+                                                      make_envelope(payload))
     return info
