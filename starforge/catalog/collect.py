@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 
 from ..errors import ForgeError, SignatureError
 from .yanks import yank_of, yank_state
@@ -53,7 +52,7 @@ def served_digest(registry, info) -> str:
 
     bundles = getattr(registry, "sigstore_bundles", None)
     return sha256_json({
-        "record": {**asdict(info), "top_level": list(info.top_level)},
+        "record": {**vars(info), "top_level": list(info.top_level)},
         "envelopes": [hashlib.sha256(e).hexdigest() for e in stored_envelopes(registry, info)],
         "bundles": [hashlib.sha256(b).hexdigest() for b in bundles(info)] if bundles is not None else [],
         "yank": yank_state(registry, info),
