@@ -55,6 +55,8 @@ dl.facts dt{color:var(--muted)}
 dl.facts dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .alert{border-left:4px solid var(--bad);background:var(--bad-bg);padding:6px 10px;margin:8px 0;overflow-wrap:anywhere}
 .alert.warn{border-color:var(--warn);background:var(--warn-bg)}
+.note{border-left:4px solid var(--line);color:var(--muted);padding:4px 10px;margin:8px 0;overflow-wrap:anywhere}
+nav.versions a.yanked{text-decoration:line-through;color:var(--muted)}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:.92em}
 th,td{text-align:left;vertical-align:top;padding:4px 8px;border-bottom:1px solid var(--line);overflow-wrap:anywhere}

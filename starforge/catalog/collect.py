@@ -243,6 +243,7 @@ class Collector:
             "name": name,
             "ref": f"{owner}/{name}",
             "latest": latest["version"] if latest else None,
+            "latest_signature": latest["signature"]["status"] if latest else None,
             "kind": shown.get("kind"),
             "description": shown.get("description", ""),
             "targets": sorted({t for v in good for t in v["manifest"]["targets"]}),

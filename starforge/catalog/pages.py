@@ -67,6 +67,8 @@ def render_index(doc: dict) -> str:
     for p in plugins:
         search = " ".join([p["ref"], p["kind"] or "", p["description"] or "", *p["targets"]]).lower()
         badges = f"<span class=\"badge\">{text(p['kind'])}</span>" if p["kind"] else ""
+        if p["latest_signature"] == "verified":
+            badges += "<span class=\"badge ok\">signed</span>"
         if p["yanked"]:
             badges += f"<span class=\"badge warn\">{len(p['yanked'])} yanked</span>"
         if p["problems"]:
@@ -97,7 +99,9 @@ def render_index(doc: dict) -> str:
 
 def render_plugin(doc: dict, p: dict) -> str:
     versions = p["versions"]
-    nav = "".join(f"<a href=\"#{anchor(v['version'])}\">{text(v['version'])}</a>" for v in reversed(versions))
+    struck = ' class="yanked" title="yanked"'
+    nav = "".join(f"<a href=\"#{anchor(v['version'])}\"{struck if v['yank']['yanked'] else ''}>{text(v['version'])}</a>"
+                  for v in reversed(versions))
     sections = "".join(version_section(v) for v in reversed(versions))
     body = (
         f"<header class=\"top\"><p><a href=\"{href('../../index.html')}\">← all plugins</a></p>"
@@ -190,7 +194,7 @@ def version_section(v: dict) -> str:
         alerts += (f"<div class=\"alert warn yank\">Yanked ({text(yank['standing'] or '')}): "
                    f"<span class=\"reason\">{text(yank['reason'] or '', keep=chr(10))}</span></div>")
     for st in yank.get("unverified") or []:
-        alerts += (f"<div class=\"alert warn unverified-yank\">An unverified {text(st['action'])} (#{text(st['sequence'])}, "
+        alerts += (f"<div class=\"note unverified-yank\">An unverified {text(st['action'])} (#{text(st['sequence'])}, "
                    "signed by no key trusted for this owner: it changes nothing): "
                    f"<span class=\"reason\">{text(st['reason'] or 'no reason', keep=chr(10))}</span></div>")
     if yank.get("error"):

@@ -129,6 +129,7 @@ def test_a_plugin_page_served_by_forge_catalog_serve_shows_choices_default_key_a
     # the yanked version's reason, and whose word it is; the unsigned yank of 0.2.0 shown as changing nothing
     assert in_version(browser, "0.1.0", ".yank .reason") == YANK_REASON
     assert in_version(browser, "0.1.0", ".yank").startswith("Yanked (verified): ")
+    assert browser.run("return [...document.querySelectorAll('nav.versions a.yanked')].map(a => a.textContent)") == ["0.1.0"]
     assert in_version(browser, "0.2.0", ".yank") is None
     assert "it changes nothing" in in_version(browser, "0.2.0", ".unverified-yank")
     assert in_version(browser, "0.2.0", ".unverified-yank .reason") == ANYONES_REASON
