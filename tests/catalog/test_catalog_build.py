@@ -50,6 +50,8 @@ def test_catalog_json_and_pages_hold_every_version_with_what_was_verified(world,
     assert v2["add"] == "forge plugin add alice/dr-grpo@0.2.0"
     assert version(doc, "carol/adv-scale@1.0.0")["signature"]["status"] == "unsigned"
     assert doc["registry_state"].startswith("sha256:") and doc["trust"]["keys"][0]["owner"] == "alice"
+    # a web server running as another user can read it: the folder made beside DIR is not left 0700
+    assert (tmp_path / "site").stat().st_mode & 0o777 == 0o755
     page = (tmp_path / "site" / "plugins" / "alice" / "dr-grpo.html").read_text()
     assert 'id="v0.2.0"' in page and 'id="v0.1.0"' in page and doc["registry_state"] in page
     # every page carries the policy and its own script only, and names the registry's state and the keys
@@ -129,6 +131,8 @@ def test_damaged_bytes_a_disagreeing_record_and_a_bad_signature_are_shown_as_suc
     assert "does not verify" in version(doc, "alice/dr-grpo@0.2.0")["signature"]["error"]
     env = version(doc, "bob/env-math@0.1.0")
     assert env["integrity"]["ok"] is False and "params" in env["integrity"]["error"] and env["manifest"] is None
+    # a web server running as another user can read it: the folder made beside DIR is not left 0700
+    assert (tmp_path / "site").stat().st_mode & 0o777 == 0o755
     page = (tmp_path / "site" / "plugins" / "alice" / "dr-grpo.html").read_text()
     assert page.count("failed verification") == 1 and "Not verified: " in page and ">refused<" in page
     index = (tmp_path / "site" / "index.html").read_text()
@@ -189,6 +193,18 @@ def test_serve_refuses_a_folder_without_a_catalogue(tmp_path):
     user = User(tmp_path / "u")
     proc = user.forge("catalog", "serve", tmp_path, "--port", "0", ok=False)
     assert proc.returncode == 2 and "holds no catalogue" in proc.stderr and "forge catalog build -o" in proc.stderr
+
+
+def test_serve_on_a_port_in_use_says_so(world, tmp_path):
+    import socket
+
+    user, registry = world
+    build(user, registry, tmp_path / "site")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = user.forge("catalog", "serve", tmp_path / "site", "--port", str(taken.getsockname()[1]), ok=False)
+    assert proc.returncode == 2 and "error: cannot listen on 127.0.0.1:" in proc.stderr and "--port" in proc.stderr
 
 
 def test_a_registry_filled_by_bundle_push_shows_its_carried_signatures(world, tmp_path):
