@@ -7,8 +7,9 @@ what building the catalogue verified, never what the registry claims:
   and the registry record is compared with ``plugin.yaml`` in the verified tree; the
   metadata shown (params, ``requires``, targets, load mode, kind, description) is read from
   that tree. A version that fails shows the failure and no metadata;
-- **signature**: judged by the trust file given (the verdict of
-  :func:`starforge.signing.verify_published_envelope`), with the key ids and key types;
+- **signature**: judged by the trust file given, by the one verified fetch
+  (:func:`starforge.registry.verified_fetch.fetch_verified`, nothing unpacked), with the
+  key ids and key types;
 - **yank**: :func:`starforge.catalog.yanks.yank_of`;
 - **change**: what ``forge plugin diff --stat`` compares between it and the previous
   version (:func:`starforge.experiment.lockdiff.compare_facts` of the two verified trees).
@@ -83,10 +84,11 @@ def signature_verdict(registry, info, trust) -> dict:
     """``{status, error, keys}``: the signature of *info* judged by *trust* (``refused`` with the
     reason when the trust rule refuses it: a bad or stripped signature, an untrusted key)."""
     from ..cluster.dsse import verify_envelope
-    from ..signing import verify_published_envelope
+    from ..registry.verified_fetch import fetch_verified
 
     try:
-        status, envelope = verify_published_envelope(registry, info, trust)
+        fetched = fetch_verified(registry, info, trust=trust)
+        status, envelope = fetched.status, fetched.envelope
     except SignatureError as exc:
         return {"status": "refused", "error": exc.message, "keys": []}
     verified_key = None
