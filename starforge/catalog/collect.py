@@ -233,12 +233,15 @@ class Collector:
 
     @staticmethod
     def summary(owner: str, name: str, versions: list) -> dict:
-        """A plugin's entry: its versions and what the index shows (from its newest verified final release)."""
+        """A plugin's entry: its versions and what the index shows (from its newest verified final
+        release that is not yanked)."""
         from packaging.version import Version
 
         good = [v for v in versions if v["manifest"] is not None]
         finals = [v for v in good if not Version(v["version"]).is_prerelease]
-        latest = (finals or good or versions)[-1] if versions else None
+        # what a bare reference locks to: the newest final release not yanked (SPEC §18), else the newest shown
+        chosen = [v for v in finals if not v["yank"]["yanked"]]
+        latest = (chosen or finals or good or versions)[-1] if versions else None
         shown = latest["manifest"] if latest and latest["manifest"] else {}
         return {
             "owner": owner,

@@ -148,6 +148,9 @@ def test_hostile_text_is_escaped_in_the_html_and_catalog_json(tmp_path):
         assert raw.count("<script") == 1 and "onfocus=\"" not in raw and "<img" not in raw, page
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069\u2028\u2029]", raw), page
     data = (tmp_path / "site" / "catalog.json").read_bytes()
+    # the index offers what a bare reference would lock: not the yanked 0.2.0
+    hostile = next(p for p in json.loads(data)["plugins"] if p["ref"] == "mallory/hostile")
+    assert (hostile["latest"], hostile["yanked"]) == ("0.1.0", ["0.2.0"])
     assert data.isascii() and b"</script" in data  # ASCII: every control, bidi and separator as a \u escape
 
 
