@@ -135,6 +135,8 @@ def test_a_plugin_page_served_by_forge_catalog_serve_shows_choices_default_key_a
     assert in_version(browser, "0.2.0", ".unverified-yank .reason") == ANYONES_REASON
     copy = browser.run("return document.getElementById('add-v0.2.0').textContent")
     assert copy == "forge plugin add alice/dr-grpo@0.2.0"
+    browser.click("button.copy[data-for='add-v0.2.0']")  # selects the line (and copies it where the page may)
+    assert browser.run("return window.getSelection().toString()") == copy
     assert all(url.startswith(served) for url in browser.requests())
 
 
