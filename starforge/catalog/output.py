@@ -2,7 +2,8 @@
 
 The folder is written complete into a temporary directory beside it and renamed into
 place, so a reader (a web server, a mirror) sees the old catalogue or the new one, never a
-half-written one, and a failed build leaves the old one as it was. An existing folder is
+half-written one, and a failed build leaves the old one as it was. A build killed midway
+leaves its folder, named after it; the next build removes it (:func:`sweep_stale_builds`). An existing folder is
 replaced only when it is empty or is a catalogue (it holds a ``catalog.json`` of this
 schema): ``-o ~`` by mistake is refused, not emptied.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,12 +71,57 @@ def write_tree(root: Path, doc: dict) -> None:
         path.write_text(render_plugin(doc, p), encoding="utf-8")
 
 
+def work_dir(out: Path, kind: str) -> Path:
+    """A new folder beside *out* for a build's work: ``.<name>.<pid>-<n>@<host tag>.<kind>``
+    (*kind* ``new`` or ``old``), named after its writer as the atomic writes' temp files are."""
+    from ..cluster.atomic import writer_tag
+
+    n = 0
+    while True:
+        path = out.parent / f".{out.name}.{os.getpid()}-{n}@{writer_tag()}.{kind}"
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:  # left by a killed build that had this pid
+            n += 1
+
+
+def sweep_stale_builds(out: Path, min_age: float = 600.0) -> list:
+    """Remove what builds of *out* killed midway left beside it (:func:`work_dir`'s folders);
+    return their names. A folder of this host's build is stale once its pid is gone; one of
+    another host sharing the folder, once it is also *min_age* seconds old."""
+    import re
+    import time
+
+    from ..cluster.atomic import process_alive, writer_tag
+
+    pattern = re.compile(re.escape(f".{out.name}.") + r"(\d+)-\d+@(.+)\.(?:new|old)$")
+    removed = []
+    try:
+        names = os.listdir(out.parent)
+    except OSError:
+        return removed
+    for name in sorted(names):
+        found = pattern.match(name)
+        if found is None or process_alive(int(found.group(1))):
+            continue
+        path = out.parent / name
+        try:
+            if found.group(2) != writer_tag() and time.time() - path.lstat().st_mtime < min_age:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
 def replace_dir(tmp: Path, out: Path) -> None:
     """Put the finished folder *tmp* at *out*, where an old catalogue (or an empty folder) may be."""
     if not out.exists():
         os.rename(tmp, out)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    old = work_dir(out, "old")
     os.rename(out, old / "c")
     try:
         os.rename(tmp, out)
@@ -99,7 +144,8 @@ def build(registry, out: str | os.PathLike, trust=None, cache=None) -> BuildResu
         raise UsageError(f"registry {doc['registry']} holds no plugins: there is nothing to catalogue",
                          hint="check --registry, FORGE_REGISTRY or 'registry:' in your config (forge config shows which is used)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    sweep_stale_builds(out)
+    tmp = work_dir(out, "new")
     try:
         os.chmod(tmp, 0o755)
         write_tree(tmp, doc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 
@@ -190,6 +191,23 @@ def test_a_failed_build_leaves_the_previous_catalogue_as_it_was(world, tmp_path)
     assert proc.returncode == 2 and "holds no plugins: there is nothing to catalogue" in proc.stderr and "hint:" in proc.stderr
     assert files_of(site) == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == []  # no temp folder left
+
+
+def test_a_build_killed_midway_leaves_a_folder_the_next_build_removes(world, tmp_path):
+    import subprocess
+
+    from starforge.cluster.atomic import writer_tag
+
+    user, registry = world
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp_path / f".site.{dead.pid}-0@{writer_tag()}.new"  # as a build killed while writing names it
+    (left / "plugins").mkdir(parents=True)
+    (left / "index.html").write_text("half")
+    running = tmp_path / f".site.{os.getpid()}-0@{writer_tag()}.new"  # a build still writing: left alone
+    running.mkdir()
+    build(user, registry, tmp_path / "site")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, "site"]
 
 
 def test_serve_refuses_a_folder_without_a_catalogue(tmp_path):
