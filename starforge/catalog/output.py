@@ -96,7 +96,7 @@ def sweep_stale_builds(out: Path, min_age: float = 600.0) -> list:
     from ..cluster.atomic import process_alive, writer_tag
 
     pattern = re.compile(re.escape(f".{out.name}.") + r"(\d+)-\d+@(.+)\.(?:new|old)$")
-    removed = []
+    removed: list = []
     try:
         names = os.listdir(out.parent)
     except OSError:
