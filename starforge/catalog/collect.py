@@ -200,9 +200,9 @@ class Collector:
                 "add": f"forge plugin add {ref}"}
 
     def version(self, info, basis: str, prev, trees: dict) -> dict:
-        prev_basis = prev[1] if prev else None
+        prev_key = prev[1] if prev else None  # what this version's change depends on besides itself
         old = self.previous.get(basis)
-        if old is not None and old.get("change_basis") == prev_basis and old.get("ref") == info.ref:
+        if old is not None and old.get("change_basis") == prev_key and old.get("ref") == info.ref:
             self.reused += 1
             return old
         self.verified += 1
@@ -219,7 +219,7 @@ class Collector:
             "version": info.version,
             "ref": info.ref,
             "basis": basis,
-            "change_basis": prev_basis,
+            "change_basis": prev_key,
             "tree_digest": info.tree_digest,
             "artifact_digest": info.artifact_digest,
             "size": info.size,
