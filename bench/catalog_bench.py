@@ -65,8 +65,8 @@ def make_registry(root: Path, plugins: int, versions: int, key: Path) -> None:
                 (tree / f"{module}.py").write_text(f"VERSION = {j}\n\ndef install(params, **ctx):\n    return None\n")
                 files = ["plugin.yaml", f"{module}.py"]
                 if j % 3:
-                    (tree / "helpers.py").write_text(f"STEP = {j}\n")
-                    files.append("helpers.py")
+                    (tree / "steps.py").write_text(f"STEP = {j}\n")
+                    files.append("steps.py")
                 archive = work / f"{i}-{j}.tar.gz"
                 packed = pack_tree(tree, files, archive)
                 from starforge.manifest import PluginManifest
