@@ -81,6 +81,10 @@ COMMANDS = {
         "remove": Command("trust:remove", 'Stop trusting a key (or every key) of OWNER.'),
         "list": Command("trust:list_trust", 'List owners and the key ids trusted for each.'),
     },
+    "catalog": {
+        "build": Command("catalog:build", 'Write a static web catalogue of a registry to DIR.'),
+        "serve": Command("catalog:serve", 'Preview a built catalogue on 127.0.0.1.'),
+    },
     "config": Command("config_show:config", 'Show the effective home, registry, owner, keys and trust file, and where each came from.'),
     "completion": Command("completion:completion", 'Print the shell completion script for SHELL.'),
 }
@@ -112,6 +116,7 @@ GROUPS = {
     "jobs": ("List, inspect, follow, cancel, replay and delete submitted jobs.", "forge jobs list --json && forge jobs logs JOB_ID -f"),
     "key": ("Manage signing keys.", "forge key generate --name release && forge key list"),
     "trust": ("Manage which keys are trusted for which owners.", "forge trust add alice ~/.config/starforge/keys/release.pub"),
+    "catalog": ("Browse a registry as static web pages.", "forge catalog build -o site && forge catalog serve site"),
     "bundle": ("Carry a locked experiment's plugins across an air gap in one file.",
                "forge bundle create exp7 -o exp7.bundle.tar && forge bundle verify exp7.bundle.tar"),
 }
