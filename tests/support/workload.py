@@ -89,7 +89,9 @@ def main():
     results = ray.get([task.remote(), task.remote()])
     actor = Actor.remote()
     results.append(ray.get(actor.tag.remote()))
-    results.append({"where": "driver", "tag": algo.tag(), "pid": os.getpid(), "own_hook": None})
+    # the launcher left the plugin folders read-only for the job
+    plugins = os.stat(os.path.join(os.environ["FORGE_JOB_DIR"], "forge_plugins")).st_mode & 0o777
+    results.append({"where": "driver", "tag": algo.tag(), "pid": os.getpid(), "own_hook": None, "plugins_mode": plugins})
     # one write: Ray's thread printing the workers' lines into this log could otherwise land
     # between print's two writes (the text, then its newline)
     sys.stdout.write("RESULTS " + json.dumps(results) + "\\n")
