@@ -118,3 +118,8 @@ class YankedError(ForgeError):
     in ``forge.yaml``: the message names the reason and the newest version not yanked."""
 
     exit_code = 18
+
+
+# Results that are not errors (docs/errors.md "Results that are not errors"): an answer
+# "yes" to a command's question, by codes no error class above uses.
+AUDIT_FOUND = 22  # forge audit: a job ran a version yanked now

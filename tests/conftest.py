@@ -36,14 +36,14 @@ def isolated_forge_home(tmp_path_factory, monkeypatch):
 # run of the script for the tests that read the checkout it leaves.
 SERVICE_GROUPS = (("slurm_cluster", "slurm"), ("ray_head", "ray"), ("ray_head_in", "frameworks"),
                   ("slurm_two_hosts", "slurm-two-hosts"), ("ray_two_hosts", "ray-two-hosts"),
-                  ("quickstart_run", "quickstart"))
+                  ("quickstart_run", "quickstart"), ("browser", "browser"))
 GROUPS_ENV = "STARFORGE_TEST_GROUPS_DIR"
 
 
 # A test that asks for a service at run time (``request.getfixturevalue``, e.g. a fixture
 # parametrized over backends) names it with the service's marker on that parameter
 # (``pytest.param("ray", marks=pytest.mark.ray)``): the marker puts it in the group too.
-MARKER_GROUPS = (("slurm", "slurm"), ("ray", "ray"), ("frameworks", "frameworks"))
+MARKER_GROUPS = (("slurm", "slurm"), ("ray", "ray"), ("frameworks", "frameworks"), ("browser", "browser"))
 
 
 def service_group(item) -> str | None:
@@ -129,15 +129,16 @@ def pytest_unconfigure(config):
 # chosen by what a test needs, never by how long it takes: the edit loop needs only the
 # project's .venv. Left out: the tests of a real service (markers `oci`: the docker-registry
 # binary; `ray`: a Ray head; `slurm`: a Slurm cluster; `frameworks`: the trainer venvs;
-# `netns`: network namespaces of its own; `index`: a download from the package index) and
+# `netns`: network namespaces of its own; `index`: a download from the package index;
+# `browser`: the headless chromium the catalogue's pages are opened in) and
 # the tests that use a service's session fixture. A test that starts one of those fixtures
 # without being marked (a service asked for at run time, unmarked) is an error, so the edit
 # loop never starts a cluster by accident. CI runs everything.
-SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks", "netns", "index")
+SLOW_MARKERS = ("oci", "ray", "slurm", "frameworks", "netns", "index", "browser")
 # session fixture -> the marker a test using it (perhaps through getfixturevalue) must carry
 SERVICE_FIXTURES = {
     "oci_registry": "oci", "oci_registry_auth": "oci", "ray_head": "ray", "slurm_cluster": "slurm",
-    "ray_head_in": "frameworks",
+    "ray_head_in": "frameworks", "browser": "browser",
 }
 
 

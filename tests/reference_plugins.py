@@ -45,3 +45,13 @@ def patches_undone():
     yield
     for p in reversed(patching.patches()[before:]):
         p.undo()
+
+
+@contextlib.contextmanager
+def recipe_module(monkeypatch, name: str):
+    """The quickstart recipe's module *name*, imported from the recipe's folder; every patch
+    made inside the block is undone after it."""
+    monkeypatch.syspath_prepend(str(RECIPE))
+    module = importlib.import_module(name)
+    with patches_undone():
+        yield module

@@ -78,7 +78,7 @@ LAYERS = (
     ("signing", "authoring"),
     ("registry",),
     ("backends",),
-    ("experiment", "bundle", "prep"),
+    ("experiment", "bundle", "prep", "catalog"),
     ("cli", "__main__"),
 )
 

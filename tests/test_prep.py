@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from support.cli import forge, forge_process
+from support.processes import is_alive
+from support.users import system_user
 
 
 
@@ -361,14 +363,6 @@ def install(params):
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(laptop):
     import time
 
@@ -382,12 +376,12 @@ def test_a_process_the_plugin_leaves_behind_neither_delays_prep_nor_outlives_it(
         took = time.monotonic() - started
         grandchild = int(pid_file.read_text())
         deadline = time.monotonic() + 5
-        while _alive(grandchild) and time.monotonic() < deadline:
+        while is_alive(grandchild) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(grandchild)  # ended with the plugin's process group
+        assert not is_alive(grandchild)  # ended with the plugin's process group
         assert took < 60, took  # not the grandchild's 120 s
     finally:
-        if pid_file.exists() and _alive(int(pid_file.read_text())):
+        if pid_file.exists() and is_alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), 9)
 
 
@@ -481,14 +475,7 @@ def test_as_an_ordinary_user_the_plugin_can_read_neither_forges_environ_nor_its_
     import tempfile
 
     other = "forge-other"
-    if os.getuid() != 0 or not shutil.which("runuser"):
-        if os.environ.get("CI"):
-            pytest.fail("this test needs root and runuser to act as another user")
-        pytest.skip("needs root and runuser to act as another user")
-    if subprocess.run(["id", "-u", other], capture_output=True).returncode != 0:
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", other],
-                              capture_output=True, text=True)
-        assert made.returncode == 0 or subprocess.run(["id", "-u", other], capture_output=True).returncode == 0, made.stderr
+    system_user(other, "to act as another user")
     python = _python_for(other)
     repo = Path(__file__).resolve().parents[1]
     path = [str(repo), *site.getsitepackages()]

@@ -105,3 +105,88 @@ def test_a_yanked_patch_is_refused_here_and_across_the_gap(tmp_path):
     out = far.forge("lock", last_week, "--registry", far_reg)
     assert "alice/dr-grpo 2.0.1 -> 2.0.2" in out.stdout
     far.forge("lock", last_week, "--check", "--registry", far_reg)
+
+
+SAVE_CHECKPOINT = """\
+import json, os
+from starforge.plugins import hyperparams
+from toy_grpo import train
+
+result = train.run(hyperparams())
+ckpt = os.path.join(os.environ["FORGE_OUTPUT_DIR"], "checkpoint-final")
+os.makedirs(ckpt, exist_ok=True)
+with open(os.path.join(ckpt, "policy.json"), "w") as f:
+    json.dump(result["history"], f)
+with open(os.path.join(ckpt, "tokenizer.json"), "w") as f:
+    json.dump({"vocab": 4, "eos": 0}, f)
+"""
+
+
+def _checkpointing(exp: Path, lustre: Path) -> Path:
+    (exp / "save_checkpoint.py").write_text(SAVE_CHECKPOINT)
+    config = exp / "forge.yaml"
+    text = config.read_text().replace("entrypoint: python -m toy_grpo.train", "entrypoint: python save_checkpoint.py")
+    config.write_text(text + f"outputs: [{lustre}/$FORGE_JOB_ID]\n")
+    return exp
+
+
+def test_the_checkpoints_of_a_yanked_patch_are_traced_and_audit_gates_ci(tmp_path):
+    """Steps 8-10 of docs/recall.md on the local backend: which checkpoints came out of it."""
+    near, teammate = User(tmp_path / "near"), User(tmp_path / "teammate")
+    registry, lustre = str(tmp_path / "registry"), tmp_path / "lustre" / "ckpt"
+    near.forge("plugin", "publish", _dr_grpo(tmp_path / "buggy", "2.0.1", buggy=True), "--registry", registry)
+    exp = _checkpointing(_experiment(tmp_path / "exp", registry), lustre)
+    near.forge("lock", exp)
+    ran = [json.loads(near.forge("submit", exp, "--set", "grpo.steps=3", "--set", "grpo.report_steps=1",
+                                 "--set", f"grpo.seed={seed}", "--set", f"opsd.scale={scale}", "--json").stdout)["id"]
+           for seed, scale in ((1, "0.5"), (2, "2.0"))]
+    # each checkpoint directory carries its lineage: the pins with their yank facts at submit, the parameters
+    sidecar, = json.loads((lustre / ran[0] / ".forge-provenance.json").read_text())["jobs"]
+    assert {p["ref"]: p["yank"] for p in sidecar["plugins"]} == {f"{OWNER}/dr-grpo@2.0.1": {"yanked": False},
+                                                                "recipe:reward-clip@0.1.0": None}
+    assert (sidecar["job_id"], sidecar["params"]["opsd.scale"]) == (ran[0], 0.5)
+    team_store = near.home / "jobs"  # the team's shared job records, as a teammate names them
+    ci = teammate.forge("audit", "--store", team_store, "--json",
+                        env={"FORGE_REGISTRY": registry})
+    assert json.loads(ci.stdout)["found"] is False  # the CI gate passes: nothing yanked yet
+
+    near.forge("plugin", "yank", f"{OWNER}/dr-grpo@2.0.1", "--reason", REASON, "--registry", registry)
+    near.forge("jobs", "rm", ran[1])  # its job directory goes; its tombstone keeps what it wrote
+
+    # 8. audit: both jobs, grouped under the yanked version with its reason, with their checkpoints
+    out = near.forge("audit", "--json", ok=False, env={"FORGE_REGISTRY": registry})
+    assert out.returncode == 22
+    version, = json.loads(out.stdout)["versions"]
+    assert (version["ref"], version["reason"]) == (f"{OWNER}/dr-grpo@2.0.1", REASON)
+    assert [(j["id"], j["removed"]) for j in version["jobs"]] == sorted([(ran[0], False), (ran[1], True)])
+    for job in version["jobs"]:
+        assert job["sidecars"] == [str(lustre / job["id"])]
+    text = near.forge("audit", ok=False, env={"FORGE_REGISTRY": registry}).stdout
+    assert f"{OWNER}/dr-grpo@2.0.1" in text and REASON in text and str(lustre / ran[0]) in text
+
+    # 9. a checkpoint copied to another disk (without its sidecar) is traced by content
+    elsewhere = tmp_path / "scratch" / "best-model"
+    shutil.copytree(lustre / ran[0] / "checkpoint-final", elsewhere)
+    traced = json.loads(near.forge("trace", elsewhere, "--json", env={"FORGE_REGISTRY": registry}).stdout)
+    job, = traced["jobs"]  # the other job wrote the same tokenizer: it does not decide
+    assert (job["job_id"], job["source"], job["matched"], job["shared"]) == (ran[0], "content", 1, 1)
+    plugins = {p["ref"]: p for p in job["plugins"]}
+    assert (plugins[f"{OWNER}/dr-grpo@2.0.1"]["yanked"], plugins[f"{OWNER}/dr-grpo@2.0.1"]["reason"]) == (True, REASON)
+    assert plugins["recipe:reward-clip@0.1.0"]["yanked"] is False
+    assert job["params"]["opsd.scale"] == 0.5
+
+    # 10. a teammate with an empty FORGE_HOME finds the removed job's checkpoint through its sidecar
+    found = teammate.forge("trace", lustre / ran[1] / "checkpoint-final" / "policy.json",
+                           env={"FORGE_REGISTRY": registry})
+    assert f"written by job {ran[1]}, by the sidecar" in found.stdout
+    assert "no job record of it is readable here" in found.stdout
+    assert "YANKED now" in found.stdout and REASON in found.stdout
+    # and the CI gate over the team's store now fails, exit 22
+    gate = teammate.forge("audit", "--store", team_store, ok=False, env={"FORGE_REGISTRY": registry})
+    assert gate.returncode == 22 and ran[0] in gate.stdout and ran[1] in gate.stdout
+    # a run of the yanked version made knowingly: its sidecar says it was yanked at submit, and why
+    again = json.loads(near.forge("submit", exp, "--allow-yanked", "--set", "grpo.steps=1", "--set", "grpo.report_steps=1",
+                                  "--json").stdout)["id"]
+    pins = {p["ref"]: p["yank"] for p in json.loads((lustre / again / ".forge-provenance.json").read_text())["jobs"][0]["plugins"]}
+    assert pins[f"{OWNER}/dr-grpo@2.0.1"]["yanked"] is True and pins[f"{OWNER}/dr-grpo@2.0.1"]["reason"] == REASON
+    assert pins[f"{OWNER}/dr-grpo@2.0.1"]["allowed_by"] == "--allow-yanked"

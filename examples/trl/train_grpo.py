@@ -75,7 +75,10 @@ def main(argv: list) -> int:
 
     hp = hyperparams()
     steps = int(hp.get("train.steps", 3))
-    out_dir = hp.get("train.output_dir", os.path.join(os.environ.get("TMPDIR", "/tmp"), "trl-grpo-example"))
+    # TRL's output_dir is the job's declared output directory (outputs: in forge.yaml, given to
+    # the job as FORGE_OUTPUT_DIR), so forge trace and forge audit find what TRL writes there
+    out_dir = (hp.get("train.output_dir") or os.environ.get("FORGE_OUTPUT_DIR")
+               or os.path.join(os.environ.get("TMPDIR", "/tmp"), "trl-grpo-example"))
     tokenizer = build_tokenizer()
     model = build_model(tokenizer)
     rewards_seen: list = []

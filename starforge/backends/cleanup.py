@@ -29,7 +29,7 @@ from ..cluster.utctime import TIMESTAMP
 from ..errors import RemovalError, UsageError
 from .jobdir import removable_job_dir, remove_job_dir
 from .jobrecord import JobRecord
-from .outputs import job_outputs
+from .outputs import job_outputs, read_manifests
 from .store import JobStore, UnreadableRecord
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -130,12 +130,13 @@ def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, 
     removed, left = [], []
     for record in unique:
         tombstone = with_pins(record)
+        lineage, _ = read_manifests(record.dir)  # what it wrote, kept in the tombstone (SPEC §18)
         job_dir = removable_job_dir(record)
         failures = remove_job_dir(job_dir) if job_dir is not None else []
         if failures:
             left.append((record.id, job_dir, failures))
             continue
-        store.remove(record.id, tombstone)
+        store.remove(record.id, tombstone, lineage=lineage)
         removed.append(record.id)
     for damaged in {u.id: u for u in unreadable}.values():
         store.remove(damaged.id)

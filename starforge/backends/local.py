@@ -11,7 +11,8 @@ then hands it the job's binding; the supervisor
    group (and session) with the job directory as working directory, its stdout and
    stderr going to ``<job dir>/log.txt``;
 2. records status ``running`` and the launcher's pid (= its process group id);
-3. waits, then records the exit code (a death by signal N is 128+N, as a shell says) and
+3. waits, records the end of the attempt when the launcher could not (the outputs manifest
+   and sidecars of :mod:`starforge.cluster.lineage`), then records the exit code (a death by signal N is 128+N, as a shell says) and
    ``succeeded``, ``failed`` or, when a cancel was asked for, ``cancelled``.
 
 A ``forge submit`` killed before the handover leaves no job pending for ever: with no record
@@ -390,6 +391,7 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
         )
     returncode = proc.wait()
     code = exit_status(returncode)
+    record_outputs(job_dir, env)
 
     def finish(r: JobRecord) -> JobRecord:
         if r.backend_ref.get("cancel_requested"):
@@ -400,6 +402,18 @@ def supervise(store_root: str, job_id: str, runtime_sha256: str, spec_sha256: st
 
     store.update(job_id, finish)
     return 0
+
+
+def record_outputs(job_dir: Path, env: dict) -> None:
+    """The end of the attempt (SPEC §18): the outputs manifest and the sidecars, written here
+    when the launcher could not (it was cancelled or killed); a failure is said in the log."""
+    from ..cluster.lineage import record_attempt_end
+
+    try:
+        record_attempt_end(str(job_dir / "jobspec.json"), str(job_dir), env=env, if_missing=True, by="local supervisor")
+    except Exception as exc:  # the job's own end stays what it was
+        with contextlib.suppress(OSError), _open_log(job_dir) as log:
+            log.write(f"warning : outputs manifest not recorded: {exc}\n".encode())
 
 
 def supervise_when_staged(store_root: str, job_id: str, job_dir: str, stager: str) -> int:

@@ -1,4 +1,5 @@
-"""What a job wrote into its working directory (``work/``, SPEC §9): its outputs.
+"""What a job wrote into its working directory (``work/``, SPEC §9): its outputs; and the
+outputs manifests the end of each attempt recorded (SPEC §18), read back.
 
 Staging fills ``work/`` with copies of the recipe's files; anything there that is not an
 unchanged copy — a checkpoint, ``outputs/``, a rewritten config — is the job's output.
@@ -105,3 +106,59 @@ def human_size(n: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+MANIFEST_CAP = 64 << 20  # bytes of one manifest read (10,000 files take about 0.6 MB)
+
+
+def read_manifests(job_dir: str | os.PathLike) -> tuple[list, list]:
+    """``(manifests, problems)``: the outputs manifests the end of each attempt left in
+    ``<job_dir>/lineage/`` (:mod:`starforge.cluster.lineage`), oldest attempt first.
+
+    The job wrote them, so they are checked for shape before use: a file that is too large,
+    not JSON or not a manifest is a problem (one line), and its rows are not used.
+    """
+    import json
+
+    from ..cluster.lineage import LINEAGE_DIR, MANIFEST_SCHEMA
+
+    folder = Path(job_dir) / LINEAGE_DIR
+    try:
+        names = sorted(p for p in os.listdir(folder) if p.startswith("outputs-") and p.endswith(".json"))
+    except OSError:
+        return [], []
+    manifests, problems = [], []
+    for name in names:
+        try:
+            fd = os.open(folder / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as f:
+                raw = f.read(MANIFEST_CAP + 1)
+            if len(raw) > MANIFEST_CAP:
+                raise ValueError(f"larger than {human_size(MANIFEST_CAP)}")
+            doc = json.loads(raw)
+            if not (isinstance(doc, dict) and doc.get("schema") == MANIFEST_SCHEMA and valid_manifest(doc)):
+                raise ValueError("not an outputs manifest")
+        except (OSError, ValueError) as exc:
+            problems.append(f"{folder / name}: {exc}")
+            continue
+        manifests.append(doc)
+    manifests.sort(key=lambda m: (m["attempt"], m["host"]))
+    return manifests, problems
+
+
+def valid_manifest(doc: dict) -> bool:
+    """Whether *doc* has an outputs manifest's shape (types of every field used)."""
+    if not (isinstance(doc.get("job_id"), str) and isinstance(doc.get("attempt"), int)
+            and isinstance(doc.get("host"), str) and isinstance(doc.get("dirs"), list)
+            and isinstance(doc.get("sample_above", 0), int)):
+        return False
+    for d in doc["dirs"]:
+        if not isinstance(d, dict) or not (d.get("path") is None or isinstance(d.get("path"), str)):
+            return False
+        files = d.get("files", [])
+        if not isinstance(files, list) or not all(
+            isinstance(f, list) and len(f) == 3 and isinstance(f[0], str) and isinstance(f[1], int)
+            and isinstance(f[2], int) for f in files
+        ):
+            return False
+    return True

@@ -42,9 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster.binding import SPEC_ENV
+from ..cluster.lineage import LINEAGE_DIR
 from ..cluster.provenance import DIRNAME as PROVENANCE_DIR
 from ..cluster.provenance_log import ENV as PROVENANCE_LOG_ENV
-from ..cluster.ray_init import WORKER_ENV
+from ..cluster.ray_init import PACKAGE_ENV, WORKER_ENV
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
@@ -162,14 +163,15 @@ def build_package(job_dir: Path) -> tuple[str, bytes]:
     Entries are the regular files below *job_dir* in sorted order, with fixed times and
     modes 0644, 0755, 0444 or 0555 (after the owner's write and execute bits: the staged
     read-only files stay read-only where Ray unpacks them). The job directory's
-    ``provenance/`` (records read back from the log of an earlier run of it) is left out. A symlink or special file is refused:
+    ``provenance/`` and ``lineage/`` (records and outputs manifests read back from the log of
+    an earlier run of it) are left out. A symlink or special file is refused:
     the package must hold exactly the bytes the launcher will verify.
     """
     job_dir = Path(job_dir)
     entries = []
     for dirpath, dirnames, filenames in os.walk(job_dir):
-        if Path(dirpath) == job_dir and PROVENANCE_DIR in dirnames:
-            dirnames.remove(PROVENANCE_DIR)  # records read back from an earlier run's log stay here
+        if Path(dirpath) == job_dir:  # records and outputs manifests read back from an earlier run's log stay here
+            dirnames[:] = [d for d in dirnames if d not in (PROVENANCE_DIR, LINEAGE_DIR)]
         dirnames.sort()
         for name in dirnames + filenames:
             full = Path(dirpath) / name
@@ -297,6 +299,9 @@ class RayBackend(Backend):
             PROVENANCE_LOG_ENV: "1",
         }
         name, data = build_package(job_dir)
+        # Where Ray unpacks it, the launcher makes the plugin folders deletable again when it
+        # ends (Ray's cleanup of its copy is a plain rmtree; cluster/readonly.py).
+        env[PACKAGE_ENV] = name.removesuffix(".zip")
         with self._client(address) as client:
             uri = client.upload_package(name, data)
             request = {
@@ -347,6 +352,9 @@ class RayBackend(Backend):
         except BackendError as exc:
             return exc.message
         try:
+            from .log_outputs import collect_outputs, store_outputs
+
+            store_outputs(job_dir, collect_outputs(text, record.id)[0])  # the end of each attempt (SPEC §18)
             log_provenance.store(job_dir, log_provenance.collect(text, record.id))
         except OSError as exc:
             return f"cannot write {job_dir / PROVENANCE_DIR}: {exc.strerror or exc}"

@@ -22,11 +22,10 @@ control character in them is refused). It runs three kinds of step:
    processes it starts; because the copy's path is the same on every node, a process the
    entrypoint starts on another node (``srun python …``, torchrun) verifies and loads that
    node's own copy;
-3. **collect**, on every node: copy the node's provenance records and launcher status
-   back into the shared job directory, and remove the node-local copy. A keeper step on
-   every node (``srun --overlap``, started after prepare) does the same when it gets
-   SIGTERM: at the end of the job, or when ``scancel`` (``forge jobs cancel``) signals
-   every step, when no new step could start.
+3. **collect**, on every node: copy provenance and launcher status back to the shared job
+   directory with the launcher's outputs manifest (:mod:`starforge.cluster.lineage`; made
+   here if the launcher was killed), remove the node-local copy. A keeper step per node
+   (``srun --overlap``) does the same on SIGTERM: at the job's end, or on ``scancel``.
 
 Every process also writes its provenance record to the shared ``provenance/`` as it makes
 it (``FORGE_PROVENANCE_SHARED``), so an attempt killed before its collect step still left
@@ -433,11 +432,11 @@ host=$(hostname -s)
 # copied beside the name, then renamed: a collect killed mid-copy (past KillWait) leaves the
 # record the process wrote there itself whole, and at most a hidden temp file
 put() { tmp="${2%/*}/.${2##*/}.$$.tmp"; cp "$1" "$tmp" 2>/dev/null && mv -f "$tmp" "$2"; rm -f "$tmp"; }
-if [ -d "$local/provenance" ]; then
-    mkdir -p "$shared/provenance"
-    for f in "$local"/provenance/*.json; do if [ -f "$f" ]; then put "$f" "$shared/provenance/${f##*/}"; fi; done
-fi
+for d in provenance lineage; do  # records, and the launcher's outputs manifest (SPEC §18)
+    for f in "$local/$d"/*.json; do if [ -f "$f" ]; then mkdir -p "$shared/$d"; put "$f" "$shared/$d/${f##*/}"; fi; done
+done
 if [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/slurm/status-$host.json"; fi
+z="$local/.forge-runtime/starforge-runtime.zip"; [ -f "$z" ] && PYTHONPATH="$z" python3 -m starforge.cluster.lineage --spec "$local/jobspec.json" --job-dir "$shared" --host "$host" --if-missing >&2
 if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/status.json"; fi
 if [ -d "$local" ] && [ ! -L "$local" ] && [ -O "$local" ]; then chmod -R u+w "$local" 2>/dev/null; rm -rf "$local"; fi
 # this host cleaned up after this attempt (what `forge jobs show` reads; a host that died did not)

@@ -113,10 +113,12 @@ class JobStore:
             return UnreadableRecord(id=path.stem, path=path, reason=exc.reason)
         return None
 
-    def remove(self, job_id: str, tombstone: JobRecord | None = None) -> None:
+    def remove(self, job_id: str, tombstone: JobRecord | None = None, lineage: builtins.list | None = None) -> None:
         """Delete the record of *job_id* (an exact id) and its lock file, leaving *tombstone*
         (the record as it was, default: as stored) under ``removed/``: which plugins and
-        parameters the job ran is kept when its files go."""
+        parameters the job ran is kept when its files go, and, as its ``lineage``, the
+        outputs manifests its job directory held (*lineage*), which ``forge trace`` and
+        ``forge audit`` read."""
         with self.locked(job_id):
             path = self.path(job_id)
             if tombstone is None:
@@ -124,8 +126,11 @@ class JobStore:
                     tombstone = _record_in(path)
             if tombstone is not None:
                 make_dirs(self.root / REMOVED_DIR)
+                kept = tombstone.to_dict()
+                if lineage:
+                    kept["lineage"] = lineage
                 atomic.write_file(self.root / REMOVED_DIR / f"{job_id}.json",
-                                  json.dumps(tombstone.to_dict(), indent=2, sort_keys=True) + "\n")
+                                  json.dumps(kept, indent=2, sort_keys=True) + "\n")
             path.unlink(missing_ok=True)
         (self.root / f"{job_id}.lock").unlink(missing_ok=True)
 

@@ -58,6 +58,8 @@ COMMANDS = {
     "submit": Command("submit:submit", 'Stage the locked experiment as a job and run it.'),
     "plan": Command("plan:plan", 'Show what the job would patch, without running it.'),
     "prep": Command("prep:prep", 'Run a data-prep plugin over a JSONL file, on this machine.'),
+    "trace": Command("trace:trace", 'Name the job(s) that wrote PATH, a file or a directory copied anywhere.'),
+    "audit": Command("audit:audit", 'List every job that ran a version yanked now, with the outputs it wrote.'),
     "jobs": {
         "list": Command("jobs:list_jobs", 'List submitted jobs, newest last, with status and exit code.'),
         "show": Command("jobs:show", "Show a job's status, exit code, directory and provenance."),
@@ -67,6 +69,7 @@ COMMANDS = {
         "rm": Command("jobs:rm", 'Delete ended jobs: their records and their staged job directories.'),
         "prune": Command("jobs:prune", 'Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.'),
         "replay": Command("jobs:replay", 'Run again exactly what job ID ran, as a new job.'),
+        "outputs": Command("jobs_outputs:outputs", 'List the files job ID wrote: work/ and its declared outputs.'),
     },
     "key": {
         "generate": Command("keys:generate", "Make a signing key pair (Ed25519, or --type ecdsa-p256) for 'forge plugin publish --sign'."),
@@ -77,6 +80,10 @@ COMMANDS = {
         "add": Command("trust:add", 'Trust the public key in file PUBKEY for plugins published by OWNER.'),
         "remove": Command("trust:remove", 'Stop trusting a key (or every key) of OWNER.'),
         "list": Command("trust:list_trust", 'List owners and the key ids trusted for each.'),
+    },
+    "catalog": {
+        "build": Command("catalog:build", 'Write a static web catalogue of a registry to DIR.'),
+        "serve": Command("catalog:serve", 'Preview a built catalogue on 127.0.0.1.'),
     },
     "config": Command("config_show:config", 'Show the effective home, registry, owner, keys and trust file, and where each came from.'),
     "completion": Command("completion:completion", 'Print the shell completion script for SHELL.'),
@@ -109,6 +116,7 @@ GROUPS = {
     "jobs": ("List, inspect, follow, cancel, replay and delete submitted jobs.", "forge jobs list --json && forge jobs logs JOB_ID -f"),
     "key": ("Manage signing keys.", "forge key generate --name release && forge key list"),
     "trust": ("Manage which keys are trusted for which owners.", "forge trust add alice ~/.config/starforge/keys/release.pub"),
+    "catalog": ("Browse a registry as static web pages.", "forge catalog build -o site && forge catalog serve site"),
     "bundle": ("Carry a locked experiment's plugins across an air gap in one file.",
                "forge bundle create exp7 -o exp7.bundle.tar && forge bundle verify exp7.bundle.tar"),
 }

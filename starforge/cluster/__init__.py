@@ -18,6 +18,7 @@ Modules, one concept each, in the order a launch uses them:
 - :mod:`.job` — one job in this process; :mod:`.process_job` — this process's job, the bootstrap
 - :mod:`.exits` — ending a process on failure; :mod:`.import_hooks` — post-import hooks
 - :mod:`.hyperparams_and_deferred` — this process's hyperparams and deferred plugins; :mod:`.plugins`, :mod:`.patching` — the runtime API
+- :mod:`.lineage` — the end of an attempt: outputs manifest and sidecars (SPEC §18)
 - :mod:`.provenance` — records; :mod:`.ray_init`, :mod:`.ray_hook` — Ray; :mod:`.environment`, :mod:`.runtime_zip` — the job's runtime
 - :mod:`.interpreter` — the job's Python and the node entry (:mod:`.node_entry`, the zip's ``__main__``);
   :mod:`.codedir` — the job's code directory: the runtime compiled once per job on the node

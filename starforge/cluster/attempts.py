@@ -75,3 +75,18 @@ def next_attempt(job_dir: str) -> int:
             pass
         return n
     return n
+
+
+def last_attempt(job_dir: str, env: Mapping[str, str]) -> int:
+    """The attempt that ran last in *job_dir*: the one *env* names, else the highest claimed
+    (read after a launcher has ended, by whoever records the end of its attempt)."""
+    given = _given(env)
+    if given is not None:
+        return given
+    from .environment import RUNTIME_DIR
+
+    try:
+        names = os.listdir(os.path.join(job_dir, RUNTIME_DIR, "attempts.d"))
+    except OSError:
+        return 0
+    return max((int(name) for name in names if name.isascii() and name.isdigit()), default=0)

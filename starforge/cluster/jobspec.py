@@ -159,7 +159,9 @@ class JobSpec(Record):
     replay (``{"of": ID, "environment": {...} | None, "strict": bool}`` for a job that
     replays job ID: the launcher compares the environment fingerprint ID recorded) and
     ledger_only (JSON key ``plan``; ``forge plan --backend``: the launcher runs the load
-    phase only and prints the ledger, as ``forge-launch --plan -``)."""
+    phase only and prints the ledger, as ``forge-launch --plan -``) and lineage (None, or
+    ``{"outputs": [declared directories], "sample_above": bytes, "yanks": {ref: facts at
+    submit}}``: what the end of an attempt records, :mod:`.lineage`)."""
 
     id: str
     name: str
@@ -176,19 +178,20 @@ class JobSpec(Record):
     recipe_digest: str | None
     replay: dict[str, Any] | None
     ledger_only: bool
+    lineage: dict[str, Any] | None
     __slots__ = ("id", "name", "created", "entrypoint", "hyperparams", "plugins", "recipe_plugins",
                  "core_version", "strict_deferred", "backend", "extra", "python", "recipe_digest", "replay",
-                 "ledger_only")
+                 "ledger_only", "lineage")
 
     def __init__(self, id: str, name: str, created: str, entrypoint: list, hyperparams: dict | None = None,
                  plugins: tuple = (), recipe_plugins: tuple = (), core_version: str = "",
                  strict_deferred: bool = False, backend: str = "local", extra: dict | None = None,
                  python: str | None = None, recipe_digest: str | None = None, replay: dict | None = None,
-                 ledger_only: bool = False) -> None:
+                 ledger_only: bool = False, lineage: dict | None = None) -> None:
         self._set(
             id, name, created, entrypoint, {} if hyperparams is None else hyperparams, plugins, recipe_plugins,
             core_version, strict_deferred, backend, {} if extra is None else extra, python, recipe_digest, replay,
-            ledger_only,
+            ledger_only, lineage,
         )
 
     def to_dict(self) -> dict:
@@ -214,6 +217,8 @@ class JobSpec(Record):
             out["replay"] = _copy(self.replay)
         if self.ledger_only:
             out["plan"] = True
+        if self.lineage is not None:
+            out["lineage"] = _copy(self.lineage)
         return out
 
     def to_json(self) -> str:
@@ -277,6 +282,9 @@ class JobSpec(Record):
         ledger_only = data.get("plan", False)
         if not isinstance(ledger_only, bool):
             raise SpecError("jobspec.plan: expected true or false")
+        lineage = data.get("lineage")
+        if lineage is not None:
+            lineage = _lineage(lineage)
         return cls(
             id=job_id,
             name=_str(data.get("name"), "jobspec.name"),
@@ -293,6 +301,7 @@ class JobSpec(Record):
             recipe_digest=recipe_digest,
             replay=replay,
             ledger_only=ledger_only,
+            lineage=lineage,
         )
 
 
@@ -330,6 +339,22 @@ def write_spec(spec: JobSpec, path: str | os.PathLike) -> None:
     from .atomic import write_file  # here, not at the top: every process of a job reads specs, few write them
 
     write_file(path, spec.to_json())
+
+
+def _lineage(value) -> dict:
+    """``jobspec.lineage`` checked for shape (the directories themselves are checked at
+    submit and when an attempt ends, by :mod:`.lineage`, which a worker never imports)."""
+    if not _is_mapping(value):
+        raise SpecError("jobspec.lineage: expected an object")
+    dirs = value.get("outputs", [])
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise SpecError("jobspec.lineage.outputs: expected a list of directories")
+    above = value.get("sample_above")
+    if above is not None and (isinstance(above, bool) or not isinstance(above, int) or above < 1):
+        raise SpecError("jobspec.lineage.sample_above: expected a positive number of bytes")
+    if not _is_mapping(value.get("yanks", {})):
+        raise SpecError("jobspec.lineage.yanks: expected an object")
+    return _copy(dict(value))
 
 
 def _is_mapping(value: object) -> bool:

@@ -24,7 +24,7 @@ from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .interpreter import confirm_python, linked_job_path, spec_argument
 from .jobspec import read_spec
-from .readonly import make_read_only
+from .readonly import deletable_when_done, is_ray_copy, make_read_only
 from .utctime import utc_now
 
 USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only | --plan LEDGER] [-- CMD ...]
@@ -270,7 +270,9 @@ def launch(
             if item.status == "disabled":
                 item.status = "planned"
 
-    _make_job_read_only(job)
+    read_only = _make_job_read_only(job)
+    if is_ray_copy(job_dir):
+        deletable_when_done(job_dir, read_only)
     # Plugins patch the experiment's own modules too: the staged recipe is importable (first
     # on sys.path, as `python -m` in recipe/ would have it) before any install runs, through
     # a finder that writes no bytecode there; the job runs in its own working directory.
@@ -322,6 +324,8 @@ def launch(
     except OSError as exc:
         return _fail(job_dir, LaunchFailure(SpecError, None, f"cannot write the job runtime in {job_dir}: {exc}"), job)
     os.environ.update(job_environment(job_dir, spec_path, spec.id, os.environ))
+    if spec.lineage:  # the declared output directories (SPEC §18): made, the first one named
+        _prepare_outputs(spec)
     hyperparams_and_deferred.registry.booted = True
     job.write_provenance()
 
@@ -329,6 +333,7 @@ def launch(
     watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
     code, stopped = run_entrypoint(argv, recipe, workdir)
+    _record_end(job, spec_path, workdir)
     if stopped is not None:
         return _fail(job_dir, stopped, job)
 
@@ -459,6 +464,38 @@ def _record_environment(job) -> LaunchFailure | None:
     return None
 
 
+def _prepare_outputs(spec) -> None:
+    """Make the job's declared output directories and export the first as ``FORGE_OUTPUT_DIR``;
+    one that cannot be made is said, and the job goes on (its end records it as missing)."""
+    from .lineage import output_dirs, output_environment
+
+    for declared, path in output_dirs(spec, os.environ):
+        if path is None:
+            say(f"{WARNING}outputs: {declared} does not name an absolute directory here (a variable unset?)")
+            continue
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            say(f"{WARNING}outputs: cannot make {path}: {exc.strerror or exc}")
+    os.environ.update(output_environment(spec, os.environ))
+
+
+def _record_end(job, spec_path: str, workdir: str) -> None:
+    """The end of this attempt on this host (SPEC §18): the outputs manifest and sidecars
+    (:mod:`.lineage`); on Ray, where the job directory goes with the job, the manifest also
+    travels through the log as a frame. A failure is said, never the job's own end."""
+    from .lineage import record_attempt_end
+    from .provenance_log import emit_outputs, enabled
+
+    try:
+        path = record_attempt_end(spec_path, job.job_dir, job.attempt, env=os.environ, work=workdir)
+        if path and enabled():
+            with open(path, encoding="utf-8") as f:
+                emit_outputs(f.read())
+    except Exception as exc:  # noqa: BLE001 - the entrypoint's code stands whatever happens here
+        say(f"{WARNING}outputs manifest not recorded: {exc}")
+
+
 def _verify_only(job, on_item) -> int:
     """``--verify-only``: every plugin verified and requirement-checked; nothing else."""
     job.mode = "verify-only"
@@ -496,13 +533,16 @@ def _installed_by_other_processes(job) -> set:
     return names
 
 
-def _make_job_read_only(job) -> None:
-    """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used)."""
+def _make_job_read_only(job) -> list[str]:
+    """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used); return them."""
     roots = [os.path.join(job.job_dir, "forge_plugins")] + [i.root for i in job.items if i.builtin]
+    made = []
     for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):
             continue
         make_read_only(root)
+        made.append(root)
+    return made
 
 
 if __name__ == "__main__":

@@ -38,6 +38,11 @@ FORWARDED = ("FORGE_JOBSPEC", "FORGE_JOB_DIR", "FORGE_JOB_ID", "FORGE_HYPERPARAM
 # the supervisor, and Ray reports it unschedulable minutes later instead of the job's own
 # exit 10). The driver's ``ray.init`` (wrapped here) hands it to the job's workers.
 WORKER_ENV = "FORGE_RAY_WORKER_ENV"
+# The name of the package the Ray backend submitted as the job's working_dir: where Ray
+# unpacked it on a node (a folder of that name), the launcher gives the folders it made
+# read-only back to their owner when it ends, so Ray can delete its copy
+# (:func:`.readonly.deletable_when_done`).
+PACKAGE_ENV = "FORGE_RAY_PACKAGE"
 
 
 def watch_ray_init() -> None:

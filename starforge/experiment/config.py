@@ -37,6 +37,10 @@ Keys (decisions where the spec is silent are marked *decided*):
   default.
 - ``plan`` (optional): ``{acknowledge: [{plugin, replaces, reason}]}``, the replaces the
   experiment means, which ``forge plan`` lists without failing (docs/before-after.md).
+- ``outputs`` (optional): the directories the job writes its outputs to besides
+  ``work/`` (SPEC §18), absolute or starting with ``$VAR``, expanded on the node (the job's
+  id is ``FORGE_JOB_ID``): a list, or ``{dirs: [...], sample_above: BYTES}`` (files above
+  that size are matched by a sampled digest; docs/lineage.md).
 - ``registry`` (optional, *decided*): registry URL for this experiment, used by
   ``forge lock`` and ``forge submit`` when neither ``--registry`` nor ``FORGE_REGISTRY``
   is given (before the user config and the embedded default).
@@ -74,7 +78,7 @@ KEYS_BEFORE_SECTIONS = (
     "backend",
     "strict_deferred",
 )
-KEYS_AFTER_SECTIONS = ("registry", "python", "plan")
+KEYS_AFTER_SECTIONS = ("registry", "python", "plan", "outputs")
 PLAN_KEYS = ("acknowledge",)
 ACK_KEYS = ("plugin", "replaces", "reason")
 REQUEST_KEYS = ("request", "allow_yanked")  # a plugin request written as a mapping
@@ -131,6 +135,8 @@ class Experiment:
     registry: str | None = None
     python: str | None = None
     plan_acknowledge: tuple = ()  # forge plan: the replaces this experiment means ({plugin, replaces, reason})
+    outputs: tuple = ()  # declared output directories, as written ($VAR expanded on the node)
+    sample_above: int | None = None  # outputs above this size are matched by a sampled digest
     source: str = FILENAME
     lines: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -255,6 +261,7 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
             raise v.fail(("python",), "python: expected an interpreter path or command name",
                          hint="for example: python: /opt/venv/bin/python")
     plan_ack = _plan(v, data.get("plan"))
+    outputs, sample_above = _outputs(v, data.get("outputs"))
     return Experiment(
         root=root,
         name=name,
@@ -268,6 +275,8 @@ def parse_experiment(doc: YamlDoc, root: Path) -> Experiment:
         registry=registry,
         python=python,
         plan_acknowledge=plan_ack,
+        outputs=outputs,
+        sample_above=sample_above,
         source=doc.source,
         lines=dict(doc.lines),
     )
@@ -358,6 +367,33 @@ def _plan(v: _Validator, value: Any) -> tuple:
             reason = v.string(path + ("reason",), reason)
         out.append({"plugin": plugin, "replaces": replaces, "reason": reason})
     return tuple(out)
+
+
+OUTPUTS_KEYS = ("dirs", "sample_above")
+
+
+def _outputs(v: _Validator, value: Any) -> tuple:
+    """``outputs: [DIR, ...]`` or ``outputs: {dirs: [DIR, ...], sample_above: BYTES}``."""
+    from ..cluster.lineage import declared_dir_problem
+
+    example = "outputs: [/lustre/ckpt/$FORGE_JOB_ID]"
+    if value is None:
+        return (), None
+    path: tuple = ("outputs",)
+    sample_above = None
+    if isinstance(value, dict):
+        v.keys(path, value, OUTPUTS_KEYS, ("dirs",))
+        sample_above = value.get("sample_above")
+        if sample_above is not None and (isinstance(sample_above, bool) or not isinstance(sample_above, int) or sample_above < 1):
+            raise v.fail(path + ("sample_above",), f"outputs.sample_above: expected a positive number of bytes, got {sample_above!r}")
+        value, path = value["dirs"], path + ("dirs",)
+    if not isinstance(value, list):
+        raise v.fail(path, f"{'.'.join(path)}: expected a list of directories, got {_kind(value)}", hint=example)
+    for i, item in enumerate(value):
+        problem = declared_dir_problem(item)
+        if problem:
+            raise v.fail(path + (i,), f"{'.'.join(path)}[{i}]: {problem}", hint=example)
+    return tuple(value), sample_above
 
 
 def _entrypoint(v: _Validator, value: Any) -> tuple:

@@ -135,8 +135,29 @@ def resolve_job(exp: Experiment, sets=(), *, backend: str | None = None, dev: di
         backend=backend,
         extra={backend: settings} if settings else {},
         python=exp.job_python(backend),
+        lineage=job_lineage(exp),
     )
     return ResolvedJob(spec=spec, experiment=exp, lock=lock, builtins=builtins, shadowed=shadowed, dev=dev_plugins)
+
+
+def job_lineage(exp: Experiment) -> dict | None:
+    """The JobSpec's ``lineage``: the declared output directories (SPEC §18), None without."""
+    if not exp.outputs:
+        return None
+    out: dict = {"outputs": list(exp.outputs)}
+    if exp.sample_above is not None:
+        out["sample_above"] = exp.sample_above
+    return out
+
+
+def yanks_at_submit(lock: LockFile, ran_yanked: tuple) -> dict:
+    """``{ref: {"yanked": bool, …}}`` for every locked package: the yanked ones the job runs
+    knowingly (reason, as of when, allowed by what), every other one checked and not yanked."""
+    out: dict = {entry.ref: {"yanked": False} for entry in lock.plugins}
+    for y in ran_yanked:
+        out[y["ref"]] = {"yanked": True, "reason": y.get("reason"), "as_of": y.get("as_of"),
+                         "allowed_by": y.get("allowed_by")}
+    return out
 
 
 def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require_signatures: bool = False,
@@ -169,6 +190,8 @@ def stage_job(job: ResolvedJob, job_dir: str | os.PathLike, registry, *, require
     store.judge_pins(pins, require=require_signatures)  # a plugin the trust file refuses is never staged
     carried = {pin.name: store.carried(pin) for pin in pins}
     spec = with_signatures(job.spec, {name: envelope for name, envelope in carried.items() if envelope is not None})
+    if spec.lineage is not None:  # the sidecars carry each pin's yank facts at submit
+        spec = spec.replace(lineage={**spec.lineage, "yanks": yanks_at_submit(published, ran_yanked)})
     dev = {d.entry.name: d for d in job.dev}
 
     def fill_plugins(plugins_dir: Path) -> None:

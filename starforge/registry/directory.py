@@ -458,6 +458,11 @@ class DirectoryRegistry(Registry):
             wanted = Version(version)
         except InvalidVersion:
             raise UsageError(f"'{version}' is not a PEP 440 version") from None
+        # asked by its stored spelling (as a PublishedVersion names itself): one stat, not a listing
+        # of every version (reading each version of a plugin would list them all once per version)
+        if version == str(wanted) and _is_version(version) and self._readable():
+            if (self._plugin_dir(owner, name) / f"{version}.json").is_file():
+                return version
         for stored in self.versions(owner, name):
             if Version(stored) == wanted:
                 return stored

@@ -234,6 +234,18 @@ class PluginStore:
         unpacked = self.unpack(info, dest) if dest is not None else None
         return VerifiedFetch(status=status, envelope=envelope, dest=unpacked)
 
+    def key_of(self, info: PublishedVersion, envelope: bytes) -> str:
+        """The id of the trusted key whose signature in *envelope* verifies over *info*
+        (:class:`SignatureError` when none does): which key a verdict of ``verified`` rests on."""
+        return verify_envelope(envelope, owner=info.owner, name=info.name, version=info.version,
+                               tree_digest=info.tree_digest, trust=self.trust, artifact_digest=info.artifact_digest or None)
+
+    def served_signatures(self, info: PublishedVersion) -> tuple:
+        """``(envelopes, Sigstore bundles)`` the registry serves beside *info*, unjudged: what a
+        catalogue's registry state covers."""
+        registry = self._registry()
+        return list(registry.signatures(info)), list(registry.sigstore_bundles(info))
+
     def satisfies(self, pin: Pin, envelope: bytes) -> bool:
         """Whether *envelope* is a valid envelope by the key *pin* was locked with, over the
         pinned statement: the very envelope the lock recorded, or one with a signature by the

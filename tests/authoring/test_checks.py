@@ -12,8 +12,8 @@ import pytest
 
 from starforge.authoring import checks, syntax
 from starforge.authoring.checks import check_plugin, load_manifest, require_valid, top_level_names
-from starforge.cli.main import main
 from starforge.errors import CheckError
+from support.cli import run_cli
 
 MANIFEST = """\
 schema: forge/plugin/v1
@@ -35,17 +35,6 @@ def make_plugin(root: Path, manifest: str = MANIFEST, files: dict | None = None)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return root
-
-
-def run_cli(capsys, *args):
-    """Run ``forge`` in-process; return (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def codes(findings):

@@ -11,22 +11,12 @@ import pytest
 
 from starforge.authoring.checks import check_plugin
 from starforge.authoring.init import TEMPLATES, core_spec, init_plugin, templates_dir
-from starforge.cli.main import main
 from starforge.errors import UsageError
+from support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 CASES = [("algorithm", "eager"), ("algorithm", "deferred"), ("environment", "eager"), ("data-prep", "eager")]
-
-
-def run_cli(capsys, *args):
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("kind, load", CASES)

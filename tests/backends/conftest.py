@@ -7,7 +7,8 @@
   cluster whose node is this machine's short hostname at 127.0.0.1; state, spool and logs
   in a temp dir owned by the ``slurm`` user. Stopped by the PIDs the daemons wrote.
 
-A missing binary fails the test when ``CI`` is set and skips it otherwise.
+A missing binary fails the test when ``CI`` is set and skips it otherwise. The functions
+they share with other tests are in tests/support (processes, users, the test workload).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,136 +26,10 @@ from pathlib import Path
 
 import pytest
 
-
-def need(condition: bool, reason: str) -> None:
-    """Fail (under CI) or skip (elsewhere) the test when *condition* is false."""
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# -- processes and listeners -----------------------------------------------------------
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name is in parentheses and may contain spaces
-    return raw[raw.rindex(")") + 2 :].split()
-
-
-def session_pids(sid: int) -> list[int]:
-    """Live processes whose session id is *sid* (zombies excluded)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields = _stat_fields(int(entry))
-        if fields and fields[0] != "Z" and int(fields[3]) == sid:
-            out.append(int(entry))
-    return out
-
-
-def descendants(roots: list[int]) -> list[int]:
-    """*roots* and every live process below them."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat_fields(int(entry))
-            if fields and fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(entry))
-    seen, todo = [], list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.append(pid)
-        todo.extend(children.get(pid, []))
-    return seen
-
-
-def alive(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        fields = _stat_fields(pid)
-        if fields and fields[0] != "Z":
-            out.append(pid)
-    return out
-
-
-# A test cluster is thrown away with its temp dir: nothing in it needs an orderly shutdown.
-# Ray's raylet and gcs_server take about 10 s to act on SIGTERM, so a longer grace made every
-# run 10 s longer per Ray head (charged to whichever test happened to run last).
-TEARDOWN_GRACE = 2.0
-
-
-def terminate(pids: list[int], grace: float = TEARDOWN_GRACE) -> None:
-    """SIGTERM *pids*, then SIGKILL whatever is still alive after *grace* seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in alive(pids):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while alive(pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not alive(pids):
-            return
-
-
-def _decode_addr(hex_addr: str) -> str:
-    ip_hex, port_hex = hex_addr.split(":")
-    raw = bytes.fromhex(ip_hex)
-    if len(raw) == 4:
-        ip = socket.inet_ntop(socket.AF_INET, raw[::-1])
-    else:  # four little-endian 32-bit words
-        ip = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
-    return f"{ip}:{int(port_hex, 16)}"
-
-
-def listeners(pids: list[int]) -> list[tuple[int, str, str]]:
-    """``(pid, proto, address:port)`` of every listening TCP and bound UDP socket of *pids*."""
-    inode_pid = {}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inode_pid[link[8:-1]] = pid
-    found = []
-    for proto, state in (("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")):
-        try:
-            lines = Path(f"/proc/net/{proto}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if cols[3] == state and cols[9] in inode_pid:
-                found.append((inode_pid[cols[9]], proto, _decode_addr(cols[1])))
-    return found
-
-
-def is_loopback(addr: str) -> bool:
-    host = addr.rsplit(":", 1)[0]
-    return host.startswith("127.") or host == "::1" or host.startswith("::ffff:127.")
-
+from support.need import need
+from support.processes import descendants, free_port, is_loopback, listeners, session_pids, terminate
+from support.users import ordinary_user
+from support.workload import MARK_PLUGIN, locked_experiment, write_tree
 
 # -- Ray -------------------------------------------------------------------------------
 
@@ -397,29 +271,6 @@ def slurm_cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ordinary_user(name: str):
-    """An ordinary Unix user *name* (made with ``useradd`` when missing) and a runner:
-    ``user.run("mkdir", path)`` runs a command as that user (``runuser``)."""
-    import pwd
-    from types import SimpleNamespace
-
-    need(os.geteuid() == 0 and shutil.which("runuser") is not None, "acting as another user needs root and runuser")
-    try:
-        pwd.getpwnam(name)
-    except KeyError:  # another test process may be adding it at the same moment: then it exists after
-        made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], capture_output=True, text=True)
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            pytest.fail(f"useradd {name} failed: {made.stderr.strip()}")
-    entry = pwd.getpwnam(name)
-
-    def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", name, "--", *argv], capture_output=True, text=True, check=check, timeout=60)
-
-    return SimpleNamespace(name=name, uid=entry.pw_uid, run=run)
-
-
 @pytest.fixture(scope="session")
 def other_user():
     """A second Unix user, ``sfother`` (see :func:`ordinary_user`)."""
@@ -439,6 +290,15 @@ def slurm_env(slurm_cluster, monkeypatch):
     return slurm_cluster
 
 
+@pytest.fixture
+def slurm_job_env(slurm_env, monkeypatch):
+    """Jobs inherit the submitting environment (sbatch --export=ALL): the venv's python3 first on
+    PATH, and no FORGE_SLURM_STAGING of the user's."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
+    return slurm_env
+
+
 @pytest.fixture(scope="session")
 def sockets():
     """Helpers to inspect the listeners of processes: ``listeners(pids)``, ``is_loopback(addr)``."""
@@ -448,168 +308,6 @@ def sockets():
 
 
 # -- a real experiment: a published plugin, a recipe, a lock --------------------------------
-
-MARK_PLUGIN = {
-    "plugin.yaml": """\
-schema: forge/plugin/v1
-name: mark-worker
-version: 1.0.0
-kind: algorithm
-entrypoint: mark_worker:install
-targets: [workload.algo]
-requires:
-  core: ">=0.1"
-params:
-  mark.label: {type: str, default: patched, description: "prefix the patched function adds"}
-description: "Prefix workload.algo.tag() with mark.label, in every process of the job"
-""",
-    "mark_worker.py": '''\
-"""mark-worker: prefix workload.algo.tag() with params["mark.label"]."""
-
-from starforge import patching
-
-
-def install(params):
-    label = params.get("mark.label", "patched")
-
-    def tagged(original):
-        return label + ":" + original()
-
-    patching.wrap("workload.algo:tag", tagged, when_imported=True)
-''',
-}
-
-WORKLOAD = {
-    "workload/__init__.py": "",
-    "workload/algo.py": '''\
-import os
-
-
-def tag():
-    return "plain:%d" % os.getpid()
-''',
-    # Prints which credential and user variables the job's process can see.
-    "workload/show_env.py": '''\
-import json
-import os
-
-NAMES = ["FORGE_REGISTRY_USER", "FORGE_REGISTRY_PASSWORD", "FORGE_KEY_PASSPHRASE", "FORGE_RAY_TOKEN", "WANDB_API_KEY", "HF_TOKEN"]
-print("ENV " + json.dumps({n: os.environ.get(n) for n in NAMES}), flush=True)
-''',
-    # A Ray job: the entrypoint, two tasks and an actor all call the patched function.
-    "workload/ray_train.py": '''\
-import json
-import os
-import sys
-
-import ray
-
-from workload import algo
-
-
-@ray.remote
-def task():
-    from workload import algo
-
-    return {"where": "task", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN"),
-            "runtime": sys.modules["starforge"].__file__}
-
-
-@ray.remote
-class Actor:
-    def tag(self):
-        from workload import algo
-
-        return {"where": "actor", "tag": algo.tag(), "pid": os.getpid(), "own_hook": os.environ.get("WORKLOAD_HOOK_RAN"),
-                "runtime": sys.modules["starforge"].__file__}
-
-
-def main():
-    kwargs = {}
-    if "--own-hook" in sys.argv:
-        kwargs["runtime_env"] = {"worker_process_setup_hook": "workload.hooks.mark_process"}
-    ray.init(**kwargs)
-    results = ray.get([task.remote(), task.remote()])
-    actor = Actor.remote()
-    results.append(ray.get(actor.tag.remote()))
-    results.append({"where": "driver", "tag": algo.tag(), "pid": os.getpid(), "own_hook": None})
-    # one write: Ray's thread printing the workers' lines into this log could otherwise land
-    # between print's two writes (the text, then its newline)
-    sys.stdout.write("RESULTS " + json.dumps(results) + "\\n")
-    sys.stdout.flush()
-    ok = all(r["tag"].startswith("patched:") for r in results)
-    sys.exit(0 if ok else 3)
-
-
-if __name__ == "__main__":
-    main()
-''',
-    "workload/hooks.py": '''\
-import os
-
-
-def mark_process():
-    os.environ["WORKLOAD_HOOK_RAN"] = str(os.getpid())
-''',
-    # A plain job (Slurm): the entrypoint and a spawned child process call the patched function.
-    "workload/train.py": '''\
-import json
-import multiprocessing
-import os
-import socket
-import sys
-
-from workload import algo
-
-
-def child(q):
-    from workload import algo
-
-    q.put(algo.tag())
-
-
-def main():
-    ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=child, args=(q,))
-    p.start()
-    child_tag = q.get(timeout=60)
-    p.join()
-    slurm = {k: os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODEID", "SLURM_PROCID")}
-    out = {
-        "driver": algo.tag(),
-        "child": child_tag,
-        "host": socket.gethostname(),
-        "slurm": slurm,
-        "cwd": os.getcwd(),
-        "cwd_mode": oct(os.stat(os.getcwd()).st_mode & 0o777),
-        "job_dir": os.environ.get("FORGE_JOB_DIR"),
-        "job_dir_mode": oct(os.stat(os.environ["FORGE_JOB_DIR"]).st_mode & 0o777),
-        "job_dir_uid": os.stat(os.environ["FORGE_JOB_DIR"]).st_uid,
-        # where a torchrun-style launcher started this process as one rank of several
-        "rank": [os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")],
-        # what torchrun's agent adds: the rank of this host's agent, the rendezvous it joined
-        "agent": [os.environ.get(k) for k in ("GROUP_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR")],
-    }
-    # one write: the ranks of one host share this output, and under an unbuffered stdout a
-    # print() writes the text and its newline separately, so another rank's line could land between
-    sys.stdout.write("RESULTS " + json.dumps(out) + "\\n")
-    sys.stdout.flush()
-    code = int(os.environ.get("WORKLOAD_EXIT", "0"))
-    sys.exit(code if code else (0 if out["driver"].startswith("patched:") and out["child"].startswith("patched:") else 3))
-
-
-if __name__ == "__main__":
-    main()
-''',
-}
-
-
-def write_tree(root: Path, files: dict) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
 
 
 @pytest.fixture(scope="session")
@@ -633,33 +331,6 @@ def forge_home(tmp_path, monkeypatch):
     monkeypatch.delenv("FORGE_REGISTRY", raising=False)
     monkeypatch.delenv("FORGE_JOBS_DIR", raising=False)
     return home
-
-
-def locked_experiment(root: Path, registry: str, entrypoint: str, backend: str, settings: dict | None = None,
-                      name: str = "backend-test") -> Path:
-    """An experiment at *root* running the test workload with ``tester/mark-worker@1.0.0``,
-    locked against *registry* (``FORGE_HOME`` says where forge's cache is)."""
-    import yaml
-
-    from starforge.experiment.config import load_experiment
-    from starforge.experiment.lock import lock_experiment
-    from starforge.registry.factory import open_registry
-
-    write_tree(root, WORKLOAD)
-    doc = {
-        "schema": "forge/job/v1",
-        "name": name,
-        "entrypoint": entrypoint,
-        "plugins": ["tester/mark-worker@1.0.0"],
-        "config": {"mark": {"label": "patched"}},
-        "backend": backend,
-        "registry": registry,
-    }
-    if settings:
-        doc[backend] = settings
-    (root / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    lock_experiment(load_experiment(root), open_registry(registry))
-    return root
 
 
 @pytest.fixture(scope="session")

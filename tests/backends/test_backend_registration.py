@@ -77,7 +77,7 @@ def test_its_forge_yaml_section_is_parsed_and_checked_by_the_backend(tiny, exp):
     (exp / "forge.yaml").write_text(FORGE_YAML + "tinny: {}\n")
     with pytest.raises(ManifestError, match=r"unknown key 'tinny' \(did you mean 'tiny'\?\)") as info:
         load_experiment(exp)
-    assert info.value.hint.endswith("backend, strict_deferred, ray, slurm, tiny, registry, python, plan")
+    assert info.value.hint.endswith("backend, strict_deferred, ray, slurm, tiny, registry, python, plan, outputs")
     # the errors that list backends name it
     (exp / "forge.yaml").write_text(FORGE_YAML.replace("backend: tiny", "backend: tinny"))
     with pytest.raises(ManifestError, match=r"expected one of local, ray, slurm, tiny, got 'tinny' \(did you mean 'tiny'\?\)") as info:

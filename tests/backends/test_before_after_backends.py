@@ -5,9 +5,6 @@ and a replay of a job that ran there."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +14,6 @@ from starforge.experiment.patchplan import plan_on_backend
 from starforge.experiment.replay import replay_job
 from starforge.experiment.submit import submit_experiment
 
-BIN = Path(sys.executable).parent
-
 
 def _results(log: str) -> list:
     return [json.loads(ln[len("RESULTS "):]) for ln in log.splitlines() if ln.startswith("RESULTS ")]
@@ -27,13 +22,6 @@ def _results(log: str) -> list:
 def _ledger_patches(outcome) -> list:
     [plugin] = outcome.to_dict()["plugins"]
     return [(p["how"], p["target"]) for p in plugin["patches"]]
-
-
-@pytest.fixture
-def slurm_job_env(slurm_env, monkeypatch):
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
-    return slurm_env
 
 
 @pytest.mark.slurm

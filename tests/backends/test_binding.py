@@ -29,20 +29,25 @@ from starforge.experiment.stage import resolve_job_in, stage_job
 BIN = Path(sys.executable).parent
 BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}
 
-# A trainer that, once running, rewrites the job's jobspec.json (as anything that can
-# write the staged directory could) and then starts a Python process of the job: that
-# process must refuse the changed spec before trusting its per-file map.
-TAMPER_THEN_SPAWN = '''\
-import os
-import subprocess
-import sys
-
+# What a running trainer does to the job's jobspec.json (as anything that can write the
+# staged directory could): the processes of the job started after it must refuse the changed spec.
+TAMPER = '''\
 spec = os.environ["FORGE_JOBSPEC"]
 os.chmod(spec, 0o644)
 with open(spec) as f:
     text = f.read()
 with open(spec, "w") as f:
     f.write(text.replace('"patched"', '"evil"'))
+'''
+
+# A trainer that changes the spec, then starts a Python process of the job: that process
+# must refuse the changed spec before trusting its per-file map.
+TAMPER_THEN_SPAWN = '''\
+import os
+import subprocess
+import sys
+
+''' + TAMPER + '''\
 child = subprocess.run([sys.executable, "-c", "from workload import algo; print(algo.tag())"], capture_output=True, text=True)
 print("CHILD %d %s" % (child.returncode, " ".join((child.stdout + child.stderr).split())), flush=True)
 '''
@@ -53,12 +58,7 @@ import os
 
 import ray
 
-spec = os.environ["FORGE_JOBSPEC"]
-os.chmod(spec, 0o644)
-with open(spec) as f:
-    text = f.read()
-with open(spec, "w") as f:
-    f.write(text.replace('"patched"', '"evil"'))
+''' + TAMPER + '''\
 
 
 @ray.remote(max_retries=0)

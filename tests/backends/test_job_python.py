@@ -21,8 +21,7 @@ import pytest
 
 from starforge.backends.base import wait
 from starforge.experiment.submit import submit_experiment
-
-BIN = Path(sys.executable).parent
+from support.workload import locked_recipe
 
 PLUGIN = {
     "plugin.yaml": (
@@ -80,10 +79,6 @@ def _plugin(root: Path, name: str, package: str) -> Path:
 @pytest.fixture
 def experiment(tmp_path, forge_home, trainer_venv):
     """``make(backend, package, settings) -> experiment``: the trainer named by the venv's python."""
-    import yaml
-
-    from starforge.experiment.config import load_experiment
-    from starforge.experiment.lock import lock_experiment
     from starforge.registry.factory import open_registry
     from starforge.registry.publish import publish_plugin
 
@@ -95,20 +90,9 @@ def experiment(tmp_path, forge_home, trainer_venv):
         root = tmp_path / f"exp-{backend}-{package}"
         root.mkdir()
         (root / "train.py").write_text(TRAINER)
-        doc = {
-            "schema": "forge/job/v1",
-            "name": f"jobpython-{backend}",
-            "entrypoint": f"{trainer_venv}/bin/python train.py",
-            "plugins": [f"tester/{name}@1.0.0"],
-            "config": {"label": "from-config"},
-            "backend": backend,
-            "registry": registry,
-        }
-        if settings:
-            doc[backend] = settings
-        (root / "forge.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        lock_experiment(load_experiment(root), open_registry(registry))
-        return root
+        return locked_recipe(root, registry, name=f"jobpython-{backend}", entrypoint=f"{trainer_venv}/bin/python train.py",
+                             plugins=[f"tester/{name}@1.0.0"], config={"label": "from-config"}, backend=backend,
+                             settings=settings)
 
     return make
 
@@ -211,13 +195,6 @@ def test_ray_runs_the_trainer_venv(ray_client, experiment, trainer_venv):
 def test_ray_requirement_checked_in_the_trainer_venv(ray_client, experiment):
     sub, record, log = _run(experiment("ray", "nosuchdep"), "ray")
     _check_unmet(record, log)
-
-
-@pytest.fixture
-def slurm_job_env(slurm_env, monkeypatch):
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
-    return slurm_env
 
 
 @pytest.mark.slurm

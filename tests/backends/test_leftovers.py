@@ -16,20 +16,11 @@ import pytest
 
 from support.cli import forge
 from support.killpoints import POINTS, STAGING_POINTS, supervisors_started_by
+from support.waiting import wait_for
 
 KILLPOINTS = Path(__file__).parent.parent / "support" / "killpoints.py"
 # what a later command finds after a kill at each point, the supervisor left to do its part
 NOTHING_LEFT = ("supervisor-started", *STAGING_POINTS, "renamed-into-place")
-
-
-def wait_for(predicate, seconds=60.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def killed_submit(exp: Path, point: str, *, with_supervisor: bool = False) -> int:
@@ -40,7 +31,7 @@ def killed_submit(exp: Path, point: str, *, with_supervisor: bool = False) -> in
     proc = subprocess.Popen(argv, cwd=exp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, f"{point}: not killed there ({proc.returncode})\n{out}\n{err}"
-    wait_for(lambda: not supervisors_started_by(proc.pid))
+    wait_for(lambda: not supervisors_started_by(proc.pid), "the killed submit's supervisors ended", interval=0.05)
     return proc.pid
 
 
@@ -70,7 +61,7 @@ def test_a_submit_killed_at_each_step_leaves_no_job_pending_and_nothing_half_sta
         assert row["message"].startswith("the job never started: its supervising process ended"), row["message"]
         assert entries(exp) == [row["id"]]  # the job's directory, whole, until rm
     else:  # handed over: the job runs to its end
-        row = wait_for(lambda: [r for r in jobs_json()[0] if r["status"] == "succeeded"])[0]
+        row = wait_for(lambda: [r for r in jobs_json()[0] if r["status"] == "succeeded"], "a job succeeded", interval=0.05)[0]
     removed = forge("jobs", "rm", row["id"])
     assert removed.returncode == 0, removed.stderr
     assert entries(exp) == [] and jobs_json()[0] == []

@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from support.cli import forge as run_forge
+from support.waiting import wait_for
 
 TRAINER = """\
 import os, sys, time
@@ -54,16 +54,6 @@ def job_id_of(stdout: str) -> str:
     return stdout.splitlines()[0].split(": ", 1)[1]
 
 
-def wait_for(predicate, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
-
-
 def trainer_pid(log: Path):
     text = log.read_text() if log.exists() else ""
     for line in text.splitlines():
@@ -100,9 +90,10 @@ def test_detach_list_logs_and_cancel(exp, env):
     job_id = job_id_of(run.stdout)
     assert f"follow with: forge jobs logs {job_id} -f" in run.stdout
     log = exp / ".forge" / "jobs" / job_id / "log.txt"
-    pid = wait_for(lambda: trainer_pid(log))
+    pid = wait_for(lambda: trainer_pid(log), "the trainer started", timeout=30, interval=0.1)
     record_file = Path(env["FORGE_HOME"]) / "jobs" / f"{job_id}.json"
-    wait_for(lambda: json.loads(record_file.read_text())["status"] == "running")
+    wait_for(lambda: json.loads(record_file.read_text())["status"] == "running", "the job is recorded running",
+             timeout=30, interval=0.1)
     rows = json.loads(forge(env, exp, "jobs", "list", "--json").stdout)
     assert [(r["id"], r["status"], r["exit_code"], r["backend"]) for r in rows] == [(job_id, "running", None, "local")]
     assert job_id in forge(env, exp, "jobs", "list").stdout
@@ -134,7 +125,7 @@ def test_ctrl_c_on_a_waiting_submit_cancels_the_job(exp, env):
     try:
         job_id = proc.stdout.readline().split(": ", 1)[1].strip()
         log = exp / ".forge" / "jobs" / job_id / "log.txt"
-        pid = wait_for(lambda: trainer_pid(log))
+        pid = wait_for(lambda: trainer_pid(log), "the trainer started", timeout=30, interval=0.1)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -183,7 +174,7 @@ def test_a_submit_whose_staging_fails_leaves_no_supervisor_behind(exp, env, monk
     (exp / ".forge" / "jobs").unlink()
     run = forge(env, exp, "submit")  # the next submit starts its own, which ends once it has recorded the exit
     assert "trainer done" in run.stdout
-    wait_for(lambda: supervisors_of(store) == [])
+    wait_for(lambda: supervisors_of(store) == [], "the supervisor ended", timeout=30, interval=0.1)
 
 
 @pytest.mark.parametrize("started_with", ["ignored", "default"])

@@ -371,6 +371,18 @@ def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_
     assert (swept.stdout.strip(), code.exists()) == ("1", False), swept.stderr
     unpacked = list(worker_tmp.glob("ray/session_*/runtime_resources/working_dir_files/*/jobspec.json"))
     assert unpacked and all(p.stat().st_uid == other_user.uid for p in unpacked), unpacked
+    # Ray deletes its copies of the job with a plain rmtree, as the user it runs as: the head's
+    # (where the launcher kept the plugin folders read-only while the job ran, and gave them
+    # back when it ended) and the worker host's (where no process of the job takes them) go.
+    remove = ("import glob, shutil\n"
+              "found = glob.glob('/tmp/ray/session_2*/runtime_resources/working_dir_files/starforge_*/')\n"
+              "for d in found:\n"
+              "    shutil.rmtree(d)\n"
+              "print(len(found), len(glob.glob('/tmp/ray/session_2*/runtime_resources/working_dir_files/starforge_*/')))\n")
+    for host in (HEAD, WORKER):
+        removed = hosts.run(host, ["runuser", "-u", other_user.name, "--", str(BIN / "python"), "-c", remove])
+        assert (removed.returncode, removed.stdout.split()[1:]) == (0, ["0"]), (host, removed.stderr[-3000:].splitlines()[-3:])
+        assert int(removed.stdout.split()[0]) >= 1, (host, removed.stdout)
 
     shown = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"], "--json"], env=env)
     prov = json.loads(shown.stdout)["provenance"]

@@ -360,11 +360,25 @@ def _wait_for(what: str, check, timeout: float, detail=lambda: "") -> None:
 
 
 SLEEPER = "python -c 'import socket, time; print(\"sleeping on\", socket.gethostname(), flush=True); time.sleep(300)'"
+# the same, run in the launcher's process (a script), having first written a checkpoint of its
+# host into the job's declared output directory
+CHECKPOINTING_SLEEPER = """\
+import os, socket, time
+host = socket.gethostname()
+with open(os.path.join(os.environ["FORGE_OUTPUT_DIR"], host + ".bin"), "wb") as f:
+    f.write(host.encode() * 1000)
+print("sleeping on", host, flush=True)
+time.sleep(300)
+"""
 
 
-def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment):
+def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_experiment, tmp_path):
     cluster = slurm_two_hosts
-    exp = make_experiment(SLEEPER, "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    exp = make_experiment("python sleeper.py", "slurm", {"nodes": 2, "launch": "per-node"}, name="cancelled")
+    (exp / "sleeper.py").write_text(CHECKPOINTING_SLEEPER)
+    shared = tmp_path / "lustre" / "ckpt"  # the test's temp directory: the same on every host
+    with open(exp / "forge.yaml", "a") as f:
+        f.write(f"outputs: [{shared}/$FORGE_JOB_ID]\n")
     record, _ = _submit(cluster, exp, "--detach")
     output = Path(record["dir"]) / "slurm" / "output.log"
     both = lambda: output.exists() and {N1, N2} <= set(output.read_text().split())  # noqa: E731
@@ -380,6 +394,28 @@ def test_cancel_leaves_no_node_local_copy_on_either_host(slurm_two_hosts, make_e
     cleaned = lambda: json.loads(cluster.forge("jobs", "show", record["id"], "--json").stdout)["node_cleanup"] == {  # noqa: E731
         "attempts": [{"attempt": 0, "prepared": [N1, N2], "removed": [N1, N2], "not_removed": [], "removed_later_by": {}}]}
     _wait_for("both hosts' cleanup recorded", cleaned, 30, lambda: cluster.forge("jobs", "show", record["id"]).stdout)
+
+    # the end of the cancelled attempt on each host (its keeper step): a manifest per host in the
+    # shared job directory, listing the declared directory both hosts wrote into, and its sidecar
+    job_dir, ckpt = Path(record["dir"]), shared / record["id"]
+    manifests = [json.loads((job_dir / "lineage" / f"outputs-a0-{h}.json").read_text()) for h in (N1, N2)]
+    for manifest in manifests:
+        assert manifest["recorded_by"] == "collect step"  # the launchers (the trainer's process) were killed
+        declared = manifest["dirs"][1]
+        assert (declared["path"], sorted(f[0] for f in declared["files"])) == (str(ckpt), [f"{N1}.bin", f"{N2}.bin"])
+        assert declared["sidecar"] is True
+    entry, = json.loads((ckpt / ".forge-provenance.json").read_text())["jobs"]
+    assert (entry["job_id"], entry["backend"], entry["plugins"][0]["ref"]) == (record["id"], "slurm", "tester/mark-worker@1.0.0")
+    # from the laptop host: a checkpoint copied elsewhere is traced by content to the job and its hosts
+    copy = tmp_path / "copied" / f"{N2}.bin"
+    copy.parent.mkdir()
+    shutil.copy(ckpt / f"{N2}.bin", copy)
+    traced = cluster.forge("trace", str(copy), "--json")
+    assert traced.returncode == 0, traced.stderr
+    job, = json.loads(traced.stdout)["jobs"]
+    assert (job["job_id"], job["source"], job["backend"], job["hosts"]) == (record["id"], "content", "slurm", [N1, N2])
+    by_sidecar = json.loads(cluster.forge("trace", str(ckpt / f"{N1}.bin"), "--json").stdout)["jobs"]
+    assert [(j["job_id"], j["source"], j["disagreements"]) for j in by_sidecar] == [(record["id"], "sidecar", [])]
 
 
 # Run by two users' jobs at once on both hosts: what this job's process sees of the other
@@ -562,3 +598,62 @@ def test_a_host_killed_mid_job_gets_the_job_requeued_and_both_attempts_recorded(
     assert (second["attempt"], second["removed"], second["not_removed"]) == (1, [N3, N4], []), second
     assert (f"{N4} did not remove its node-local copy (the host died or was killed before its cleanup ran); "
             f"attempt 1's prepare on {N4} removed it") in text, text
+
+
+# The recall story's checkpoint steps on two hosts: each host's rank writes its shard of the
+# checkpoint into the declared directory on the shared file system.
+CHECKPOINT_SHARD = """\
+import os, socket
+host = socket.gethostname()
+with open(os.path.join(os.environ["FORGE_OUTPUT_DIR"], "shard-" + host + ".bin"), "wb") as f:
+    f.write(("weights of " + host).encode() * 2000)
+"""
+
+
+def test_the_checkpoints_of_a_yanked_version_run_on_two_hosts_are_audited_and_traced(
+        slurm_two_hosts, experiment_at, plugin_registry, forge_home, tmp_path):
+    cluster = slurm_two_hosts
+    registry = str(tmp_path / "registry")  # a registry of this test's own: the version is yanked there only
+    copied = cluster.forge("plugin", "copy", "tester/mark-worker@1.0.0", "--from", plugin_registry, "--to", registry)
+    assert copied.returncode == 0, copied.stderr
+    exp = experiment_at(tmp_path / "exp", registry, "python shard.py", "slurm", {"nodes": 2, "launch": "per-node"},
+                        "shards")
+    (exp / "shard.py").write_text(CHECKPOINT_SHARD)
+    lustre = tmp_path / "lustre" / "ckpt"  # seen by every host at this path
+    with open(exp / "forge.yaml", "a") as f:
+        f.write(f"outputs: [{lustre}/$FORGE_JOB_ID]\n")
+    record, log = _submit(cluster, exp)
+    assert record["status"] == "succeeded", log
+    ckpt = lustre / record["id"]
+    assert sorted(p.name for p in ckpt.glob("shard-*.bin")) == [f"shard-{N1}.bin", f"shard-{N2}.bin"]
+    listed = set()
+    for host in (N1, N2):  # each host's launcher listed the shared directory at its own end (its shard at least)
+        manifest = json.loads((Path(record["dir"]) / "lineage" / f"outputs-a0-{host}.json").read_text())
+        names = {f[0] for f in manifest["dirs"][1]["files"]}
+        assert manifest["recorded_by"] == "launcher" and f"shard-{host}.bin" in names, manifest
+        listed |= names
+    assert listed == {f"shard-{N1}.bin", f"shard-{N2}.bin"}
+
+    reason = "the mark is applied twice"
+    yanked = cluster.forge("plugin", "yank", "tester/mark-worker@1.0.0", "--reason", reason, "--registry", registry)
+    assert yanked.returncode == 0, yanked.stderr
+    audit = cluster.forge("audit", "--json", env=cluster.env(FORGE_REGISTRY=registry))
+    assert audit.returncode == 22, audit.stderr
+    version, = json.loads(audit.stdout)["versions"]
+    job, = version["jobs"]
+    assert (version["reason"], job["id"], job["hosts"], job["sidecars"]) == (reason, record["id"], [N1, N2], [str(ckpt)])
+
+    # a shard copied off the cluster is traced by content to the job, its hosts and the yank
+    copy = tmp_path / "laptop" / "shard.bin"
+    copy.parent.mkdir()
+    shutil.copy(ckpt / f"shard-{N2}.bin", copy)
+    traced = cluster.forge("trace", str(copy), "--json", env=cluster.env(FORGE_REGISTRY=registry))
+    assert traced.returncode == 0, traced.stderr
+    found, = json.loads(traced.stdout)["jobs"]
+    assert (found["job_id"], found["source"], found["backend"], found["hosts"]) == (record["id"], "content", "slurm", [N1, N2])
+    assert [(p["ref"], p["yanked"], p["reason"]) for p in found["plugins"]] == [("tester/mark-worker@1.0.0", True, reason)]
+    # a teammate with an empty FORGE_HOME finds it through the sidecar on the shared file system
+    teammate = cluster.env(FORGE_HOME=str(tmp_path / "teammate"), FORGE_REGISTRY=registry)
+    claim = cluster.forge("trace", str(ckpt / f"shard-{N1}.bin"), env=teammate)
+    assert claim.returncode == 0, claim.stderr
+    assert f"written by job {record['id']}, by the sidecar" in claim.stdout and "YANKED now" in claim.stdout

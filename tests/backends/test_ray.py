@@ -39,12 +39,29 @@ def _forge(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / "forge"), *args], capture_output=True, text=True, timeout=60)
 
 
+def _wait_for_ray_status(ray_head, record, status: str, timeout: float) -> None:
+    """Wait until Ray's own Jobs API says the job of *record* is in *status* (asserted)."""
+    client = RayJobsClient(ray_head.address, ray_head.token)
+    try:
+        deadline = time.monotonic() + timeout
+        while client.job(record.backend_ref["submission_id"])["status"] != status and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.job(record.backend_ref["submission_id"])["status"] == status
+    finally:
+        client.close()
+
+
 def _node_job_dir(ray_head, record) -> Path:
     """Where Ray unpacked the job package on this (only) node."""
     name = record.backend_ref["package"].removeprefix("gcs://").removesuffix(".zip")
     found = list(ray_head.temp_dir.glob(f"session_2*/runtime_resources/working_dir_files/{name}"))
     assert len(found) == 1, found
     return found[0]
+
+
+def _folders_not_writable(top: Path) -> list:
+    """The folders at and below *top* that their owner cannot write, as paths relative to *top*."""
+    return [str(Path(d).relative_to(top)) for d, _, _ in os.walk(top) if not os.stat(d).st_mode & stat.S_IWUSR]
 
 
 def _provenance(job_dir: Path) -> list:
@@ -80,8 +97,16 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
     logs = _forge("jobs", "logs", record.id)
     assert logs.returncode == 0 and "RESULTS " in logs.stdout
 
+    # Ray's copy of the job on the node: read-only plugin folders while the job ran, each
+    # folder writable by its owner again once it ended, so Ray's plain rmtree of the copy
+    # works when Ray runs as an ordinary user.
+    node_copy = _node_job_dir(ray_head, record)
+    assert results[-1]["plugins_mode"] == 0o555, results[-1]
+    assert _folders_not_writable(node_copy) == []
+    assert stat.S_IMODE((node_copy / "forge_plugins" / "mark-worker" / "plugin.yaml").stat().st_mode) == 0o444
+
     # Provenance on the node: the launcher and every worker process that ran the function.
-    records = _provenance(_node_job_dir(ray_head, record))
+    records = _provenance(node_copy)
     worker_pids = {r["pid"] for r in results if r["where"] != "driver"}
     assert worker_pids <= _patched_pids(records), records
     roles = {r["pid"]: r["role"] for r in records}
@@ -110,6 +135,11 @@ def test_tasks_actor_and_entrypoint_all_run_the_patched_function(ray_client, mak
     replay = _forge("jobs", "replay", record.id, "--dry-run", "--strict")
     assert replay.returncode == 0, replay.stderr
     assert json.loads(replay.stdout[replay.stdout.index("{"):])["replay"]["environment"] == back["launcher"]["environment"]
+    # The end of the attempt: Ray deletes its copy of the job package, so the launcher's outputs
+    # manifest came back through the log too, into the laptop's job directory
+    manifest, = [json.loads(p.read_text()) for p in (Path(record.dir) / "lineage").glob("outputs-a*-*.json")]
+    assert (manifest["job_id"], manifest["attempt"], manifest["host"]) == (record.id, 0, host)
+    assert manifest["dirs"][0]["kind"] == "work" and manifest["dirs"][0]["files"], manifest
 
 
 def test_entrypoint_own_setup_hook_runs_after_the_forge_hook(ray_client, make_experiment, tmp_path, monkeypatch):
@@ -175,15 +205,10 @@ def test_cancel_stops_a_running_job(ray_client, make_experiment, tmp_path):
     assert cancelled.returncode == 0, cancelled.stderr
     record = JobStore().get(sub.record.id)
     assert record.status == "cancelled"
-    client = RayJobsClient(ray_head.address, ray_head.token)
-    try:
-        deadline = time.monotonic() + 30
-        while client.job(record.backend_ref["submission_id"])["status"] != "STOPPED" and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert client.job(record.backend_ref["submission_id"])["status"] == "STOPPED"
-    finally:
-        client.close()
+    _wait_for_ray_status(ray_head, record, "STOPPED", 30)
     assert backend.refresh(record).status == "cancelled"
+    # Stopped (SIGTERM), the launcher still gave the plugin folders of Ray's copy back to their owner.
+    assert _folders_not_writable(_node_job_dir(ray_head, record)) == []
     # A stopped job still has the launcher's own record: it was in the log before the entrypoint started.
     launchers = [r for r in _provenance(Path(record.dir)) if r["role"] == "launcher"]
     assert len(launchers) == 1 and launchers[0]["reported_via"] == "job log", launchers
@@ -208,14 +233,7 @@ def test_a_deeply_nested_frame_loses_no_record_and_the_job_ends_only_once_its_lo
     (exp / "workload" / "deep_frame.py").write_text(DEEP_FRAME)
     sub = submit_experiment(exp, (), backend="ray", detach=True)
     record, job_dir = sub.record, Path(sub.record.dir)
-    client = RayJobsClient(ray_head.address, ray_head.token)
-    try:
-        deadline = time.monotonic() + 120
-        while client.job(record.backend_ref["submission_id"])["status"] != "SUCCEEDED" and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert client.job(record.backend_ref["submission_id"])["status"] == "SUCCEEDED"
-    finally:
-        client.close()
+    _wait_for_ray_status(ray_head, record, "SUCCEEDED", 120)
 
     # The job ended on Ray, but its records cannot be kept here yet (a file where provenance/ goes):
     # the record stays open, saying why, and the next look reads the log again.

@@ -25,14 +25,6 @@ pytestmark = pytest.mark.slurm
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def slurm_job_env(slurm_env, monkeypatch):
-    """Jobs inherit the submitting environment (sbatch --export=ALL): the venv's python3 first on PATH."""
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
-    return slurm_env
-
-
 def _run(exp: Path):
     sub = submit_experiment(exp, (), backend="slurm")
     chunks: list[str] = []
@@ -113,6 +105,10 @@ def test_per_node_launch_runs_in_an_srun_step_and_passes_the_exit_code(slurm_job
         assert ids["job_id"] == record.backend_ref["job_id"]
         assert (ids["node_id"], ids["proc_id"]) == ("0", "0")
     assert launchers["launch"]["step_id"] == res["slurm"]["SLURM_STEP_ID"]
+    # the end of the attempt: the launcher's outputs manifest, made on the node-local copy and
+    # brought back by the collect step, lists the job's working directory on the shared file system
+    manifest, = [json.loads(p.read_text()) for p in (Path(record.dir) / "lineage").glob("outputs-a0-*.json")]
+    assert (manifest["recorded_by"], manifest["dirs"][0]["path"]) == ("launcher", str(Path(record.dir) / "work"))
 
 
 def test_tampered_plugin_stops_the_job_before_the_entrypoint(slurm_job_env, make_experiment, tmp_path):

@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
 from starforge.experiment.submit import submit_experiment
 
@@ -23,11 +23,9 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
-def staging(slurm_env, monkeypatch):
+def staging(slurm_job_env):
     """A shared staging root like a team's /shared/forge-jobs: every user may make folders
     there (mode 1777), so another user reaches the job directory; the job's python3 first on PATH."""
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.delenv("FORGE_SLURM_STAGING", raising=False)
     root = Path(tempfile.mkdtemp(prefix="sfstaging", dir="/tmp"))
     root.chmod(0o1777)
     yield root
@@ -40,16 +38,6 @@ def forge(*args: str) -> subprocess.CompletedProcess:
 
 def scontrol(*args: str) -> str:
     return subprocess.run(["timeout", "30", "scontrol", *args], capture_output=True, text=True, check=True).stdout
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 def ended(job: str) -> str:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
 from starforge.backends.slurm import COLLECT, KEEPER
 
@@ -35,20 +36,10 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def wait_for(check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError("not within %s s" % timeout)
-
-
 def test_a_keeper_whose_sleep_dies_first_still_collects_and_removes_the_copy_on_sigterm(tmp_path):
     keeper, shared, local = start_keeper(tmp_path)
     try:
-        [sleeper] = wait_for(lambda: children(keeper.pid))
+        [sleeper] = wait_for(lambda: children(keeper.pid), "the keeper's sleep started", timeout=10, interval=0.02)
         os.kill(sleeper, signal.SIGTERM)  # the step's signal reaches the sleep first ...
         time.sleep(0.3)
         assert keeper.poll() is None, "the keeper ended before its own SIGTERM: it would never collect"
@@ -103,9 +94,9 @@ def test_a_collect_killed_at_any_copy_leaves_every_shared_record_whole(tmp_path,
            "CUT_COUNT": str(tmp_path / "count"), "CUT_MARK": str(mark)}
     keeper = subprocess.Popen(["bash", "-c", KEEPER, "forge-keep", str(shared), str(local), COLLECT], env=env, start_new_session=True)
     try:
-        wait_for(lambda: children(keeper.pid))
+        wait_for(lambda: children(keeper.pid), "the keeper's sleep started", timeout=10, interval=0.02)
         os.kill(keeper.pid, signal.SIGTERM)  # the end of the job: the keeper collects ...
-        wait_for(mark.exists)
+        wait_for(mark.exists, "the copy was cut", timeout=10, interval=0.02)
         os.killpg(keeper.pid, signal.SIGKILL)  # ... and Slurm's SIGKILL cuts that copy short
         keeper.wait(timeout=10)
     finally:

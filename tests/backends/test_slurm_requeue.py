@@ -9,10 +9,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
 from starforge.experiment.submit import submit_experiment
 
@@ -38,16 +38,6 @@ def forge(*args: str) -> subprocess.CompletedProcess:
 
 def scontrol(*args: str) -> str:
     return subprocess.run(["timeout", "30", "scontrol", *args], capture_output=True, text=True, check=True).stdout
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 def test_a_requeued_job_keeps_each_attempts_log_and_says_it_was_requeued(slurm_env, make_experiment, tmp_path, monkeypatch):

@@ -104,6 +104,17 @@ def _run(backend, staged):
     return record, "".join(chunks)
 
 
+def _ran_locally(make_experiment, tmp_path: Path):
+    """A job of the writing workload staged into a store under *tmp_path* and run to its end
+    on the local backend (asserted to exit 0): ``(store, staged job, record)``."""
+    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
+    store = JobStore(tmp_path / "jobs")
+    backend, staged = _stage(exp, "local", store)
+    record, log = _run(backend, staged)
+    assert record.exit_code == 0, log
+    return store, staged, record
+
+
 def _wrote(log: str) -> dict:
     return json.loads(next(line for line in log.splitlines() if line.startswith("WROTE "))[len("WROTE "):])
 
@@ -418,11 +429,7 @@ def test_a_replays_newly_staged_files_changed_before_the_start_stop_the_job(make
     from starforge.backends import local
     from starforge.experiment.replay import replay_job
 
-    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
-    store = JobStore(tmp_path / "jobs")
-    backend, staged = _stage(exp, "local", store)
-    record, log = _run(backend, staged)
-    assert record.exit_code == 0, log
+    store, staged, record = _ran_locally(make_experiment, tmp_path)
     marker = tmp_path / "changed-runtime-ran"
     original = local.LocalBackend.submit
 
@@ -477,11 +484,7 @@ def test_a_staging_leftover_behind_a_symlink_is_never_followed(tmp_path):
 def test_a_replay_under_a_permissive_umask_writes_nothing_others_may_change(make_experiment, tmp_path, forge_home):
     from starforge.experiment.replay import replay_job
 
-    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
-    store = JobStore(tmp_path / "jobs")
-    backend, staged = _stage(exp, "local", store)
-    record, log = _run(backend, staged)
-    assert record.exit_code == 0, log
+    store, staged, record = _ran_locally(make_experiment, tmp_path)
     old = os.umask(0)
     try:
         again = replay_job(record.id, dry_run=False, detach=True, store=store)
@@ -499,11 +502,7 @@ def test_replay_refuses_a_jobspec_edited_to_match_an_edited_recipe(make_experime
     from starforge.errors import ForgeError
     from starforge.experiment.replay import replay_job
 
-    exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
-    store = JobStore(tmp_path / "jobs")
-    backend, staged = _stage(exp, "local", store)
-    record, log = _run(backend, staged)
-    assert record.exit_code == 0, log
+    store, staged, record = _ran_locally(make_experiment, tmp_path)
     recipe_file = staged.layout.recipe / "configs" / "x.yaml"
     recipe_file.parent.chmod(0o755)
     recipe_file.chmod(0o644)

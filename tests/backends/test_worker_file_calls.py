@@ -12,7 +12,6 @@ every open, stat and directory read is a request to its metadata server, once pe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -29,23 +28,11 @@ from starforge.experiment.lock import lock_experiment
 from starforge.registry.factory import open_registry
 from starforge.registry.publish import publish_plugin
 from support.experiment import submit_and_wait
+from support.need import need
+from support.workload import MARK_PLUGIN, WORKLOAD, write_tree
 
 BIN = Path(sys.executable).parent
 
-
-def _backend_test_helpers():
-    """This folder's conftest.py as a module of its own name: ``from conftest import`` would get
-    whichever conftest.py of the run was imported under that name first."""
-    spec = importlib.util.spec_from_file_location("backend_test_helpers", Path(__file__).with_name("conftest.py"))
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    if not hasattr(module, "write_tree"):
-        spec.loader.exec_module(module)
-    return module
-
-
-_helpers = _backend_test_helpers()
-MARK_PLUGIN, WORKLOAD, need, write_tree = _helpers.MARK_PLUGIN, _helpers.WORKLOAD, _helpers.need, _helpers.write_tree
 
 # The job: one worker with the job's environment and one bare (no FORGE_* variable, the
 # bootstrap off PYTHONPATH), both doing the same import, each under strace.

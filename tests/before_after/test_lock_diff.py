@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -77,13 +78,19 @@ def test_equal_locks_exit_zero(bumped):
     assert both.returncode == 0
 
 
-def test_added_and_removed(project):
-    project.publish(project.plugin("a-patch"))
-    project.publish(project.plugin("b-patch"))
-    project.experiment(plugins=["alice/a-patch@~=1.2"])
+def _kept_lock(project, plugins: list) -> Path:
+    """The experiment requesting *plugins*, locked; a copy of that lock file kept as ``old.lock.json``."""
+    project.experiment(plugins=plugins)
     project.forge("lock")
     old = project.tmp / "old.lock.json"
     shutil.copy(project.lock, old)
+    return old
+
+
+def test_added_and_removed(project):
+    project.publish(project.plugin("a-patch"))
+    project.publish(project.plugin("b-patch"))
+    old = _kept_lock(project, ["alice/a-patch@~=1.2"])
     project.experiment(plugins=["alice/b-patch@~=1.2"])
     project.forge("lock")
     run = project.forge("lock", "diff", str(old), str(project.lock), ok=False)
@@ -94,10 +101,7 @@ def test_added_and_removed(project):
 
 def _same_version_other_content(project, registry_b):
     project.publish(project.plugin("opsd-patch", body="def install(params):\n    return 1\n"))
-    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
-    project.forge("lock")
-    old = project.tmp / "old.lock.json"
-    shutil.copy(project.lock, old)
+    old = _kept_lock(project, ["alice/opsd-patch@~=1.2"])
     other = project.plugin("opsd-patch", where=project.tmp / "other", body="def install(params):\n    return 2\n")
     project.forge("plugin", "publish", str(other), "--registry", registry_b, cwd=project.tmp)
     project.lock.unlink()
@@ -125,10 +129,7 @@ def test_files_fetched_from_an_oci_registry_when_the_cache_is_empty(project, oci
     project.env["FORGE_REGISTRY"] = oci_server.url
     project.publish(_plugin(project, "1.2.0"))
     project.publish(_plugin(project, "1.3.0", line="return 'v13'"))
-    project.experiment(plugins=["alice/opsd-patch@==1.2.0"])
-    project.forge("lock")
-    old = project.tmp / "old.lock.json"
-    shutil.copy(project.lock, old)
+    old = _kept_lock(project, ["alice/opsd-patch@==1.2.0"])
     project.experiment(plugins=["alice/opsd-patch@==1.3.0"])
     project.forge("lock")
     shutil.rmtree(project.home / "cache", ignore_errors=True)

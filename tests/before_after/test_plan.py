@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.cli import forge, forge_process
 from support.examples import copy_example
+from support.processes import is_alive
 
 REPO = Path(__file__).resolve().parents[2]
 CONFLICT = 21  # docs/errors.md
@@ -314,21 +315,13 @@ def test_a_process_a_plugin_leaves_behind_neither_delays_plan_nor_outlives_it(to
         took = time.monotonic() - started
         grandchild = int(pid_file.read_text())
         deadline = time.monotonic() + 5
-        while _alive(grandchild) and time.monotonic() < deadline:
+        while is_alive(grandchild) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(grandchild)  # ended with the load phase's process group
+        assert not is_alive(grandchild)  # ended with the load phase's process group
         assert took < 60, took  # not the grandchild's 120 s
     finally:
-        if pid_file.exists() and _alive(int(pid_file.read_text())):
+        if pid_file.exists() and is_alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), 9)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_plugin_code_cannot_read_the_credentials_from_forges_proc_environ(toy):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 
 import pytest
 
-from starforge.cluster.readonly import make_read_only
+from starforge.cluster.readonly import make_deletable, make_read_only
+from starforge.cluster.removal import remove_tree
 
 
 def mode(path) -> int:
@@ -67,3 +69,58 @@ def test_a_single_file_path_loses_its_write_bits(tmp_path):
     os.chmod(f, 0o664)
     make_read_only(f)
     assert mode(f) == 0o444
+
+
+def test_make_deletable_gives_each_folder_its_owners_write_bit_back_and_leaves_files_read_only(tree, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.chmod(outside, 0o555)
+    (tree / "dirlink").symlink_to(outside)
+    make_read_only(tree)
+    make_deletable(tree)
+    assert (mode(tree), mode(tree / "pkg"), mode(tree / "pkg" / "sub")) == (0o755, 0o755, 0o755)
+    assert (mode(tree / "plugin.yaml"), mode(tree / "pkg" / "sub" / "tool.sh")) == (0o444, 0o555)
+    assert mode(outside) == 0o555  # a link is not followed
+    os.chmod(outside, 0o755)
+
+
+def test_make_deletable_walks_a_deep_tree_without_recursion(tmp_path):
+    top = tmp_path / "deep"
+    folders = [top]
+    top.mkdir()
+    for _ in range(1200):  # deeper than Python's recursion limit
+        folders.append(folders[-1] / "d")
+        folders[-1].mkdir()
+    for folder in reversed(folders):
+        os.chmod(folder, 0o555)
+    make_deletable(top)
+    assert [str(f) for f in folders if mode(f) != 0o755] == []
+    assert remove_tree(top) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as an ordinary user needs root")
+def test_an_ordinary_user_deletes_a_read_only_tree_only_once_it_is_deletable(tree):
+    # root deletes a read-only tree anyway and hides the bug; its owner cannot
+    home = tree.parent
+    for dirpath, dirnames, filenames in os.walk(home):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            os.lchown(name, 65534, 65534)
+    pid = os.fork()
+    if pid == 0:  # the child: the tree's owner, an ordinary user; relative paths from a folder it owns
+        code = 9
+        try:
+            os.chdir(home)
+            os.setgid(65534)
+            os.setuid(65534)
+            make_read_only("plugin")
+            shutil.rmtree("plugin", ignore_errors=True)
+            code = 2 if not os.path.isdir("plugin/pkg/sub") else 3
+            if code == 3:
+                make_deletable("plugin")
+                shutil.rmtree("plugin", ignore_errors=True)
+                code = 0 if not os.path.exists("plugin") else 4
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    # 2: the read-only tree went at once (not read-only?); 4: still there after make_deletable
+    assert os.waitstatus_to_exitcode(status) == 0

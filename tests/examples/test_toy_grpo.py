@@ -4,7 +4,6 @@ reference plugin runs in it with a visible, checkable effect."""
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 import math
 import os
@@ -14,7 +13,7 @@ import textwrap
 
 import pytest
 
-from reference_plugins import RECIPE, install as install_as, patches_undone
+from reference_plugins import RECIPE, install as install_as, recipe_module
 
 # The threshold this test states: with the default config and seed 0, the mean reward over
 # the last 5 of 40 steps is at least 0.9, and at least 0.5 above the first 5 steps'.
@@ -24,9 +23,7 @@ GAIN = 0.5
 
 @pytest.fixture
 def train(monkeypatch):
-    monkeypatch.syspath_prepend(str(RECIPE))
-    module = importlib.import_module("toy_grpo.train")
-    with patches_undone():
+    with recipe_module(monkeypatch, "toy_grpo.train") as module:
         yield module
 
 

@@ -19,14 +19,6 @@ def key_id_of(project, name: str) -> str:
     return key_id((project.home / "keys" / f"{name}.pub").read_bytes())
 
 
-@pytest.fixture
-def opsd(project):
-    """alice/opsd-patch 1.2.0 (eager, declares opsd.scale) published; experiment requests it."""
-    project.publish(project.plugin("opsd-patch", params=SCALE))
-    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
-    return project
-
-
 def test_eager_and_deferred_plugins_run_and_see_the_set(project):
     project.publish(project.plugin("opsd-patch", params=SCALE))
     project.publish(project.plugin("late-patch", "0.3.0", load="deferred"))

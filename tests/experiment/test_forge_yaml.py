@@ -90,3 +90,18 @@ def test_non_finite_config_values_say_why(tmp_path):
     with pytest.raises(ManifestError) as exc:
         load_experiment(write(tmp_path, GOOD.replace("lr: 1.0e-6", "lr: .inf")))
     assert "JSON" in exc.value.hint
+
+
+def test_outputs_are_declared_directories_absolute_or_from_a_variable(tmp_path):
+    base = "schema: forge/job/v1\nname: x\nentrypoint: python t.py\n"
+    exp = load_experiment(write(tmp_path, base + "outputs: [/lustre/ckpt/$FORGE_JOB_ID, '${SCRATCH}/x']\n"))
+    assert exp.outputs == ("/lustre/ckpt/$FORGE_JOB_ID", "${SCRATCH}/x") and exp.sample_above is None
+    exp = load_experiment(write(tmp_path, base + "outputs: {dirs: [/ckpt], sample_above: 1048576}\n"))
+    assert (exp.outputs, exp.sample_above) == (("/ckpt",), 1048576)
+    with pytest.raises(ManifestError) as err:
+        load_experiment(write(tmp_path, base + "outputs: [ckpt/run]\n"))
+    assert "forge.yaml:4: outputs[0]: expected an absolute path or one starting with $VAR" in err.value.message
+    assert "FORGE_JOB_ID" in err.value.hint
+    with pytest.raises(ManifestError) as err:
+        load_experiment(write(tmp_path, base + "outputs: {dirs: [/c], sample_abov: 3}\n"))
+    assert "did you mean 'sample_above'" in err.value.message

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-SCALE = {"opsd.scale": ("float", 1.0)}
-
 HOSTILE = {
     "control": "\x01",
     "escape": "\x1b[31m",
@@ -23,13 +21,6 @@ def _one_error(proc, code: int) -> str:
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("error: ") and all(l.lstrip().startswith(("error: ", "hint: ")) for l in lines), proc.stderr
     return lines[0]
-
-
-@pytest.fixture
-def opsd(project):
-    project.publish(project.plugin("opsd-patch", params=SCALE))
-    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
-    return project
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))

@@ -5,16 +5,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 SCALE = {"opsd.scale": ("float", 1.0)}
-
-
-@pytest.fixture
-def opsd(project):
-    project.publish(project.plugin("opsd-patch", params=SCALE))
-    project.experiment(plugins=["alice/opsd-patch@~=1.2"])
-    return project
 
 
 def test_a_signature_attached_later_fails_check_and_lock_says_it_recorded_it(opsd):

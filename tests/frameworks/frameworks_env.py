@@ -11,29 +11,21 @@ A missing venv fails the test when ``CI`` is set and skips it otherwise.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import starforge
+from support.need import need
+from support.processes import descendants, free_port, session_pids, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 VENVS = {"trl": REPO / ".venv-trl", "verl": REPO / ".venv-verl", "cosmos": REPO / ".venv-cosmos"}
 #: First on PYTHONPATH of the Cosmos venv's processes: its sitecustomize lets cosmos_rl import on CPU
 COSMOS_CPU = HERE / "cosmos_cpu"
-
-
-def need(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def trainer_python(name: str) -> Path:
@@ -73,16 +65,6 @@ def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int 
     return out
 
 
-def _engines():
-    """The process functions of the backend tests (session_pids, descendants, terminate, free_port)."""
-    path = HERE.parent / "backends" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("backend_engines_for_frameworks", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
 def ray_head_in():
     """``start(venv name) -> (gcs address, env)``: a Ray head on 127.0.0.1 started from that venv's
@@ -91,14 +73,13 @@ def ray_head_in():
     import shutil
     import tempfile
 
-    engines = _engines()
     heads: list = []
 
     def start(name: str):
         ray = VENVS[name] / "bin" / "ray"
         need(ray.exists(), f"{VENVS[name].name} has no ray (verl depends on it; bash .ci/setup)")
         temp_dir = Path(tempfile.mkdtemp(prefix="sfvray", dir="/tmp"))  # Ray's socket paths must stay short
-        gcs_port, client_port, agent_port, metrics_port = (engines.free_port() for _ in range(4))
+        gcs_port, client_port, agent_port, metrics_port = (free_port() for _ in range(4))
         env = clean_env(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
                         RAY_AUTH_TOKEN=secrets.token_hex(32),
                         PATH=f"{ray.parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -118,5 +99,5 @@ def ray_head_in():
         yield start
     finally:
         for sid, temp_dir in heads:
-            engines.terminate(engines.descendants(engines.session_pids(sid)))
+            terminate(descendants(session_pids(sid)))
             shutil.rmtree(temp_dir, ignore_errors=True)

@@ -25,6 +25,7 @@ from launch_jobs import demo_plugin
 
 from starforge.cluster import runtime_zip
 from starforge.cluster.codedir import CODE_ZIP, RUNTIME_MODULES, WORKER_MODULES, make_code_dir, make_node_code_dir, pointer_path
+from support.users import system_user
 
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 OTHER_USER = "forge-other"
@@ -184,7 +185,7 @@ def foreign_code_dir(kind: str, job, tmp_path: Path) -> Path:
     if kind == "another user":
         # Made and written by a real second user, holding this job's runtime and a key
         # that names this job and this zip: only its owner is wrong.
-        _ensure_other_user()
+        system_user(OTHER_USER, "to make a directory of another user")
         made = subprocess.run(["runuser", "-u", OTHER_USER, "--", "mktemp", "-d", "/tmp/forge-code-XXXXXXXX"],
                               capture_output=True, text=True, check=True)
         path = Path(made.stdout.strip())
@@ -242,18 +243,6 @@ def _plant(path: Path) -> None:
     (path / "starforge" / "__init__.py").write_bytes(init)
 
 
-def _ensure_other_user() -> None:
-    if os.getuid() != 0 or not shutil.which("runuser"):
-        if os.environ.get("CI"):
-            pytest.fail("this test needs root and runuser to make a directory of another user")
-        pytest.skip("needs root and runuser to make a directory of another user")
-    if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER],
-                              capture_output=True, text=True)
-        # (a test running in parallel may have made it first)
-        assert made.returncode == 0 or subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode == 0, made.stderr
-
-
 WORKER_WITH_PLANTED_DIR = """
 import os, subprocess, sys
 planted = os.environ["PLANTED_CODE_DIR"]
@@ -274,7 +263,13 @@ sys.stderr.write(child.stderr)
     ("a symlink", "not a directory"),
 ])
 def test_a_code_directory_of_another_user_or_job_or_zip_is_never_used(builder, tmp_path, kind, reason):
-    job = builder.job(plugins=[demo_plugin()], trainer=WORKER_WITH_PLANTED_DIR)
+    _check_planted_dir_refused(builder, tmp_path, WORKER_WITH_PLANTED_DIR, kind, reason)
+
+
+def _check_planted_dir_refused(builder, tmp_path: Path, trainer: str, kind: str, reason: str) -> None:
+    """A job whose *trainer* points its worker at a planted code directory of *kind*: the
+    worker never runs the planted runtime, and the launcher says why (*reason*)."""
+    job = builder.job(plugins=[demo_plugin()], trainer=trainer)
     planted = foreign_code_dir(kind, job, tmp_path)
     try:
         result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
@@ -527,17 +522,7 @@ sys.stderr.write(child.stderr)
 
 @pytest.mark.parametrize("kind, reason", [("another job", "made for another job"), ("another zip", "made from another runtime zip")])
 def test_a_pointer_to_a_code_directory_of_another_job_or_zip_is_never_used(builder, tmp_path, kind, reason):
-    job = builder.job(plugins=[demo_plugin()], trainer=POINTED_AT_A_PLANTED_DIR)
-    planted = foreign_code_dir(kind, job, tmp_path)
-    try:
-        result = entry_launch(job, env={"PLANTED_CODE_DIR": str(planted)})
-    finally:
-        _remove_planted(planted)
-    assert result.returncode == 0, result.stderr
-    assert "child exit 0" in result.stdout
-    assert "PLANTED RUNTIME RAN" not in result.stdout + result.stderr
-    assert f"worker 20 {job.dir / ZIP}/starforge/__init__.py" in result.stdout
-    assert f"does not use the code directory {planted} ({reason}" in result.stderr
+    _check_planted_dir_refused(builder, tmp_path, POINTED_AT_A_PLANTED_DIR, kind, reason)
 
 
 def _other_uid() -> int:
@@ -553,7 +538,7 @@ def _as_other(*argv: str) -> str:
 def test_a_tmpdir_another_user_could_swap_the_code_directory_in_is_refused(builder, tmp_path, kind):
     # The launcher runs from the code directory made under TMPDIR: where another user could
     # rename it and put their own in its place, the job stops before anything runs from there.
-    _ensure_other_user()
+    system_user(OTHER_USER, "to make a directory of another user")
     made = []
     if kind == "owned by another user":  # a predictable TMPDIR (/tmp/$USER-tmp) the other user made first
         tmpdir = Path(_as_other("mktemp", "-d", "/tmp/forge-user-tmp-XXXXXXXX"))

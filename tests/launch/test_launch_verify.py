@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +102,57 @@ def test_two_relaunches_pass_leave_tree_read_only_and_without_bytecode(builder, 
     assert is_read_only(root)
     attempts = sorted(r["attempt"] for r in job.records() if r["role"] == "launcher")
     assert attempts == [0, 1]
+
+
+def test_in_the_copy_ray_unpacked_the_plugin_folders_are_deletable_again_once_the_launcher_ends(builder, tmp_path):
+    job, _, _ = marking_job(builder, tmp_path)
+    root = job.dir / "forge_plugins"
+    # the package of another job directory: this one is a staged tree, and stays read-only
+    result = job.launch(env={"FORGE_RAY_PACKAGE": "starforge_" + "0" * 32})
+    assert result.returncode == 0, result.stderr
+    assert is_read_only(root)
+    # this directory is the copy of the package Ray unpacked (named after it): its owner
+    # may write each folder again, so Ray's rmtree deletes it; the files stay read-only
+    result = job.launch(env={"FORGE_RAY_PACKAGE": job.dir.name})
+    assert result.returncode == 0, result.stderr
+    folders = [root, *(p for p in root.rglob("*") if p.is_dir())]
+    assert [str(p) for p in folders if not p.stat().st_mode & stat.S_IWUSR] == []
+    assert [str(p) for p in root.rglob("*") if p.is_file() and p.stat().st_mode & 0o222] == []
+
+
+# Waits, when GATE names a file, until that file exists.
+GATED_TRAINER = """
+import os, time
+if os.environ.get("GATE"):
+    open(os.environ["GATE"] + ".waiting", "w").close()
+    while not os.path.exists(os.environ["GATE"]):
+        time.sleep(0.05)
+"""
+
+
+def test_of_two_launchers_in_one_copy_the_last_to_end_gives_the_folders_back(builder, tmp_path):
+    # the same staged job submitted twice to Ray runs from the same copy on a node
+    plugin = {"name": "marked", "files": {"marked.py": "def install(params):\n    pass\n",
+                                          "plugin.yaml": "schema: forge/plugin/v1\nname: marked\n"}}
+    job = builder.job(plugins=[plugin], trainer=GATED_TRAINER)
+    gate = tmp_path / "gate"
+    env = {"FORGE_RAY_PACKAGE": job.dir.name}
+    first: dict = {}
+    thread = threading.Thread(target=lambda: first.update(result=job.launch(env={**env, "GATE": str(gate)})))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "gate.waiting").exists() and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = job.launch(env=env)
+        assert second.returncode == 0, second.stderr
+        assert is_read_only(job.dir / "forge_plugins")  # the first still runs from it
+    finally:
+        gate.touch()
+        thread.join(60)
+    assert first["result"].returncode == 0, first["result"].stderr
+    root = job.dir / "forge_plugins"
+    assert [str(p) for p in [root, *root.rglob("*")] if p.is_dir() and not p.stat().st_mode & stat.S_IWUSR] == []
 
 
 def test_file_added_after_verification_is_never_imported(builder, tmp_path):

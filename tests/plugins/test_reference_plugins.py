@@ -8,12 +8,11 @@ in the test with the same float operations, and the test says so.
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import pytest
 
-from reference_plugins import PLUGIN_DIRS, RECIPE, install, manifest, patches_undone
+from reference_plugins import PLUGIN_DIRS, install, manifest, recipe_module
 from starforge import patching
 
 # Group 1: mean 0.5, deviations [0.5, -0.25, -0.25, 0.25, -0.25, 0, 0, 0], population std 0.25.
@@ -26,9 +25,7 @@ CENTRED = [0.5, -0.25, -0.25, 0.25, -0.25, 0.0, 0.0, 0.0] + [-0.5, -0.5, 0.5, 0.
 @pytest.fixture
 def alg(monkeypatch):
     """``toy_grpo.algorithms``, importable; every patch made by the test is undone after it."""
-    monkeypatch.syspath_prepend(str(RECIPE))
-    module = importlib.import_module("toy_grpo.algorithms")
-    with patches_undone():
+    with recipe_module(monkeypatch, "toy_grpo.algorithms") as module:
         yield module
 
 

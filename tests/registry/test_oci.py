@@ -25,6 +25,7 @@ from starforge.registry.oci import ARTIFACT_TYPE, CONFIG_TYPE, LAYER_TYPE, SIGNA
 from starforge.registry.oci_auth import parse_challenge
 from starforge.registry.oci_client import OciClient
 from starforge.registry.oci_location import parse_oci_url
+from support.racing import all_at_once
 
 pytestmark = pytest.mark.oci
 
@@ -362,23 +363,13 @@ def test_concurrent_signed_publishes_of_one_content_keep_a_signature(oci_registr
     archive, info, _ = make_plugin(tmp_path, "cosign", "p", "1.0.0")
     envelopes = [json.dumps({"payloadType": "t", "payload": "", "signatures": [{"keyid": str(i)}]}).encode()
                  for i in range(3)]
-    barrier = threading.Barrier(len(envelopes))
-    errors = []
 
-    def run(envelope):
+    def run(envelope, go):
         reg = OciRegistry(oci_registry.url)
-        barrier.wait()
-        try:
-            reg.publish(archive, info, signature=envelope)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted below
-            errors.append(exc)
+        go()
+        reg.publish(archive, info, signature=envelope)
 
-    threads = [threading.Thread(target=run, args=(e,)) for e in envelopes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert all_at_once(run, envelopes) == []
     reg = OciRegistry(oci_registry.url)
     got = reg.get("cosign", "p", "1.0.0")
     assert got.signed is True
@@ -789,16 +780,7 @@ def test_an_artifact_of_another_owner_under_the_asked_for_tag_is_a_tampered_regi
     reg = OciRegistry(oci_registry.url)
     archive, info, _ = make_plugin(tmp_path, "mallory", "spoofed", "0.1.0")
     reg.publish(archive, info)
-    src, dst = "forge/mallory/spoofed", "forge/alice/spoofed"
-    body = httpx.get(f"{oci_registry.http}/v2/{src}/manifests/0.1.0",
-                     headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).content
-    manifest = json.loads(body)
-    for desc in [manifest["config"], *manifest["layers"]]:
-        r = httpx.post(f"{oci_registry.http}/v2/{dst}/blobs/uploads/", params={"mount": desc["digest"], "from": src})
-        assert r.status_code == 201, r.text
-    r = httpx.put(f"{oci_registry.http}/v2/{dst}/manifests/0.1.0", content=body,
-                  headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
-    assert r.status_code == 201, r.text
+    _copy_tag(oci_registry.http, "forge/mallory/spoofed", "forge/alice/spoofed", "0.1.0")
 
     with pytest.raises(RegistryError, match=r"is tampered: .* answers for mallory/spoofed@0.1.0, asked for alice/spoofed@0.1.0"):
         reg.get("alice", "spoofed", "0.1.0")

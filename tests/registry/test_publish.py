@@ -94,11 +94,12 @@ publish_plugin(Path(sys.argv[1]), DirectoryRegistry(sys.argv[2]), "alice", progr
 """
 
 
-def test_a_publisher_killed_midway_leaves_debris_that_the_next_publish_sweeps(tmp_path):
+def _publish_killed_midway(tmp_path):
+    """A publish of a 4 MiB plugin to a directory registry, killed (-9) midway, with a TMPDIR
+    of its own: ``(plugin source, registry dir, TMPDIR)``."""
     import os
     import subprocess
     import sys
-    import time
 
     src = write_plugin(tmp_path / "opsd-patch")
     (src / "weights.bin").write_bytes(os.urandom(4 << 20))  # random: the archive stays 4 MiB
@@ -107,21 +108,40 @@ def test_a_publisher_killed_midway_leaves_debris_that_the_next_publish_sweeps(tm
     env = dict(os.environ, TMPDIR=str(tmp_dir))
     killed = subprocess.run([sys.executable, "-c", KILLED_MIDWAY, str(src), str(reg_dir)], env=env, timeout=120)
     assert killed.returncode == -9
+    return src, reg_dir, tmp_dir
 
-    def debris():
-        temps = [p for p in reg_dir.rglob("*.tmp")]
-        return temps, [p for p in tmp_dir.iterdir() if p.name.startswith("forge-publish-")]
 
-    temps, publish_dirs = debris()
+def _debris(reg_dir, tmp_dir) -> tuple[list, list]:
+    """``(temp files in the registry, publish folders in TMPDIR)``."""
+    temps = sorted(p for p in reg_dir.rglob("*.tmp"))
+    return temps, [p for p in tmp_dir.iterdir() if p.name.startswith("forge-publish-")]
+
+
+def _publish_again(src, reg_dir, tmp_dir) -> None:
+    """The same publish, left to finish."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TMPDIR=str(tmp_dir))
+    retry = subprocess.run([sys.executable, "-c", KILLED_MIDWAY.replace("progress=die", "progress=None"), str(src), str(reg_dir)],
+                           env=env, timeout=120, capture_output=True, text=True)
+    assert retry.returncode == 0, retry.stderr
+
+
+def test_a_publisher_killed_midway_leaves_debris_that_the_next_publish_sweeps(tmp_path):
+    import os
+    import time
+
+    src, reg_dir, tmp_dir = _publish_killed_midway(tmp_path)
+    temps, publish_dirs = _debris(reg_dir, tmp_dir)
     assert temps and publish_dirs, "the kill left nothing to sweep"
     an_hour_ago = time.time() - 3600
     for path in temps + publish_dirs:
         os.utime(path, (an_hour_ago, an_hour_ago))
 
-    retry = subprocess.run([sys.executable, "-c", KILLED_MIDWAY.replace("progress=die", "progress=None"), str(src), str(reg_dir)],
-                           env=env, timeout=120, capture_output=True, text=True)
-    assert retry.returncode == 0, retry.stderr
-    assert debris() == ([], [])
+    _publish_again(src, reg_dir, tmp_dir)
+    assert _debris(reg_dir, tmp_dir) == ([], [])
     assert DirectoryRegistry(reg_dir).get("alice", "opsd-patch", "1.2.0").size > 4 << 20
 
 
@@ -131,33 +151,17 @@ def test_a_killed_publishers_debris_on_this_host_goes_with_the_very_next_publish
     Temp names carry the host (and PID namespace): a dead writer of this host is swept
     without waiting; only another host's temp files on a shared directory keep the 600 s
     grace."""
-    import os
-    import subprocess
-    import sys
 
     from starforge.cluster.atomic import writer_tag
 
-    src = write_plugin(tmp_path / "opsd-patch")
-    (src / "weights.bin").write_bytes(os.urandom(4 << 20))
-    reg_dir, tmp_dir = tmp_path / "reg", tmp_path / "tmp"
-    tmp_dir.mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp_dir))
-    killed = subprocess.run([sys.executable, "-c", KILLED_MIDWAY, str(src), str(reg_dir)], env=env, timeout=120)
-    assert killed.returncode == -9
-
-    def debris():
-        temps = sorted(p for p in reg_dir.rglob("*.tmp"))
-        return temps, [p for p in tmp_dir.iterdir() if p.name.startswith("forge-publish-")]
-
-    temps, publish_dirs = debris()
+    src, reg_dir, tmp_dir = _publish_killed_midway(tmp_path)
+    temps, publish_dirs = _debris(reg_dir, tmp_dir)
     assert temps and publish_dirs, "the kill left nothing to sweep"
     assert all(p.name.endswith(f"@{writer_tag()}.tmp") for p in temps), temps
     # A temp file of a writer on another host of the shared directory, being written now.
     other = reg_dir / "blobs" / "sha256" / f".{'b' * 64}.4242-1@other-host+4026531836.tmp"
     other.write_bytes(b"in flight elsewhere")
 
-    retry = subprocess.run([sys.executable, "-c", KILLED_MIDWAY.replace("progress=die", "progress=None"), str(src), str(reg_dir)],
-                           env=env, timeout=120, capture_output=True, text=True)
-    assert retry.returncode == 0, retry.stderr
-    assert debris() == ([other], [])  # ours gone at once; the other host's kept (600 s rule)
+    _publish_again(src, reg_dir, tmp_dir)
+    assert _debris(reg_dir, tmp_dir) == ([other], [])  # ours gone at once; the other host's kept (600 s rule)
     assert DirectoryRegistry(reg_dir).get("alice", "opsd-patch", "1.2.0").size > 4 << 20

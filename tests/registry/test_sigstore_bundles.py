@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.racing import all_at_once
 from support.registry_world import OWNER, User, write_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,24 +277,14 @@ def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(
     user = User(tmp_path / "user")
     user.forge("plugin", "publish", write_plugin(tmp_path / "src"), "--registry", registry)
     keys = [generate_key(tmp_path / f"k{i}.key", key_type="ecdsa-p256" if i % 2 else "ed25519") for i in range(3)]
-    barrier = threading.Barrier(len(keys))
-    errors: list = []
 
-    def run(key):
+    def run(key, go):
         with OciRegistry(registry) as reg:
             info = reg.get(OWNER, NAME, VERSION)
-            barrier.wait()
-            try:
-                assert sign_published(reg, info, key.private, held=info.tree_digest, source="test") == (True, False)
-            except Exception as exc:  # noqa: BLE001 - collected and asserted below
-                errors.append(exc)
+            go()
+            assert sign_published(reg, info, key.private, held=info.tree_digest, source="test") == (True, False)
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in keys]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert all_at_once(run, keys) == []
     with OciRegistry(registry) as reg:
         info = reg.get(OWNER, NAME, VERSION)
         signers = sorted(json.loads(e)["signatures"][0]["keyid"] for e in PluginStore(reg).envelopes(info))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.registry_world import OWNER, User, write_plugin
+from support.users import system_user
 
 NAME, VERSION = "opsd-patch", "1.0.0"
 REF = f"{OWNER}/{NAME}@{VERSION}"
@@ -194,14 +195,7 @@ def test_a_teammate_who_cannot_write_the_registry_reads_its_yanks_but_cannot_add
     import tempfile
 
     other = "forge-other"
-    if os.getuid() != 0 or not shutil.which("runuser"):
-        if os.environ.get("CI"):
-            pytest.fail("this test needs root and runuser to act as another user")
-        pytest.skip("needs root and runuser to act as another user")
-    if subprocess.run(["id", "-u", other], capture_output=True).returncode != 0:
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", other],
-                              capture_output=True, text=True)
-        assert made.returncode == 0 or subprocess.run(["id", "-u", other], capture_output=True).returncode == 0, made.stderr
+    system_user(other, "to act as another user")
     path = os.pathsep.join([str(Path(__file__).resolve().parents[2]), *site.getsitepackages()])
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"  # this one may sit in root's home
     python = next((c for c in (os.path.realpath(sys.executable), shutil.which(version, path="/usr/local/bin:/usr/bin"))

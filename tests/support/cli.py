@@ -245,3 +245,18 @@ def forge_process(*args, env: dict | None = None, cwd=None, input: str | bytes |
         input = input.decode()
     return subprocess.run([sys.executable, "-m", "starforge", *map(os.fspath, args)], env=env, cwd=cwd, input=input,
                           capture_output=True, text=text, timeout=timeout)
+
+
+def run_cli(capsys, *args) -> tuple:
+    """``forge *args`` as a plain call of ``main`` in this process, its output read from
+    pytest's *capsys*: ``(exit code, stdout, stderr)``. Nothing is isolated or put back, as
+    :func:`forge` does: for the commands that change no process state (``plugin check``, ``init``)."""
+    from starforge.cli.main import main
+
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
