@@ -22,11 +22,6 @@ from .cluster.errors import (  # noqa: F401  (one hierarchy: the laptop raises t
     VerificationError,
 )
 
-# Results that are not errors (docs/errors.md): a yes/no question answered by the exit code,
-# with codes no error class uses, so CI can tell "the answer is no" from "the command failed".
-DIFFERS_EXIT = 20  # `forge lock diff`, `forge plugin diff`: the two sides differ
-CONFLICT_EXIT = 21  # `forge plan`: the patch ledger has a conflict forge.yaml does not acknowledge
-
 
 class ManifestError(ForgeError):
     """A plugin.yaml, forge.yaml or user config.yaml that is not valid (file, line, key in the message)."""
@@ -122,4 +117,6 @@ class YankedError(ForgeError):
 
 # Results that are not errors (docs/errors.md "Results that are not errors"): an answer
 # "yes" to a command's question, by codes no error class above uses.
+DIFFERS_EXIT = 20  # forge lock diff, forge plugin diff: the two sides differ
+CONFLICT_EXIT = 21  # forge plan: the patch ledger has a conflict forge.yaml does not acknowledge
 AUDIT_FOUND = 22  # forge audit: a job ran a version yanked now

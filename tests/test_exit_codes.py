@@ -93,4 +93,5 @@ def test_docs_errors_md_lists_each_class_with_its_code():
             assert name == "ReplayError"
         assert kind.exit_code == int(code), name
     results = dict(re.findall(r"^\| (\d+) \| `(forge [a-z ]+)`", DOC.read_text(encoding="utf-8"), re.M))
-    assert results == {str(errors.DIFFERS_EXIT): "forge lock diff", str(errors.CONFLICT_EXIT): "forge plan"}
+    assert results == {str(errors.DIFFERS_EXIT): "forge lock diff", str(errors.CONFLICT_EXIT): "forge plan",
+                       str(errors.AUDIT_FOUND): "forge audit"}

@@ -62,11 +62,6 @@ def full_digest(path: str | os.PathLike) -> str:
     return FULL + h.hexdigest()
 
 
-def is_probable(digest: str) -> bool:
-    """Whether a match on *digest* is probable only (a sampled digest)."""
-    return digest.startswith(SAMPLED)
-
-
 @dataclass
 class DigestCache:
     """Digests by path, each valid for the size and modification time it was made for."""
