@@ -10,10 +10,11 @@ import click
 @click.command("build")
 @click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
+@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
 @click.option("-o", "--output", "out", required=True, metavar="DIR",
               help="The catalogue's folder: new, empty, or built before (then only new versions are verified).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was built as JSON.")
-def build(registry, insecure, out, as_json) -> None:
+def build(registry, insecure, ca_file, out, as_json) -> None:
     """Write a static web catalogue of a registry to DIR.
 
     An index page (search and filters) and a page per plugin, each version with its tree
@@ -31,7 +32,7 @@ def build(registry, insecure, out, as_json) -> None:
     from ..registry.factory import open_registry
     from ..terminal_text import shown
 
-    result = build_catalog(open_registry(registry, insecure=insecure), out)
+    result = build_catalog(open_registry(registry, insecure=insecure, ca_file=ca_file), out)
     if as_json:
         click.echo(json.dumps({"out": str(result.out), "plugins": result.plugins, "versions": result.versions,
                                "verified": result.verified, "reused": result.reused, "problems": result.problems,
