@@ -55,7 +55,7 @@ RUNTIME_MODULES = (
     "starforge.cluster._vendor.packaging.version", "starforge.cluster._vendor.packaging._ranges",
     "starforge.cluster._vendor.packaging.specifiers", "starforge.cluster.loader", "starforge.cluster.patch_targets",
     "starforge.cluster.patching", "starforge.patching", "starforge.cluster.plugins", "starforge.plugins",
-    "starforge.cluster.ray_hook",
+    "starforge.cluster.ray_hook", "starforge.cluster.lineage",
 )
 # Of those, what a job's worker imports (pinned by tests/launch/test_launch_code_dir.py): all that
 # the first worker on a host with no node entry (Ray's worker hosts) compiles into the code directory.

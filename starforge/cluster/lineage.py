@@ -230,10 +230,9 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
 
 
 def short_host() -> str:
-    """This host's short name, as manifests are named by it (``hostname -s``)."""
-    import socket
-
-    name = socket.gethostname().split(".")[0]
+    """This host's short name, as manifests are named by it (``hostname -s``; the kernel's node
+    name, as ``socket.gethostname`` reads it, without importing ``socket`` at a job's end)."""
+    name = os.uname().nodename.split(".")[0]
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "host"
 
 
