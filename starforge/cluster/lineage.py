@@ -173,10 +173,11 @@ def manifest_name(attempt: int, host: str) -> str:
 
 def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None, host: str | None = None,
                        env: Mapping[str, str] | None = None, work: str | None = None, if_missing: bool = False,
-                       by: str = "launcher") -> str | None:
+                       by: str = "launcher", spec=None) -> str | None:
     """Record the end of an attempt (see the module doc); return the manifest's path (None
     for a ``forge plan --backend`` job, which runs no entrypoint).
 
+    *spec*: the job's JobSpec when the caller holds it parsed (else read from *spec_path*);
     *work*: the job's working directory (default: as the environment names it); *by*: who
     records it (the manifest's ``recorded_by``: the launcher, or the backend making up for
     a launcher that was killed). With
@@ -198,7 +199,8 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
     out = os.path.join(job_dir, LINEAGE_DIR, manifest_name(attempt, host))
     if if_missing and os.path.exists(out):
         return out
-    spec = read_spec(spec_path)
+    if spec is None:
+        spec = read_spec(spec_path)
     if spec.ledger_only:  # forge plan --backend: the load phase only, nothing trained or written
         return None
     ended = utc_now()
