@@ -25,7 +25,7 @@ def yank_of(registry, info, trust) -> dict:
     the enforced statement is (``verified``, ``unsigned``, ``not verified here``);
     *unverified* lists the statements shown but not enforced (``[{action, reason}]``)."""
     from ..registry.store import PluginStore
-    from ..registry.yank import NOT_ENFORCED, YANK
+    from ..registry.yank import NOT_ENFORCED, in_words
 
     if registry is None or info is None:
         return {"known": False, "yanked": False, "reason": None, "standing": None,
@@ -35,13 +35,7 @@ def yank_of(registry, info, trust) -> dict:
     except ForgeError as exc:
         return {"known": False, "yanked": False, "reason": None, "standing": None,
                 "summary": "yank facts refused", "unverified": [], "error": exc.message}
-    st = facts.current
-    if st is None:
-        summary = "not yanked"
-    elif st.action == YANK:
-        summary = f"yanked (#{st.sequence}, {facts.current_standing}, {st.time})"
-    else:
-        summary = f"not yanked (unyanked #{st.sequence}, {facts.current_standing}, {st.time})"
+    summary = in_words(facts)
     if not facts.live:
         summary += " (the registry did not answer: the last facts seen on this machine)"
     unverified = [{"action": s.action, "reason": s.reason, "sequence": s.sequence, "standing": NOT_ENFORCED}

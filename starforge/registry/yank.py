@@ -369,16 +369,23 @@ def add_statement(registry, info, action: str, reason: str, *, key=None) -> Yank
                            tree_digest=info.tree_digest, where=where)
 
 
+def in_words(facts: YankFacts) -> str:
+    """The statement that counts, in words: ``yanked (#2, verified, 2026-…)``, ``not yanked
+    (unyanked #3, …)`` or ``not yanked``."""
+    st = facts.current
+    if st is None:
+        return "not yanked"
+    if st.action == YANK:
+        return f"yanked (#{st.sequence}, {facts.current_standing}, {st.time})"
+    return f"not yanked (unyanked #{st.sequence}, {facts.current_standing}, {st.time})"
+
+
 def summary(facts: YankFacts) -> str:
     """One line for ``plugin show``: ``yanked (#2, verified, 2026-…): reason`` or ``not yanked``,
     plus the statements shown but not enforced."""
-    st = facts.current
-    if st is None:
-        text = "not yanked"
-    elif st.action == YANK:
-        text = f"yanked (#{st.sequence}, {facts.current_standing}, {st.time}): {st.reason}"
-    else:
-        text = f"not yanked (unyanked #{st.sequence}, {facts.current_standing}, {st.time})"
+    text = in_words(facts)
+    if facts.yanked and facts.current is not None:
+        text += f": {facts.current.reason}"
     for other in facts.unenforced:
         text += f"; {NOT_ENFORCED} {other.action} #{other.sequence} ({other.reason or 'no reason'}): changes nothing"
     return text if facts.live else f"{text} ({facts.when()})"
