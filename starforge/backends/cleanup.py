@@ -104,17 +104,6 @@ def check_removable(records: Iterable[JobRecord], *, with_outputs: bool = False)
             )
 
 
-def with_pins(record: JobRecord) -> JobRecord:
-    """*record*, with the pins and parameters of its ``jobspec.json`` when it predates records
-    keeping them: what its tombstone keeps once the job directory is gone."""
-    if record.plugins is not None:
-        return record
-    from .jobindex import pins_from_job_dir
-
-    found = pins_from_job_dir(Path(record.dir))
-    return record if found is None else record.with_changes(plugins=found[0], params=found[1])
-
-
 def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, with_outputs: bool = False,
                 unreadable: Iterable[UnreadableRecord] = ()) -> list:
     """Delete each job (its own directory, then its record), after checking them all; return the ids.
@@ -126,6 +115,8 @@ def remove_jobs(records: Iterable[JobRecord], store: JobStore | None = None, *, 
     """
     unique = list({r.id: r for r in records}.values())
     check_removable(unique, with_outputs=with_outputs)
+    from .jobindex import with_pins
+
     store = store if store is not None else JobStore()
     removed, left = [], []
     for record in unique:

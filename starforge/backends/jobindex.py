@@ -459,22 +459,29 @@ def _ordered(jobs: list) -> list:
     return sorted(jobs, key=lambda j: (j.record.created, j.record.id))
 
 
-def backfill(store: JobStore, record: JobRecord) -> JobRecord:
-    """*record* with the pins and parameters of its staged ``jobspec.json``, saved; unchanged
-    when the file is gone or unreadable (its pins stay unknown)."""
-    found = pins_from_job_dir(Path(record.dir))
-    if found is None:
+def with_pins(record: JobRecord) -> JobRecord:
+    """*record*, with the pins and parameters of its staged ``jobspec.json`` when it predates
+    records keeping them; unchanged when it has them, or the file is gone or unreadable."""
+    if record.plugins is not None:
         return record
-    plugins, params = found
+    found = pins_from_job_dir(Path(record.dir))
+    return record if found is None else record.with_changes(plugins=found[0], params=found[1])
+
+
+def backfill(store: JobStore, record: JobRecord) -> JobRecord:
+    """:func:`with_pins` of *record*, saved in the store (where it still has no pins)."""
+    filled = with_pins(record)
+    if filled is record:
+        return record
 
     def fill(current: JobRecord) -> JobRecord:
         if current.plugins is not None:
             return current
-        return current.with_changes(plugins=plugins, params=params)
+        return current.with_changes(plugins=filled.plugins, params=filled.params)
 
     with contextlib.suppress(Exception):
         return store.update(record.id, fill)
-    return record.with_changes(plugins=plugins, params=params)
+    return filled
 
 
 def pins_from_job_dir(job_dir: Path) -> tuple | None:
