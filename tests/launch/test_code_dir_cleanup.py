@@ -5,16 +5,17 @@ leaves behind, the next launch on the node sweeps (this user's, this node's, dea
 from __future__ import annotations
 
 import json
-import shutil
-import stat
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from launch_jobs import demo_plugin
+from support.processes import kernel_signal_state
 
 from starforge.cluster import runtime_zip
 from starforge.cluster.codedir import CODE_KEY, node_tag, sweep_dead_code_dirs
@@ -57,7 +58,8 @@ def test_a_signalled_job_removes_its_code_directory(builder, tmp_path, signum):
     node_tmp = tmp_path / "node-tmp"
     node_tmp.mkdir()
     job = builder.job(plugins=[demo_plugin()], trainer=SLEEPER)
-    ignored = signal.getsignal(signum) is signal.SIG_IGN
+    ignored, blocked = kernel_signal_state(signum)  # what the job inherits, set in Python or not
+    assert not blocked, f"signal {signum} is blocked in this test process: the job would inherit it blocked"
     proc = start(job, node_tmp)
     try:
         wait_ready(proc, node_tmp)

@@ -134,3 +134,18 @@ def listeners(pids: list[int]) -> list[tuple[int, str, str]]:
 def is_loopback(addr: str) -> bool:
     host = addr.rsplit(":", 1)[0]
     return host.startswith("127.") or host == "::1" or host.startswith("::ffff:127.")
+
+
+def kernel_signal_state(signum: int) -> tuple:
+    """``(ignored, blocked)``: how the kernel treats *signum* for this process's calling thread,
+    from ``/proc/self/status`` (SigIgn, SigBlk) — what a child started now inherits, also when
+    the disposition was set outside Python, where ``signal.getsignal`` does not see it."""
+    masks = {}
+    import threading
+
+    for line in Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigIgn", "SigBlk"):
+            masks[key] = int(value.strip(), 16)
+    bit = 1 << (signum - 1)
+    return bool(masks.get("SigIgn", 0) & bit), bool(masks.get("SigBlk", 0) & bit)
