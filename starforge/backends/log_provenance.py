@@ -106,7 +106,7 @@ class Collected:
 
 
 # Ray's prefix of a line it forwarded from a worker: "(<name> pid=<pid>, ip=<ip>) ", with colours
-_SOURCE = re.compile(r"(?:\x1b\[[0-9;]*m)?\([^()\n]*pid=[^()\n]*\)(?:\x1b\[[0-9;]*m)? ")
+RAY_SOURCE = re.compile(r"(?:\x1b\[[0-9;]*m)?\([^()\n]*pid=[^()\n]*\)(?:\x1b\[[0-9;]*m)? ")
 _GARBLED = object()  # what a payload that is not base64 of JSON decodes to
 _TOO_DEEP = object()  # what a payload of JSON nested deeper than jsonload allows decodes to
 _PAST_CAP = object()  # a payload past the cap: not decoded
@@ -144,7 +144,7 @@ def frames(text: str, max_bytes: int = MAX_BYTES):
         return give(payload, value)
 
     for line in text.splitlines():
-        source = _SOURCE.match(line)
+        source = RAY_SOURCE.match(line)
         prefix = source.group(0) if source else ""
         if prefix in held:
             (start, pieces), rest = held.pop(prefix), line[len(prefix):]

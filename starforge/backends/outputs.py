@@ -143,7 +143,32 @@ def read_manifests(job_dir: str | os.PathLike) -> tuple[list, list]:
             continue
         manifests.append(doc)
     manifests.sort(key=lambda m: (m["attempt"], m["host"]))
+    refused = _refused_in_log(folder)
+    if refused:
+        problems.append(refused)
     return manifests, problems
+
+
+def _refused_in_log(folder: Path) -> str | None:
+    """What ``lineage/.from-log.json`` (:mod:`.log_outputs`) says the job's log held that was
+    not kept, as one line, or None."""
+    import json
+
+    from .log_outputs import SUMMARY
+
+    try:
+        with open(folder / SUMMARY, "rb") as f:
+            doc = json.loads(f.read(1 << 16))
+        refused = {str(k): int(v) for k, v in doc["refused"].items()}
+        sources = [str(s) for s in doc.get("refused_from", [])]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if not refused:
+        return None
+    reasons = ", ".join(f"{reason} ({count})" for reason, count in sorted(refused.items()))
+    frames = "frame" if sum(refused.values()) == 1 else "frames"
+    return (f"{folder}: {sum(refused.values())} {frames} of outputs manifests in the job's log not kept: {reasons}"
+            + (f"; from {'; '.join(sources)}" if sources else ""))
 
 
 def valid_manifest(doc: dict) -> bool:

@@ -352,9 +352,10 @@ class RayBackend(Backend):
         except BackendError as exc:
             return exc.message
         try:
-            from .log_outputs import collect_outputs, store_outputs
+            from .log_outputs import read_outputs, store_outputs
 
-            store_outputs(job_dir, collect_outputs(text, record.id)[0])  # the end of each attempt (SPEC §18)
+            found = read_outputs(text, record.id)  # the end of each attempt, on every host (SPEC §18)
+            store_outputs(job_dir, found.manifests, found.summary())
             log_provenance.store(job_dir, log_provenance.collect(text, record.id))
         except OSError as exc:
             return f"cannot write {job_dir / PROVENANCE_DIR}: {exc.strerror or exc}"

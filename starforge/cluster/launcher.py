@@ -330,10 +330,11 @@ def launch(
     job.write_provenance()
 
     argv = list(cmd) if cmd else list(spec.entrypoint)
+    other_hosts = _ask_other_hosts(job)
     watch_ray_init()  # an entrypoint's own Ray setup hook is chained, not in conflict
     write_status(job_dir, "entrypoint", None, None, "running: " + " ".join(argv))
     code, stopped = run_entrypoint(argv, recipe, workdir)
-    _record_end(job, spec_path, workdir)
+    _record_end(job, spec_path, workdir, other_hosts)
     if stopped is not None:
         return _fail(job_dir, stopped, job)
 
@@ -480,10 +481,28 @@ def _prepare_outputs(spec) -> None:
     os.environ.update(output_environment(spec, os.environ))
 
 
-def _record_end(job, spec_path: str, workdir: str) -> None:
+def _ask_other_hosts(job):
+    """On Ray (the records travel through the log), the question the launcher asks the job's
+    other hosts for their outputs manifests (:mod:`.ray_outputs`), asked just before the
+    entrypoint shuts Ray down, else when it returns; None elsewhere."""
+    from .provenance_log import enabled
+
+    if not enabled() or job.spec.ledger_only:
+        return None
+    from .ray_init import before_ray_shutdown
+    from .ray_outputs import OtherHosts
+
+    other_hosts = OtherHosts(job.attempt, say=say)
+    before_ray_shutdown(other_hosts.gather)
+    return other_hosts
+
+
+def _record_end(job, spec_path: str, workdir: str, other_hosts=None) -> None:
     """The end of this attempt on this host (SPEC §18): the outputs manifest and sidecars
     (:mod:`.lineage`); on Ray, where the job directory goes with the job, the manifest also
-    travels through the log as a frame. A failure is said, never the job's own end."""
+    travels through the log as frames, and so do those of the job's other hosts
+    (*other_hosts*, asked now if the entrypoint left Ray connected). A failure is said,
+    never the job's own end."""
     from .lineage import record_attempt_end
     from .provenance_log import emit_outputs, enabled
 
@@ -494,6 +513,8 @@ def _record_end(job, spec_path: str, workdir: str) -> None:
                 emit_outputs(f.read())
     except Exception as exc:  # noqa: BLE001 - the entrypoint's code stands whatever happens here
         say(f"{WARNING}outputs manifest not recorded: {exc}")
+    if other_hosts is not None:
+        other_hosts.gather()
 
 
 def _verify_only(job, on_item) -> int:

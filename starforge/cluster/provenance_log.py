@@ -62,6 +62,7 @@ def emit(record: dict, stream=None) -> bool:
 #     @forge-outputs-v1:<i>/<n>:<base64 piece i of n>
 OUTPUTS_MARKER = "@forge-outputs-v1:"
 OUTPUTS_CHUNK = 1 << 16  # base64 characters per frame
+OUTPUTS_HOST_CAP = 8 << 20  # bytes of one host's manifest that travel (about 100,000 files)
 
 
 def emit_outputs(text: str, stream=None) -> bool:

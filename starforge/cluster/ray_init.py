@@ -45,8 +45,21 @@ WORKER_ENV = "FORGE_RAY_WORKER_ENV"
 PACKAGE_ENV = "FORGE_RAY_PACKAGE"
 
 
+# What the launcher runs in its own process just before the entrypoint's ``ray.shutdown()``
+# (:func:`before_ray_shutdown`): empty in every other process of the job.
+_BEFORE_SHUTDOWN: list = []
+
+
+def before_ray_shutdown(callback) -> None:
+    """Run *callback* (no arguments; it must not raise) in this process just before
+    ``ray.shutdown()`` is called through the ``ray`` module (the launcher asks the job's
+    other hosts for their outputs then: :mod:`.ray_outputs`)."""
+    _BEFORE_SHUTDOWN.append(callback)
+
+
 def watch_ray_init() -> None:
-    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks."""
+    """Wrap ``ray.init`` (now, or when ``ray`` is first imported) to chain setup hooks, and
+    ``ray.shutdown`` to run what :func:`before_ray_shutdown` registered."""
     module = sys.modules.get("ray")
     if module is not None:
         _wrap_init(module)
@@ -69,6 +82,18 @@ def _wrap_init(ray) -> None:
 
     init._forge_chained = True  # type: ignore[attr-defined]
     ray.init = init
+    shutdown = getattr(ray, "shutdown", None)
+    if shutdown is None or getattr(shutdown, "_forge_chained", False):
+        return
+
+    @functools.wraps(shutdown)
+    def shutdown_after_ours(*args, **kwargs):
+        for callback in list(_BEFORE_SHUTDOWN):
+            callback()
+        return shutdown(*args, **kwargs)
+
+    shutdown_after_ours._forge_chained = True  # type: ignore[attr-defined]
+    ray.shutdown = shutdown_after_ours
 
 
 class _RayWatcher:

@@ -2,7 +2,9 @@
 "laptop" host forge runs on, each in its own network, UTS and mount namespace
 (``namespaced_hosts.py``). Ray runs as an ordinary user, as KubeRay pods do; the hosts share
 no file system with the laptop (each has its own ``/tmp``, where Ray keeps everything), so
-the job's package and its provenance travel through Ray alone. One job checks everything."""
+the job's package and its provenance travel through Ray alone. One job checks everything
+that job can; a second one, on a second worker host that joins after the first was killed,
+checks what needs a worker host alive when the job ends (its outputs manifest)."""
 
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ pytestmark = pytest.mark.ray
 
 BIN = Path(sys.executable).parent
 NET = "10.214.0"
-HEAD, WORKER, LAPTOP = "rh", "rn1", "rc"
-IPS = {HEAD: f"{NET}.20", WORKER: f"{NET}.21", LAPTOP: f"{NET}.22"}
+HEAD, WORKER, LAPTOP, SECOND = "rh", "rn1", "rc", "rn2"
+IPS = {HEAD: f"{NET}.20", WORKER: f"{NET}.21", LAPTOP: f"{NET}.22", SECOND: f"{NET}.23"}
 DASHBOARD = f"http://{IPS[HEAD]}:8265"
 
 # The job, which checks everything at once: the worker host's Ray node starts only once the job
@@ -199,7 +201,7 @@ def ray_two_hosts(tmp_path_factory, other_user):
     python_paths = [sys.prefix, sys.base_prefix]
     python_in_tmp = sorted({os.path.realpath(p) for p in python_paths if os.path.realpath(p).startswith("/tmp/")})
     laptop_sees = [str(base), str(tmp_path_factory.getbasetemp()), *python_in_tmp]
-    hosts = Hosts(base, IPS, {HEAD: python_in_tmp, WORKER: python_in_tmp, LAPTOP: laptop_sees},
+    hosts = Hosts(base, IPS, {HEAD: python_in_tmp, WORKER: python_in_tmp, SECOND: python_in_tmp, LAPTOP: laptop_sees},
                   reveal=closed_ancestors(python_paths))
     try:
         hosts.up()
@@ -393,3 +395,61 @@ def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_
     assert prov["reported_via"] == ["job log"] and prov["from_log"]["refused"] == {}, prov["from_log"]
     text = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"]], env=env).stdout
     assert f"  host    : {WORKER}: " in text and "reported by the job itself, through its log" in text, text
+
+
+# The second job: a task on the second worker host writes a file into that host's copy of
+# work/ (its working directory is Ray's copy of the job package there), then the driver shuts
+# Ray down, which ends the job's workers with SIGKILL.
+OUTPUTS_WORKLOAD = '''\
+import os
+import socket
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+def write():
+    name = "work/written-on-" + socket.gethostname() + ".txt"
+    with open(name, "w") as f:
+        f.write("from a worker")
+    return socket.gethostname(), os.path.abspath(name)
+
+
+def main():
+    ray.init()
+    print("WROTE", *ray.get(write.options(resources={"node_rn2": 0.01}).remote(), timeout=120), flush=True)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_file_a_worker_wrote_on_another_host_is_listed_with_that_host(ray_two_hosts, make_experiment):
+    hosts = ray_two_hosts
+    hosts.join(SECOND)
+    wait_for(hosts, "the second worker host's Ray node alive", ALIVE_NODES, "2")  # the head and it (rn1 was killed)
+    exp = make_experiment("python -m workload.ray_outputs", "ray", {"address": DASHBOARD}, name="outputs")
+    (exp / "workload" / "ray_outputs.py").write_text(OUTPUTS_WORKLOAD)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for var in ("FORGE_RAY_ADDRESS", "FORGE_RAY_TOKEN", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(var, None)
+    submitted = hosts.run(LAPTOP, [str(BIN / "forge"), "submit", str(exp), "--json"], env=env, timeout=300)
+    record = json.loads(submitted.stdout)
+    assert (record["status"], record["exit_code"]) == ("succeeded", 0), submitted.stderr
+    wrote = next(line for line in submitted.stderr.splitlines() if line.startswith("WROTE "))
+    host, path = wrote.split()[1:]
+    assert host == SECOND and path.startswith("/tmp/ray/") and path.endswith("/work/written-on-rn2.txt"), wrote
+    # The worker host's manifest came back through the job's log, was stored under the name
+    # forge makes for that host, and says who recorded it.
+    [second] = (Path(record["dir"]) / "lineage").glob(f"outputs-a*-{SECOND}.json")
+    assert json.loads(second.read_text())["recorded_by"] == "ray worker host"
+    assert not (Path(record["dir"]) / "lineage" / ".from-log.json").exists()  # nothing in the log was refused
+    listed = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "outputs", record["id"], "--json"], env=env)
+    outputs = json.loads(listed.stdout)
+    assert (outputs["hosts"], outputs["problems"]) == ([HEAD, SECOND], []), outputs
+    [row] = [r for r in outputs["files"] if r["path"] == path]
+    assert (row["host"], row["size"], row["state"]) == (SECOND, len("from a worker"), "missing"), row  # not on the laptop
+    text = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "outputs", record["id"]], env=env).stdout
+    assert f"(hosts: {HEAD}, {SECOND})" in text and path in text, text
