@@ -14,7 +14,8 @@ backend, :func:`record_attempt_end`:
   submit, and the parameters. The lineage then travels with the files. A sidecar another
   job left there keeps that job's entry (one entry per job id, the newest attempt).
 
-The launcher records it when its entrypoint returns (in its own process: a few ms). A
+The launcher records it when its entrypoint returns (in its own process: a few ms); on Ray
+it also asks the job's other hosts for theirs (:mod:`.ray_outputs`). A
 launcher that was killed (a cancel, a time limit, a preemption) cannot, so each backend
 makes up for it where the attempt ends, when this attempt and host have no manifest yet:
 the local backend's supervisor (:func:`record_attempt_end`), the Slurm collect and keeper
