@@ -507,7 +507,8 @@ def _record_end(job, spec_path: str, workdir: str, other_hosts=None) -> None:
     from .provenance_log import emit_outputs, enabled
 
     try:
-        path = record_attempt_end(spec_path, job.job_dir, job.attempt, env=os.environ, work=workdir, spec=job.spec)
+        path = record_attempt_end(spec_path, job.job_dir, job.attempt, env=os.environ, work=workdir, spec=job.spec,
+                                  node_local_work=enabled())
         if path and enabled():
             with open(path, encoding="utf-8") as f:
                 emit_outputs(f.read())

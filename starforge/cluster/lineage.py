@@ -174,14 +174,16 @@ def manifest_name(attempt: int, host: str) -> str:
 
 def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None, host: str | None = None,
                        env: Mapping[str, str] | None = None, work: str | None = None, if_missing: bool = False,
-                       by: str = "launcher", spec=None) -> str | None:
+                       by: str = "launcher", spec=None, node_local_work: bool = False) -> str | None:
     """Record the end of an attempt (see the module doc); return the manifest's path (None
     for a ``forge plan --backend`` job, which runs no entrypoint).
 
     *spec*: the job's JobSpec when the caller holds it parsed (else read from *spec_path*);
     *work*: the job's working directory (default: as the environment names it); *by*: who
     records it (the manifest's ``recorded_by``: the launcher, or the backend making up for
-    a launcher that was killed). With
+    a launcher that was killed); *node_local_work*: ``work/`` is this host's own copy (Ray,
+    no shared file system), perhaps at the same path as other hosts' copies, so the
+    manifest marks it ``node_local`` and its files are told apart by host. With
     *if_missing*, nothing is done when this attempt and host already have a manifest (the
     launcher wrote it; the backend's own end of the attempt only makes up for a launcher
     that was killed). Nothing here raises for a directory that is missing, unreadable or
@@ -206,6 +208,8 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
         return None
     ended = utc_now()
     dirs: list[dict[str, Any]] = [{"kind": "work", "declared": "work/", "path": work or work_dir(job_dir, env)}]
+    if node_local_work:
+        dirs[0]["node_local"] = True
     dirs += [{"kind": "declared", "declared": d, "path": p} for d, p in output_dirs(spec, env)]
     entry = sidecar_entry(spec, attempt, ended)
     for d in dirs:

@@ -64,7 +64,7 @@ def host_manifest(attempt: int) -> str | None:
     if not ran_here(job_dir):
         return None
     path = record_attempt_end(os.path.join(job_dir, "jobspec.json"), job_dir, attempt, work=work_dir(job_dir),
-                              by=RECORDED_BY)
+                              by=RECORDED_BY, node_local_work=True)
     if path is None:
         return None
     with open(path, encoding="utf-8") as f:

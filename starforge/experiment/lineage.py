@@ -69,24 +69,28 @@ class KnownJob:
         return sorted({m["host"] for m in self.manifests})
 
     def files(self) -> list:
-        """Each listed file once (its newest listing), in path order."""
+        """Each listed file once (its newest listing), in path order; a file of a host's own
+        copy of ``work/`` (``node_local``: Ray, where every host's copy may have the same
+        path) once per host."""
         newest: dict = {}
         for m in self.manifests:
             for d in m["dirs"]:
                 if not d.get("path"):
                     continue
+                host = m["host"] if d.get("node_local") else ""
                 for rel, size, mtime in d.get("files", ()):
                     path = os.path.join(d["path"], rel)
-                    newest[path] = OutputFile(self.record.id, path, rel, d["path"], size, mtime,
-                                              m.get("sample_above") or DEFAULT_SAMPLE_ABOVE, m["host"])
-        return [newest[p] for p in sorted(newest)]
+                    newest[(path, host)] = OutputFile(self.record.id, path, rel, d["path"], size, mtime,
+                                                      m.get("sample_above") or DEFAULT_SAMPLE_ABOVE, m["host"])
+        return [newest[k] for k in sorted(newest)]
 
     def output_dirs(self) -> list:
-        """``[{path, declared, kind, files, bytes, sidecar}]`` of the newest attempt's listing."""
+        """``[{path, declared, kind, files, bytes, sidecar}]`` of the newest attempt's listing
+        (of each host's, for a host's own copy of ``work/``)."""
         seen: dict = {}
         for m in self.manifests:
             for d in m["dirs"]:
-                key = d.get("path") or d.get("declared")
+                key = (d.get("path") or d.get("declared"), m["host"] if d.get("node_local") else "")
                 files = d.get("files") or []
                 seen[key] = {"path": d.get("path"), "declared": d.get("declared"), "kind": d.get("kind"),
                              "host": m["host"], "files": len(files), "bytes": sum(f[1] for f in files),

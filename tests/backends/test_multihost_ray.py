@@ -451,5 +451,9 @@ def test_a_file_a_worker_wrote_on_another_host_is_listed_with_that_host(ray_two_
     assert (outputs["hosts"], outputs["problems"]) == ([HEAD, SECOND], []), outputs
     [row] = [r for r in outputs["files"] if r["path"] == path]
     assert (row["host"], row["size"], row["state"]) == (SECOND, len("from a worker"), "missing"), row  # not on the laptop
+    # each host's own copy of work/ (the recipe's files, copied at staging) is listed for each host,
+    # though Ray unpacked both copies at the same path
+    staged = [r for r in outputs["files"] if r["rel"] == "workload/ray_outputs.py"]
+    assert sorted(r["host"] for r in staged) == [HEAD, SECOND] and len({r["path"] for r in staged}) == 1, staged
     text = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "outputs", record["id"]], env=env).stdout
     assert f"(hosts: {HEAD}, {SECOND})" in text and path in text, text

@@ -39,6 +39,7 @@ def test_a_host_where_a_worker_of_the_job_ran_lists_its_copy_of_work(tmp_path, m
     assert (doc["job_id"], doc["attempt"], doc["host"], doc["recorded_by"]) == (spec.id, 3, short_host(), RECORDED_BY)
     [work] = doc["dirs"]
     assert (work["path"], [f[:2] for f in work["files"]]) == (str(job_dir / "work"), [["rollouts.jsonl", 3]])
+    assert work["node_local"] is True  # each host's copy, perhaps at the same path as another's
     assert (job_dir / "lineage" / f"outputs-a3-{short_host()}.json").is_file()  # kept on that host too
 
 

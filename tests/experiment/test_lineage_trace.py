@@ -162,3 +162,28 @@ def test_a_damaged_manifest_is_named_and_the_others_still_read(world):
     out = project.forge("jobs", "outputs", a)
     assert "outputs-a7-x.json: not an outputs manifest" in out.stderr and "Traceback" not in out.stderr
     assert "model.bin" in out.stdout
+
+
+def test_files_of_each_ray_hosts_own_copy_of_work_at_the_same_path_are_listed_for_each_host(tmp_path):
+    from starforge.backends.jobrecord import JobRecord
+    from starforge.experiment.lineage import KnownJob
+
+    copy = "/tmp/ray/session_1/runtime_resources/working_dir_files/starforge_0123/work"  # the same on every node
+
+    def manifest(host, node_local, files):
+        return {"schema": "forge/outputs/v1", "job_id": "j1", "attempt": 1, "host": host, "dirs": [
+            {"kind": "work", "declared": "work/", "path": copy, "files": files, **({"node_local": True} if node_local else {})},
+            {"kind": "declared", "declared": "/shared/ckpt", "path": "/shared/ckpt", "files": [["model.bin", 9, 1]]}]}
+
+    record = JobRecord(id="j1", name="n", backend="ray", status="succeeded", dir=str(tmp_path), created="t")
+    job = KnownJob(record, tmp_path, removed=True, kept=(manifest("rh", True, [["log.txt", 1, 1]]),
+                                                        manifest("rn2", True, [["log.txt", 2, 2], ["rn2.txt", 3, 3]])))
+    listed = [(f.rel, f.host, f.size) for f in job.files()]
+    # the shared directory's file once (its newest listing), each host's own log.txt apart
+    assert listed == [("model.bin", "rn2", 9), ("log.txt", "rh", 1), ("log.txt", "rn2", 2), ("rn2.txt", "rn2", 3)]
+    assert [(d["path"], d["host"], d["files"]) for d in job.output_dirs()] == [
+        (copy, "rh", 1), ("/shared/ckpt", "rn2", 1), (copy, "rn2", 2)]
+    # a work/ every host shares (Slurm: one staging directory) is listed once, as before
+    shared = KnownJob(record, tmp_path, removed=True, kept=(manifest("n1", False, [["log.txt", 1, 1]]),
+                                                           manifest("n2", False, [["log.txt", 2, 2]])))
+    assert [(f.rel, f.host) for f in shared.files()] == [("model.bin", "n2"), ("log.txt", "n2")]
