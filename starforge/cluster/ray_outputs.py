@@ -18,9 +18,11 @@ of the job wrote its provenance record, it lists nothing and returns None; elsew
 records the end of the attempt for that host (:func:`.lineage.record_attempt_end`:
 ``work/`` as Ray unpacked it there, the declared directories as that host sees them,
 ``recorded_by: ray worker host``) and returns the manifest's text. The launcher prints each
-one it gets, up to :data:`.provenance_log.OUTPUTS_HOST_CAP`, as numbered frames into the
-job's log after its own (:func:`.provenance_log.emit_outputs`), where the Ray backend reads
-them back as untrusted input. The manifests come back through Ray's object store rather
+one it gets (up to :data:`.provenance_log.OUTPUTS_HOST_CAP`, and none naming the launcher's
+own host, whose manifest the launcher writes itself) as numbered frames into the
+job's log (:func:`.provenance_log.emit_outputs`; before its own when asked at
+``ray.shutdown()``, after it otherwise), where the Ray backend reads them back as untrusted
+input. The manifests come back through Ray's object store rather
 than through the workers' own output: Ray forwards a worker's output to the driver's log
 a while later, and the driver ending first would lose it.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .lineage import short_host
 from .provenance_log import OUTPUTS_HOST_CAP, emit_outputs
 
 ASKED_ENV = "FORGE_RAY_OUTPUTS_TASK"  # set in the task's own worker: never one of the job's
@@ -69,6 +72,16 @@ def host_manifest(attempt: int) -> str | None:
         return None
     with open(path, encoding="utf-8") as f:
         return f.read(OUTPUTS_HOST_CAP + 1)
+
+
+def _host_of(text: str):
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc.get("host") if isinstance(doc, dict) else None
 
 
 class OtherHosts:
@@ -119,6 +132,10 @@ class OtherHosts:
             if len(text) > OUTPUTS_HOST_CAP:
                 self._say(f"warning : outputs of node {asked[ref][:12]} not kept: the manifest is larger than "
                           f"{OUTPUTS_HOST_CAP} bytes")
+                continue
+            if _host_of(text) == short_host():  # its manifest would take the name of the launcher's own
+                self._say(f"warning : outputs of node {asked[ref][:12]} not kept: that node's host name is this one's, "
+                          f"{short_host()}")
                 continue
             if emit_outputs(text):
                 printed += 1
