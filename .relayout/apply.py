@@ -134,7 +134,12 @@ def new_path_token(match: re.Match) -> str:
     return ("starforge/" if prefix.startswith("starforge/") else "") + new
 
 
+# a relative import written out in text (source code a test writes to a file below the package root)
+RELATIVE = re.compile(r"(from \.\.+)(" + "|".join(sorted(MOVES, key=len, reverse=True)).replace(".", r"\.") + r")\b(?=\s+import)")
+
+
 def rewrite_text(text: str) -> str:
+    text = RELATIVE.sub(lambda m: m.group(1) + MOVES[m.group(2)], text)
     text = DOTTED.sub(lambda m: ABS[m.group(1)], text)
     text = SHORT.sub(lambda m: SHORT_JOBS[m.group(1)], text)
     return PATHS.sub(new_path_token, text)
@@ -458,6 +463,10 @@ def main(argv: list[str]) -> int:
     for rel, text in new_text.items():
         (REPO / rel).write_text(text, encoding="utf-8")
 
+    stale = REPO / "build" / "lib" / PKG  # setuptools' build output would reinstall the old modules beside the new
+    if stale.is_dir():
+        shutil.rmtree(stale)
+        print(f"removed {stale.relative_to(REPO)} (stale build output)")
     ruff = shutil.which("ruff", path=str(REPO / ".venv" / "bin")) or shutil.which("ruff")
     if ruff:
         py = sorted({p for p in new_text if p.endswith(".py")} | {f"{PKG}/{p}/__init__.py" for p in PACKAGES})
