@@ -1,5 +1,7 @@
 """Move starforge's loose modules and the job modules of backends/ into packages named by concept.
 
+The direct tests of a moved loose module move with it (TEST_MOVES), and every path naming them.
+
 Usage, from anywhere inside a clean checkout of the repository::
 
     python .relayout/apply.py            # move, rewrite every reference, print what changed
@@ -59,6 +61,18 @@ MOVES = {
     "backends.store": "jobs.store",
 }
 
+# the direct tests of a moved loose module move with it (the tests mirror the tree); the job
+# modules' tests stay in tests/backends/, whose conftest holds the clusters and users they use
+TEST_MOVES = {
+    "tests/test_signing.py": "tests/signatures/test_signing.py",
+    "tests/test_archive.py": "tests/package_format/test_archive.py",
+    "tests/test_manifest.py": "tests/package_format/test_manifest.py",
+    "tests/test_yamlio.py": "tests/package_format/test_yamlio.py",
+    "tests/test_filelock.py": "tests/state/test_filelock.py",
+    "tests/test_userconfig.py": "tests/state/test_userconfig.py",
+    "tests/test_prep.py": "tests/prep/test_prep.py",
+}
+
 PACKAGES = {
     "signatures": "Signatures: signing keys, DSSE envelopes and the trust file (``signing``), the Sigstore bundle\n"
                   "of an envelope (``sigstore_bundle``), OpenSSF model-signing signatures (``model_signature``).\n\n"
@@ -78,7 +92,8 @@ PACKAGES = {
 }
 
 
-SKIP_DIRS = ("starforge/cluster/_vendor/", ".relayout/")
+# vendored code; this script; the measurements' log, which names the code as it was when measured
+SKIP_DIRS = ("starforge/cluster/_vendor/", ".relayout/", "bench/results/")
 REPO = Path(__file__).resolve().parents[1]
 PKG = "starforge"
 
@@ -124,6 +139,11 @@ PATHS = re.compile(
     + r")\.py\b")
 
 
+# a moved test's path: tests/test_x.py, or test_x.py as docs/security.md names it (below tests/)
+TEST_PATHS = re.compile(r"(?<![\w/.-])((?:tests/)?)(" + "|".join(re.escape(Path(p).stem) for p in TEST_MOVES) + r")\.py\b")
+TEST_NEW = {Path(old).stem: new[len("tests/"):] for old, new in TEST_MOVES.items()}
+
+
 def new_path_token(match: re.Match) -> str:
     prefix, name = match.group(1), match.group(2)
     in_backends = prefix.endswith("backends/")
@@ -142,6 +162,7 @@ def rewrite_text(text: str) -> str:
     text = RELATIVE.sub(lambda m: m.group(1) + MOVES[m.group(2)], text)
     text = DOTTED.sub(lambda m: ABS[m.group(1)], text)
     text = SHORT.sub(lambda m: SHORT_JOBS[m.group(1)], text)
+    text = TEST_PATHS.sub(lambda m: m.group(1) + TEST_NEW[m.group(2)], text)
     return PATHS.sub(new_path_token, text)
 
 
@@ -333,6 +354,8 @@ EDITS: list[tuple] = [
      '"starforge.prep.child": "prep/child.py"}',
      '"starforge.prep": "prep/__init__.py", "starforge.prep.child": "prep/child.py"}'),
     ("once", "tests/launch/test_cluster_contract.py", 'child = tmp_path / "prep/child.py"', 'child = tmp_path / "child.py"'),
+    # a moved test that finds the checkout from its own place is one folder deeper
+    ("once", "tests/prep/test_prep.py", "Path(__file__).resolve().parents[1]", "Path(__file__).resolve().parents[2]"),
     # the layer table places every new package, module by module where a package spans layers
     ("between", "tests/test_import_cycles.py", "LAYERS = (\n", '    return sorted(out)\n', LAYERS_TABLE),
     ("once", "tests/test_import_cycles.py",
@@ -405,17 +428,17 @@ def main(argv: list[str]) -> int:
     dry = "--dry-run" in argv
     if any(a not in ("--dry-run",) for a in argv):
         die(f"unknown argument {' '.join(a for a in argv if a != '--dry-run')}", "usage: python .relayout/apply.py [--dry-run]")
-    done = [f"{PKG}/{p}/" for p in PACKAGES if (REPO / PKG / p).exists()]
+    done = [f"{PKG}/{p}/" for p in PACKAGES if (REPO / PKG / p / "__init__.py").exists()]
     if done:
         die(f"already applied: {', '.join(done)} exists", "the move runs once; nothing was changed")
-    missing = [old_path(k) for k in MOVES if not (REPO / old_path(k)).is_file()]
+    missing = [p for p in [old_path(k) for k in MOVES] + list(TEST_MOVES) if not (REPO / p).is_file()]
     if missing:
         die(f"not found: {', '.join(missing)}", "a module was renamed or moved since the table was written: update MOVES")
     if git("status", "--porcelain", "--untracked-files=no").strip() and not dry:
         die("the work tree has uncommitted changes", "commit them first, so the move is a commit of its own")
 
     files = [f for f in git("ls-files").splitlines() if not f.startswith(SKIP_DIRS)]
-    moved_to = {old_path(k): old_path(v) for k, v in MOVES.items()}
+    moved_to = {old_path(k): old_path(v) for k, v in MOVES.items()} | TEST_MOVES
     changed: list[str] = []
     new_text: dict[str, str] = {}
     for path in files:
@@ -430,7 +453,7 @@ def main(argv: list[str]) -> int:
         if path.endswith(".py"):
             old_mod, is_package = module_of(path)
             new_mod, _ = module_of(target)
-            if not path.startswith(PKG + "/"):
+            if not target.startswith(PKG + "/"):
                 old_mod = new_mod = "_outside"  # relative imports outside the package are not ours
             result = rewrite_python(text, old_mod, new_mod, is_package)
         elif path == "pyproject.toml":
@@ -455,7 +478,9 @@ def main(argv: list[str]) -> int:
         return 0
 
     for pkg in PACKAGES:
-        (REPO / PKG / pkg).mkdir()
+        (REPO / PKG / pkg).mkdir(exist_ok=True)  # a folder left holding only __pycache__ may be there
+    for new in TEST_MOVES.values():
+        (REPO / new).parent.mkdir(exist_ok=True)
     for old, new in moved_to.items():
         git("mv", old, new)
     for pkg, doc in PACKAGES.items():
