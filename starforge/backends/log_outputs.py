@@ -39,11 +39,10 @@ from ..cluster.jsonload import loads as load_json
 from ..cluster.lineage import LINEAGE_DIR, MANIFEST_SCHEMA, manifest_name
 from ..cluster.provenance_log import OUTPUTS_HOST_CAP, OUTPUTS_MARKER
 from .log_provenance import RAY_SOURCE
-from .outputs import valid_manifest
+from .outputs import SUMMARY, valid_manifest
 
 MAX_BYTES = 16 << 20  # base64 characters of frames read from one log
 HOST_PIECES_CAP = (OUTPUTS_HOST_CAP + 2) // 3 * 4  # base64 characters of one manifest
-SUMMARY = ".from-log.json"  # in lineage/: what the log held (dot-named: not a manifest)
 LAUNCHER = "the launcher"  # the source of lines with no prefix of Ray's
 _FRAME = re.compile(re.escape(OUTPUTS_MARKER) + r"(\d{1,6})/(\d{1,6}):([A-Za-z0-9+/=]*)\s*$")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from ..cluster.environment import WORK_DIR
 
+SUMMARY = ".from-log.json"  # in lineage/: what a job's log held (dot-named: not a manifest); written by log_outputs
+
 
 @dataclass(frozen=True)
 class JobOutputs:
@@ -153,8 +155,6 @@ def _refused_in_log(folder: Path) -> str | None:
     """What ``lineage/.from-log.json`` (:mod:`.log_outputs`) says the job's log held that was
     not kept, as one line, or None."""
     import json
-
-    from .log_outputs import SUMMARY
 
     try:
         with open(folder / SUMMARY, "rb") as f:
