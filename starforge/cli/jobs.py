@@ -10,7 +10,7 @@ import click
 from .choices import BackendChoice
 from .completion import complete_job_ids
 from .output import JobOutput, note, plural
-from .registry_options import registry_options
+from .registry_options import job_registry_options, registry_options
 
 
 def _backend_for(record):
@@ -502,8 +502,7 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
 @click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
 @click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
-@registry_options("A registry serving the plugin versions ID ran (tried first).")
-@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@job_registry_options("A registry serving the plugin versions ID ran (tried first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new job's record as JSON on stdout (its output goes to stderr).")
 def replay(job_id, backend, dry_run, strict, detach, registry, insecure, ca_file, require_signatures, as_json) -> None:
     """Run again exactly what job ID ran, as a new job.

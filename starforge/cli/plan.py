@@ -9,7 +9,7 @@ import click
 
 from .choices import BackendChoice
 from .completion import complete_set_keys
-from .registry_options import registry_options
+from .registry_options import job_registry_options
 
 
 @click.command("plan")
@@ -19,8 +19,7 @@ from .registry_options import registry_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=complete_set_keys, help="Override a hyperparameter, as forge submit does.")
 @click.option("--backend", type=BackendChoice(),
               help="Run the load phase as a short CPU-only job on this backend (where the job's Python exists).")
-@registry_options("Registry to fetch plugins not in the cache from.")
-@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@job_registry_options()
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Plan with the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--allow-yanked", is_flag=True, help="Run locked versions that are yanked, this once.")

@@ -27,3 +27,14 @@ def registry_options(registry_help: str = REGISTRY_HELP):
         return click.option("--registry", metavar="URL", help=registry_help)(tls_options(command))
 
     return decorate
+
+
+def job_registry_options(registry_help: str = "Registry to fetch plugins not in the cache from."):
+    """:func:`registry_options`, then ``--require-signatures`` of any owner: where the plugins of
+    a job that ``forge submit``, ``plan`` or ``replay`` stages come from, and which are accepted."""
+    def decorate(command):
+        command = click.option("--require-signatures", is_flag=True,
+                               help="Refuse any plugin without a signature by a trusted key (any owner).")(command)
+        return registry_options(registry_help)(command)
+
+    return decorate

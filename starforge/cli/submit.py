@@ -10,7 +10,7 @@ import click
 from .choices import BackendChoice
 from .completion import complete_set_keys
 from .output import JobOutput, note
-from .registry_options import registry_options
+from .registry_options import job_registry_options
 
 
 @click.command("submit")
@@ -21,8 +21,7 @@ from .registry_options import registry_options
 @click.option("--backend", type=BackendChoice(), help="Where to run (default: forge.yaml's backend).")
 @click.option("--dry-run", is_flag=True, help="Print the JobSpec JSON; stage and run nothing.")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
-@registry_options("Registry to fetch plugins not in the cache from.")
-@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@job_registry_options()
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Run the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--allow-yanked", is_flag=True, help="Run locked versions that are yanked, this once (the job record says so).")
