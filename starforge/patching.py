@@ -8,33 +8,6 @@ Implemented on the cluster side, in :mod:`starforge.cluster.patching` (targets: 
 
 from __future__ import annotations
 
-from .cluster.patch_targets import Target, parse_target
-from .cluster.patching import (
-    Patch,
-    PatchError,
-    PatchTargetError,
-    acting_for,
-    current_plugin,
-    patch,
-    patches,
-    records,
-    replace,
-    undo_all,
-    wrap,
-)
-
-__all__ = [
-    "Patch",
-    "PatchError",
-    "PatchTargetError",
-    "Target",
-    "acting_for",
-    "current_plugin",
-    "parse_target",
-    "patch",
-    "patches",
-    "records",
-    "replace",
-    "undo_all",
-    "wrap",
-]
+# The API is the implementing module's __all__ (its functions, Patch, the errors, the target parser).
+from .cluster.patching import *  # noqa: F403
+from .cluster.patching import __all__  # noqa: F401

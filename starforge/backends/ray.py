@@ -38,6 +38,7 @@ import os
 import stat
 import time
 import zipfile
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -198,7 +199,8 @@ def build_package(job_dir: Path) -> tuple[str, bytes]:
 
 
 class RayJobsClient:
-    """A thin client of the Ray Jobs REST API on one head."""
+    """A thin client of the Ray Jobs REST API on one head; :meth:`close` ends its connections
+    (in a ``with`` block: ``contextlib.closing``, as :meth:`RayBackend._client` gives it)."""
 
     def __init__(self, address: str, token: str | None = None, timeout: float = _TIMEOUT) -> None:
         import httpx
@@ -209,12 +211,6 @@ class RayJobsClient:
 
     def close(self) -> None:
         self._http.close()
-
-    def __enter__(self) -> "RayJobsClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def _request(self, method: str, path: str, ok=(200,), **kwargs):
         import httpx
@@ -275,8 +271,9 @@ class RayBackend(Backend):
             out["entrypoint_resources"] = {k: v for k, v in out["entrypoint_resources"].items() if "gpu" not in k.lower()}
         return out
 
-    def _client(self, address: str) -> RayJobsClient:
-        return RayJobsClient(address, auth_token())
+    def _client(self, address: str) -> closing[RayJobsClient]:
+        """A client of the Jobs API at *address*, for one ``with`` block (closed at its end)."""
+        return closing(RayJobsClient(address, auth_token()))
 
     def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         from ..launch import bootstrap_env

@@ -181,7 +181,9 @@ def open_regular(path: Path) -> IO[bytes]:
 
 
 class LayoutReader:
-    """The members of a layout tar, by name, readable with their size and end checked."""
+    """The members of a layout tar, by name, readable with their size and end checked.
+
+    Holds the tar open until :meth:`close` (in a ``with`` block: ``contextlib.closing``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -222,12 +224,6 @@ class LayoutReader:
 
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> "LayoutReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def blob_digests(self) -> list[str]:
         """``sha256:<hex>`` of every member under ``blobs/sha256/`` (other names are refused)."""

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, ContextManager
@@ -98,7 +99,7 @@ def verify_bundle(
     ``forge bundle push``; otherwise archives are unpacked in a temporary directory and removed.
     """
     path = Path(path)
-    with LayoutReader(path) as reader, tempfile.TemporaryDirectory(prefix="forge-bundle-") as tmp:
+    with closing(LayoutReader(path)) as reader, tempfile.TemporaryDirectory(prefix="forge-bundle-") as tmp:
         where = Path(workdir) if workdir is not None else Path(tmp)
         return _verify(reader, where, require_signatures, trust, workdir is not None, progress)
 

@@ -7,6 +7,7 @@ import json
 import click
 
 from .output import note, plural
+from .registry_options import registry_options
 
 BUILTINS_NOTE = "built-in plugins (common/algorithms/) are not in the bundle: they travel with the recipe"
 
@@ -14,9 +15,7 @@ BUILTINS_NOTE = "built-in plugins (common/algorithms/) are not in the bundle: th
 @click.command("create")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write.")
-@click.option("--registry", metavar="URL", help="Registry to read from (default: FORGE_REGISTRY, forge.yaml, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("Registry to read from (default: FORGE_REGISTRY, forge.yaml, config).")
 @click.option("--json", "as_json", is_flag=True, help="Print what the bundle holds as JSON.")
 def create(directory, output, registry, insecure, ca_file, as_json) -> None:
     """Write every plugin version the experiment's lock names, and the lock, into one file.
@@ -79,9 +78,7 @@ def verify(bundle, require_signatures, as_json) -> None:
 
 @click.command("push")
 @click.argument("bundle", type=click.Path(dir_okay=False))
-@click.option("--registry", metavar="URL", help="Registry to import into (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("Registry to import into (default: FORGE_REGISTRY, config).")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was pushed as JSON.")
 def push(bundle, registry, insecure, ca_file, require_signatures, as_json) -> None:

@@ -6,11 +6,11 @@ import json
 
 import click
 
+from .registry_options import registry_options
+
 
 @click.command("build")
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("-o", "--output", "out", required=True, metavar="DIR",
               help="The catalogue's folder: new, empty, or built before (then only new versions are verified).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was built as JSON.")

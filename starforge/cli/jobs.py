@@ -10,6 +10,7 @@ import click
 from .choices import BackendChoice
 from .completion import complete_job_ids
 from .output import JobOutput, note, plural
+from .registry_options import job_registry_options, registry_options
 
 
 def _backend_for(record):
@@ -66,9 +67,7 @@ DEFAULT_LIMIT = 20
 @click.option("--yanked", is_flag=True, help="Only jobs that ran a plugin version yanked now.")
 @click.option("--param", "params", metavar="KEY=VALUE", multiple=True,
               help="Only jobs whose parameter KEY had VALUE (compared as typed); repeatable.")
-@click.option("--registry", metavar="URL", help="With --yanked: the registry whose yanks count (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("With --yanked: the registry whose yanks count (default: FORGE_REGISTRY, config).")
 def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | None, yanked: bool, params: tuple,
               registry: str | None, insecure: bool, ca_file: str | None) -> None:
     """List submitted jobs, newest last, with status and exit code.
@@ -503,10 +502,7 @@ def _report_removed(ids: list, as_json: bool, verb: str = "removed") -> None:
 @click.option("--dry-run", is_flag=True, help="Check everything and print the new JobSpec; submit nothing.")
 @click.option("--strict", is_flag=True, help="Refuse when the environment differs from the one ID ran in (default: warn).")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
-@click.option("--registry", metavar="URL", help="A registry serving the plugin versions ID ran (tried first).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
-@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@job_registry_options("A registry serving the plugin versions ID ran (tried first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new job's record as JSON on stdout (its output goes to stderr).")
 def replay(job_id, backend, dry_run, strict, detach, registry, insecure, ca_file, require_signatures, as_json) -> None:
     """Run again exactly what job ID ran, as a new job.

@@ -8,6 +8,7 @@ import click
 
 from ..errors import UsageError
 from .output import note
+from .registry_options import registry_options
 
 
 class LockCommand(click.Command):
@@ -50,9 +51,7 @@ class LockCommand(click.Command):
     ),
 )
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
-@click.option("--registry", metavar="URL", help="Registry to resolve against (default: FORGE_REGISTRY, forge.yaml, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("Registry to resolve against (default: FORGE_REGISTRY, forge.yaml, config).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lock (and what changed) as JSON.")
 def lock(directory, check, offline, upgrade, accept_signature, require_signatures, registry, insecure, ca_file, as_json) -> None:
     """Resolve forge.yaml's plugins into plugins.lock.json.

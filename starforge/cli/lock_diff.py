@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
+from .registry_options import registry_options
 
 
 def _lock_path(arg: str) -> Path:
@@ -24,9 +25,7 @@ def _lock_path(arg: str) -> Path:
 @click.argument("locks", nargs=-1, metavar="[OLD NEW | LOCK]")
 @click.option("--git", "rev", metavar="REV", help="Compare LOCK (default ./plugins.lock.json) with the lock committed at REV (default: HEAD).")
 @click.option("--files", "with_files", is_flag=True, help="Add the file-level unified diff of each changed plugin (cache first, else the registry).")
-@click.option("--registry", metavar="URL", help="With --files: where to fetch versions the cache does not hold (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("With --files: where to fetch versions the cache does not hold (default: FORGE_REGISTRY, config).")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON document.")
 def diff(locks, rev, with_files, registry, insecure, ca_file, as_json) -> None:
     """Show what changed between two locks.

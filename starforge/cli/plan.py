@@ -9,6 +9,7 @@ import click
 
 from .choices import BackendChoice
 from .completion import complete_set_keys
+from .registry_options import job_registry_options
 
 
 @click.command("plan")
@@ -18,10 +19,7 @@ from .completion import complete_set_keys
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=complete_set_keys, help="Override a hyperparameter, as forge submit does.")
 @click.option("--backend", type=BackendChoice(),
               help="Run the load phase as a short CPU-only job on this backend (where the job's Python exists).")
-@click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
-@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@job_registry_options()
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Plan with the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--allow-yanked", is_flag=True, help="Run locked versions that are yanked, this once.")

@@ -8,6 +8,7 @@ import click
 
 from ..errors import UsageError
 from .output import plural
+from .registry_options import tls_options
 
 
 @click.command("copy")
@@ -17,8 +18,7 @@ from .output import plural
 @click.option("--lock", "lock_dir", type=click.Path(file_okay=False), help="Copy exactly the versions this experiment's lock names.")
 @click.option("--require-signatures", is_flag=True,
               help="Copy only versions with a signature verified here (by a key trusted for the owner), and only those signatures.")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@tls_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was copied as JSON.")
 def copy(ref, source, target, lock_dir, require_signatures, insecure, ca_file, as_json) -> None:
     """Copy plugin versions, with their signatures, from one registry to another by digest.

@@ -8,15 +8,14 @@ import sys
 import click
 
 from .completion import complete_plugin_refs
+from .registry_options import registry_options
 
 
 @click.command("diff")
 @click.argument("ref_a", shell_complete=complete_plugin_refs)
 @click.argument("ref_b", shell_complete=complete_plugin_refs)
 @click.option("--stat", is_flag=True, help="Only the manifest changes and the files added, removed or changed (no file contents).")
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as one JSON document.")
 def diff(ref_a, ref_b, stat, registry, insecure, ca_file, as_json) -> None:
     """Show what changed between two versions of a plugin.

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from .registry_options import registry_options
+
 
 def _report(result, directory: str, as_json: bool = False) -> None:
     if as_json:
@@ -31,9 +33,7 @@ def _report(result, directory: str, as_json: bool = False) -> None:
 @click.command("add")
 @click.argument("ref")
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
-@click.option("--registry", metavar="URL", help="Registry to resolve against.")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("Registry to resolve against.")
 @click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key.")
 @click.option("--json", "as_json", is_flag=True, help="Print {action, request, changes, forge_yaml_written, lock_written} as JSON.")
 def add(ref: str, directory: str, registry: str | None, insecure: bool, ca_file: str | None, require_signatures: bool, as_json: bool) -> None:
@@ -60,9 +60,7 @@ def add(ref: str, directory: str, registry: str | None, insecure: bool, ca_file:
 @click.command("remove")
 @click.argument("name")
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False), help="Experiment directory (default: .).")
-@click.option("--registry", metavar="URL", help="Registry to resolve against, when the lock must be redone.")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("Registry to resolve against, when the lock must be redone.")
 @click.option("--json", "as_json", is_flag=True, help="Print {action, request, changes, forge_yaml_written, lock_written} as JSON.")
 def remove(name: str, directory: str, registry: str | None, insecure: bool, ca_file: str | None, as_json: bool) -> None:
     """Remove a plugin from forge.yaml and the lock.

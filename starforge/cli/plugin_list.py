@@ -6,6 +6,8 @@ import json
 
 import click
 
+from .registry_options import registry_options
+
 
 def list_published(registry, owner: str | None = None) -> list:
     """``[{ref, owner, name, latest, versions, yanked}]`` for every plugin (of *owner*), sorted.
@@ -34,9 +36,7 @@ def list_published(registry, owner: str | None = None) -> list:
 
 @click.command("list")
 @click.argument("owner", required=False)
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_plugins(owner, registry, insecure, ca_file, as_json) -> None:
     """List published plugins (of OWNER) and their versions.

@@ -11,6 +11,7 @@ import click
 
 from ..errors import UsageError
 from .completion import complete_key_names
+from .registry_options import registry_options
 
 
 def read_passphrase(passphrase_file: str | None) -> str | None:
@@ -27,9 +28,7 @@ def read_passphrase(passphrase_file: str | None) -> str | None:
 @click.command("publish")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("--owner", metavar="OWNER", help="Publishing owner (default: FORGE_OWNER, config 'owner:', the login name).")
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("--sign", is_flag=True, help="Sign the published version (DSSE envelope over an in-toto statement).")
 @click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
               help="Key for --sign: one of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")

@@ -8,14 +8,13 @@ from pathlib import Path
 import click
 
 from .completion import complete_plugin_refs
+from .registry_options import registry_options
 
 
 @click.command("pull")
 @click.argument("ref", shell_complete=complete_plugin_refs)
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Directory to create (default: ./NAME).")
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("--require-signatures", is_flag=True, help="Refuse the version unless a trusted key signed it.")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write the archive the registry serves, its Sigstore bundle and the signer's public key (PEM) into DIR "

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from .completion import complete_plugin_refs
+from .registry_options import registry_options
 
 
 def describe(registry, ref: str) -> dict:
@@ -30,9 +31,7 @@ def describe(registry, ref: str) -> dict:
 
 @click.command("show")
 @click.argument("ref", shell_complete=complete_plugin_refs)
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
 def show(ref, registry, insecure, ca_file, as_json) -> None:
     """Show the version REF resolves to.

@@ -9,6 +9,7 @@ import click
 
 from ..errors import UsageError
 from .completion import complete_key_names
+from .registry_options import registry_options
 
 
 @click.command("sign")
@@ -20,9 +21,7 @@ from .completion import complete_key_names
 @click.option("--digest", metavar="sf1:HEX", help="With --from or --lock: the tree digest you mean to sign; it must be theirs too.")
 @click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
               help="One of your keys by name (forge key list), or a path holding '/' (default: the key named after the owner, else 'default').")
-@click.option("--registry", metavar="URL", help="Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options()
 @click.option("--passphrase-file", type=click.Path(dir_okay=False), help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")
 @click.option("--model-signature", "model_signature", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write an OpenSSF model-signing signature over the plugin's files to FILE (ECDSA keys only).")

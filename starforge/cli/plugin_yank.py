@@ -5,17 +5,13 @@ from __future__ import annotations
 import click
 
 from .completion import complete_key_names
-
-_REGISTRY = "Directory path or oci://host[:port]/prefix (default: FORGE_REGISTRY, config)."
+from .registry_options import registry_options
 
 
 def _options(command):
     command = click.option("--passphrase-file", type=click.Path(dir_okay=False),
                            help="File holding the key's passphrase (else FORGE_KEY_PASSPHRASE).")(command)
-    command = click.option("--ca-file", metavar="FILE",
-                           help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")(command)
-    command = click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")(command)
-    command = click.option("--registry", metavar="URL", help=_REGISTRY)(command)
+    command = registry_options()(command)
     command = click.option("--key", "key_file", metavar="NAME|FILE", shell_complete=complete_key_names,
                            help="Key for --sign: one of your keys by name (forge key list), or a path holding '/' "
                                 "(default: the key named after the owner, else 'default').")(command)

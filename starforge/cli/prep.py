@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from .registry_options import registry_options
+
 
 @click.command("prep")
 @click.argument("plugin", metavar="REF|DIR")
@@ -15,9 +17,7 @@ import click
               help="JSONL file to write (atomically), with OUT.jsonl.provenance.json beside it.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a param the plugin declares (repeatable).")
 @click.option("--python", "python", metavar="PATH", help="Interpreter to run the plugin under (default: forge's own).")
-@click.option("--registry", metavar="URL", help="Registry of REF (default: FORGE_REGISTRY, config).")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
+@registry_options("Registry of REF (default: FORGE_REGISTRY, config).")
 @click.option("--require-signatures", is_flag=True, help="Refuse REF unless a trusted key signed it (as forge lock does).")
 @click.option("--json", "as_json", is_flag=True, help="Print the provenance record as JSON.")
 def prep(plugin, input_path, output, sets, python, registry, insecure, ca_file, require_signatures, as_json) -> None:

@@ -10,6 +10,7 @@ import click
 from .choices import BackendChoice
 from .completion import complete_set_keys
 from .output import JobOutput, note
+from .registry_options import job_registry_options
 
 
 @click.command("submit")
@@ -20,10 +21,7 @@ from .output import JobOutput, note
 @click.option("--backend", type=BackendChoice(), help="Where to run (default: forge.yaml's backend).")
 @click.option("--dry-run", is_flag=True, help="Print the JobSpec JSON; stage and run nothing.")
 @click.option("--detach", is_flag=True, help="Return once the job has started instead of waiting for it.")
-@click.option("--registry", metavar="URL", help="Registry to fetch plugins not in the cache from.")
-@click.option("--insecure", is_flag=True, help="Allow plain HTTP to a non-loopback OCI registry.")
-@click.option("--ca-file", metavar="FILE", help="Trust a registry certificate signed by this CA (PEM), besides the system's CAs.")
-@click.option("--require-signatures", is_flag=True, help="Refuse any plugin without a signature by a trusted key (any owner).")
+@job_registry_options()
 @click.option("--dev", "dev", multiple=True, metavar="NAME=DIR",
               help="Run the unpublished plugin directory DIR in place of the locked plugin NAME (repeatable).")
 @click.option("--allow-yanked", is_flag=True, help="Run locked versions that are yanked, this once (the job record says so).")

@@ -399,9 +399,7 @@ def write_pointer(job_dir, code_dir):
     path = pointer_path(job_dir)
     tmp = "%s.%d.tmp" % (path, os.getpid())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "w") as f:
-            f.write(code_dir)
+        _write_new_file(tmp, code_dir)
         os.rename(tmp, path)
         return True
     except (IOError, OSError):
@@ -410,6 +408,14 @@ def write_pointer(job_dir, code_dir):
         except OSError:
             pass
         return False
+
+
+def _write_new_file(path, text):
+    """Create *path* (never an existing file, never through a link), mode 0o644, holding *text*:
+    the temp file a pointer is written to before it is renamed or linked into place."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def sweep_dead_code_dirs(folder):
@@ -512,9 +518,7 @@ def make_node_code_dir(zip_path, job_dir, job_id):
     pointer = pointer_path(job_dir)
     tmp = "%s.%d.tmp" % (pointer, os.getpid())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "w") as f:
-            f.write(path)
+        _write_new_file(tmp, path)
         try:
             os.link(tmp, pointer)  # first one wins
             return path

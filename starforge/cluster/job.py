@@ -92,16 +92,8 @@ class Job:
             try:
                 for item in relisted + todo + shipped:
                     t0 = time.perf_counter()
-                    entry = item.entry
-                    contents: Mapping[str, bytes]
                     try:
-                        if self.role != "launcher" and entry.files:
-                            contents = self._check_files(item)
-                        else:
-                            item.check = "tree"
-                            contents = verify_tree(item.root, entry.tree_digest, entry.files or None)
-                    except VerificationError as exc:
-                        raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+                        contents = self._verified_contents(item)
                     finally:
                         item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
                     item.verified = True
@@ -146,6 +138,23 @@ class Job:
         if refusal is not None:
             raise LaunchFailure(SpecError, item.ref, refusal)
 
+    def _verified_contents(self, item: Item) -> Mapping[str, bytes]:
+        """*item*'s files as this process verifies them (see :meth:`verify_all`): the launcher
+        digests the whole tree; any other process checks the listing and hashes each file as it
+        is read. A mismatch is a :class:`~.errors.LaunchFailure` of the verify phase."""
+        try:
+            if self.role != "launcher" and item.entry.files:
+                return self._check_files(item)
+            item.check = "tree"
+            return verify_tree(item.root, item.entry.tree_digest, item.entry.files or None)
+        except VerificationError as exc:
+            raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+
+    def _step(self, item: Item) -> _Step:
+        """``with self._step(item):`` one step of loading *item*, timed into ``item.seconds``; a
+        :class:`~.errors.LaunchFailure` raised in it marks *item* failed and is the job's failure."""
+        return _Step(self, item)
+
     @staticmethod
     def _unverified_environment(item: Item) -> bool:
         return item.entry.kind == "environment" and item.status == "skipped" and not item.verified
@@ -180,10 +189,9 @@ class Job:
             if item.status not in ("planned", "pending"):
                 return
             self.verify_all()
-            t0 = time.perf_counter()
-            item.trigger = trigger
-            entry = item.entry
-            try:
+            with self._step(item):
+                item.trigger = trigger
+                entry = item.entry
                 contents, item.contents = item.contents, None
                 assert contents is not None  # verify_all kept the verified bytes
                 func = self._import(item, contents)
@@ -203,12 +211,6 @@ class Job:
                 else:
                     hyperparams_and_deferred.register(entry.name, item.ref, func)
                     item.status = "registered"
-            except LaunchFailure as failure:
-                item.status = "failed"
-                self.failure = failure
-                raise
-            finally:
-                item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
 
     def _import(self, item: Item, contents: Mapping[str, bytes]):
         from .loader import SnapshotFinder
@@ -258,31 +260,17 @@ class Job:
         :class:`~.errors.InstallError` naming the plugin.
         """
         with self.lock:
-            t0 = time.perf_counter()
-            item.trigger = "load_environment"
-            try:
-                try:
-                    contents = item.contents
-                    if contents is None:
-                        if self.role != "launcher" and item.entry.files:
-                            contents = self._check_files(item)
-                        else:
-                            item.check = "tree"
-                            contents = verify_tree(item.root, item.entry.tree_digest, item.entry.files or None)
-                    item.verified = True
-                except VerificationError as exc:
-                    raise LaunchFailure(VerificationError, item.ref, self._verify_message(item, str(exc))) from None
+            with self._step(item):
+                item.trigger = "load_environment"
+                contents = item.contents
+                if contents is None:
+                    contents = self._verified_contents(item)
+                item.verified = True
                 from .requires import check_requires
 
                 check_requires(item.entry)
                 item.contents = None
                 func = self._import(item, contents)
-            except LaunchFailure as failure:
-                item.status = "failed"
-                self.failure = failure
-                raise
-            finally:
-                item.seconds = (item.seconds or 0.0) + time.perf_counter() - t0
             from . import patching
 
             try:
@@ -300,11 +288,8 @@ class Job:
 
     # -- whole-job entry points ---------------------------------------------------------------
 
-    def load_all(self, on_item=None) -> None:
-        """The launcher: every plugin now, in load order; *on_item(item)* after each one.
-
-        Every plugin is verified and requirement-checked before the first is imported.
-        """
+    def verify_all_reporting(self, on_item=None) -> None:
+        """:meth:`verify_all`; when it fails, *on_item(item)* for each plugin that failed, then the raise."""
         try:
             self.verify_all()
         except LaunchFailure:
@@ -313,6 +298,13 @@ class Job:
                     if item.status == "failed":
                         on_item(item)
             raise
+
+    def load_all(self, on_item=None) -> None:
+        """The launcher: every plugin now, in load order; *on_item(item)* after each one.
+
+        Every plugin is verified and requirement-checked before the first is imported.
+        """
+        self.verify_all_reporting(on_item)
         for item in self.items:
             if item.status in ("planned", "pending"):
                 try:
@@ -434,6 +426,22 @@ class Job:
         except OSError as exc:
             sys.stderr.write(f"forge: cannot write provenance record: {exc}\n")
             return None
+
+
+class _Step:
+    """What :meth:`Job._step` returns (a class, not contextlib: a worker's start imports no more)."""
+
+    def __init__(self, job: Job, item: Item) -> None:
+        self.job, self.item = job, item
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if isinstance(exc, LaunchFailure):
+            self.item.status = "failed"
+            self.job.failure = exc
+        self.item.seconds = (self.item.seconds or 0.0) + time.perf_counter() - self.t0
 
 
 def _plugin_traceback(exc: BaseException, item: Item) -> str:

@@ -522,11 +522,8 @@ def _verify_only(job, on_item) -> int:
     """``--verify-only``: every plugin verified and requirement-checked; nothing else."""
     job.mode = "verify-only"
     try:
-        job.verify_all()
+        job.verify_all_reporting(on_item)
     except LaunchFailure as failure:
-        for item in job.items:
-            if item.status == "failed":
-                on_item(item)
         return _fail(job.job_dir, failure, job)
     for item in job.items:
         if item.status == "planned":

@@ -40,11 +40,8 @@ def run_plan(job, on_item, out: str) -> LaunchFailure | None:
     """Load every plugin of *job* (calling *on_item* after each), import the targets, write the ledger."""
     job.mode = "plan"
     try:
-        job.verify_all()
+        job.verify_all_reporting(on_item)
     except LaunchFailure as failure:
-        for item in job.items:
-            if item.status == "failed":
-                on_item(item)
         return failure
     errors: dict = {}
     for item in job.items:

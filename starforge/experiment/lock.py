@@ -117,19 +117,10 @@ def check_entry(entry: LockEntry, tree, lock_name: str = "plugins.lock.json") ->
                       f"control, or delete it and run: forge lock (it reads each version's metadata from its verified tree)")
 
 
-def lock_experiment(
-    exp: Experiment,
-    registry,
-    *,
-    upgrade: str | set | None = None,
-    require_signatures: bool = False,
-    trust=None,
-    accept_signature: set | None = None,
-) -> LockResult:
-    """Resolve *exp*'s plugins and write the lock; *upgrade* is a set of names or :data:`ALL`;
-    *accept_signature* names plugins whose signature is recorded as the registry serves it now."""
-    result = resolve_lock(exp, registry, upgrade=upgrade, require_signatures=require_signatures, trust=trust,
-                          accept_signature=accept_signature)
+def lock_experiment(exp: Experiment, registry, **options) -> LockResult:
+    """Resolve *exp*'s plugins as :func:`resolve_lock` does (*options* are its keywords) and
+    write the lock."""
+    result = resolve_lock(exp, registry, **options)
     return replace(result, written=write_lock(result.lock, exp.lock_path))
 
 
@@ -145,9 +136,9 @@ def resolve_lock(
 ) -> LockResult:
     """What :func:`lock_experiment` would write (``written`` is False); writes nothing.
 
-    *previous* defaults to the lock file next to forge.yaml. An entry locked as signed by
-    key K keeps its signature facts while the registry serves a valid envelope by K over the
-    locked statement (other envelopes beside it break nothing); otherwise this raises
+    *upgrade* is a set of names or :data:`ALL`. *previous* defaults to the lock file next to
+    forge.yaml. An entry locked as signed by key K keeps its signature facts while the
+    registry serves a valid envelope by K over the locked statement (other envelopes beside it break nothing); otherwise this raises
     :class:`~starforge.errors.SignatureError`, unless the plugin is named in
     *accept_signature* (``forge lock --accept-signature NAME``): then the signature served
     now (or its absence) is recorded, the version unchanged.

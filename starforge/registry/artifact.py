@@ -143,36 +143,28 @@ class SignatureArtifact:
 def signature_artifact(subject: dict, envelope: bytes, ref: str, artifact_type: str = SIGNATURE_TYPE) -> SignatureArtifact:
     """The signature manifest carrying *envelope* for the manifest *subject* of *ref* (with
     :data:`YANK_TYPE`: a yank statement's manifest)."""
-    annotations = {ANN_REF: ref}
-    envelope_desc = descriptor(DSSE_TYPE, envelope)
-    body = canonical_json({
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": artifact_type,
-        "config": descriptor(OCI_EMPTY, EMPTY_JSON),
-        "layers": [envelope_desc],
-        "subject": subject,
-        "annotations": annotations,
-    })
-    return SignatureArtifact(envelope_desc=envelope_desc, manifest=body, digest=sha256_digest(body),
-                             annotations=annotations, artifact_type=artifact_type)
+    return _referrer(subject, descriptor(DSSE_TYPE, envelope), artifact_type, {ANN_REF: ref})
 
 
 def bundle_artifact(subject: dict, bundle: bytes, ref: str, predicate_type: str) -> SignatureArtifact:
     """The referrer manifest carrying the Sigstore *bundle* for the manifest *subject* of *ref*."""
     annotations = {ANN_REF: ref, ANN_BUNDLE_CONTENT: "dsse-envelope", ANN_BUNDLE_PREDICATE: predicate_type}
-    bundle_desc = descriptor(BUNDLE_TYPE, bundle)
+    return _referrer(subject, descriptor(BUNDLE_TYPE, bundle), BUNDLE_TYPE, annotations)
+
+
+def _referrer(subject: dict, layer: dict, artifact_type: str, annotations: dict) -> SignatureArtifact:
+    """The OCI referrer manifest of *artifact_type* whose one layer is *layer*, pointing at *subject*."""
     body = canonical_json({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "artifactType": BUNDLE_TYPE,
+        "artifactType": artifact_type,
         "config": descriptor(OCI_EMPTY, EMPTY_JSON),
-        "layers": [bundle_desc],
+        "layers": [layer],
         "subject": subject,
         "annotations": annotations,
     })
-    return SignatureArtifact(envelope_desc=bundle_desc, manifest=body, digest=sha256_digest(body),
-                             annotations=annotations, artifact_type=BUNDLE_TYPE)
+    return SignatureArtifact(envelope_desc=layer, manifest=body, digest=sha256_digest(body),
+                             annotations=annotations, artifact_type=artifact_type)
 
 
 def bundle_descriptor(data: dict, subject_digest: str) -> dict | None:

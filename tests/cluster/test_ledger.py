@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from starforge.cluster.errors import InstallError, LaunchFailure, PluginImportError, VerificationError
+from starforge.cluster.job import Job
 from starforge.cluster.jobspec import JobSpec, PluginEntry
 from starforge.cluster.ledger import BEGIN, END, SCHEMA, extract, import_targets, run_plan
 from starforge.cluster.load_order import Item
@@ -46,6 +47,8 @@ class FakeJob:
             raise self.verify_failure
         for item in self.items:
             item.verified = True
+
+    verify_all_reporting = Job.verify_all_reporting  # the real one, over this fake's verify_all
 
     def activate(self, item, trigger):
         self.activated.append((item.ref, trigger))
