@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, ContextManager
@@ -282,7 +282,7 @@ def _hash_blobs(blobs: _Blobs, work: Path, archives: set, progress) -> tuple:
     digests = reader.blob_digests()
     total = sum(reader.size(blob_member(d)) for d in digests)
     kept: dict[str, Path] = {}
-    with (progress(f"verify {name.name}", total) if progress else _null()) as update:
+    with (progress(f"verify {name.name}", total) if progress else nullcontext()) as update:
         done = 0
         for digest in digests:
             member = blob_member(digest)
@@ -437,11 +437,3 @@ def _as_bundle_error(build):
         raise
     except RegistryError as exc:
         raise BundleError(exc.message, hint=exc.hint) from None
-
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
