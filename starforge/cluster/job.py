@@ -28,6 +28,7 @@ from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
+from .jobdir_layout import BUILTINS_DIR, PLUGINS_DIR, RECIPE_DIR
 from .jobspec import JobSpec
 from .load_order import Item, ordered_items
 from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
@@ -140,7 +141,7 @@ class Job:
         from .shadowing import shadowing, top_level_names
 
         if self._recipe_names is None:  # listed once, by the recipe's finder where it is installed
-            self._recipe_names = recipe_names(os.path.join(self.job_dir, "recipe"))
+            self._recipe_names = recipe_names(os.path.join(self.job_dir, RECIPE_DIR))
         names = set(item.entry.top_level) | set(top_level_names(list(contents)))
         refusal = shadowing(item.ref, names, self._recipe_names)
         if refusal is not None:
@@ -171,7 +172,7 @@ class Job:
 
     @staticmethod
     def _verify_message(item: Item, detail: str) -> str:
-        where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
+        where = "/".join((RECIPE_DIR, *BUILTINS_DIR)) if item.builtin else PLUGINS_DIR
         return f"{item.ref}: verification failed in {where}/{item.entry.name}: {detail}"
 
     def activate(self, item: Item, trigger: str) -> None:

@@ -14,13 +14,13 @@ import os
 import sys
 
 from .atomic import write_file
+from .jobdir_layout import PROVENANCE_DIR as DIRNAME
 from .jobspec import format_json
 
 TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from typing import Any
 
-DIRNAME = "provenance"
 # set to 1 where records also travel in the job's log (:mod:`.provenance_log`)
 LOG_ENV = "FORGE_PROVENANCE_LOG"
 # a folder every host sees (Slurm's shared job directory) where records are also written as
