@@ -31,7 +31,7 @@ from .import_hooks import TargetWatcher
 from .jobdir_layout import BUILTINS_DIR, PLUGINS_DIR, RECIPE_DIR
 from .jobspec import JobSpec
 from .load_order import Item, ordered_items
-from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
+from .provenance import LOG_ENV, new_record, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
 TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
@@ -401,28 +401,27 @@ class Job:
                 rec["ctx_keys"], at = loaded
                 rec["loaded_at"] = utc_millis(at)
             plugins.append(rec)
-        return {
-            "schema": "forge/provenance/v1",
-            "job_id": self.spec.id,
-            "role": self.role,
-            "mode": self.mode,
-            "host": os.uname().nodename,
-            "pid": os.getpid(),
-            "attempt": self.attempt,
-            "argv": self.argv,
-            "python": "%d.%d.%d" % sys.version_info[:3],
-            "executable": sys.executable,
-            "core_version": __version__,
-            "started": utc_millis(self.started),
-            "written": utc_millis(time.time()),
-            "disabled": self.disabled,
-            "plugins": plugins,
-            "patches": patch_records(),
-            "failure": self.failure.to_dict() if self.failure else None,
-            "scheduler": scheduler_ids(),
-            "environment": self.environment,
-            "replay_of": (self.spec.replay or {}).get("of"),
-        }
+        return new_record(
+            job_id=self.spec.id,
+            role=self.role,
+            mode=self.mode,
+            host=os.uname().nodename,
+            pid=os.getpid(),
+            attempt=self.attempt,
+            argv=self.argv,
+            python="%d.%d.%d" % sys.version_info[:3],
+            executable=sys.executable,
+            core_version=__version__,
+            started=utc_millis(self.started),
+            written=utc_millis(time.time()),
+            disabled=self.disabled,
+            plugins=plugins,
+            patches=patch_records(),
+            failure=self.failure.to_dict() if self.failure else None,
+            scheduler=scheduler_ids(),
+            environment=self.environment,
+            replay_of=(self.spec.replay or {}).get("of"),
+        )
 
     def write_provenance(self) -> str | None:
         record = self.record()
