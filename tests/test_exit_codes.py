@@ -23,12 +23,15 @@ WRITTEN_OUT = {
     "cluster/bootstrap/sitecustomize.py": status.IMPORT_EXIT,
 }
 EXITS = ("Exit", "exit", "_exit")
+_TEXT_EXIT = re.compile(r"(?:^|[\s;.({])_?exit(?: +|\()(\d+)\b", re.M)
 
 
 def written_codes(source: str, where: str = "<source>") -> list:
     """``where:line`` of each exit code *source* writes as a number: an ``exit_code = N``
     (or ``*_EXIT = N``) assignment, ``Exit(N)`` / ``sys.exit(N)`` / ``os._exit(N)`` with N
-    not 0, 1 or 130 (the shell's Ctrl-C), or a dict keyed by numbers whose values name errors."""
+    not 0, 1 or 130 (the shell's Ctrl-C), the same in code held as text (``exit N`` in a
+    generated bash script, ``sys.exit(N)`` in a ``python -c`` string; docstrings aside), or a
+    dict keyed by numbers whose values name errors."""
 
     def number(node) -> bool:
         return isinstance(node, ast.Constant) and type(node.value) is int
@@ -37,9 +40,17 @@ def written_codes(source: str, where: str = "<source>") -> list:
         name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
         return name == "exit_code" or name.upper().endswith("_EXIT")
 
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and number(node.value):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            # code generated as text (a bash script, a ``python -c`` check): ``exit 10``, ``sys.exit(10)``
+            if any(int(n) not in (0, 1, 130) for n in _TEXT_EXIT.findall(node.value)):
+                found.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and number(node.value):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(exit_name(t) for t in targets):
                 found.append(node.lineno)
@@ -63,8 +74,13 @@ def test_the_check_finds_a_code_written_as_a_number():
         "_BY_CODE = {2: 'SpecError', 10: 'VerificationError'}\n"
         "sys.exit(130)\nsys.exit(1)\nraise click.exceptions.Exit(DIFFERS_EXIT)\n"  # Ctrl-C, generic, named: fine
         "exit_code = VerificationError.exit_code\nDEFAULT_LIMIT = 20\nsizes = {1: 'one'}\n"
+        "PREPARE = 'if bad; then\\n    exit 10\\nfi'\n"
+        "CHECK = \"if g != h: sys.exit(10)\\n\"\n"
+        "FINE = f'exit {VERIFY_EXIT}; exit 1; exit \"$code\"'\n"
+        "def f():\n    \"\"\"Ends with exit 10.\"\"\"\n"
     )
-    assert written_codes(source) == ["<source>:2", "<source>:3", "<source>:4", "<source>:5", "<source>:6"]
+    assert written_codes(source) == ["<source>:2", "<source>:3", "<source>:4", "<source>:5", "<source>:6",
+                                     "<source>:13", "<source>:14"]
 
 
 def test_no_module_but_the_tables_writes_an_exit_code():

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
+from ..cluster import jobdir_layout
 from ..cluster.utctime import utc_now
 from ..errors import BackendError, ManifestError, UsageError
 from . import BACKENDS
@@ -295,7 +296,7 @@ def _read_from(path: Path, offset: int) -> bytes:
 # How every backend starts a job on its node (SPEC §14): any ``python3`` runs the job's
 # runtime zip, whose entry resolves the job's Python there and re-executes the launcher
 # under it. The paths are relative to the job directory.
-NODE_ENTRY = (".forge-runtime/starforge-runtime.zip", "--spec", "jobspec.json")
+NODE_ENTRY = (f"{jobdir_layout.RUNTIME_DIR}/{jobdir_layout.RUNTIME_ZIP}", "--spec", jobdir_layout.SPEC_FILE)
 
 
 def node_entry(python: str, job_dir: str | os.PathLike = "", spec_sha256: str = "") -> list[str]:

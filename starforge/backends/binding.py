@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from ..cluster.binding import sha256_file
 from ..cluster.environment import runtime_paths
-
-SPEC_NAME = "jobspec.json"
+from ..cluster.jobdir_layout import SPEC_FILE
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ def compute(job_dir: str | os.PathLike) -> Binding:
     """The binding of the files in *job_dir* now (staging computes it once, from the tree it built)."""
     return Binding(
         runtime_sha256=sha256_file(runtime_paths(str(job_dir))["zip"]),
-        spec_sha256=sha256_file(os.path.join(job_dir, SPEC_NAME)),
+        spec_sha256=sha256_file(os.path.join(job_dir, SPEC_FILE)),
     )
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..cluster.jobdir_layout import SPEC_FILE
 from .jobrecord import JobRecord
 from .store import REMOVED_DIR, JobStore
 
@@ -487,7 +488,7 @@ def backfill(store: JobStore, record: JobRecord) -> JobRecord:
 def pins_from_job_dir(job_dir: Path) -> tuple | None:
     """``(pins, params)`` read from *job_dir*'s ``jobspec.json``, or None."""
     try:
-        data = json.loads((job_dir / "jobspec.json").read_text(encoding="utf-8"))
+        data = json.loads((job_dir / SPEC_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from ..cluster.atomic import process_alive
+from ..cluster.jobdir_layout import LOCAL_LOG, SPEC_FILE, STATUS_FILE
 from ..cluster.status import SPEC_EXIT, VERIFY_EXIT
 from ..cluster.utctime import utc_now
 from ..credentials import shield_credentials, without_credentials
@@ -54,7 +55,7 @@ from .store import JobStore
 if TYPE_CHECKING:
     from .staged import StagedJob
 
-LOG_NAME = "log.txt"
+LOG_NAME = LOCAL_LOG
 _POLL = 0.1
 CLAIM_GRACE = 60.0  # seconds an earlier release's record may go without naming its supervisor
 
@@ -122,9 +123,9 @@ class LocalBackend(Backend):
     def submit(self, staged: StagedJob, *, detach: bool) -> JobRecord:
         job_dir = Path(staged.dir).resolve()
         spec = staged.spec
-        if not (job_dir / "jobspec.json").is_file():
+        if not (job_dir / SPEC_FILE).is_file():
             self.discard(spec.id)
-            raise BackendError(f"{job_dir}: no jobspec.json; stage the job first")
+            raise BackendError(f"{job_dir}: no {SPEC_FILE}; stage the job first")
         try:
             waiting = self._waiting.pop(spec.id, None) or self._start_waiting(spec.id, job_dir)
         except OSError as exc:
@@ -319,7 +320,7 @@ def _signal_group(pgid: int, sig: int, record: JobRecord) -> None:
     would not). Once the leader is gone, a group with that id can only be the job's own
     leftover processes: Linux does not hand out a pid still used as a process group id.
     """
-    if process_alive(pgid) and not _process_matches(pgid, str(Path(record.dir) / "jobspec.json")):
+    if process_alive(pgid) and not _process_matches(pgid, str(Path(record.dir) / SPEC_FILE)):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -410,7 +411,7 @@ def record_outputs(job_dir: Path, env: dict) -> None:
     from ..cluster.lineage import record_attempt_end
 
     try:
-        record_attempt_end(str(job_dir / "jobspec.json"), str(job_dir), env=env, if_missing=True, by="local supervisor")
+        record_attempt_end(str(job_dir / SPEC_FILE), str(job_dir), env=env, if_missing=True, by="local supervisor")
     except Exception as exc:  # the job's own end stays what it was
         with contextlib.suppress(OSError), _open_log(job_dir) as log:
             log.write(f"warning : outputs manifest not recorded: {exc}\n".encode())
@@ -474,7 +475,7 @@ def _failure_message(job_dir: Path, code: int) -> str:
     import json
 
     try:
-        status = json.loads((job_dir / "status.json").read_text(encoding="utf-8"))
+        status = json.loads((job_dir / STATUS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return ""
     if not isinstance(status, dict):

@@ -39,43 +39,17 @@ from pathlib import Path
 from ..cluster.atomic import write_file
 from ..cluster.jsonload import MAX_DEPTH, NestingError
 from ..cluster.jsonload import loads as load_json
-from ..cluster.provenance import DIRNAME
+from ..cluster.provenance import DIRNAME, FIELDS, REQUIRED, SCHEMA
 from ..cluster.provenance_log import MARKER
 from ..cluster.utctime import utc_now
 
 MAX_BYTES = 1 << 20
-SCHEMA = "forge/provenance/v1"
 FETCH_FILE = ".from-log.json"  # dot-named: provenance readers skip it
 REPORTED_VIA = "job log"
 _B64 = re.compile(r"[A-Za-z0-9+/=]*")
 TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _MAX_STR = 4096
 _MAX_HOST = 253
-
-# field -> the JSON types it may have (None: null allowed)
-FIELDS: dict = {
-    "schema": (str,),
-    "job_id": (str,),
-    "role": (str,),
-    "mode": (str, None),
-    "host": (str,),
-    "pid": (int,),
-    "attempt": (int,),
-    "argv": (list,),
-    "python": (str,),
-    "executable": (str, None),
-    "core_version": (str,),
-    "started": (str, None),
-    "written": (str, None),
-    "disabled": (bool,),
-    "plugins": (list,),
-    "patches": (list,),
-    "failure": (dict, None),
-    "scheduler": (dict,),
-    "environment": (dict, None),
-    "replay_of": (str, None),
-}
-REQUIRED = ("schema", "job_id", "role", "host", "pid", "attempt", "plugins", "patches")
 
 
 @dataclass

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-CLEANUP_DIR = "cleanup"  # inside the job's slurm/ folder
+from ..cluster.jobdir_layout import SLURM_CLEANUP_DIR, SLURM_DIR
+
+CLEANUP_DIR = SLURM_CLEANUP_DIR  # inside the job's slurm/ folder
 _MARK = re.compile(r"a([0-9]{1,6})-([A-Za-z0-9._-]{1,255})\.(done|swept)")
 
 
@@ -26,7 +28,7 @@ def node_cleanup(job_dir: Path, records: list, final: bool) -> dict | None:
     release). *records* are its provenance records; the last attempt of a job that is not
     *final* is left out (its hosts have not cleaned up yet). ``removed_later_by`` maps a host
     that did not remove its copy to the later attempt whose prepare on that host did."""
-    folder = Path(job_dir) / "slurm" / CLEANUP_DIR
+    folder = Path(job_dir) / SLURM_DIR / CLEANUP_DIR
     try:
         names = [p.name for p in folder.iterdir()]
     except OSError:

@@ -23,7 +23,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cluster.environment import WORK_DIR
+from ..cluster.jobdir_layout import RECIPE_DIR, WORK_DIR
 
 SUMMARY = ".from-log.json"  # in lineage/: what a job's log held (dot-named: not a manifest); written by log_outputs
 
@@ -52,7 +52,7 @@ class JobOutputs:
 def job_outputs(job_dir: str | os.PathLike) -> JobOutputs | None:
     """The outputs in *job_dir*'s working directory, or None when it has no working directory."""
     job_dir = Path(job_dir)
-    work, recipe = job_dir / WORK_DIR, job_dir / "recipe"
+    work, recipe = job_dir / WORK_DIR, job_dir / RECIPE_DIR
     try:
         if not stat.S_ISDIR(os.lstat(work).st_mode):
             return None

@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster.binding import SPEC_ENV
-from ..cluster.lineage import LINEAGE_DIR
-from ..cluster.provenance import DIRNAME as PROVENANCE_DIR
+from ..cluster.jobdir_layout import LINEAGE_DIR, PROVENANCE_DIR, WORK_DIR
 from ..cluster.provenance_log import ENV as PROVENANCE_LOG_ENV
 from ..cluster.ray_init import PACKAGE_ENV, WORKER_ENV
+from ..cluster.status import VERIFY_EXIT
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
@@ -73,7 +73,7 @@ ZIP_CHECK = (
     "with open(z, 'rb') as f: g = hashlib.sha256(f.read()).hexdigest()\n"
     "if g != h:\n"
     "    sys.stderr.write('error: the job\\'s runtime zip %s changed after staging: its sha256 is %s, "
-    "the job was submitted with %s\\n' % (z, g, h)); sys.exit(10)\n"
+    f"the job was submitted with %s\\n' % (z, g, h)); sys.exit({VERIFY_EXIT})\n"
     "sys.argv[:] = [z] + sys.argv[3:]\n"
     "runpy.run_path(os.path.abspath(z), run_name='__main__')\n"
 )
@@ -260,7 +260,7 @@ class RayBackend(Backend):
 
     name = "ray"
     settings_keys = SETTINGS  # forge.yaml's ray: mapping; unknown keys are refused (the default check)
-    outputs_elsewhere = "work/ in each Ray node's copy of the job package (deleted by Ray; write to shared storage)"
+    outputs_elsewhere = f"{WORK_DIR}/ in each Ray node's copy of the job package (deleted by Ray; write to shared storage)"
     records_later = "a Ray job's records are read from its log once it has ended"
 
     @classmethod

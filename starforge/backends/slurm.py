@@ -65,14 +65,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from ..cluster import atomic
+from ..cluster import jobdir_layout as layout
+from ..cluster.environment import WORK_DIR_ENV
 from ..cluster.provenance import SHARED_ENV as SHARED_PROVENANCE_ENV
+from ..cluster.status import VERIFY_EXIT
 from ..cluster.utctime import utc_now
 from ..credentials import without_credentials
 from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
 from .base import Backend, JobRecord, exit_status, follow_file
 from .binding import Binding
-from .node_cleanup import CLEANUP_DIR
 
 if TYPE_CHECKING:
     from .staged import StagedJob
@@ -95,8 +97,7 @@ SETTINGS = (
 )
 LAUNCH_MODES = ("once", "per-node")
 CLIENT_TIMEOUT = 30  # seconds for each sbatch/scontrol/sacct/scancel call
-SLURM_DIR = "slurm"  # inside the job directory: script, output, exit code, node statuses
-JOB_ITEMS = ("jobspec.json", "forge_plugins", "recipe", ".forge-runtime")  # what a node copies
+JOB_ITEMS = layout.NODE_ITEMS  # what a node copies
 
 # Slurm job state -> record status (anything unknown counts as still running)
 PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD"}
@@ -224,7 +225,7 @@ def sbatch_command(job_dir: Path, spec, settings: Mapping[str, Any], script: Pat
         "sbatch",
         "--parsable",
         f"--job-name={spec.name}",
-        f"--output={sbatch_escape(str(Path(job_dir) / SLURM_DIR / 'output.log'))}",
+        f"--output={sbatch_escape(str(Path(job_dir) / layout.SLURM_DIR / layout.SLURM_LOG))}",
         "--open-mode=append",  # a requeued attempt keeps the earlier one's lines (JobFileAppend=0 truncates)
         f"--chdir={shared}",
         f"--nodes={int(settings.get('nodes') or 1)}",
@@ -249,7 +250,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
     q = shlex.quote
     # The job's runtime zip under the node's python3: its entry resolves the job's Python
     # there and starts the launcher under it (SPEC §14); nothing of ours is installed.
-    run = 'python3 "$LOCAL/.forge-runtime/starforge-runtime.zip" --spec "$LOCAL/jobspec.json" --spec-sha256 "$SPEC_SHA256"'
+    run = f'python3 "$LOCAL/{layout.RUNTIME_DIR}/{layout.RUNTIME_ZIP}" --spec "$LOCAL/{layout.SPEC_FILE}" --spec-sha256 "$SPEC_SHA256"'
     opts = " ".join(q(o) for o in step_options(settings))
     if settings.get("container"):
         opts += (" " if opts else "") + '"--container-mounts=$CONTAINER_MOUNTS"'
@@ -275,13 +276,13 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         'SHARED="$1"',
         "# The job's working directory stays on the shared file system: what the job writes",
         "# survives the node-local copy, and a requeued attempt finds it as the last one left it.",
-        'if [ -d "$SHARED/work" ]; then export FORGE_WORK_DIR="$SHARED/work"; fi',
+        f'if [ -d "$SHARED/{layout.WORK_DIR}" ]; then export {WORK_DIR_ENV}="$SHARED/{layout.WORK_DIR}"; fi',
         "# Every process writes its provenance record to the shared directory as it is made too:",
         "# the collect step of a killed or cancelled attempt never runs.",
-        f'mkdir -p "$SHARED/provenance" && export {SHARED_PROVENANCE_ENV}="$SHARED/provenance"',
+        f'mkdir -p "$SHARED/{layout.PROVENANCE_DIR}" && export {SHARED_PROVENANCE_ENV}="$SHARED/{layout.PROVENANCE_DIR}"',
         "# Each host says there when it removed its node-local copy (a host that died cannot).",
-        f'mkdir -p "$SHARED/{SLURM_DIR}/{CLEANUP_DIR}"',
-        "# The binding of what was staged (sha256 of the runtime zip and of jobspec.json).",
+        f'mkdir -p "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_CLEANUP_DIR}"',
+        f"# The binding of what was staged (sha256 of the runtime zip and of {layout.SPEC_FILE}).",
         f"RUNTIME_SHA256={binding.runtime_sha256}",
         f"SPEC_SHA256={binding.spec_sha256}",
         f"BASE={node_base(settings)}",
@@ -310,7 +311,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "    code=$?",
         *([
             "    # srun ends the other hosts' launchers when one fails: the job's code is the failing host's",
-            f'    for f in "$SHARED/{SLURM_DIR}/failed-$FORGE_ATTEMPT-"*; do',
+            f'    for f in "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_FAILED_PREFIX}$FORGE_ATTEMPT-"*; do',
             '        if [ -f "$f" ] && [ "$(cat "$f")" -lt 128 ] 2>/dev/null; then code=$(cat "$f"); break; fi',
             "    done",
         ] if per_node else []),
@@ -320,16 +321,16 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
         "on_each_node bash -c " + q(COLLECT) + ' forge-collect "$SHARED" "$LOCAL"',
         'rmdir "$LOCAL" 2>/dev/null',
         *([
-            "# which host's launcher failed, and why (its status.json, collected above)",
-            f'for f in "$SHARED/{SLURM_DIR}/failed-$FORGE_ATTEMPT-"*; do',
+            f"# which host's launcher failed, and why (its {layout.STATUS_FILE}, collected above)",
+            f'for f in "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_FAILED_PREFIX}$FORGE_ATTEMPT-"*; do',
             '    if [ -f "$f" ] && [ "$(cat "$f")" -lt 128 ] 2>/dev/null; then',
-            '        host=${f##*/failed-$FORGE_ATTEMPT-}',
-            f'        why=$(sed -n \'s/^  "message": "\\(.*\\)",\\{{0,1\\}}$/\\1/p\' "$SHARED/{SLURM_DIR}/status-$host.json" 2>/dev/null)',
+            f'        host=${{f##*/{layout.SLURM_FAILED_PREFIX}$FORGE_ATTEMPT-}}',
+            f'        why=$(sed -n \'s/^  "message": "\\(.*\\)",\\{{0,1\\}}$/\\1/p\' "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_STATUS_PREFIX}$host.json" 2>/dev/null)',
             '        echo "error: $host: the launcher on this host exited $(cat "$f")${why:+: $why}" >&2',
             "    fi",
             "done",
         ] if per_node else []),
-        f'echo "$code" > "$SHARED/{SLURM_DIR}/exit_code.tmp" && mv -f "$SHARED/{SLURM_DIR}/exit_code.tmp" "$SHARED/{SLURM_DIR}/exit_code"',
+        f'echo "$code" > "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_EXIT_FILE}.tmp" && mv -f "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_EXIT_FILE}.tmp" "$SHARED/{layout.SLURM_DIR}/{layout.SLURM_EXIT_FILE}"',
         'exit "$code"',
         "",
     ]
@@ -341,7 +342,7 @@ def batch_script(job_dir: Path, spec, settings: Mapping[str, Any], binding: Bind
 # anything already there) unless it is the batch host's own; either way it must be a real
 # directory, not a link, owned by this user, mode 0700 and empty — another user who
 # guessed or raced the name stops the job, and never gets the job's files or its exec.
-_PREPARE = r"""set -eu
+_PREPARE = rf"""set -eu
 shared=$1; local=$2; runtime_sha=$3; spec_sha=$4; shift 4
 # every folder and link its path depends on: this user's or root's, and not writable by
 # others without the sticky bit (else another user renames the copy and puts theirs there)
@@ -361,17 +362,17 @@ for p in "$base" "$(readlink -f -- "$base" || echo "$base")"; do
 done
 if [ -n "$unsafe" ]; then
     echo "error: $(hostname -s): the node-local directory's folder is not safe: $unsafe; the job stops (set slurm: node_dir: or TMPDIR to a folder of your own)" >&2
-    exit 10
+    exit {VERIFY_EXIT}
 fi
 mkdir -m 0700 "$local" 2>/dev/null || true
 if [ -L "$local" ] || [ ! -d "$local" ] || [ ! -O "$local" ] || [ "$(stat -c %a "$local")" != 700 ] \
    || [ -n "$(ls -A "$local")" ]; then
     echo "error: $(hostname -s): the node-local directory $local is not a fresh private directory of $(id -un) (another user's, a link, not mode 0700, or not empty); the job stops" >&2
-    exit 10
+    exit {VERIFY_EXIT}
 fi
 # a requeued attempt: this job's node-local copies an earlier attempt left on this node (a
 # host that died could not remove them), this user's own and real directories only
-if [ -n "${SLURM_JOB_ID:-}" ]; then
+if [ -n "${{SLURM_JOB_ID:-}}" ]; then
     swept=0; left=0
     for old in "$(dirname "$local")/starforge-$SLURM_JOB_ID".*; do
         if [ "$old" != "$local" ] && [ -d "$old" ] && [ ! -L "$old" ] && [ -O "$old" ]; then
@@ -381,23 +382,23 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
         fi
     done
     # the mark says every earlier copy on this host is gone (forge jobs show reports them removed): only then
-    if [ "$swept" -gt 0 ] && [ "$left" -eq 0 ]; then echo "$swept" > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$(hostname -s).swept" || true; fi
+    if [ "$swept" -gt 0 ] && [ "$left" -eq 0 ]; then echo "$swept" > "$shared/{layout.SLURM_DIR}/{layout.SLURM_CLEANUP_DIR}/a${{FORGE_ATTEMPT:-0}}-$(hostname -s).swept" || true; fi
 fi
 for item in "$@"; do
     if [ -e "$shared/$item" ]; then cp -R "$shared/$item" "$local/"; fi
 done
-# the verified inputs are read-only; .forge-runtime/, status.json and provenance/ are the launcher's
-for item in jobspec.json forge_plugins recipe; do
+# the verified inputs are read-only; {layout.RUNTIME_DIR}/, {layout.STATUS_FILE} and {layout.PROVENANCE_DIR}/ are the launcher's
+for item in {" ".join(layout.VERIFIED_ITEMS)}; do
     if [ -e "$local/$item" ]; then chmod -R a-w "$local/$item"; fi
 done
 # the zip cannot vouch for itself: checked here, on the private copy, before it runs
-zip="$local/.forge-runtime/starforge-runtime.zip"
+zip="$local/{layout.RUNTIME_DIR}/{layout.RUNTIME_ZIP}"
 got=$(sha256sum "$zip" | cut -d' ' -f1)
 if [ "$got" != "$runtime_sha" ]; then
     echo "error: $(hostname -s): the job's runtime zip $zip changed after staging: its sha256 is $got, the job was submitted with $runtime_sha" >&2
-    exit 10
+    exit {VERIFY_EXIT}
 fi
-exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --verify-only
+exec python3 "$zip" --spec "$local/{layout.SPEC_FILE}" --spec-sha256 "$spec_sha" --verify-only
 """
 
 # bash -c '<this>' forge-run SHARED ARGV...: run ARGV; on a failure, leave its code in
@@ -405,11 +406,11 @@ exec python3 "$zip" --spec "$local/jobspec.json" --spec-sha256 "$spec_sha" --ver
 # failed is killed with this shell and leaves nothing). The batch script names the host from
 # it: a line printed here could be lost, as srun drops what a failed task printed last when
 # it ends the step (--kill-on-bad-exit) before that output reached it.
-NAME_HOST = r"""shared=$1; shift
+NAME_HOST = rf"""shared=$1; shift
 "$@"
 code=$?
 if [ "$code" -ne 0 ]; then
-    echo "$code" > "$shared/slurm/failed-${FORGE_ATTEMPT:-0}-$(hostname -s)"
+    echo "$code" > "$shared/{layout.SLURM_DIR}/{layout.SLURM_FAILED_PREFIX}${{FORGE_ATTEMPT:-0}}-$(hostname -s)"
 fi
 exit "$code"
 """
@@ -427,20 +428,20 @@ done
 """
 
 # bash -c '<this>' forge-collect SHARED LOCAL
-COLLECT = r"""shared=$1; local=$2
+COLLECT = rf"""shared=$1; local=$2
 host=$(hostname -s)
 # copied beside the name, then renamed: a collect killed mid-copy (past KillWait) leaves the
 # record the process wrote there itself whole, and at most a hidden temp file
-put() { tmp="${2%/*}/.${2##*/}.$$.tmp"; cp "$1" "$tmp" 2>/dev/null && mv -f "$tmp" "$2"; rm -f "$tmp"; }
-for d in provenance lineage; do  # records, and the launcher's outputs manifest (SPEC §18)
-    for f in "$local/$d"/*.json; do if [ -f "$f" ]; then mkdir -p "$shared/$d"; put "$f" "$shared/$d/${f##*/}"; fi; done
+put() {{ tmp="${{2%/*}}/.${{2##*/}}.$$.tmp"; cp "$1" "$tmp" 2>/dev/null && mv -f "$tmp" "$2"; rm -f "$tmp"; }}
+for d in {layout.PROVENANCE_DIR} {layout.LINEAGE_DIR}; do  # records, and the launcher's outputs manifest (SPEC §18)
+    for f in "$local/$d"/*.json; do if [ -f "$f" ]; then mkdir -p "$shared/$d"; put "$f" "$shared/$d/${{f##*/}}"; fi; done
 done
-if [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/slurm/status-$host.json"; fi
-z="$local/.forge-runtime/starforge-runtime.zip"; [ -f "$z" ] && PYTHONPATH="$z" python3 -m starforge.cluster.lineage --spec "$local/jobspec.json" --job-dir "$shared" --host "$host" --if-missing >&2
-if [ "${SLURM_NODEID:-0}" = 0 ] && [ -f "$local/status.json" ]; then put "$local/status.json" "$shared/status.json"; fi
+if [ -f "$local/{layout.STATUS_FILE}" ]; then put "$local/{layout.STATUS_FILE}" "$shared/{layout.SLURM_DIR}/{layout.SLURM_STATUS_PREFIX}$host.json"; fi
+z="$local/{layout.RUNTIME_DIR}/{layout.RUNTIME_ZIP}"; [ -f "$z" ] && PYTHONPATH="$z" python3 -m starforge.cluster.lineage --spec "$local/{layout.SPEC_FILE}" --job-dir "$shared" --host "$host" --if-missing >&2
+if [ "${{SLURM_NODEID:-0}}" = 0 ] && [ -f "$local/{layout.STATUS_FILE}" ]; then put "$local/{layout.STATUS_FILE}" "$shared/{layout.STATUS_FILE}"; fi
 if [ -d "$local" ] && [ ! -L "$local" ] && [ -O "$local" ]; then chmod -R u+w "$local" 2>/dev/null; rm -rf "$local"; fi
 # this host cleaned up after this attempt (what `forge jobs show` reads; a host that died did not)
-if [ ! -e "$local" ] && [ -d "$shared/slurm/cleanup" ]; then echo removed > "$shared/slurm/cleanup/a${FORGE_ATTEMPT:-0}-$host.done"; fi
+if [ ! -e "$local" ] && [ -d "$shared/{layout.SLURM_DIR}/{layout.SLURM_CLEANUP_DIR}" ]; then echo removed > "$shared/{layout.SLURM_DIR}/{layout.SLURM_CLEANUP_DIR}/a${{FORGE_ATTEMPT:-0}}-$host.done"; fi
 true
 """
 
@@ -497,9 +498,9 @@ class SlurmBackend(Backend):
         job_dir = Path(staged.dir).resolve()
         spec = staged.spec
         refuse_control_characters(job_dir, spec, self.settings)
-        out = job_dir / SLURM_DIR
+        out = job_dir / layout.SLURM_DIR
         make_dirs(out)
-        script = out / "job.sbatch"
+        script = out / layout.SLURM_SCRIPT
         atomic.write_file(script, batch_script(job_dir, spec, self.settings, staged.binding))
         # slurmctld stores the submit environment and --export=ALL hands it to every step:
         # sbatch runs without the credential variables.
@@ -509,7 +510,7 @@ class SlurmBackend(Backend):
             raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")
         return self._save_new_record(
             dataclasses.replace(staged, dir=job_dir),
-            backend_ref={"job_id": slurm_id, "output": str(out / "output.log"), "launch": self.settings["launch"]},
+            backend_ref={"job_id": slurm_id, "output": str(out / layout.SLURM_LOG), "launch": self.settings["launch"]},
         )
 
     def refresh(self, record: JobRecord) -> JobRecord:
@@ -557,7 +558,7 @@ def query_state(slurm_id: str, job_dir: Path) -> dict:
         state, code = line.split("|", 1)
         return {"state": state.split()[0], "exit_code": _exit_code("ExitCode=" + code), "reason": ""}
     try:
-        code = int((job_dir / SLURM_DIR / "exit_code").read_text().strip())
+        code = int((job_dir / layout.SLURM_DIR / layout.SLURM_EXIT_FILE).read_text().strip())
     except (OSError, ValueError):
         return {"state": None, "exit_code": None, "reason": ""}
     return {"state": "COMPLETED" if code == 0 else "FAILED", "exit_code": code, "reason": ""}

@@ -17,7 +17,7 @@ differ only in where the parts come from, which the caller passes in:
 - *runtime*: a fresh runtime zip built from this installation, or an old job's zip, which
   must still have the sha256 its record holds.
 
-The layout (:class:`JobLayout`)::
+The layout (:class:`JobLayout`, with the names :mod:`starforge.cluster.jobdir_layout` owns)::
 
     jobspec.json                  read-only
     forge_plugins/<name>/...      read-only
@@ -49,8 +49,9 @@ from typing import TYPE_CHECKING, Callable, Collection
 from ..cluster import removal
 from ..cluster.atomic import writer_tag
 from ..cluster.digest import tree_digest
-from ..cluster.environment import RUNTIME_DIR, WORK_DIR, install_runtime_zip, prepare_runtime, runtime_paths
+from ..cluster.environment import install_runtime_zip, prepare_runtime, runtime_paths
 from ..cluster.errors import VerificationError
+from ..cluster.jobdir_layout import PLUGINS_DIR, PROVENANCE_DIR, RECIPE_DIR, SPEC_FILE, WORK_DIR
 from ..cluster.jobspec import write_spec
 from ..cluster.readonly import make_read_only
 from ..directories import PRIVATE, dir_mode, make_dirs
@@ -59,10 +60,6 @@ from .binding import Binding, compute
 
 if TYPE_CHECKING:
     from ..cluster.jobspec import JobSpec
-
-SPEC_NAME = "jobspec.json"
-PLUGINS_DIR = "forge_plugins"
-RECIPE_DIR = "recipe"
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ class JobLayout:
 
     @property
     def spec(self) -> Path:
-        return self.root / SPEC_NAME
+        return self.root / SPEC_FILE
 
     @property
     def plugins(self) -> Path:
@@ -89,16 +86,12 @@ class JobLayout:
         return self.root / WORK_DIR
 
     @property
-    def runtime_dir(self) -> Path:
-        return self.root / RUNTIME_DIR
-
-    @property
     def runtime_zip(self) -> Path:
         return Path(runtime_paths(str(self.root))["zip"])
 
     @property
     def provenance(self) -> Path:
-        return self.root / "provenance"
+        return self.root / PROVENANCE_DIR
 
     @property
     def experiment(self) -> Path | None:

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from ..cluster.jobdir_layout import SPEC_FILE
 from .choices import BackendChoice
 from .completion import complete_job_ids
 from .output import JobOutput, note, plural
@@ -181,7 +182,7 @@ def _list_filtered(as_json: bool, limit: int | None, plugin: str | None, yanked:
             note(f"no job {found.described}")
         if found.unknown:
             note(f"{plural(len(found.unknown), 'job')} with pins unknown (recorded before job records kept them; "
-                 "their jobspec.json is gone), so not known to have run it or not:")
+                 f"their {SPEC_FILE} is gone), so not known to have run it or not:")
             _print_records([j.record for j in found.unknown], frozenset(j.record.id for j in found.unknown if j.removed))
     if limit and len(found.matches) > limit:
         note(f"{limit} of {plural(len(found.matches), 'matching job')} shown, the most recent")
@@ -287,7 +288,7 @@ def render_details(d: dict) -> list:
 def pin_lines(d: dict) -> list:
     """What the job ran: its plugin pins and its parameters (SPEC §18)."""
     if d.get("plugins") is None:
-        return ["pins     : unknown (recorded before job records kept them, and its jobspec.json is gone)"]
+        return [f"pins     : unknown (recorded before job records kept them, and its {SPEC_FILE} is gone)"]
     lines = []
     for i, pin in enumerate(d["plugins"]):
         lines.append(f"{'pins     :' if i == 0 else '          '} {pin.get('ref')}  {pin.get('digest')}")

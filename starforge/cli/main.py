@@ -18,6 +18,7 @@ from typing import NamedTuple
 import click
 
 from .. import __version__
+from ..cluster.jobdir_layout import WORK_DIR
 from ..errors import ForgeError, UsageError
 from .output import colour_forced, error_lines
 
@@ -69,7 +70,7 @@ COMMANDS = {
         "rm": Command("jobs:rm", 'Delete ended jobs: their records and their staged job directories.'),
         "prune": Command("jobs:prune", 'Delete ended jobs created longer ago than AGE, or the records of jobs whose directory is gone.'),
         "replay": Command("jobs:replay", 'Run again exactly what job ID ran, as a new job.'),
-        "outputs": Command("jobs_outputs:outputs", 'List the files job ID wrote: work/ and its declared outputs.'),
+        "outputs": Command("jobs_outputs:outputs", f'List the files job ID wrote: {WORK_DIR}/ and its declared outputs.'),
     },
     "key": {
         "generate": Command("keys:generate", "Make a signing key pair (Ed25519, or --type ecdsa-p256) for 'forge plugin publish --sign'."),

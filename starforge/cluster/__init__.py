@@ -12,6 +12,7 @@ Modules, one concept each, in the order a launch uses them:
 - :mod:`.errors` — the exceptions, each carrying its exit code; :class:`~.errors.LaunchFailure`
 - :mod:`.record`, :mod:`.atomic`, :mod:`.utctime` — immutable records, atomic writes, timestamps
 - :mod:`.digest` — tree digests and verification; :mod:`.jobspec` — the JobSpec contract
+- :mod:`.jobdir_layout` — the names of a job directory's parts, spelled nowhere else
 - :mod:`.launcher` — ``forge-launch``; with :mod:`.entrypoint` (running the training entrypoint), :mod:`.attempts`, :mod:`.readonly`, :mod:`.interpreter_flags`, :mod:`.child_process`
 - :mod:`.load_order` — which plugins load, in which order; :mod:`.signatures` + :mod:`.dsse` — launch-time signature checks
 - :mod:`.requires` — requirement checks; :mod:`.loader` — import from the verified bytes

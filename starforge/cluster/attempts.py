@@ -44,9 +44,9 @@ def next_attempt(job_dir: str) -> int:
     """
     if _given(os.environ) is not None:
         return attempt_number(os.environ)
-    from .environment import RUNTIME_DIR  # the launcher's only: a worker reads FORGE_ATTEMPT
+    from .jobdir_layout import ATTEMPTS_DIR, RUNTIME_DIR  # the launcher's only: a worker reads FORGE_ATTEMPT
 
-    folder = os.path.join(job_dir, RUNTIME_DIR, "attempts.d")
+    folder = os.path.join(job_dir, RUNTIME_DIR, ATTEMPTS_DIR)
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
@@ -83,10 +83,10 @@ def last_attempt(job_dir: str, env: Mapping[str, str]) -> int:
     given = _given(env)
     if given is not None:
         return given
-    from .environment import RUNTIME_DIR
+    from .jobdir_layout import ATTEMPTS_DIR, RUNTIME_DIR
 
     try:
-        names = os.listdir(os.path.join(job_dir, RUNTIME_DIR, "attempts.d"))
+        names = os.listdir(os.path.join(job_dir, RUNTIME_DIR, ATTEMPTS_DIR))
     except OSError:
         return 0
     return max((int(name) for name in names if name.isascii() and name.isdigit()), default=0)

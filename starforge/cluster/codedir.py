@@ -18,8 +18,9 @@ import json
 import os
 
 try:
+    from .jobdir_layout import CODE_POINTER_PREFIX, RUNTIME_DIR
     from .plain_specifiers import is_release, plain_clauses
-except ImportError:  # not imported as a module: node_entry.py ran plain_specifiers.py in this namespace
+except ImportError:  # not imported as a module: node_entry.py ran jobdir_layout.py and plain_specifiers.py in this namespace
     pass
 
 # The job's code directory on this node (see make_code_dir), and the key file in it that
@@ -28,11 +29,10 @@ except ImportError:  # not imported as a module: node_entry.py ran plain_specifi
 CODE_DIR_ENV = "FORGE_CODE_DIR"
 CODE_KEY = "forge-code.json"
 CODE_SCHEMA = "forge/code-dir/v1"
-# The job directory's pointer to the code directory of one node, for the job's processes
-# that do not inherit FORGE_CODE_DIR (Ray workers: their environment is fixed at submission):
-# <job dir>/.forge-runtime/code-dir@<node tag>, holding the directory's path. A process
-# checks what it points to exactly as it checks FORGE_CODE_DIR.
-POINTER_PREFIX = "code-dir@"
+# The job directory's pointer to the code directory of one node (pointer_path), for the job's
+# processes that do not inherit FORGE_CODE_DIR (Ray workers: their environment is fixed at
+# submission), holding the directory's path. A process checks what it points to exactly as it
+# checks FORGE_CODE_DIR.
 
 # The runtime's modules that the launcher and the job's other processes import at start
 # (the pinned lists of tests/launch/test_launch_code_dir.py), in the order the launcher
@@ -41,6 +41,7 @@ POINTER_PREFIX = "code-dir@"
 # ledger) is compiled from the same zip's source where it is imported.
 RUNTIME_MODULES = (
     "starforge", "starforge.launch", "starforge.launch.__main__", "starforge.cluster", "starforge.cluster.errors",
+    "starforge.cluster.jobdir_layout",
     "starforge.cluster.status", "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.atomic", "starforge.cluster.attempts",
     "starforge.cluster.binding", "starforge.cluster.child_process", "starforge.cluster.codedir",
     "starforge.cluster.interpreter", "starforge.cluster.interpreter_flags", "starforge.cluster.record",
@@ -60,7 +61,7 @@ RUNTIME_MODULES = (
 # Of those, what a job's worker imports (pinned by tests/launch/test_launch_code_dir.py): all that
 # the first worker on a host with no node entry (Ray's worker hosts) compiles into the code directory.
 WORKER_MODULES = (
-    "starforge", "starforge.cluster", "starforge.cluster.errors", "starforge.cluster.status",
+    "starforge", "starforge.cluster", "starforge.cluster.errors", "starforge.cluster.jobdir_layout", "starforge.cluster.status",
     "starforge.cluster.hyperparams_and_deferred", "starforge.cluster.atomic", "starforge.cluster.attempts",
     "starforge.cluster.binding", "starforge.cluster.codedir", "starforge.cluster.interpreter", "starforge.cluster.record",
     "starforge.cluster.digest", "starforge.cluster.names", "starforge.cluster.jobspec", "starforge.cluster.utctime",
@@ -391,7 +392,7 @@ def node_tag():
 
 def pointer_path(job_dir):
     """Where this node's pointer to the job's code directory is: ``.forge-runtime/code-dir@<node tag>``."""
-    return os.path.join(job_dir, ".forge-runtime", POINTER_PREFIX + node_tag())
+    return os.path.join(job_dir, RUNTIME_DIR, CODE_POINTER_PREFIX + node_tag())
 
 
 def write_pointer(job_dir, code_dir):

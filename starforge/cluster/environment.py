@@ -25,16 +25,13 @@ import sys
 from collections.abc import Mapping
 
 from .atomic import write_file
+from .jobdir_layout import BOOTSTRAP_DIR, BOOTSTRAP_FILE, HYPERPARAMS_FILE, RECIPE_DIR, RUNTIME_DIR, SPEC_FILE, WORK_DIR
 from .jobspec import format_json, read_spec
 from .runtime_zip import ZIP_NAME, read_own, running_from, write_runtime_zip
 
-RUNTIME_DIR = ".forge-runtime"
-BOOTSTRAP_DIR = "bootstrap"
-HYPERPARAMS_NAME = "hyperparams.json"
 # The job's working directory (SPEC §9): copies of the recipe's files, made at staging,
-# where relative writes land. A backend whose nodes run from a node-local copy (Slurm)
-# names the shared one in WORK_DIR_ENV.
-WORK_DIR = "work"
+# where relative writes land (jobdir_layout.WORK_DIR). A backend whose nodes run from a
+# node-local copy (Slurm) names the shared one in WORK_DIR_ENV.
 WORK_DIR_ENV = "FORGE_WORK_DIR"
 
 
@@ -44,7 +41,7 @@ def runtime_paths(job_dir: str) -> dict:
         "dir": base,
         "bootstrap": os.path.join(base, BOOTSTRAP_DIR),
         "zip": os.path.join(base, ZIP_NAME),
-        "hyperparams": os.path.join(base, HYPERPARAMS_NAME),
+        "hyperparams": os.path.join(base, HYPERPARAMS_FILE),
     }
 
 
@@ -62,7 +59,7 @@ def prepare_runtime(job_dir: str, hyperparams: Mapping | None = None) -> dict:
     paths = runtime_paths(job_dir)
     for folder in (paths["dir"], paths["bootstrap"]):  # never writable by others, whatever the umask
         private_dir(folder)
-    _write_if_changed(os.path.join(paths["bootstrap"], "sitecustomize.py"), sitecustomize_source())
+    _write_if_changed(os.path.join(paths["bootstrap"], BOOTSTRAP_FILE), sitecustomize_source())
     if not running_from(paths["zip"]):
         write_runtime_zip(paths["zip"])
     write_hyperparams(job_dir, hyperparams)
@@ -89,7 +86,7 @@ def install_runtime_zip(job_dir: str, zip_path: str, sha256: str, hyperparams: M
     write_file(paths["zip"], data)
     with zipfile.ZipFile(paths["zip"]) as zf:
         bootstrap = zf.read("starforge/cluster/bootstrap/sitecustomize.py")
-    write_file(os.path.join(paths["bootstrap"], "sitecustomize.py"), bootstrap)
+    write_file(os.path.join(paths["bootstrap"], BOOTSTRAP_FILE), bootstrap)
     write_hyperparams(job_dir, hyperparams)
     return paths
 
@@ -97,7 +94,7 @@ def install_runtime_zip(job_dir: str, zip_path: str, sha256: str, hyperparams: M
 def write_hyperparams(job_dir: str, hyperparams: Mapping | None = None) -> None:
     """The job's ``hyperparams.json`` (``FORGE_HYPERPARAMS``): the one writer of that file."""
     if hyperparams is None:
-        hyperparams = read_spec(os.path.join(job_dir, "jobspec.json")).hyperparams
+        hyperparams = read_spec(os.path.join(job_dir, SPEC_FILE)).hyperparams
     data = (format_json(dict(hyperparams)) + "\n").encode("utf-8")
     _write_if_changed(runtime_paths(job_dir)["hyperparams"], data)
 
@@ -112,7 +109,7 @@ def work_dir(job_dir: str, environ: Mapping[str, str] | None = None) -> str:
     if named:
         return os.path.abspath(named)
     own = os.path.join(os.path.abspath(job_dir), WORK_DIR)
-    return own if os.path.isdir(own) else os.path.join(os.path.abspath(job_dir), "recipe")
+    return own if os.path.isdir(own) else os.path.join(os.path.abspath(job_dir), RECIPE_DIR)
 
 
 def private_dir(path: str) -> None:
@@ -148,7 +145,7 @@ def job_environment(job_dir: str, spec_path: str, job_id: str, base: Mapping[str
     whatever *base* had.
     """
     paths = runtime_paths(job_dir)
-    ours = [paths["bootstrap"], os.path.join(os.path.abspath(job_dir), "recipe")]
+    ours = [paths["bootstrap"], os.path.join(os.path.abspath(job_dir), RECIPE_DIR)]
     old = (base or {}).get("PYTHONPATH", "")
     parts = [p for p in old.split(os.pathsep) if p and os.path.abspath(p) not in ours]
     pythonpath = os.pathsep.join(ours + parts)

@@ -37,6 +37,7 @@ try:
         remove_own_code_dir,
         write_pointer,
     )
+    from .jobdir_layout import BOOTSTRAP_DIR, RECIPE_DIR, RUNTIME_DIR, RUNTIME_ZIP
     from .status import REQUIRES_EXIT, SPEC_EXIT, VERIFY_EXIT, write_status
 except ImportError:  # not imported as a module: node_entry.py ran the modules it imports in this namespace
     pass
@@ -389,7 +390,7 @@ def spec_binding_refusal(spec_path, data, argv):
 
 def linked_job_path(job_dir):
     """The job directory or its ``.forge-runtime`` (or ``bootstrap`` in it) when one is a symlink, else None."""
-    for path in (job_dir, os.path.join(job_dir, ".forge-runtime"), os.path.join(job_dir, ".forge-runtime", "bootstrap")):
+    for path in (job_dir, os.path.join(job_dir, RUNTIME_DIR), os.path.join(job_dir, RUNTIME_DIR, BOOTSTRAP_DIR)):
         if os.path.islink(path):
             return path
     return None
@@ -424,7 +425,7 @@ def main(argv=None, zip_path=None, entry_code=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     spec_arg = spec_argument(argv)
     if spec_arg is None:
-        sys.stderr.write("error: usage: python3 starforge-runtime.zip --spec JOBSPEC [-- CMD ...]\n")
+        sys.stderr.write("error: usage: python3 %s --spec JOBSPEC [-- CMD ...]\n" % RUNTIME_ZIP)
         return SPEC_EXIT
     spec_path = os.path.abspath(spec_arg)
     job_dir = os.path.dirname(spec_path)
@@ -456,7 +457,7 @@ def main(argv=None, zip_path=None, entry_code=None):
     if not isinstance(entrypoint, list) or not isinstance(spec_python, (type(None), str)):
         sys.stderr.write("error: the JobSpec %s has a malformed entrypoint or python\n" % spec_path)
         return SPEC_EXIT
-    recipe = os.path.join(job_dir, "recipe")
+    recipe = os.path.join(job_dir, RECIPE_DIR)
     interpreter, how = resolve_job_python(spec_python, entrypoint, recipe, sys.executable)
     own = same_interpreter(interpreter, sys.executable)
     try:

@@ -28,9 +28,10 @@ from .digest import HashedFiles, check_bound, check_listing, verify_tree
 from .errors import InstallError, LaunchFailure, PluginImportError, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .import_hooks import TargetWatcher
+from .jobdir_layout import BUILTINS_DIR, PLUGINS_DIR, RECIPE_DIR
 from .jobspec import JobSpec
 from .load_order import Item, ordered_items
-from .provenance import LOG_ENV, patch_records, scheduler_ids, write_record
+from .provenance import LOG_ENV, new_record, patch_records, scheduler_ids, write_record
 from .utctime import utc_millis
 
 TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
@@ -132,7 +133,7 @@ class Job:
         from .shadowing import shadowing, top_level_names
 
         if self._recipe_names is None:  # listed once, by the recipe's finder where it is installed
-            self._recipe_names = recipe_names(os.path.join(self.job_dir, "recipe"))
+            self._recipe_names = recipe_names(os.path.join(self.job_dir, RECIPE_DIR))
         names = set(item.entry.top_level) | set(top_level_names(list(contents)))
         refusal = shadowing(item.ref, names, self._recipe_names)
         if refusal is not None:
@@ -180,7 +181,7 @@ class Job:
 
     @staticmethod
     def _verify_message(item: Item, detail: str) -> str:
-        where = "recipe/common/algorithms" if item.builtin else "forge_plugins"
+        where = "/".join((RECIPE_DIR, *BUILTINS_DIR)) if item.builtin else PLUGINS_DIR
         return f"{item.ref}: verification failed in {where}/{item.entry.name}: {detail}"
 
     def activate(self, item: Item, trigger: str) -> None:
@@ -392,28 +393,27 @@ class Job:
                 rec["ctx_keys"], at = loaded
                 rec["loaded_at"] = utc_millis(at)
             plugins.append(rec)
-        return {
-            "schema": "forge/provenance/v1",
-            "job_id": self.spec.id,
-            "role": self.role,
-            "mode": self.mode,
-            "host": os.uname().nodename,
-            "pid": os.getpid(),
-            "attempt": self.attempt,
-            "argv": self.argv,
-            "python": "%d.%d.%d" % sys.version_info[:3],
-            "executable": sys.executable,
-            "core_version": __version__,
-            "started": utc_millis(self.started),
-            "written": utc_millis(time.time()),
-            "disabled": self.disabled,
-            "plugins": plugins,
-            "patches": patch_records(),
-            "failure": self.failure.to_dict() if self.failure else None,
-            "scheduler": scheduler_ids(),
-            "environment": self.environment,
-            "replay_of": (self.spec.replay or {}).get("of"),
-        }
+        return new_record(
+            job_id=self.spec.id,
+            role=self.role,
+            mode=self.mode,
+            host=os.uname().nodename,
+            pid=os.getpid(),
+            attempt=self.attempt,
+            argv=self.argv,
+            python="%d.%d.%d" % sys.version_info[:3],
+            executable=sys.executable,
+            core_version=__version__,
+            started=utc_millis(self.started),
+            written=utc_millis(time.time()),
+            disabled=self.disabled,
+            plugins=plugins,
+            patches=patch_records(),
+            failure=self.failure.to_dict() if self.failure else None,
+            scheduler=scheduler_ids(),
+            environment=self.environment,
+            replay_of=(self.spec.replay or {}).get("of"),
+        )
 
     def write_provenance(self) -> str | None:
         record = self.record()

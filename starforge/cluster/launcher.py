@@ -23,6 +23,7 @@ from .codedir import remove_own_code_dir
 from .entrypoint import run_entrypoint
 from .errors import DeferredNotInstalledError, LaunchFailure, RequirementError, SpecError, VerificationError
 from .interpreter import confirm_python, linked_job_path, spec_argument
+from .jobdir_layout import PLUGINS_DIR, RECIPE_DIR, SPEC_FILE
 from .jobspec import read_spec
 from .readonly import deletable_when_done, is_ray_copy, make_read_only
 from .utctime import utc_now
@@ -31,10 +32,10 @@ USAGE = """usage: forge-launch --spec JOBSPEC [--spec-sha256 HEX] [--verify-only
 
 Verify and install a job's plugins, then run its training entrypoint.
 
-  --spec JOBSPEC   the job's jobspec.json; its directory is the job directory
+  --spec JOBSPEC   the job's %(spec)s; its directory is the job directory
   --spec-sha256 HEX
                    the sha256 the JobSpec had at staging (backends pass it): the
-                   launcher and every process of the job refuse another (exit 10)
+                   launcher and every process of the job refuse another (exit %(verify_exit)d)
   --verify-only    verify every plugin and check its requirements, then stop:
                    nothing is imported or installed and no entrypoint runs
   --plan LEDGER    the load phase only (what 'forge plan' runs): verify, requires,
@@ -45,10 +46,10 @@ Verify and install a job's plugins, then run its training entrypoint.
   -h, --help       show this help
 
 example:
-  forge-launch --spec /jobs/qwen3b-grpo-opsd-0001/jobspec.json
-  forge-launch --spec jobspec.json -- python -m toy_grpo.train --steps 10
-  forge-launch --spec jobspec.json --verify-only
-"""
+  forge-launch --spec /jobs/qwen3b-grpo-opsd-0001/%(spec)s
+  forge-launch --spec %(spec)s -- python -m toy_grpo.train --steps 10
+  forge-launch --spec %(spec)s --verify-only
+""" % {"spec": SPEC_FILE, "verify_exit": status.VERIFY_EXIT}
 
 PREFIX = "plugin  : "
 WARNING = "warning : "
@@ -108,7 +109,7 @@ def write_status(job_dir: str, phase: str, code, plugin=None, message: str = "")
     try:
         status.write_status(job_dir, phase, code, plugin, message, time=utc_now())
     except OSError as exc:
-        say(f"forge-launch: cannot write status.json: {exc}")
+        say(f"forge-launch: cannot write {status.STATUS_FILE}: {exc}")
 
 
 def _parse(argv: list[str]):
@@ -276,7 +277,7 @@ def launch(
     # Plugins patch the experiment's own modules too: the staged recipe is importable (first
     # on sys.path, as `python -m` in recipe/ would have it) before any install runs, through
     # a finder that writes no bytecode there; the job runs in its own working directory.
-    recipe = os.path.join(job_dir, "recipe")
+    recipe = os.path.join(job_dir, RECIPE_DIR)
     workdir = work_dir(job_dir)
     os.environ.pop(WORK_DIR_ENV, None)  # this job's; a job started from inside it has its own
     if os.path.isdir(recipe):
@@ -375,7 +376,7 @@ def _into_job_python(spec_path: str, job_dir: str, cmd: list[str] | None, argv: 
     except VerificationError as exc:
         return LaunchFailure(VerificationError, None, str(exc))
     entrypoint = list(cmd) if cmd else list(spec.entrypoint)
-    recipe = os.path.join(job_dir, "recipe")
+    recipe = os.path.join(job_dir, RECIPE_DIR)
     python, how = resolve_job_python(spec.python, entrypoint, recipe, sys.executable)
     if how == "default" and os.environ.get("FORGE_PYTHON_FROM") in ("spec", "entrypoint"):
         how = os.environ["FORGE_PYTHON_FROM"]
@@ -554,7 +555,7 @@ def _installed_by_other_processes(job) -> set:
 
 def _make_job_read_only(job) -> list[str]:
     """Leave the staged plugin trees read-only (``forge_plugins/`` and the built-ins used); return them."""
-    roots = [os.path.join(job.job_dir, "forge_plugins")] + [i.root for i in job.items if i.builtin]
+    roots = [os.path.join(job.job_dir, PLUGINS_DIR)] + [i.root for i in job.items if i.builtin]
     made = []
     for root in roots:
         if not os.path.isdir(root) or os.path.islink(root):

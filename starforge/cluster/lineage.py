@@ -39,6 +39,8 @@ import re
 import stat
 import sys
 
+from .jobdir_layout import LINEAGE_DIR, WORK_DIR
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Mapping
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 SIDECAR = ".forge-provenance.json"
 MANIFEST_SCHEMA = "forge/outputs/v1"
 SIDECAR_SCHEMA = "forge/provenance-sidecar/v1"
-LINEAGE_DIR = "lineage"  # in the job directory: one manifest per attempt and host
 OUTPUT_DIR_ENV = "FORGE_OUTPUT_DIR"  # the first declared output directory, as the job sees it
 SIDECAR_JOBS_KEPT = 64  # entries of other jobs a sidecar keeps (a shared directory many jobs write)
 SIDECAR_READ_CAP = 1 << 20  # bytes of an existing sidecar read before it is replaced
@@ -207,7 +208,7 @@ def record_attempt_end(spec_path: str, job_dir: str, attempt: int | None = None,
     if spec.ledger_only:  # forge plan --backend: the load phase only, nothing trained or written
         return None
     ended = utc_now()
-    dirs: list[dict[str, Any]] = [{"kind": "work", "declared": "work/", "path": work or work_dir(job_dir, env)}]
+    dirs: list[dict[str, Any]] = [{"kind": "work", "declared": WORK_DIR + "/", "path": work or work_dir(job_dir, env)}]
     if node_local_work:
         dirs[0]["node_local"] = True
     dirs += [{"kind": "declared", "declared": d, "path": p} for d, p in output_dirs(spec, env)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from .errors import LaunchFailure, SpecError
+from .jobdir_layout import BUILTINS_DIR, PLUGINS_DIR, RECIPE_DIR
 from .jobspec import JobSpec, PluginEntry
 
 TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
@@ -76,9 +77,9 @@ def ordered_items(spec: JobSpec, job_dir: str) -> list[Item]:
     items: list[Item] = []
     packages = {p.name: p for p in spec.plugins}
     for e in spec.plugins:
-        items.append(Item(e, False, os.path.join(job_dir, "forge_plugins", e.name)))
+        items.append(Item(e, False, os.path.join(job_dir, PLUGINS_DIR, e.name)))
     for e in spec.recipe_plugins:
-        item = Item(e, True, os.path.join(job_dir, "recipe", "common", "algorithms", e.name))
+        item = Item(e, True, os.path.join(job_dir, RECIPE_DIR, *BUILTINS_DIR, e.name))
         if e.name in packages:
             item.status = "shadowed"
             item.shadowed_by = packages[e.name].ref

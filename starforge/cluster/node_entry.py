@@ -15,7 +15,7 @@ import sys
 
 # interpreter.py and what it imports, each after the modules it imports (their relative
 # imports fail here, outside the package, and find the names in this one namespace).
-ENTRY_MODULES = ("status.py", "binding.py", "plain_specifiers.py", "codedir.py", "interpreter.py")
+ENTRY_MODULES = ("jobdir_layout.py", "status.py", "binding.py", "plain_specifiers.py", "codedir.py", "interpreter.py")
 
 
 def run_entry(cluster_dir, read, zip_path):

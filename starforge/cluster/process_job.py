@@ -15,6 +15,7 @@ from .errors import LaunchFailure, SpecError, VerificationError
 from .exits import die, run_or_exit
 from .interpreter import same_interpreter
 from .job import Job
+from .jobdir_layout import RECIPE_DIR
 from .jobspec import SPEC_SHA256_ENV, read_spec
 from .ray_init import watch_ray_init
 from .recipe_imports import install_recipe_finder
@@ -70,7 +71,7 @@ def boot_process(reason: str = "start-up") -> Job | None:
             die(None, LaunchFailure(SpecError, None, f"{spec_path}: {exc}"))
         assert job is not None
         # the recipe's own modules come from the staged recipe, never from the working directory
-        install_recipe_finder(os.path.join(job_dir, "recipe"))
+        install_recipe_finder(os.path.join(job_dir, RECIPE_DIR))
         hyperparams_and_deferred.registry.booted = True
         if os.environ.get("FORGE_DISABLE") == "1":
             job.disabled = True

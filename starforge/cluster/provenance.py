@@ -14,13 +14,40 @@ import os
 import sys
 
 from .atomic import write_file
+from .jobdir_layout import PROVENANCE_DIR as DIRNAME
 from .jobspec import format_json
 
 TYPE_CHECKING = False  # typing only for annotations: a worker's start does not import it
 if TYPE_CHECKING:
     from typing import Any
 
-DIRNAME = "provenance"
+SCHEMA = "forge/provenance/v1"
+# The fields of a process's record, in the order it writes them (:func:`new_record`), each with
+# the JSON types it may hold (None: null): what a reader of records from an untrusted place
+# keeps (``starforge.backends.log_provenance``); REQUIRED are those every record has.
+FIELDS: dict = {
+    "schema": (str,),
+    "job_id": (str,),
+    "role": (str,),
+    "mode": (str, None),
+    "host": (str,),
+    "pid": (int,),
+    "attempt": (int,),
+    "argv": (list,),
+    "python": (str,),
+    "executable": (str, None),
+    "core_version": (str,),
+    "started": (str, None),
+    "written": (str, None),
+    "disabled": (bool,),
+    "plugins": (list,),
+    "patches": (list,),
+    "failure": (dict, None),
+    "scheduler": (dict,),
+    "environment": (dict, None),
+    "replay_of": (str, None),
+}
+REQUIRED = ("schema", "job_id", "role", "host", "pid", "attempt", "plugins", "patches")
 # set to 1 where records also travel in the job's log (:mod:`.provenance_log`)
 LOG_ENV = "FORGE_PROVENANCE_LOG"
 # a folder every host sees (Slurm's shared job directory) where records are also written as
@@ -135,6 +162,18 @@ def expand_hostlist(text: str, limit: int = 4096) -> list:
 def record_path(job_dir: str, record: dict) -> str:
     host = _safe(str(record.get("host", "host")))[:64] or "host"
     return os.path.join(job_dir, DIRNAME, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
+
+
+def new_record(**values: Any) -> dict:
+    """A process's record: :data:`SCHEMA`, then *values* in the order of :data:`FIELDS`, whose
+    other fields they name exactly (a field added here is added to every reader).
+
+    >>> list(new_record(**{k: None for k in FIELDS if k != "schema"}))[:3]
+    ['schema', 'job_id', 'role']
+    """
+    if len(values) != len(FIELDS) - 1 or not all(k in FIELDS and k != "schema" for k in values):
+        raise ValueError(f"a provenance record has the fields {list(FIELDS)[1:]}, not {list(values)}")
+    return {"schema": SCHEMA, **{k: values[k] for k in FIELDS if k != "schema"}}
 
 
 def write_record(job_dir: str, record: dict, environ=None) -> str:

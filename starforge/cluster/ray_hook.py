@@ -23,6 +23,7 @@ import os
 import sys
 
 from .environment import runtime_paths
+from .jobdir_layout import SPEC_FILE
 from .process_job import boot_process
 from .ray_init import CHAINED_HOOK_ENV, CHAINED_PICKLED_ENV, SETUP_HOOK
 
@@ -53,13 +54,13 @@ def _locate_job() -> None:
     spec = os.environ.get("FORGE_JOBSPEC", "")
     if spec and os.path.isabs(spec) and os.path.exists(spec):
         return
-    if not spec and not os.path.exists("jobspec.json"):
+    if not spec and not os.path.exists(SPEC_FILE):
         return
     job_dir = os.environ.get("FORGE_JOB_DIR", "")
     if not job_dir or not os.path.isabs(job_dir) or not os.path.isdir(job_dir):
         job_dir = os.getcwd()
     os.environ["FORGE_JOB_DIR"] = job_dir
-    os.environ["FORGE_JOBSPEC"] = os.path.join(job_dir, "jobspec.json")
+    os.environ["FORGE_JOBSPEC"] = os.path.join(job_dir, SPEC_FILE)
     paths = runtime_paths(job_dir)
     os.environ["FORGE_HYPERPARAMS"] = paths["hyperparams"]
     os.environ["FORGE_RUNTIME"] = paths["zip"]

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import stat
 
+from . import jobdir_layout
+
 # Where the launchers running in one of Ray's copies of a job note themselves (one file per
 # pid), so that only the last to end gives the folders back.
-LAUNCHERS_DIR = os.path.join(".forge-runtime", "launchers")
+LAUNCHERS_DIR = os.path.join(jobdir_layout.RUNTIME_DIR, jobdir_layout.LAUNCHERS_DIR)
 
 
 def make_read_only(path: str | os.PathLike[str]) -> None:

@@ -20,6 +20,8 @@ import os
 import re
 import sys
 
+from .jobdir_layout import RECIPE_DIR
+
 # An extension module's file name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``): group 1 is its import name.
 EXTENSION_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 
@@ -43,16 +45,16 @@ def recipe_top_level(recipe_dir: str) -> dict[str, str]:
         try:
             if entry.is_dir(follow_symlinks=False):
                 if name.isidentifier() and _holds_python(entry.path):
-                    out.setdefault(name, f"recipe/{name}/")
+                    out.setdefault(name, f"{RECIPE_DIR}/{name}/")
                 continue
         except OSError:
             continue
         if name.endswith(".py") and name[:-3].isidentifier():
-            out.setdefault(name[:-3], f"recipe/{name}")
+            out.setdefault(name[:-3], f"{RECIPE_DIR}/{name}")
             continue
         m = EXTENSION_RE.match(name)
         if m:
-            out.setdefault(m.group(1), f"recipe/{name}")
+            out.setdefault(m.group(1), f"{RECIPE_DIR}/{name}")
     return out
 
 

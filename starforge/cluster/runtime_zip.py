@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import os
 
-ZIP_NAME = "starforge-runtime.zip"
+from .jobdir_layout import RUNTIME_ZIP
+
+ZIP_NAME = RUNTIME_ZIP  # the runtime zip in the job directory
 VENDOR = "starforge/cluster/_vendor/"
 # What the requirement checks need of the vendored packaging (requires.py imports the first
 # two): a zip lacking any of these is refused at build time, never shipped half-vendored.

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 # The recipe's listing is the recipe finder's (every process of the job lists it there,
 # without importing the lists below); the names stay public here for every check.
+from .jobdir_layout import PLUGINS_DIR
 from .recipe_imports import EXTENSION_RE, recipe_top_level  # noqa: F401
 
 STDLIB_NAMES = frozenset({
@@ -92,7 +93,7 @@ TRAINING_STACK = frozenset({
 # dependency, and the start-up hooks the job's bootstrap relies on.
 RESERVED_NAMES = {
     "starforge": "the StarForge runtime itself",
-    "forge_plugins": "the directory the job stages plugins in",
+    PLUGINS_DIR: "the directory the job stages plugins in",
     "packaging": "the one dependency of StarForge's cluster-side runtime",
     "sitecustomize": "the start-up hook that carries plugins into every process of the job",
     "usercustomize": "a start-up hook Python runs in every process",

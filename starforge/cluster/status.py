@@ -16,14 +16,17 @@ trainer's own exit code of the same number.
 import json
 import os
 
+try:
+    from .jobdir_layout import STATUS_FILE
+except ImportError:  # not imported as a module: node_entry.py ran jobdir_layout.py in this namespace
+    pass
+
 SPEC_EXIT = 2  # bad spec or usage
 VERIFY_EXIT = 10  # verification failed
 REQUIRES_EXIT = 11  # unmet requirement
 IMPORT_EXIT = 12  # import or entrypoint failure
 INSTALL_EXIT = 13  # ``install`` raised
 DEFERRED_EXIT = 14  # a deferred plugin never installed (strict)
-
-STATUS_FILE = "status.json"
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends import backend_names, settings_sections
+from ..cluster.jobdir_layout import PLUGINS_DIR
 from ..cluster.names import is_plugin_name
 from ..errors import ManifestError, UsageError
 from ..manifest import closest
@@ -439,7 +440,7 @@ def _plugins(v: _Validator, value: Any) -> tuple:
             raise v.fail(
                 path,
                 f"plugins[{i}]: plugin '{req.name}' is already requested as '{seen[req.name]}'",
-                hint=f"a plugin name is loaded once (one forge_plugins/{req.name}/ per job): delete one of the two requests from plugins:",
+                hint=f"a plugin name is loaded once (one {PLUGINS_DIR}/{req.name}/ per job): delete one of the two requests from plugins:",
             )
         seen[req.name] = item
         out.append(req)

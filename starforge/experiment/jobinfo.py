@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cluster.jobdir_layout import PROVENANCE_DIR, STATUS_FILE
+
 
 def job_details(record) -> dict:
     """The record as a dict plus ``launch_status`` and ``provenance`` (None when absent)."""
@@ -25,10 +27,10 @@ def job_details(record) -> dict:
         record = backfill(JobStore(), record)
     out = record.shown()
     job_dir = Path(record.dir)
-    out["launch_status"] = _read_json(job_dir / "status.json")
+    out["launch_status"] = _read_json(job_dir / STATUS_FILE)
     out["outputs"] = outputs_of(record)
     out["provenance"] = None
-    if (job_dir / "provenance").is_dir():
+    if (job_dir / PROVENANCE_DIR).is_dir():
         from ..backends.log_provenance import read_summary
         from ..cluster.provenance import summarize
 
@@ -46,7 +48,7 @@ def job_details(record) -> dict:
 
 def launch_status(record) -> dict | None:
     """The job's ``status.json`` (launcher phase and code), or None when absent or unreadable."""
-    return _read_json(Path(record.dir) / "status.json")
+    return _read_json(Path(record.dir) / STATUS_FILE)
 
 
 def _read_json(path: Path):

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cluster.jobdir_layout import RECIPE_DIR
 from ..errors import ForgeError
 
 SCHEMA = "forge/plan/v1"
@@ -209,7 +210,7 @@ def local_python(spec, job_dir: Path) -> str:
     from ..cluster.errors import RequirementError
     from ..cluster.interpreter import JobPythonError, check_job_python, resolve_job_python
 
-    python, how_ = resolve_job_python(spec.python, list(spec.entrypoint), str(job_dir / "recipe"), sys.executable)
+    python, how_ = resolve_job_python(spec.python, list(spec.entrypoint), str(job_dir / RECIPE_DIR), sys.executable)
     try:
         check_job_python(python)
     except JobPythonError as exc:

@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..cluster.jobdir_layout import PLUGINS_DIR, PROVENANCE_DIR, RECIPE_DIR, SPEC_FILE
 from ..cluster.jobspec import JobSpec
 from ..errors import ForgeError, NotFoundError, VerificationError
 
@@ -94,7 +95,7 @@ def _old_spec(record, job_dir: Path) -> JobSpec:
     from ..cluster.errors import SpecError
     from ..cluster.jobspec import read_spec
 
-    path = job_dir / "jobspec.json"
+    path = job_dir / SPEC_FILE
     if record.spec_sha256:
         try:
             got = sha256_file(str(path))
@@ -114,7 +115,7 @@ def check_spec_recorded(record) -> str:
     if record.spec_sha256:
         return ""
     return (f"job {record.id} was submitted by an older starforge-core that recorded no JobSpec sha256: its "
-            "jobspec.json cannot be proved to be the one it ran")
+            f"{SPEC_FILE} cannot be proved to be the one it ran")
 
 
 def check_recipe(record, job_dir: Path, spec: JobSpec) -> str:
@@ -127,13 +128,13 @@ def check_recipe(record, job_dir: Path, spec: JobSpec) -> str:
 
     if not spec.recipe_digest:
         return (f"job {record.id} was staged by an older starforge-core that recorded no recipe digest: the recipe as staged "
-                f"in {job_dir / 'recipe'} runs, but cannot be proved to be the one it ran")
+                f"in {job_dir / RECIPE_DIR} runs, but cannot be proved to be the one it ran")
     try:
-        got = tree_digest(job_dir / "recipe")
+        got = tree_digest(job_dir / RECIPE_DIR)
     except (OSError, VerificationError) as exc:
         got = f"unreadable ({exc})"
     if got != spec.recipe_digest:
-        raise _refuse(record.id, f"the recipe as staged in {job_dir / 'recipe'} changed since the job ran: tree digest {got}, "
+        raise _refuse(record.id, f"the recipe as staged in {job_dir / RECIPE_DIR} changed since the job ran: tree digest {got}, "
                       f"recorded {spec.recipe_digest}",
                       "the staged copy was edited; replay runs only what the job ran (forge submit runs today's tree)")
     return ""
@@ -258,7 +259,7 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
         served = None
         for entry in entries:
             if is_dev(entry.plugin):  # never published: the old job's staged copy, by its digest
-                copy_staged_plugin(record.id, entry, old_dir / "forge_plugins" / entry.name, plugins_dir / entry.name)
+                copy_staged_plugin(record.id, entry, old_dir / PLUGINS_DIR / entry.name, plugins_dir / entry.name)
                 continue
             served = fetch_plugin(record.id, entry, plugins_dir / entry.name, registries) or served
         # today's trust policy, against the registry that served the files (else the first configured)
@@ -266,7 +267,7 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
             [Pin.of(e.plugin) for e in published], require=require_signatures)
 
     def fill_recipe(dest: Path) -> None:
-        copy_tree(old_dir / "recipe", dest)
+        copy_tree(old_dir / RECIPE_DIR, dest)
 
     from .yanked import REPLAY, check_yanked
 
@@ -315,7 +316,7 @@ def recorded_environment(job_dir: Path) -> dict | None:
     """The environment fingerprint the replayed job's launcher recorded, or None (none here)."""
     from ..cluster.provenance import summarize
 
-    if not (job_dir / "provenance").is_dir():
+    if not (job_dir / PROVENANCE_DIR).is_dir():
         return None
     launcher = summarize(str(job_dir)).get("launcher") or {}
     return launcher.get("environment")
@@ -362,9 +363,9 @@ def replay_job(
         from ..cluster.digest import tree_digest
 
         try:
-            recipe_digest = tree_digest(old_dir / "recipe")
+            recipe_digest = tree_digest(old_dir / RECIPE_DIR)
         except (OSError, VerificationError) as exc:
-            raise _refuse(record.id, f"its staged recipe {old_dir / 'recipe'} cannot be read: {exc}",
+            raise _refuse(record.id, f"its staged recipe {old_dir / RECIPE_DIR} cannot be read: {exc}",
                           "the staged job directory was changed") from None
     backend = backend or record.backend
     settings: dict = {}

@@ -33,10 +33,11 @@ def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict
     '/jobs/j1/.forge-runtime/bootstrap'
     """
     from ..cluster.environment import job_environment, prepare_runtime
+    from ..cluster.jobdir_layout import RECIPE_DIR, SPEC_FILE
     from ..cluster.jobspec import read_spec
 
     job_dir = os.path.abspath(os.fspath(job_dir))
-    spec_path = os.path.join(job_dir, "jobspec.json")
+    spec_path = os.path.join(job_dir, SPEC_FILE)
     spec = read_spec(spec_path)
     prepare_runtime(job_dir, spec.hyperparams)
     env = job_environment(job_dir, spec_path, spec.id)
@@ -46,7 +47,7 @@ def bootstrap_env(job_dir: str | os.PathLike, *, relative: bool = False) -> dict
     # other interpreters alone, as the launcher's children do. Otherwise it acts in all.
     from ..cluster.interpreter import resolve_job_python
 
-    declared, how = resolve_job_python(spec.python, spec.entrypoint, os.path.join(job_dir, "recipe"), "")
+    declared, how = resolve_job_python(spec.python, spec.entrypoint, os.path.join(job_dir, RECIPE_DIR), "")
     if how != "default" and os.path.isabs(declared) and "$" not in (spec.python or ""):
         env["FORGE_PYTHON"] = declared
     else:

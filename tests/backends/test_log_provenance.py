@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from starforge.backends.log_provenance import FETCH_FILE, MAX_BYTES, collect, read_summary, store
 from starforge.cluster import provenance_log
 from starforge.cluster.provenance import summarize
@@ -137,3 +139,21 @@ def test_launcher_node_list_names_the_hosts_without_a_record(tmp_path):
     Path(job_dir / "provenance" / "a1-n1-1.json").write_text(json.dumps(launcher))
     summary = summarize(str(job_dir))
     assert summary["expected_hosts"] == ["n1", "n2"] and summary["missing_hosts"] == ["n2"]
+
+
+def test_the_log_reader_keeps_every_field_a_process_writes_and_the_record_has_one_definition():
+    from starforge.backends import log_provenance
+    from starforge.cluster import provenance
+
+    sample = {"job_id": "j-1", "role": "launcher", "mode": "launch", "host": "node-1", "pid": 42, "attempt": 0,
+              "argv": ["train.py"], "python": "3.11.2", "executable": "/usr/bin/python3", "core_version": "1.0",
+              "started": None, "written": None, "disabled": False, "plugins": [], "patches": [], "failure": None,
+              "scheduler": {}, "environment": None, "replay_of": None}
+    record = provenance.new_record(**sample)
+    assert list(record) == list(provenance.FIELDS)
+    kept, reason = log_provenance.check_record(record, "j-1")
+    assert reason == "" and kept == {**record, "reported_via": "job log"}
+    assert log_provenance.FIELDS is provenance.FIELDS and log_provenance.SCHEMA == record["schema"]
+    for wrong in ({k: v for k, v in sample.items() if k != "host"}, {**sample, "hostname": "node-1"}):
+        with pytest.raises(ValueError, match="a provenance record has the fields"):
+            provenance.new_record(**wrong)

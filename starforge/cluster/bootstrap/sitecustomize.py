@@ -104,15 +104,16 @@ def _code_dir(runtime_zip):
 
 
 def _codedir_functions(runtime_zip):
-    """codedir.py's functions, compiled from the runtime zip in a namespace of their own (as
-    node_entry.py does): importing ``starforge`` here would fix it to the zip before the
-    code directory is on the path."""
+    """codedir.py's functions, compiled from the runtime zip in a namespace of their own,
+    after the job directory's names they use (as node_entry.py does): importing
+    ``starforge`` here would fix it to the zip before the code directory is on the path."""
     import zipimport
 
-    name = "starforge/cluster/codedir.py"
-    functions = {"__name__": "forge_codedir", "__file__": _os.path.join(runtime_zip, name)}
-    exec(compile(zipimport.zipimporter(runtime_zip).get_data(name), functions["__file__"], "exec", dont_inherit=True),
-         functions)  # noqa: S102
+    zf = zipimport.zipimporter(runtime_zip)
+    functions = {"__name__": "forge_codedir"}
+    for name in ("starforge/cluster/jobdir_layout.py", "starforge/cluster/codedir.py"):
+        functions["__file__"] = _os.path.join(runtime_zip, name)
+        exec(compile(zf.get_data(name), functions["__file__"], "exec", dont_inherit=True), functions)  # noqa: S102
     return functions
 
 
