@@ -61,12 +61,13 @@ def host_manifest(attempt: int) -> str | None:
     """In a Ray worker on another node: this host's outputs manifest for *attempt*, as text,
     or None when no other process of the job ran on this host."""
     from .environment import work_dir
+    from .jobdir_layout import SPEC_FILE
     from .lineage import record_attempt_end
 
     job_dir = os.environ.get("FORGE_JOB_DIR") or os.getcwd()
     if not ran_here(job_dir):
         return None
-    path = record_attempt_end(os.path.join(job_dir, "jobspec.json"), job_dir, attempt, work=work_dir(job_dir),
+    path = record_attempt_end(os.path.join(job_dir, SPEC_FILE), job_dir, attempt, work=work_dir(job_dir),
                               by=RECORDED_BY, node_local_work=True)
     if path is None:
         return None
