@@ -28,6 +28,7 @@ Convention for docs/*.md and README.md:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -135,8 +136,24 @@ def documented() -> list:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     """The scratch world every doc starts from (copied per doc): made by examples/docs-world.sh,
-    the script the docs tell a reader to run, so a page runs for them as it runs here."""
-    root = tmp_path_factory.mktemp("docs-world")
+    the script the docs tell a reader to run, so a page runs for them as it runs here. Made
+    once per run: under xdist the first worker to get here makes it in the run's shared temp
+    directory and the others wait for it, then read it (no page writes to it)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's temp directory, which every worker's own lies in
+    root, made = base / "docs-world", base / "docs-world.made"
+    with open(base / "docs-world.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            # made where it stays: the world's lock file names its registry by absolute path
+            shutil.rmtree(root, ignore_errors=True)
+            make_world(root)
+            made.touch()
+    return root
+
+
+def make_world(root: Path) -> None:
     home, forge_home = root / "home", root / "forge-home"
     env = scratch_env(root, home, forge_home)
     proc = subprocess.run(["bash", str(REPO / "examples" / "docs-world.sh"), str(root)], env=env, capture_output=True,
@@ -149,7 +166,6 @@ def world(tmp_path_factory) -> Path:
     for link, target in LINKED.items():
         if (REPO / target).exists():
             (root / "work" / link).symlink_to(REPO / target)
-    return root
 
 
 # in the world -> what it links to in the checkout (made by bash .ci/setup)
