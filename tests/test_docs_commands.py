@@ -28,7 +28,6 @@ Convention for docs/*.md and README.md:
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.once import made_once
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
@@ -137,20 +137,8 @@ def documented() -> list:
 def world(tmp_path_factory) -> Path:
     """The scratch world every doc starts from (copied per doc): made by examples/docs-world.sh,
     the script the docs tell a reader to run, so a page runs for them as it runs here. Made
-    once per run: under xdist the first worker to get here makes it in the run's shared temp
-    directory and the others wait for it, then read it (no page writes to it)."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the run's temp directory, which every worker's own lies in
-    root, made = base / "docs-world", base / "docs-world.made"
-    with open(base / "docs-world.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not made.exists():
-            # made where it stays: the world's lock file names its registry by absolute path
-            shutil.rmtree(root, ignore_errors=True)
-            make_world(root)
-            made.touch()
-    return root
+    once per run, the xdist workers' pages reading the same (a page runs in a copy)."""
+    return made_once(tmp_path_factory, "docs-world", make_world)
 
 
 def make_world(root: Path) -> None:
