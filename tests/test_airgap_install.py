@@ -11,8 +11,7 @@ import venv
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from support.wheel import starforge_wheel
 
 
 def run(cmd, env=None, cwd=None, timeout=600) -> subprocess.CompletedProcess:
@@ -20,19 +19,14 @@ def run(cmd, env=None, cwd=None, timeout=600) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.index
-def test_forge_installs_from_a_wheel_folder_with_no_index(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
-    for entry in ("pyproject.toml", "README.md", "starforge", "plugin_templates"):
-        path = REPO / entry
-        (shutil.copytree(path, src / entry, ignore=ignore) if path.is_dir() else shutil.copy2(path, src / entry))
+def test_forge_installs_from_a_wheel_folder_with_no_index(tmp_path, tmp_path_factory):
     wheels = tmp_path / "wheels"
-    # Connected side: forge's own wheel (built offline, pure Python), then its dependencies'
-    # wheels from whatever index this machine's pip is configured with.
-    built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", src, "-w", wheels])
-    assert built.returncode == 0, built.stdout + built.stderr
-    (own,) = wheels.glob("starforge_core-*.whl")
+    wheels.mkdir()
+    # Connected side: forge's own wheel (built offline, pure Python: the run's one build, which
+    # the wheel test reads too), then its dependencies' wheels from whatever index this
+    # machine's pip is configured with.
+    built, _output, _src = starforge_wheel(tmp_path_factory)
+    own = Path(shutil.copy2(built, wheels))
     fetched = run([sys.executable, "-m", "pip", "download", "-q", "-d", wheels, "--only-binary=:all:", own])
     if fetched.returncode != 0:
         reason = "no package index reachable for the connected side's download: " + fetched.stderr.strip()[-300:]

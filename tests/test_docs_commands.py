@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.once import made_once
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
@@ -135,8 +136,12 @@ def documented() -> list:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     """The scratch world every doc starts from (copied per doc): made by examples/docs-world.sh,
-    the script the docs tell a reader to run, so a page runs for them as it runs here."""
-    root = tmp_path_factory.mktemp("docs-world")
+    the script the docs tell a reader to run, so a page runs for them as it runs here. Made
+    once per run, the xdist workers' pages reading the same (a page runs in a copy)."""
+    return made_once(tmp_path_factory, "docs-world", make_world)
+
+
+def make_world(root: Path) -> None:
     home, forge_home = root / "home", root / "forge-home"
     env = scratch_env(root, home, forge_home)
     proc = subprocess.run(["bash", str(REPO / "examples" / "docs-world.sh"), str(root)], env=env, capture_output=True,
@@ -149,7 +154,6 @@ def world(tmp_path_factory) -> Path:
     for link, target in LINKED.items():
         if (REPO / target).exists():
             (root / "work" / link).symlink_to(REPO / target)
-    return root
 
 
 # in the world -> what it links to in the checkout (made by bash .ci/setup)

@@ -5,12 +5,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from import_graph import cycles, package_graph
 
 import starforge
 
 PACKAGE = Path(starforge.__file__).parent
 PUBLIC = ("starforge.plugins", "starforge.patching", "starforge.launch", "starforge.launch.__main__")
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict:
+    """The package's import graph, read once for the module's checks (none of them changes it)."""
+    return package_graph(PACKAGE, "starforge", skip=("_vendor",))
 
 
 def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path):
@@ -23,14 +30,13 @@ def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path):
     assert cycles(package_graph(pkg, "pkg")) == [["pkg.a", "pkg.b"]]
 
 
-def test_the_cluster_side_and_its_public_names_have_no_cycles():
-    graph = package_graph(PACKAGE, "starforge", skip=("_vendor",))
+def test_the_cluster_side_and_its_public_names_have_no_cycles(graph):
     ours = {m: e for m, e in graph.items() if m.startswith("starforge.cluster") or m in PUBLIC}
     assert cycles(ours) == []
 
 
-def test_the_whole_package_has_no_cycles():
-    assert cycles(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []
+def test_the_whole_package_has_no_cycles(graph):
+    assert cycles(graph) == []
 
 
 # Arrows that would run back up the layers (low module -> package above it). The laptop's
@@ -62,8 +68,8 @@ def test_the_upward_arrow_finder_finds_a_lazy_one(tmp_path):
     assert upward_arrows(package_graph(root, "starforge")) == ["starforge.signing -> starforge.registry.cache (line 2)"]
 
 
-def test_no_import_runs_back_up_the_layers():
-    assert upward_arrows(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []
+def test_no_import_runs_back_up_the_layers(graph):
+    assert upward_arrows(graph) == []
 
 
 # Every top-level module and package of starforge/, by layer, bottom up. A module imports
@@ -112,8 +118,8 @@ def test_the_layer_check_finds_an_upward_import_and_an_unplaced_package(tmp_path
         "starforge.cluster.job -> starforge.cli (line 2)", "unplaced: newthing"]
 
 
-def test_every_package_keeps_to_its_layer():
-    assert layer_violations(package_graph(PACKAGE, "starforge", skip=("_vendor",))) == []
+def test_every_package_keeps_to_its_layer(graph):
+    assert layer_violations(graph) == []
 
 
 def documented_layers(text: str) -> list:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 from pathlib import Path
 
@@ -18,9 +19,11 @@ DOC = REPO / "docs" / "security.md"
 REF = re.compile(r"`((?:[\w/]+\.py)?)(?:::([\w*]+))?`")
 
 
-def _tests_in(path: Path) -> set[str]:
+@functools.cache  # one parse per file: the tables name the same files many times over
+def _tests_in(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")}
+    return frozenset(n.name for n in ast.walk(tree)
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_"))
 
 
 def _references() -> list[tuple[str, str | None]]:

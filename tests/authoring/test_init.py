@@ -1,11 +1,9 @@
 """forge plugin init: every template checks clean, its own tests pass, and the wheel ships it."""
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +11,7 @@ from starforge.authoring.checks import check_plugin
 from starforge.authoring.init import TEMPLATES, core_spec, init_plugin, templates_dir
 from starforge.errors import UsageError
 from support.cli import run_cli
-
-REPO = Path(__file__).resolve().parents[2]
+from support.wheel import starforge_wheel
 
 CASES = [("algorithm", "eager"), ("algorithm", "deferred"), ("environment", "eager"), ("data-prep", "eager")]
 
@@ -151,32 +148,16 @@ def _wheel_tools_available() -> str | None:
     return None
 
 
-def test_wheel_ships_templates_and_schema(tmp_path):
+def test_wheel_ships_templates_and_schema(tmp_path_factory):
     """A non-editable install gets the templates and the schema (built offline from a copy)."""
     missing = _wheel_tools_available()
     if missing:
         if os.environ.get("CI"):
             pytest.fail(missing)
         pytest.skip(missing + " (install the 'test' extra)")
-    src = tmp_path / "src"
-    src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".venv", ".git")
-    for entry in ("pyproject.toml", "README.md", "starforge", "plugin_templates"):
-        path = REPO / entry
-        if path.is_dir():
-            shutil.copytree(path, src / entry, ignore=ignore)
-        elif path.exists():
-            shutil.copy2(path, src / entry)
-    out = tmp_path / "wheel"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-v", str(src), "-w", str(out)],
-        capture_output=True, text=True,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel_file, build_output, src = starforge_wheel(tmp_path_factory)
     # the build is silent: no setuptools deprecation or package-data guessing warnings
-    build_output = proc.stdout + proc.stderr
     assert "Warning" not in build_output and "is absent from the `packages`" not in build_output, build_output
-    (wheel_file,) = out.glob("starforge_core-*.whl")
     names = set(zipfile.ZipFile(wheel_file).namelist())
     assert "starforge/schemas/plugin.schema.json" in names
     for template in TEMPLATES.values():
