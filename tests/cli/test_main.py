@@ -47,7 +47,7 @@ def test_help_imports_no_command_module():
         "import sys; from starforge.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('starforge.') and m not in "
-        "('starforge.cli', 'starforge.cli.main', 'starforge.cli.output', 'starforge.errors', 'starforge.cluster', 'starforge.cluster.errors', 'starforge.cluster.status'))\n"
+        "('starforge.cli', 'starforge.cli.main', 'starforge.cli.output', 'starforge.errors', 'starforge.cluster', 'starforge.cluster.errors', 'starforge.cluster.status', 'starforge.cluster.jobdir_layout'))\n"
         "heavy = sorted(m for m in ('httpx', 'rich', 'yaml', 'cryptography') if m in sys.modules)\n"
         "print(loaded, heavy)"
     )
