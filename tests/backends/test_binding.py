@@ -168,7 +168,7 @@ def _run_bounded(backend, staged, job_dir: Path):
     record = backend.submit(staged, detach=True)
     deadline = time.monotonic() + RAY_BOUND
     while not record.final and time.monotonic() < deadline:
-        time.sleep(1.0)
+        time.sleep(0.25)
         record = backend.refresh(record)
     log = "".join(backend.logs(record))
     if not record.final:
