@@ -64,6 +64,7 @@ def blob_file(storage: Path, digest: str) -> Path:
 def test_publish_get_download_round_trip(oci_registry, tmp_path):
     reg = open_registry(oci_registry.url)
     assert isinstance(reg, OciRegistry)
+    reg.settle_delay = 0  # no racing publisher here (the settle read has tests of its own below)
     archive, info, _ = make_plugin(tmp_path, "rt-owner", "opsd-patch", "1.2")
     assert reg.versions("rt-owner", "opsd-patch") == []
     seen = []
@@ -96,7 +97,7 @@ def test_publish_get_download_round_trip(oci_registry, tmp_path):
 
 
 def test_catalog_pages_are_followed(oci_registry, tmp_path):
-    reg = OciRegistry(oci_registry.url)
+    reg = OciRegistry(oci_registry.url, settle_delay=0)  # no racing publisher here: no settle wait
     for name in ("pa", "pb", "pc", "pd", "pe"):
         reg.publish(*make_plugin(tmp_path, "pager", name, "1.0.0")[:2])
     reg.client.catalog_page = 2  # five repositories → at least three pages linked by Link headers
