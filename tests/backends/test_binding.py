@@ -52,9 +52,17 @@ child = subprocess.run([sys.executable, "-c", "from workload import algo; print(
 print("CHILD %d %s" % (child.returncode, " ".join((child.stdout + child.stderr).split())), flush=True)
 '''
 
-# The same inside a Ray job: the task's worker process is started after the change.
+# The same inside a Ray job: the task's worker process is started after the change. A worker
+# that refuses the job dies at start-up and Ray neither fails the task nor runs it anywhere
+# else, so the task never ends: the driver stops waiting once a worker said it stops the job
+# (Ray's raylet forwards that line to the driver's stderr, which the driver reads as it
+# passes), or after 30 seconds.
 RAY_TAMPER_THEN_TASK = '''\
 import os
+import re
+import sys
+import threading
+import time
 
 import ray
 
@@ -68,11 +76,31 @@ def task():
     return algo.tag()
 
 
+class Refusals:
+    """This process's stderr, noting the processes that said they stop the job."""
+
+    def __init__(self, stream):
+        self.stream, self.pids, self.seen = stream, set(), threading.Event()
+
+    def write(self, text):
+        self.pids.update(re.findall(r"process (\\d+) stops the job: the JobSpec", text))
+        if self.pids:
+            self.seen.set()
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+sys.stderr = refusals = Refusals(sys.stderr)
 ray.init()
-try:  # a worker that refuses the job dies at start-up: Ray retries it rather than fail the task
-    print("TASK ok " + ray.get(task.remote(), timeout=30), flush=True)
+ref, deadline = task.remote(), time.monotonic() + 30
+while not refusals.seen.is_set() and time.monotonic() < deadline and not ray.wait([ref], timeout=0.2)[0]:
+    pass
+try:
+    print("TASK ok " + ray.get(ref, timeout=0), flush=True)
 except Exception as exc:
-    print("TASK failed " + type(exc).__name__, flush=True)
+    print("TASK failed " + type(exc).__name__ + " (refused by process %s)" % ", ".join(sorted(refusals.pids)), flush=True)
 '''
 
 
@@ -140,7 +168,7 @@ def _run_bounded(backend, staged, job_dir: Path):
     record = backend.submit(staged, detach=True)
     deadline = time.monotonic() + RAY_BOUND
     while not record.final and time.monotonic() < deadline:
-        time.sleep(1.0)
+        time.sleep(0.25)
         record = backend.refresh(record)
     log = "".join(backend.logs(record))
     if not record.final:

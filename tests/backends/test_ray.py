@@ -295,6 +295,36 @@ def test_reads_of_an_ended_jobs_log_are_bounded_in_count_and_time():
     assert after_log_read(waiting, ended, "HTTP 500", now=1001.0).final
 
 
+def test_clients_of_the_jobs_api_load_the_ca_bundle_once_and_follow_ssl_cert_file(monkeypatch, tmp_path):
+    """Each look at a job opens a client: the CA bundle is loaded once per process (a
+    noticeable part of a second each time), again only when SSL_CERT_FILE names another."""
+    import certifi
+    import httpx
+
+    import starforge.backends.ray as ray_backend
+
+    made = []
+    real = httpx.create_ssl_context
+
+    def counted(*args, **kwargs):
+        made.append(os.environ.get("SSL_CERT_FILE"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(httpx, "create_ssl_context", counted)
+    monkeypatch.setattr(ray_backend, "_TLS", {}, raising=False)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    for _ in range(3):
+        RayJobsClient("http://127.0.0.1:1", "t").close()
+    assert made == [None]
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(Path(certifi.where()).read_bytes())
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    RayJobsClient("http://127.0.0.1:1", "t").close()
+    RayJobsClient("http://127.0.0.1:1", "t").close()
+    assert made == [None, str(bundle)]
+
+
 def test_package_is_deterministic_and_holds_exactly_the_files(tmp_path):
     job = tmp_path / "job"
     (job / "forge_plugins" / "p").mkdir(parents=True)

@@ -64,6 +64,7 @@ def blob_file(storage: Path, digest: str) -> Path:
 def test_publish_get_download_round_trip(oci_registry, tmp_path):
     reg = open_registry(oci_registry.url)
     assert isinstance(reg, OciRegistry)
+    reg.settle_delay = 0  # no racing publisher here (the settle read has tests of its own below)
     archive, info, _ = make_plugin(tmp_path, "rt-owner", "opsd-patch", "1.2")
     assert reg.versions("rt-owner", "opsd-patch") == []
     seen = []
@@ -96,7 +97,7 @@ def test_publish_get_download_round_trip(oci_registry, tmp_path):
 
 
 def test_catalog_pages_are_followed(oci_registry, tmp_path):
-    reg = OciRegistry(oci_registry.url)
+    reg = OciRegistry(oci_registry.url, settle_delay=0)  # no racing publisher here: no settle wait
     for name in ("pa", "pb", "pc", "pd", "pe"):
         reg.publish(*make_plugin(tmp_path, "pager", name, "1.0.0")[:2])
     reg.client.catalog_page = 2  # five repositories → at least three pages linked by Link headers
@@ -534,6 +535,9 @@ class TokenProxy:
         self.catalog_denied = False  # answer 403 to /v2/_catalog (like Harbor for non-administrators)
         self.catalog_denied_status = 403  # 401: a valid token without the catalog scope (insufficient_scope)
         self.scopes_asked: list = []
+        # One client for every forwarded request (a new one per request made its own TLS context,
+        # about 0.2 s, and publish's settle wait grows with how slowly the registry answers).
+        self.up = httpx.Client(timeout=60)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -573,12 +577,11 @@ class TokenProxy:
                     hook, proxy.before_tag_write = proxy.before_tag_write, None
                     if hook:
                         hook()
-                    existing = httpx.get(proxy.upstream + self.path, headers={"Accept": headers.get("Content-Type", "")})
+                    existing = proxy.up.get(proxy.upstream + self.path, headers={"Accept": headers.get("Content-Type", "")})
                     if proxy.immutable_tags and existing.status_code == 200:
                         error = {"errors": [{"code": "DENIED", "message": "the tag is immutable"}]}
                         return self.reply(412, {"Content-Type": "application/json"}, json.dumps(error).encode())
-                with httpx.Client() as up:
-                    r = up.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
+                r = proxy.up.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
                 out = {k: v for k, v in r.headers.items()
                        if k.lower() not in ("content-length", "transfer-encoding", "connection")}
                 self.reply(r.status_code, out, r.content, r.headers.get("content-length"))
@@ -639,6 +642,7 @@ class TokenProxy:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+        self.up.close()
 
 
 def test_bearer_token_challenge_is_answered_with_scoped_tokens(oci_registry, tmp_path, monkeypatch):

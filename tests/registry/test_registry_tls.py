@@ -192,3 +192,22 @@ def test_the_system_trust_store_is_loaded():
     ours = ssl_context(RegistryTrust()).get_ca_certs()
     wanted = system.get_ca_certs()
     assert wanted and all(cert in ours for cert in wanted)
+
+
+def test_the_trust_store_is_loaded_once_per_process_and_follows_ssl_cert_file(ca, monkeypatch):
+    """Clients of registries without a CA file of their own share one context (loading the
+    stores takes a noticeable part of a second); SSL_CERT_FILE set later is still honoured."""
+    from starforge.registry.oci_tls import RegistryTrust, ssl_context
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first = ssl_context(RegistryTrust())
+    assert ssl_context(RegistryTrust()) is first
+    assert ssl_context(RegistryTrust(), verify=False) is not first
+    ours = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ours.load_verify_locations(cafile=str(ca.cert))
+    [ca_cert] = ours.get_ca_certs()
+    assert ca_cert not in first.get_ca_certs()
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.cert))
+    assert ca_cert in ssl_context(RegistryTrust()).get_ca_certs()
+    assert ca_cert in ssl_context(RegistryTrust(ca_file=ca.cert, ca_from="--ca-file")).get_ca_certs()
