@@ -65,10 +65,11 @@ def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int 
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_head_in():
     """``start(venv name) -> (gcs address, env)``: a Ray head on 127.0.0.1 started from that venv's
-    own ``ray`` (so its workers run the venv's Python); stopped by its session's PIDs."""
+    own ``ray`` (so its workers run the venv's Python); stopped by its session's PIDs when the
+    module that asked for it ends (an idle head costs CPU for as long as it runs)."""
     import secrets
     import shutil
     import tempfile
