@@ -81,8 +81,11 @@ def ray_head_in():
         need(ray.exists(), f"{VENVS[name].name} has no ray (verl depends on it; bash .ci/setup)")
         temp_dir = Path(tempfile.mkdtemp(prefix="sfvray", dir="/tmp"))  # Ray's socket paths must stay short
         gcs_port, client_port, agent_port, metrics_port = (free_port() for _ in range(4))
+        # no idle workers started ahead (Ray's system config, read from RAY_<name>): the tests' actors
+        # carry a runtime environment of their own and never use one; each imports ray for nothing
         env = clean_env(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
-                        RAY_AUTH_TOKEN=secrets.token_hex(32),
+                        RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_enable_worker_prestart="0",
+                        RAY_prestart_worker_first_driver="0",
                         PATH=f"{ray.parent}{os.pathsep}{os.environ.get('PATH', '')}")
         cmd = [str(ray), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs_port),
                "--ray-client-server-port", str(client_port), "--dashboard-agent-listen-port", str(agent_port),
