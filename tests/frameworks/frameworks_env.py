@@ -65,10 +65,11 @@ def run_checks(name: str, script: str, cases: list, runtime: Path, timeout: int 
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_head_in():
     """``start(venv name) -> (gcs address, env)``: a Ray head on 127.0.0.1 started from that venv's
-    own ``ray`` (so its workers run the venv's Python); stopped by its session's PIDs."""
+    own ``ray`` (so its workers run the venv's Python); stopped by its session's PIDs when the
+    module that asked for it ends (an idle head costs CPU for as long as it runs)."""
     import secrets
     import shutil
     import tempfile
@@ -80,8 +81,11 @@ def ray_head_in():
         need(ray.exists(), f"{VENVS[name].name} has no ray (verl depends on it; bash .ci/setup)")
         temp_dir = Path(tempfile.mkdtemp(prefix="sfvray", dir="/tmp"))  # Ray's socket paths must stay short
         gcs_port, client_port, agent_port, metrics_port = (free_port() for _ in range(4))
+        # no idle workers started ahead (Ray's system config, read from RAY_<name>): the tests' actors
+        # carry a runtime environment of their own and never use one; each imports ray for nothing
         env = clean_env(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
-                        RAY_AUTH_TOKEN=secrets.token_hex(32),
+                        RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_enable_worker_prestart="0",
+                        RAY_prestart_worker_first_driver="0",
                         PATH=f"{ray.parent}{os.pathsep}{os.environ.get('PATH', '')}")
         cmd = [str(ray), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs_port),
                "--ray-client-server-port", str(client_port), "--dashboard-agent-listen-port", str(agent_port),

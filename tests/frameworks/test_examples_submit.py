@@ -14,22 +14,31 @@ from pathlib import Path
 
 import pytest
 from frameworks_env import REPO, clean_env, trainer_python
+from support.cli import forge as run_forge
 from support.examples import copy_example
 
 pytestmark = pytest.mark.frameworks
 
 
 class Forge:
-    """``forge`` run by the project's own interpreter, with the job's Python in *variable*."""
+    """``forge`` run by the project's own interpreter, with the job's Python in *variable*.
+
+    The command runs in the test process (``support.cli.forge``: no interpreter start, no
+    imports); the job it submits runs as every local job does, in processes of its own under
+    the job's Python.
+    """
 
     def __init__(self, venv: str, variable: str, tmp: Path, **env) -> None:
         self.job_python = str(trainer_python(venv))
         self.cwd = tmp
         self.env = clean_env(FORGE_HOME=str(tmp / "home"), FORGE_OWNER="starforge", **{variable: self.job_python}, **env)
 
+    def run(self, *args, timeout: float = 180):
+        """``forge ARGS``: the completed process (``returncode``, ``stdout``, ``stderr``)."""
+        return run_forge(*args, cwd=self.cwd, env=self.env, timeout=timeout)
+
     def __call__(self, *args, ok=True):
-        proc = subprocess.run([sys.executable, "-m", "starforge", *args], cwd=self.cwd, env=self.env, capture_output=True,
-                              text=True, timeout=180)
+        proc = self.run(*args)
         out = proc.stdout + proc.stderr
         if ok:
             assert proc.returncode == 0, f"forge {' '.join(args)} -> {proc.returncode}\n{out[-6000:]}"

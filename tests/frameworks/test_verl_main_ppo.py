@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,8 +28,7 @@ REFUSED = "actor_rollout_ref.actor.loss_scale_factor=100"
 
 def _submit(forge: Forge, exp: Path) -> tuple:
     """``forge submit --json``: (the job record, the job's output lines); forge exits with the job's code."""
-    proc = subprocess.run([sys.executable, "-m", "starforge", "submit", str(exp), "--json"], cwd=forge.cwd, env=forge.env,
-                          capture_output=True, text=True, timeout=300)
+    proc = forge.run("submit", str(exp), "--json", timeout=300)
     record = json.loads(proc.stdout)
     assert record["exit_code"] == proc.returncode, (proc.stdout, proc.stderr[-4000:])
     return record, proc.stderr.splitlines()
