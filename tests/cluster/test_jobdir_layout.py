@@ -36,12 +36,12 @@ def _in_path(name: str) -> re.Pattern:
 
 def spelled_names(source: str, where: str = "<source>") -> list:
     """``where:line name`` of each job-directory name *source* spells (docstrings aside)."""
-    tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+    nodes = list(ast.walk(ast.parse(source)))  # walked once, read three times
+    docstrings = {id(node.body[0].value) for node in nodes
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
     in_joins = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
             if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _JOIN:
@@ -49,11 +49,13 @@ def spelled_names(source: str, where: str = "<source>") -> list:
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             in_joins.update((id(node.left), id(node.right)))
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docstrings:
             continue
         text = node.value
         for name in DISTINCT + WORDS:
+            if name not in text:  # each way of spelling it below contains it (the regular expressions cost)
+                continue
             joined = id(node) in in_joins and (text == name or text.startswith(name + "/"))
             exact = name in DISTINCT and (text == name or re.search(rf"(?<![\w.@-]){re.escape(name)}(?![\w@-])", text))
             if joined or exact or _in_path(name).search(text):
