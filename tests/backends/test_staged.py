@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import test_binding
+from support.cli import forge as forge_in_process
 from support.wheel import starforge_wheel
 from test_binding import BACKENDS, BIN, backends
 
@@ -388,7 +389,7 @@ def test_a_thousand_folders_deep_working_directory_is_shown_and_removed(make_exp
     env = {**os.environ, "FORGE_HOME": str(forge_home)}
 
     def forge(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(BIN / "forge"), *args], cwd=exp, env=env, capture_output=True, text=True, timeout=300)
+        return forge_in_process(*args, cwd=exp, env=env, timeout=300)
 
     try:
         sub = forge("submit", "--json")
