@@ -20,6 +20,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import test_binding
+from support.cli import forge as forge_in_process
+from support.wheel import starforge_wheel
+from test_binding import BACKENDS, BIN, backends
 
 from starforge.backends.base import node_entry, wait
 from starforge.backends.staged import remove_tree
@@ -27,8 +31,6 @@ from starforge.backends.store import JobStore
 from starforge.cluster.digest import tree_digest
 from starforge.experiment.lock import open_experiment_registry
 from starforge.experiment.stage import resolve_job_in, stage_job
-import test_binding
-from test_binding import BACKENDS, BIN, backends
 
 on_backend = test_binding.on_backend  # the fixture that starts and configures the backend's engine
 
@@ -185,15 +187,13 @@ def test_a_job_running_as_an_ordinary_user_writes_its_working_directory(make_exp
         remove_tree(root)
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture(scope="module")
-def user_venv(other_user):
+def user_venv(other_user, tmp_path_factory):
     """A venv the ordinary user can run: the system's ``python3`` with this checkout's
-    starforge-core installed (copied in, not linked to the checkout or uv's cache), in a
-    folder everyone can read. (This test's own Python may sit in root's home, which that
-    user cannot enter.)"""
+    starforge-core installed (the run's one wheel of it, copied in, not linked to the
+    checkout or uv's cache), in a folder everyone can read. (This test's own Python may sit
+    in root's home, which that user cannot enter.)"""
+    wheel, _output, _src = starforge_wheel(tmp_path_factory)
     uv = shutil.which("uv") or (str(BIN / "uv") if (BIN / "uv").exists() else None)
     python3 = shutil.which("python3", path="/usr/bin:/bin")
     if uv is None or python3 is None:
@@ -204,7 +204,7 @@ def user_venv(other_user):
         base.chmod(0o755)
         venv = base / "venv"
         for argv in ([uv, "venv", "-q", "--python", python3, str(venv)],
-                     [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--link-mode", "copy", str(REPO)]):
+                     [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--link-mode", "copy", str(wheel)]):
             made = subprocess.run(argv, capture_output=True, text=True, timeout=600)
             assert made.returncode == 0, made.stderr
         yield venv
@@ -389,7 +389,7 @@ def test_a_thousand_folders_deep_working_directory_is_shown_and_removed(make_exp
     env = {**os.environ, "FORGE_HOME": str(forge_home)}
 
     def forge(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(BIN / "forge"), *args], cwd=exp, env=env, capture_output=True, text=True, timeout=300)
+        return forge_in_process(*args, cwd=exp, env=env, timeout=300)
 
     try:
         sub = forge("submit", "--json")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -182,47 +181,38 @@ def test_a_job_python_missing_here_names_backend(toy):
 
 # `forge plan` with the staged job changed after staging and before its load phase runs
 # (as anything that can write the staging directory could): bound like a real launch.
-EDIT_AFTER_STAGING = """\
-import sys
-import zipfile
-from pathlib import Path
+def _edit_after_staging(monkeypatch, what: str, marker: Path) -> None:
+    """Each job staged from now on (by plan or submit) is changed right after staging."""
+    from starforge.experiment import stage, submit
 
-from starforge.experiment import stage
+    original = stage.stage_job
 
-original = stage.stage_job
-what, marker = sys.argv.pop(1), sys.argv.pop(1)
+    def stage_then_edit(plan, job_dir, *args, **kwargs):
+        out = original(plan, job_dir, *args, **kwargs)
+        if what == "spec":  # an injected hyperparameter; no plugin digest sees it
+            spec = Path(job_dir) / "jobspec.json"
+            spec.chmod(0o644)
+            text = spec.read_text()
+            assert '"opsd.scale": 1.0' in text
+            spec.write_text(text.replace('"opsd.scale": 1.0', '"opsd.scale": 9.0'))
+        else:  # a runtime zip that is not the one staged
+            zip_path = Path(job_dir) / ".forge-runtime" / "starforge-runtime.zip"
+            zip_path.chmod(0o644)
+            with zipfile.ZipFile(zip_path, "w") as zf:
+                zf.writestr("__main__.py", "open(%r, 'w').write('ran')" % str(marker))
+        return out
 
-
-def stage_then_edit(plan, job_dir, *args, **kwargs):
-    out = original(plan, job_dir, *args, **kwargs)
-    if what == "spec":  # an injected hyperparameter; no plugin digest sees it
-        spec = Path(job_dir) / "jobspec.json"
-        spec.chmod(0o644)
-        text = spec.read_text()
-        assert '"opsd.scale": 1.0' in text
-        spec.write_text(text.replace('"opsd.scale": 1.0', '"opsd.scale": 9.0'))
-    else:  # a runtime zip that is not the one staged
-        zip_path = Path(job_dir) / ".forge-runtime" / "starforge-runtime.zip"
-        zip_path.chmod(0o644)
-        with zipfile.ZipFile(zip_path, "w") as zf:
-            zf.writestr("__main__.py", "open(%r, 'w').write('ran')" % marker)
-    return out
-
-
-stage.stage_job = stage_then_edit
-from starforge.cli.main import main
-
-sys.argv[0] = "forge"
-main()
-"""
+    monkeypatch.setattr(stage, "stage_job", stage_then_edit)
+    monkeypatch.setattr(submit, "stage_job", stage_then_edit)  # bound at submit's import
 
 
 @pytest.mark.parametrize("what, refused", [("spec", "the JobSpec"), ("runtime", "the job's runtime zip")])
-def test_a_job_changed_between_staging_and_the_load_phase_is_refused_as_a_launch_refuses_it(toy, what, refused):
+def test_a_job_changed_between_staging_and_the_load_phase_is_refused_as_a_launch_refuses_it(toy, monkeypatch, what,
+                                                                                             refused):
     toy.forge("lock", str(toy.exp), ok=0)
     marker = toy.tmp / "evil-zip-ran"
-    run = subprocess.run([sys.executable, "-c", EDIT_AFTER_STAGING, what, str(marker), "plan", str(toy.exp)],
-                         cwd=toy.tmp, env=toy.env, capture_output=True, text=True, timeout=300)
+    _edit_after_staging(monkeypatch, what, marker)
+    run = toy.plan()
     assert run.returncode == 10, run.stdout + run.stderr  # the launcher's "verification failed" (SPEC §9)
     error = run.stderr.splitlines()[0]
     assert error.startswith("error: forge plan: ") and refused in error and "changed after staging" in error, run.stderr
@@ -230,9 +220,7 @@ def test_a_job_changed_between_staging_and_the_load_phase_is_refused_as_a_launch
     assert not marker.exists()
     assert list(toy.scratch.iterdir()) == []
     # the same edit refused by a real launch, with the same code
-    toy.env["PYTHONPATH"] = str(REPO)
-    launch = subprocess.run([sys.executable, "-c", EDIT_AFTER_STAGING, what, str(marker), "submit", str(toy.exp)],
-                            cwd=toy.tmp, env=toy.env, capture_output=True, text=True, timeout=300)
+    launch = toy.forge("submit", str(toy.exp))
     assert launch.returncode == 10 and refused in launch.stdout + launch.stderr, launch.stdout + launch.stderr
     assert not marker.exists()
 

@@ -23,17 +23,22 @@ def _numbers(out: str) -> list:
 
 
 class Quickstart:
-    """The quickstart experiment, its plugin published and locked, with a forge home of its own."""
+    """The quickstart experiment, its plugin published and locked, with a forge home of its own
+    (or a copy of *prepared*'s, made so: the experiment and the home name no path of theirs)."""
 
-    def __init__(self, tmp: Path, registry: str | None = None) -> None:
+    def __init__(self, tmp: Path, registry: str | None = None, prepared: Path | None = None) -> None:
         self.tmp = tmp
         self.exp = tmp / "exp"
-        copy_example("quickstart", self.exp)
         self.home = tmp / "home"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
         self.env.update(FORGE_HOME=str(self.home), FORGE_OWNER="starforge")
         if registry:
             self.env["FORGE_REGISTRY"] = registry
+        if prepared is not None:
+            shutil.copytree(prepared / "exp", self.exp, symlinks=True)
+            shutil.copytree(prepared / "home", self.home, symlinks=True)
+            return
+        copy_example("quickstart", self.exp)
         self.forge("plugin", "publish", str(REPO / "forge_plugins" / "opsd-patch"), ok=0)
         self.forge("lock", str(self.exp), ok=0)
 
@@ -58,9 +63,15 @@ class Quickstart:
         shutil.rmtree(self.home / "cache", ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """One published and locked quickstart per worker, copied by each test."""
+    return Quickstart(tmp_path_factory.mktemp("replay-prepared")).tmp
+
+
 @pytest.fixture
-def qs(tmp_path) -> Quickstart:
-    return Quickstart(tmp_path)
+def qs(tmp_path, prepared) -> Quickstart:
+    return Quickstart(tmp_path, prepared=prepared)
 
 
 def test_replay_prints_the_same_numbers_and_says_what_it_replays(qs):

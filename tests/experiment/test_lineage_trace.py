@@ -25,16 +25,29 @@ with open(os.path.join(out, "tokenizer.json"), "w") as f:  # the same in every r
 """
 
 
-@pytest.fixture
-def world(tmp_path):
-    """Two jobs of one experiment: different weights, the same tokenizer."""
-    project = Project(tmp_path)
+def _two_jobs(root: Path):
+    """Two jobs of one experiment in *root*: different weights, the same tokenizer."""
+    project = Project(root)
     project.experiment(config={"seed": 1, "size": 1000}, entrypoint="python trainer.py",
-                       extra=f"outputs: {{dirs: [{tmp_path}/ckpt/$FORGE_JOB_ID], sample_above: 4000000}}\n")
+                       extra=f"outputs: {{dirs: [{root}/ckpt/$FORGE_JOB_ID], sample_above: 4000000}}\n")
     (project.exp / "trainer.py").write_text(TRAINER)
     project.forge("lock")
     jobs = [json.loads(project.forge("submit", "--json", "--set", f"seed={seed}").stdout)["id"] for seed in (1, 2)]
     return project, jobs
+
+
+@pytest.fixture
+def world(tmp_path):
+    """The two jobs, for a test that changes what they wrote or what forge keeps of them."""
+    return _two_jobs(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def read_world(tmp_path_factory):
+    """The two jobs made once per worker, for the tests that only trace them (their own files
+    go in their own tmp_path): ``(project, jobs, the folder the jobs' ckpt/ is in)``."""
+    root = tmp_path_factory.mktemp("lineage-read")
+    return (*_two_jobs(root), root)
 
 
 def _copy_without_sidecar(src: Path, dest: Path) -> Path:
@@ -43,9 +56,9 @@ def _copy_without_sidecar(src: Path, dest: Path) -> Path:
     return dest
 
 
-def test_a_copied_directory_is_traced_by_content_and_a_shared_tokenizer_does_not_decide(world, tmp_path):
-    project, (a, b) = world
-    copy = _copy_without_sidecar(tmp_path / "ckpt" / a, tmp_path / "elsewhere" / "run-a")
+def test_a_copied_directory_is_traced_by_content_and_a_shared_tokenizer_does_not_decide(read_world, tmp_path):
+    project, (a, b), root = read_world
+    copy = _copy_without_sidecar(root / "ckpt" / a, tmp_path / "elsewhere" / "run-a")
     out = project.forge("trace", copy, "--json")
     doc = json.loads(out.stdout)
     job, = doc["jobs"]  # job b wrote the same tokenizer, and is not named
@@ -76,21 +89,21 @@ def test_a_file_in_a_declared_directory_is_traced_by_its_sidecar_and_cross_check
     assert "mismatch: parameters: the sidecar's differ from the job record's" in out.stdout
 
 
-def test_a_teammate_without_our_records_gets_the_sidecar_claim(world, tmp_path):
-    project, (a, _) = world
+def test_a_teammate_without_our_records_gets_the_sidecar_claim(read_world, tmp_path):
+    project, (a, _), root = read_world
     teammate = dict(project.env, FORGE_HOME=str(tmp_path / "teammate-home"))
     from support.cli import forge
 
-    out = forge("trace", tmp_path / "ckpt" / a, "--json", env=teammate, cwd=tmp_path)
+    out = forge("trace", root / "ckpt" / a, "--json", env=teammate, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     job, = json.loads(out.stdout)["jobs"]
     assert (job["job_id"], job["record"], job["params"]["seed"], job["backend"]) == (a, False, 1, "local")
-    text = forge("trace", tmp_path / "ckpt" / a, env=teammate, cwd=tmp_path).stdout
+    text = forge("trace", root / "ckpt" / a, env=teammate, cwd=tmp_path).stdout
     assert "no job record of it is readable here" in text
 
 
-def test_a_path_no_job_wrote_says_so_without_a_traceback(world, tmp_path):
-    project, _ = world
+def test_a_path_no_job_wrote_says_so_without_a_traceback(read_world, tmp_path):
+    project, _, _root = read_world
     stray = tmp_path / "stray.bin"
     stray.write_bytes(b"weights 1 " * 1000 + b"!")  # one byte more than job a's weights
     out = project.forge("trace", stray, ok=False)

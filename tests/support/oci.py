@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
 REGISTRY_BIN = "docker-registry"
@@ -92,6 +91,8 @@ class RegistryServer:
                 return True
             except OSError:
                 return False
+        import httpx  # here, not at the top: every test module's collection imports this one
+
         try:
             return httpx.get(f"{self.http}/v2/", timeout=1).status_code in (200, 401)
         except httpx.TransportError:
