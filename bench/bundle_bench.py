@@ -41,7 +41,7 @@ TARGET = 0.5
 
 
 def make_plugins(work: Path, count: int, size: int, registry_dir: Path) -> list[str]:
-    from starforge.archive import pack_tree
+    from starforge.package_format.archive import pack_tree
     from starforge.registry.base import PublishedVersion
     from starforge.registry.directory import DirectoryRegistry
 
@@ -106,7 +106,7 @@ def main() -> None:
         lock = lock_experiment(load_experiment(exp), DirectoryRegistry(registry_dir)).lock
         os.environ["FORGE_REGISTRY"] = str(registry_dir)
         create_bundle(exp, work / "warm.tar")  # fills the cache
-        from starforge.home import home
+        from starforge.state.home import home
 
         cache = home().blob_cache
         archives = [next(cache.rglob(e.artifact_digest.partition(":")[2])) for e in lock.plugins]

@@ -37,10 +37,10 @@ FORGE = [sys.executable, "-m", "starforge"]
 
 
 def make_registry(root: Path, plugins: int, versions: int, key: Path) -> None:
-    from starforge.archive import pack_tree
+    from starforge.package_format.archive import pack_tree
     from starforge.registry.base import PublishedVersion
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.signing import sign_statement
+    from starforge.signatures.signing import sign_statement
 
     registry = DirectoryRegistry(root)
     work = Path(tempfile.mkdtemp(prefix="catalog-bench-src-"))
@@ -69,8 +69,8 @@ def make_registry(root: Path, plugins: int, versions: int, key: Path) -> None:
                     files.append("steps.py")
                 archive = work / f"{i}-{j}.tar.gz"
                 packed = pack_tree(tree, files, archive)
-                from starforge.manifest import PluginManifest
-                from starforge.yamlio import load_yaml
+                from starforge.package_format.manifest import PluginManifest
+                from starforge.package_format.yamlio import load_yaml
 
                 manifest = PluginManifest.from_mapping(load_yaml((tree / "plugin.yaml").read_text(), "bench").data, "bench")
                 info = PublishedVersion(owner=owner, name=name, version=version, tree_digest=packed.tree_digest,

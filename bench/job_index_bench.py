@@ -33,8 +33,8 @@ from pathlib import Path
 
 
 def make_records(store_root: Path, count: int) -> None:
-    from starforge.backends.jobrecord import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.jobrecord import JobRecord
+    from starforge.jobs.store import JobStore
 
     store = JobStore(store_root)
     for i in range(count):
@@ -58,8 +58,8 @@ def timed(argv: list, env: dict) -> float:
 
 
 def save_cost(store_root: Path, rounds: int) -> tuple:
-    from starforge.backends.jobrecord import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.jobrecord import JobRecord
+    from starforge.jobs.store import JobStore
 
     store = JobStore(store_root)
     pins = [{"ref": f"alice/plugin-{k}@1.0.0", "digest": "sf1:%064x" % k} for k in range(3)]

@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 
 import starforge
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
 from starforge.cluster.jobspec import JobSpec, example, write_spec
 from starforge.cluster.lineage import record_attempt_end
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 MIB = 1 << 20
 

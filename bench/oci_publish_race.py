@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from registry_bench import start_registry  # noqa: E402
 
-from starforge.archive import pack_tree  # noqa: E402
 from starforge.errors import ImmutableVersionError  # noqa: E402
+from starforge.package_format.archive import pack_tree  # noqa: E402
 from starforge.registry.base import PublishedVersion  # noqa: E402
 from starforge.registry.oci import SETTLE_DELAY, OciRegistry  # noqa: E402
 

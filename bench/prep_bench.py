@@ -7,7 +7,7 @@ The same JSONL file, the same per-record function (the ``data-prep`` template as
   ``json.loads``, call the function, ``json.dumps`` (what ``forge prep`` writes:
   ``ensure_ascii=False``), write the line — the loop anyone would write, with none of
   forge's guarantees (no hashes, no provenance, no atomic rename, no fsync);
-- **library**: ``starforge.prep.run_prep`` (the child process, the hashes of input and
+- **library**: ``starforge.prep.run.run_prep`` (the child process, the hashes of input and
   output, the temp file, fsync, rename, provenance), timed around the call;
 - **cli**: ``forge prep DIR --input … --output …`` end to end (interpreter start, plugin
   digest, click, the child), wall time.
@@ -46,7 +46,7 @@ with open(sys.argv[2], "rb") as src, open(sys.argv[3], "w", encoding="utf-8") as
 
 LIBRARY = r"""
 import sys, time
-from starforge.prep import plugin_from_directory, prep_params, run_prep
+from starforge.prep.run import plugin_from_directory, prep_params, run_prep
 plugin = plugin_from_directory(sys.argv[1])
 params = prep_params(plugin, [])
 t0 = time.perf_counter()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from starforge.archive import pack_tree
+from starforge.package_format.archive import pack_tree
 from starforge.registry.base import PublishedVersion
 from starforge.registry.oci import OciRegistry
 

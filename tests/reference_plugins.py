@@ -8,8 +8,8 @@ import importlib.util
 from pathlib import Path
 
 from starforge import patching
-from starforge.manifest import PluginManifest
-from starforge.yamlio import load_yaml_file
+from starforge.package_format.manifest import PluginManifest
+from starforge.package_format.yamlio import load_yaml_file
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "examples" / "quickstart"

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from starforge.errors import ForgeError
 from starforge.experiment.config import parse_experiment
 from starforge.experiment.overrides import build_hyperparams
-from starforge.manifest import PluginManifest
-from starforge.userconfig import load_user_config
-from starforge.yamlio import load_yaml
+from starforge.package_format.manifest import PluginManifest
+from starforge.package_format.yamlio import load_yaml
+from starforge.state.userconfig import load_user_config
 
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -4,12 +4,12 @@ Read from the source with ast (lazy imports and calls included). What only the s
 do, and the few modules that implement the parts it is built on:
 
 - import the pull cache (``registry/cache.py``: the store's private storage);
-- load the trust file (``load_trust``, ``read_trust``): besides the store, ``signing.py``,
+- load the trust file (``load_trust``, ``read_trust``): besides the store, ``signatures/signing.py``,
   which defines it and edits it (``forge trust add/remove/list``), and ``cluster/``, where
   the launcher reads ``FORGE_TRUST`` on the node;
 - verify a signature envelope or the Sigstore bundles beside it (``verify_envelope``,
   ``check_bundles``): besides the store, ``cluster/`` (``dsse.py`` holds the check, the
-  launcher runs it) and ``sigstore_bundle.py``, which defines ``check_bundles``;
+  launcher runs it) and ``signatures/sigstore_bundle.py``, which defines ``check_bundles``;
 - unpack an archive (import ``archive.unpack``): besides the store, the cache;
 - download from a registry (``download``, ``signature``, ``signatures``,
   ``sigstore_bundles``): besides the store, the cache and the registry kinds that
@@ -31,13 +31,13 @@ ROOT = Path(starforge.__file__).parent
 STORE = "registry/store.py"
 
 CACHE = "starforge.registry.cache"
-UNPACK = "starforge.archive.unpack"
+UNPACK = "starforge.package_format.archive.unpack"
 # what only the store may call, and who else may (the definers and the parts it is built on)
 ONLY_THE_STORE = {
-    "load_trust": ("signing.py", "cluster/"),
-    "read_trust": ("signing.py", "cluster/"),
+    "load_trust": ("signatures/signing.py", "cluster/"),
+    "read_trust": ("signatures/signing.py", "cluster/"),
     "verify_envelope": ("cluster/",),
-    "check_bundles": ("sigstore_bundle.py",),
+    "check_bundles": ("signatures/sigstore_bundle.py",),
     "download": ("registry/cache.py", "registry/base.py", "registry/directory.py", "registry/oci.py"),
     "signature": ("registry/base.py", "registry/directory.py", "registry/oci.py"),
     "signatures": ("registry/base.py", "registry/directory.py", "registry/oci.py"),
@@ -99,11 +99,11 @@ def violations(source: str, rel: str) -> list:
 def test_the_check_finds_what_only_the_store_may_do():
     source = (
         "from ..registry.cache import fetch\n"
-        "from ..signing import load_trust\n"
+        "from ..signatures.signing import load_trust\n"
         "def served_version(entry, registry):\n"
         "    trust = load_trust()\n"
         "    registry.download(info, dest)\n"
-        "    from ..archive import unpack\n"
+        "    from ..package_format.archive import unpack\n"
         "    unpack(archive, dest)\n"
         "    verify_envelope(envelope, trust=trust)\n"
         "    return registry.signature(info)\n"
@@ -120,7 +120,7 @@ def test_the_check_finds_what_only_the_store_may_do():
     assert violations("from . import cache\n", "registry/verified.py") == ["registry/verified.py:1: imports the cache"]
     assert violations("import starforge.registry.cache as c\n", "cli/x.py") == ["cli/x.py:1: imports the cache"]
     assert violations(source, STORE) == []
-    assert violations("from ..archive import unpack\n", "registry/verified.py") == [
+    assert violations("from ..package_format.archive import unpack\n", "registry/verified.py") == [
         "registry/verified.py:1: unpacks an archive"]
 
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from support.cli import check_restored, dumpable, forge, forge_process, process_state, restore, unshielded
 from support.experiment import Project
 
@@ -35,7 +34,7 @@ def test_in_process_forge_reports_what_a_forge_process_reports(args, tmp_path):
 
 
 def test_the_state_check_sees_what_the_credential_shield_changes_and_restore_puts_it_back(monkeypatch):
-    from starforge.credentials import shield_credentials
+    from starforge.state.credentials import shield_credentials
 
     monkeypatch.setenv("FORGE_REGISTRY_PASSWORD", "push-S3cr3t")
     with unshielded():
@@ -71,7 +70,7 @@ def test_a_local_job_submitted_in_process_leaves_the_process_as_it_found_it(tmp_
     project.publish(project.plugin("opsd-patch", params={"opsd.scale": ("float", 1.0)}))
     project.experiment(plugins=["alice/opsd-patch@~=1.2"])
     project.forge("lock")
-    from starforge import credentials
+    from starforge.state import credentials
 
     with unshielded():  # as a fresh forge process starts
         before = process_state()

@@ -30,7 +30,7 @@ from ..cluster.shadowing import (  # noqa: F401  (top_level_names: part of this 
     top_level_origins,
 )
 from ..errors import CheckError, ManifestError
-from ..manifest import PluginManifest
+from ..package_format.manifest import PluginManifest
 from . import unsafe_text
 from .files import local_tree_digest, plugin_files
 from .installed import distribution_name, installed_top_levels
@@ -108,7 +108,7 @@ def load_manifest(root: str | os.PathLike) -> PluginManifest:
 
 
 def _manifest_document(path: Path):
-    from ..yamlio import load_yaml_file
+    from ..package_format.yamlio import load_yaml_file
 
     if not path.is_file():
         raise ManifestError(

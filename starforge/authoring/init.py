@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import __version__
 from ..cluster.names import NAME_MAX, is_plugin_name
 from ..errors import UsageError
-from ..manifest import KINDS, LOADS
+from ..package_format.manifest import KINDS, LOADS
 
 TEMPLATES = {
     ("algorithm", "eager"): "algorithm-eager",

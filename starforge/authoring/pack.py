@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..archive import pack_tree
 from ..errors import CheckError
+from ..package_format.archive import pack_tree
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class PackedPlugin:
 
 def default_archive_name(name: str, version: str) -> str:
     """``<name>-<canonical version>.tar.gz``."""
-    from ..manifest import canonical_version
+    from ..package_format.manifest import canonical_version
 
     return f"{name}-{canonical_version(version)}.tar.gz"
 
@@ -126,7 +126,7 @@ def _is_own_archive(path: str, rel: str, name: str) -> bool:
     except (OSError, EOFError, KeyError, UnicodeDecodeError, tarfile.TarError):
         return False
     from ..errors import ForgeError
-    from ..yamlio import load_yaml
+    from ..package_format.yamlio import load_yaml
 
     try:
         data = load_yaml(text, source=f"{rel}:plugin.yaml").data

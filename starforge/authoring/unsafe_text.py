@@ -23,7 +23,7 @@ def _multiline(path: tuple) -> bool:
 
 def manifest_problems(doc) -> list:
     """``(line, message)`` for every key or string of the YAML document *doc* (a
-    :class:`~starforge.yamlio.YamlDoc`) holding a control or bidirectional character."""
+    :class:`~starforge.package_format.yamlio.YamlDoc`) holding a control or bidirectional character."""
     found: list = []
 
     def walk(value, path: tuple) -> None:

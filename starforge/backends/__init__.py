@@ -1,7 +1,7 @@
 """Backends run a staged job directory somewhere: ``local`` (a subprocess), ``ray``, ``slurm``.
 
 The interface and the job record are in :mod:`starforge.backends.base`; where records live
-is :mod:`starforge.backends.store`.
+is :mod:`starforge.jobs.store`.
 
 Adding a backend is one module and one line: the module (``backends/<name>.py``) holds a
 :class:`~starforge.backends.base.Backend` subclass, which owns its ``forge.yaml`` section

@@ -1,7 +1,7 @@
 """The small interface every backend implements, and the record of one submitted job.
 
-A backend receives a job that :func:`starforge.backends.staged.stage` has built (a
-:class:`~starforge.backends.staged.StagedJob`: the directory with ``jobspec.json``,
+A backend receives a job that :func:`starforge.jobs.staged.stage` has built (a
+:class:`~starforge.jobs.staged.StagedJob`: the directory with ``jobspec.json``,
 ``forge_plugins/``, ``recipe/``, ``work/``, SPEC §8, the JobSpec and the binding) and runs
 ``forge-launch --spec jobspec.json`` on it somewhere::
 
@@ -16,7 +16,7 @@ Contract for implementations:
 
 - ``submit`` starts the job and returns quickly with a :class:`JobRecord` whose status is
   ``pending`` or ``running``; it saves the record in the jobs store
-  (:class:`starforge.backends.store.JobStore`) before returning. ``detach`` says whether
+  (:class:`starforge.jobs.store.JobStore`) before returning. ``detach`` says whether
   the caller will go on to follow the job; a backend may ignore it.
 - ``refresh`` asks the backend for the current state, saves and returns the updated
   record (final records are returned unchanged).
@@ -28,7 +28,7 @@ Contract for implementations:
   submission id; slurm: job id), opaque to everything else.
 - Failures a user can act on raise :class:`starforge.errors.BackendError`.
 
-Statuses (:mod:`starforge.backends.jobrecord`): ``pending``, ``running`` (live);
+Statuses (:mod:`starforge.jobs.jobrecord`): ``pending``, ``running`` (live);
 ``succeeded``, ``failed``, ``cancelled``, ``lost`` (final).
 
 Laptop side.
@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from ..cluster import jobdir_layout
 from ..cluster.utctime import utc_now
 from ..errors import BackendError, ManifestError, UsageError
+from ..jobs.jobrecord import FINAL, LIVE, STATUSES, JobRecord  # noqa: F401  (re-exported for backends)
+from ..jobs.store import JobStore
 from . import BACKENDS
-from .jobrecord import FINAL, LIVE, STATUSES, JobRecord  # noqa: F401  (re-exported for backends)
-from .store import JobStore
 
 if TYPE_CHECKING:
-    from .staged import StagedJob
+    from ..jobs.staged import StagedJob
 
 
 class Backend(abc.ABC):
@@ -95,7 +95,7 @@ class Backend(abc.ABC):
         fields.setdefault("spec_sha256", staged.binding.spec_sha256)
         experiment = staged.layout.experiment
         fields.setdefault("experiment", str(experiment) if experiment is not None else "")
-        from .jobindex import pins_of_spec
+        from ..jobs.jobindex import pins_of_spec
 
         fields.setdefault("plugins", pins_of_spec(spec))
         fields.setdefault("params", dict(spec.hyperparams))
@@ -185,7 +185,7 @@ def backend_class(name: str) -> type[Backend]:
     """The class :data:`~starforge.backends.BACKENDS` registers as *name*, imported now."""
     entry = BACKENDS.get(name)
     if entry is None:
-        from ..manifest import closest
+        from ..package_format.manifest import closest
 
         guess = closest(name, BACKENDS)
         raise UsageError(
@@ -210,7 +210,7 @@ def ran_on(name: str) -> type[Backend]:
 
 def refuse_unknown_settings(backend: str, settings: Mapping[str, Any], known: tuple) -> None:
     """Refuse the first key of forge.yaml's ``<backend>:`` mapping not in *known*, naming the closest."""
-    from ..manifest import closest
+    from ..package_format.manifest import closest
 
     for key in settings:
         if key not in known:

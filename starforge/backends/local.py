@@ -46,14 +46,14 @@ from ..cluster.atomic import process_alive
 from ..cluster.jobdir_layout import LOCAL_LOG, SPEC_FILE, STATUS_FILE
 from ..cluster.status import SPEC_EXIT, VERIFY_EXIT
 from ..cluster.utctime import utc_now
-from ..credentials import shield_credentials, without_credentials
 from ..errors import BackendError
+from ..jobs.binding import check_runtime
+from ..jobs.store import JobStore
+from ..state.credentials import shield_credentials, without_credentials
 from .base import Backend, JobRecord, exit_status, follow_file, node_entry
-from .binding import check_runtime
-from .store import JobStore
 
 if TYPE_CHECKING:
-    from .staged import StagedJob
+    from ..jobs.staged import StagedJob
 
 LOG_NAME = LOCAL_LOG
 _POLL = 0.1
@@ -448,8 +448,8 @@ def abandoned_by_submit(store: JobStore, job_id: str, job_dir: Path, stager: int
 
     After a failure the submit cleaned up itself, so nothing is left to remove.
     """
-    from .leftovers import sweep
-    from .staged import remove_tree
+    from ..jobs.leftovers import sweep
+    from ..jobs.staged import remove_tree
 
     if store.path(job_id).exists():
         return []

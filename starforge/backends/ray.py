@@ -48,13 +48,13 @@ from ..cluster.provenance_log import ENV as PROVENANCE_LOG_ENV
 from ..cluster.ray_init import PACKAGE_ENV, WORKER_ENV
 from ..cluster.status import VERIFY_EXIT
 from ..cluster.utctime import utc_now
-from ..credentials import without_credentials
 from ..errors import BackendError, ManifestError
+from ..jobs.binding import Binding
+from ..state.credentials import without_credentials
 from .base import LIVE, Backend, JobRecord, node_entry
-from .binding import Binding
 
 if TYPE_CHECKING:
-    from .staged import StagedJob
+    from ..jobs.staged import StagedJob
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 SETTINGS = ("address", "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "python")
@@ -353,7 +353,7 @@ class RayBackend(Backend):
         written under ``<job dir>/provenance/`` (:mod:`.log_provenance`). A job directory no
         longer here (deleted by hand) has nowhere to keep them: nothing to ask again.
         """
-        from . import log_provenance
+        from ..jobs import log_provenance
 
         job_dir = Path(record.dir)
         if not job_dir.is_dir() or log_provenance.fetched(job_dir):
@@ -364,7 +364,7 @@ class RayBackend(Backend):
         except BackendError as exc:
             return exc.message
         try:
-            from .log_outputs import read_outputs, store_outputs
+            from ..jobs.log_outputs import read_outputs, store_outputs
 
             found = read_outputs(text, record.id)  # the end of each attempt, on every host (SPEC §18)
             store_outputs(job_dir, found.manifests, found.summary())

@@ -70,14 +70,14 @@ from ..cluster.environment import WORK_DIR_ENV
 from ..cluster.provenance import SHARED_ENV as SHARED_PROVENANCE_ENV
 from ..cluster.status import VERIFY_EXIT
 from ..cluster.utctime import utc_now
-from ..credentials import without_credentials
-from ..directories import make_dirs
 from ..errors import BackendError, ManifestError
+from ..jobs.binding import Binding
+from ..state.credentials import without_credentials
+from ..state.directories import make_dirs
 from .base import Backend, JobRecord, exit_status, follow_file
-from .binding import Binding
 
 if TYPE_CHECKING:
-    from .staged import StagedJob
+    from ..jobs.staged import StagedJob
 
 SETTINGS = (
     "staging",

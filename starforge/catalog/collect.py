@@ -64,7 +64,7 @@ def key_facts(trust, envelope: bytes | None, info, verified_key: str | None) -> 
     """``[{key_id, key_type, trusted}]`` of the keys that signed *envelope*: the key that verified
     (with its type, from the trust file), or the key ids the envelope names when none is trusted."""
     from ..cluster.dsse import check_statement, load_public_key
-    from ..signing import key_type
+    from ..signatures.signing import key_type
 
     if verified_key is not None:
         pem = trust.all_keys().get(verified_key)

@@ -42,7 +42,7 @@ def _matching(words, incomplete: str) -> list:
 def complete_job_ids(ctx, param, incomplete: str) -> list:
     """Job ids in the jobs store (``forge jobs show <Tab>``)."""
     try:
-        from ..backends.store import JobStore
+        from ..jobs.store import JobStore
 
         return _matching((r.id for r in JobStore().list()), incomplete)
     except Exception:
@@ -118,7 +118,7 @@ def complete_key_names(ctx, param, incomplete: str) -> list:
 
         return [CompletionItem(incomplete, type="file")]
     try:
-        from ..signing import list_keys
+        from ..signatures.signing import list_keys
 
         return _matching((r["name"] for r in list_keys()), incomplete)
     except Exception:

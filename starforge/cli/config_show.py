@@ -33,11 +33,11 @@ def _experiment(directory: str):
 
 def effective_settings(directory: str = ".", registry: str | None = None, owner: str | None = None) -> dict:
     """``{setting: {"value": ..., "source": ...}}`` as a command run in *directory* would resolve them."""
-    from ..backends.store import jobs_dir
-    from ..home import home
+    from ..jobs.store import jobs_dir
     from ..registry.publish import owner_and_source
-    from ..signing import list_keys
-    from ..userconfig import load_user_config
+    from ..signatures.signing import list_keys
+    from ..state.home import home
+    from ..state.userconfig import load_user_config
 
     h = home()
     where = _home_source()

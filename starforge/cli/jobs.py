@@ -33,7 +33,7 @@ def _refreshed(record):
 
 
 def _get(job_id: str):
-    from ..backends.store import JobStore
+    from ..jobs.store import JobStore
 
     return _refreshed(JobStore().get(job_id))
 
@@ -89,7 +89,7 @@ def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | No
     if plugin or yanked or params:
         _list_filtered(as_json, limit, plugin, yanked, params, dict(registry=registry, insecure=insecure, ca_file=ca_file))
         return
-    from ..backends.store import JobStore
+    from ..jobs.store import JobStore
 
     limit = limit or DEFAULT_LIMIT
     everything, unreadable = JobStore().scan()
@@ -115,7 +115,7 @@ def list_jobs(as_json: bool, limit: int | None, show_all: bool, plugin: str | No
 
 def sweep_staging_leftovers(records) -> None:
     """Remove what killed stagings left in the folders *records*' jobs were staged in, and say so."""
-    from ..backends.leftovers import sweep_beside
+    from ..jobs.leftovers import sweep_beside
 
     for leftover in sweep_beside(r.dir for r in records):
         note(f"note: removed {leftover.describe()}")
@@ -129,7 +129,7 @@ def unreadable_row(u) -> dict:
     (null), the status ``unreadable``, the reason as ``message`` and the file as ``record``."""
     from dataclasses import fields
 
-    from ..backends.jobrecord import JobRecord
+    from ..jobs.jobrecord import JobRecord
 
     row: dict = {f.name: None for f in fields(JobRecord)}
     row.update(id=u.id, status=UNREADABLE, message=u.reason, record=str(u.path), backend_ref={})
@@ -279,7 +279,7 @@ def render_details(d: dict) -> list:
             lines.append(f"  warning : {message}")
     for f in prov.get("failures") or []:
         lines.append(f"  failure : {f.get('phase', '?')} {f.get('plugin') or ''} {f.get('message') or ''}".rstrip())
-    from ..backends.node_cleanup import cleanup_lines
+    from ..jobs.node_cleanup import cleanup_lines
 
     lines.extend(cleanup_lines(d.get("node_cleanup")))
     return lines
@@ -421,9 +421,9 @@ def rm(job_ids: tuple, with_outputs: bool, as_json: bool) -> None:
     Example:
       forge jobs rm quickstart-20261129-120000-3fa2
     """
-    from ..backends.cleanup import remove_jobs
-    from ..backends.store import JobStore
     from ..errors import BackendError
+    from ..jobs.cleanup import remove_jobs
+    from ..jobs.store import JobStore
 
     sweep_staging_leftovers(JobStore().list())
     records, unreadable = [], []
@@ -457,8 +457,8 @@ def prune(age: str | None, gone: bool, dry_run: bool, with_outputs: bool, as_jso
       forge jobs prune --older-than 7d
       forge jobs prune --gone --dry-run
     """
-    from ..backends.cleanup import check_removable, parse_age, remove_jobs, select_prune
-    from ..backends.store import JobStore
+    from ..jobs.cleanup import check_removable, parse_age, remove_jobs, select_prune
+    from ..jobs.store import JobStore
 
     everything = JobStore().list()
     sweep_staging_leftovers(everything)

@@ -26,9 +26,9 @@ def outputs(job_id: str, with_hash: bool, as_json: bool) -> None:
     Example:
       forge jobs outputs JOB_ID --hash
     """
-    from ..backends.outputs import human_size
     from ..experiment.lineage import find_job, output_rows, read_jobs
     from ..experiment.output_digest import DigestCache
+    from ..jobs.outputs import human_size
     from ..terminal_text import shown
     from .output import note, plural
 

@@ -30,8 +30,8 @@ def generate(name, key_type, passphrase_file, as_json) -> None:
       forge key generate --name release --type ecdsa-p256
       forge trust add alice ~/.config/starforge/keys/laptop.pub
     """
-    from ..home import home
-    from ..signing import KEY_NAME_RE, generate_key
+    from ..signatures.signing import KEY_NAME_RE, generate_key
+    from ..state.home import home
     from .plugin_publish import read_passphrase
 
     if not KEY_NAME_RE.match(name):
@@ -61,7 +61,7 @@ def list_keys(as_json) -> None:
     Example:
       forge key list
     """
-    from ..signing import list_keys as keys_on_disk
+    from ..signatures.signing import list_keys as keys_on_disk
 
     rows = keys_on_disk()
     if as_json:
@@ -97,8 +97,8 @@ def export(name, output) -> None:
 
     from ..cluster import atomic
     from ..errors import NotFoundError
-    from ..home import home
-    from ..signing import KEY_NAME_RE, load_public_key
+    from ..signatures.signing import KEY_NAME_RE, load_public_key
+    from ..state.home import home
 
     if not KEY_NAME_RE.match(name):
         raise UsageError(f"'{name}' is not a key name", hint="letters, digits, '.', '_' and '-'")

@@ -87,7 +87,7 @@ def traced_lines(found, yanked: dict, notes: list) -> list:
 
 def audit_lines(result) -> list:
     """The text answer of ``forge audit``."""
-    from ..backends.outputs import human_size
+    from ..jobs.outputs import human_size
 
     for line in result.notes:
         note(safe(line))

@@ -222,7 +222,7 @@ def forge(quiet: bool, verbose: bool, debug: bool) -> None:
     if quiet or verbose:
         os.environ["FORGE_VERBOSITY"] = "-1" if quiet else "1"
     if verbose:
-        from ..home import home
+        from ..state.home import home
         from .output import detail
 
         h = home()
@@ -259,7 +259,7 @@ def disk_error(exc: OSError) -> ForgeError:
     """One line for an :class:`OSError` no command turned into its own error."""
     import errno
 
-    from ..directories import disk_hint
+    from ..state.directories import disk_hint
 
     where = f"{exc.filename}: " if exc.filename else ""
     named = disk_hint(exc)  # which file system is full or read-only, when the error names a path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..manifest import KINDS, LOADS
+from ..package_format.manifest import KINDS, LOADS
 
 # how a plugin of each other kind runs (docs/kinds.md): no load mode applies to it
 HOW_RUN = {

@@ -91,9 +91,9 @@ def publish(directory, owner, registry, insecure, ca_file, sign, key_file, passp
 
 def signing_key(owner: str, key_file, passphrase_file) -> tuple:
     """``(key path, passphrase, listed)`` for ``--sign``: the key exists and decrypts, and the
-    trust file does not list other keys for *owner* (:func:`starforge.signing.check_signing_key`)."""
+    trust file does not list other keys for *owner* (:func:`starforge.signatures.signing.check_signing_key`)."""
     from ..registry.store import PluginStore
-    from ..signing import check_signing_key, load_private_key, signing_key_for, signing_key_option
+    from ..signatures.signing import check_signing_key, load_private_key, signing_key_for, signing_key_option
 
     sign_key = signing_key_option(key_file) if key_file else signing_key_for(owner)
     if not sign_key.exists():
@@ -110,7 +110,7 @@ def report_signature(info, attached: bool, kept: bool, sign_key: Path, passphras
     """What signing did (with *signed_tree*: naming the version and the tree digest the
     signature vouches for); a requested signature that is not served is an error (exit 9)."""
     from ..errors import SignatureError
-    from ..signing import key_id, load_private_key, public_path_for
+    from ..signatures.signing import key_id, load_private_key, public_path_for
     from .output import note
 
     mine = key_id(load_private_key(sign_key, passphrase).public_key())

@@ -67,7 +67,7 @@ def sign(ref, from_dir, lock_file, digest, key_file, registry, insecure, ca_file
     info = reg.get(parsed.owner, parsed.name, version)
     private = None
     if model_signature is not None:
-        from ..signing import load_private_key
+        from ..signatures.signing import load_private_key
 
         private = load_private_key(sign_key, passphrase)
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -78,8 +78,8 @@ def sign(ref, from_dir, lock_file, digest, key_file, registry, insecure, ca_file
     attached, kept = sign_published(reg, info, sign_key, passphrase, held=held, source=source)
     report_signature(info, attached, kept, sign_key, passphrase, listed, signed_tree=held)
     if private is not None:
-        from ..model_signature import write_signature
         from ..registry.store import PluginStore
+        from ..signatures.model_signature import write_signature
 
         tree = PluginStore(reg).tree_of(info)  # the files behind the tree digest, never the record's list
         write_signature(model_signature, private, info.name, tree.files)

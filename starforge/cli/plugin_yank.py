@@ -70,7 +70,7 @@ def _record(action, ref, reason, sign, key_file, registry, insecure, ca_file, pa
         raise UsageError("--key is given without --sign", hint=f"forge plugin {action} {ref} --sign --key {key_file}")
     key = None
     if sign:
-        from ..signing import load_private_key
+        from ..signatures.signing import load_private_key
         from .plugin_publish import signing_key
 
         sign_key, passphrase, _ = signing_key(parsed.owner, key_file, passphrase_file)

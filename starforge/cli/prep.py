@@ -39,7 +39,7 @@ def prep(plugin, input_path, output, sets, python, registry, insecure, ca_file, 
       forge prep my-prep --input raw.jsonl --output clean.jsonl --set my_prep.max_chars=512
       forge prep alice/dedup-prompts@1.0 -i raw.jsonl -o dedup.jsonl --python .venv-data/bin/python
     """
-    from ..prep import looks_like_directory, plugin_from_directory, plugin_from_registry, prep_params, run_prep
+    from ..prep.run import looks_like_directory, plugin_from_directory, plugin_from_registry, prep_params, run_prep
     from ..registry.progress import transfer_progress
     from .output import note
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..sigstore_bundle import BUNDLE_SUFFIX, bundle_of
+from ..signatures.sigstore_bundle import BUNDLE_SUFFIX, bundle_of
 
 # -- putting a verifiable plugin on disk ---------------------------------------------------
 
@@ -30,8 +30,8 @@ def export_signed(store, info, envelope: bytes | None, dest: str | os.PathLike) 
     the trust file of *store*, a :class:`~starforge.registry.store.PluginStore`) into the directory *dest*: ``owner-name-version.tar.gz``, ``….tar.gz``
     + :data:`BUNDLE_SUFFIX` and ``KEYID.pem``. Files are written by temp file and rename."""
     from ..cluster import atomic
-    from ..directories import make_dirs
-    from ..signing import archive_name, load_public_key
+    from ..signatures.signing import archive_name, load_public_key
+    from ..state.directories import make_dirs
 
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():

@@ -21,7 +21,7 @@ def add(owner, pubkey, as_json) -> None:
     Example:
       forge trust add alice alice-laptop.pub
     """
-    from ..signing import default_trust_path, trust_add
+    from ..signatures.signing import default_trust_path, trust_add
 
     kid = trust_add(owner, pubkey)
     if as_json:
@@ -46,7 +46,7 @@ def remove(owner, key_id, as_json) -> None:
     Example:
       forge trust remove alice 3f2a9c
     """
-    from ..signing import default_trust_path, trust_remove
+    from ..signatures.signing import default_trust_path, trust_remove
 
     removed = trust_remove(owner, key_id)
     if as_json:
@@ -65,7 +65,7 @@ def list_trust(as_json) -> None:
     Example:
       forge trust list --json
     """
-    from ..signing import trust_list
+    from ..signatures.signing import trust_list
 
     rows = trust_list()
     if as_json:

@@ -10,7 +10,7 @@ digest, in a DSSE envelope. :func:`verify_envelope` checks, in this order:
 
 The trust file (``forge/trust/v1``) maps owners to public keys by key id; whether a
 package needs a signature at all is :func:`trust_rule`. The laptop's
-:mod:`starforge.signing` (keys, signing, the user's trust file) builds on this module.
+:mod:`starforge.signatures.signing` (keys, signing, the user's trust file) builds on this module.
 
 Standard library only at import; ``cryptography`` is imported by the functions that check
 a signature, so a launch without ``FORGE_TRUST`` never loads it.

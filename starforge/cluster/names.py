@@ -1,5 +1,5 @@
 """The name rules, written once: plugin and owner names, dotted module names, entrypoints,
-job ids. ``manifest.py`` (the laptop's ``plugin.yaml``), the lock, the registries and the
+job ids. ``package_format/manifest.py`` (the laptop's ``plugin.yaml``), the lock, the registries and the
 JobSpec all check names here.
 
 Each rule is a pattern (``*_PATTERN``: the documented form, also the JSON schema's) and a

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 SCHEMA = "forge/provenance/v1"
 # The fields of a process's record, in the order it writes them (:func:`new_record`), each with
 # the JSON types it may hold (None: null): what a reader of records from an untrusted place
-# keeps (``starforge.backends.log_provenance``); REQUIRED are those every record has.
+# keeps (``starforge.jobs.log_provenance``); REQUIRED are those every record has.
 FIELDS: dict = {
     "schema": (str,),
     "job_id": (str,),

@@ -14,7 +14,7 @@ prints it into the same log with Ray's ``(pid=…, ip=…)`` prefix. The frame i
 that contains a digit, which Ray's log de-duplication never merges (it ignores such
 words, and a line made only of them is always printed). Each later write of a process
 repeats its whole record; the laptop keeps the last one of each process
-(``starforge.backends.log_provenance`` reads the lines, as untrusted input).
+(``starforge.jobs.log_provenance`` reads the lines, as untrusted input).
 
 Cluster side: standard library only.
 """

@@ -1,6 +1,6 @@
 """``forge.yaml`` (schema ``forge/job/v1``): an experiment's declaration, validated.
 
-Read through :mod:`starforge.yamlio` (YAML 1.2 core scalars, no duplicate keys, no
+Read through :mod:`starforge.package_format.yamlio` (YAML 1.2 core scalars, no duplicate keys, no
 aliases). Every problem is a :class:`ManifestError` naming the file, the line and the key,
 with the closest valid key for a typo::
 
@@ -61,8 +61,8 @@ from ..backends import backend_names, settings_sections
 from ..cluster.jobdir_layout import PLUGINS_DIR
 from ..cluster.names import is_plugin_name
 from ..errors import ManifestError, UsageError
-from ..manifest import closest
-from ..yamlio import YamlDoc, load_yaml_file
+from ..package_format.manifest import closest
+from ..package_format.yamlio import YamlDoc, load_yaml_file
 from .overrides import NON_FINITE_HINT, first_non_finite, yaml_float
 
 SCHEMA = "forge/job/v1"

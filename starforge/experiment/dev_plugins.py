@@ -103,7 +103,7 @@ def load_dev_plugins(dev: dict, locked: list) -> list:
 
 def copy_dev_plugin(dev: DevPlugin, target: Path) -> None:
     """Copy exactly the dev plugin's packable files into *target* and check their digest."""
-    from ..backends.staged import copy_checked
+    from ..jobs.staged import copy_checked
 
     copy_checked(dev.root, target, dev.files, dev.entry.tree_digest, f"dev plugin {dev.entry.ref}",
                  hint="submit again once the edit is saved")

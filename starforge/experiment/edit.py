@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..cluster import atomic
 from ..errors import ManifestError, UsageError
-from ..yamlio import load_yaml
+from ..package_format.yamlio import load_yaml
 from .config import FILENAME, Experiment, find_experiment_root, parse_experiment, parse_request
 from .lock import LockResult, resolve_lock
 from .lockfile import LockFile, read_lock, stale_reasons, write_lock

@@ -37,7 +37,7 @@ def check_plugin_query(text: str) -> str:
 
 def check_param_query(text: str) -> tuple:
     """``(key, raw value)`` of a ``--param KEY=VALUE``."""
-    from ..manifest import PARAM_KEY_RE
+    from ..package_format.manifest import PARAM_KEY_RE
 
     key, eq, raw = text.partition("=")
     key = key.strip()
@@ -54,7 +54,7 @@ def find_jobs(*, plugin: str | None = None, yanked: bool = False, params: tuple 
     insecure, ca_file}``, default the configured one) maps the pins seen to the yanked ones:
     ``({digest: line}, notes)``.
     """
-    from ..backends.jobindex import JobIndex
+    from ..jobs.jobindex import JobIndex
 
     wanted_plugin = check_plugin_query(plugin) if plugin else None
     wanted_params = [check_param_query(p) for p in params]
@@ -63,7 +63,7 @@ def find_jobs(*, plugin: str | None = None, yanked: bool = False, params: tuple 
     notes = sync_notes(sync)
     ran: dict = {}
     if wanted_plugin:
-        from ..backends.jobindex import pin_matches
+        from ..jobs.jobindex import pin_matches
 
         for job in matches:
             ran[job.record.id] = [f"ran {p['ref']} {p['digest']}" for p in job.record.plugins if pin_matches(p, wanted_plugin)]
@@ -103,8 +103,8 @@ def _current_yanks(pins: list, registry: str | None = None, insecure: bool = Fal
     """``({digest: line}, notes)`` for the versions among *pins* (``(ref, digest)``) yanked now:
     the configured registry's word when it answers, else the last facts this machine saw
     (:func:`starforge.registry.yank.yank_facts`); built-ins have no owner and are never yanked."""
-    from ..backends.jobindex import pin_parts
     from ..errors import ForgeError
+    from ..jobs.jobindex import pin_parts
     from ..registry.factory import open_registry
     from ..registry.store import PluginStore
 

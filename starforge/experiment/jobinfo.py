@@ -21,8 +21,8 @@ from ..cluster.jobdir_layout import PROVENANCE_DIR, STATUS_FILE
 def job_details(record) -> dict:
     """The record as a dict plus ``launch_status`` and ``provenance`` (None when absent)."""
     if record.plugins is None:  # a record from before records kept pins: from its jobspec.json
-        from ..backends.jobindex import backfill
-        from ..backends.store import JobStore
+        from ..jobs.jobindex import backfill
+        from ..jobs.store import JobStore
 
         record = backfill(JobStore(), record)
     out = record.shown()
@@ -31,16 +31,16 @@ def job_details(record) -> dict:
     out["outputs"] = outputs_of(record)
     out["provenance"] = None
     if (job_dir / PROVENANCE_DIR).is_dir():
-        from ..backends.log_provenance import read_summary
         from ..cluster.provenance import summarize
+        from ..jobs.log_provenance import read_summary
 
         out["provenance"] = summarize(str(job_dir))
         out["provenance"]["from_log"] = read_summary(job_dir)
     from ..backends.base import ran_on
 
     if ran_on(record.backend).node_local_copies:
-        from ..backends.node_cleanup import node_cleanup
         from ..cluster.provenance import read_records
+        from ..jobs.node_cleanup import node_cleanup
 
         out["node_cleanup"] = node_cleanup(job_dir, read_records(str(job_dir)), record.final)
     return out
@@ -66,7 +66,7 @@ def outputs_of(record) -> dict | None:
     the job package, which Ray deletes), that is said and nothing here is counted.
     """
     from ..backends.base import ran_on
-    from ..backends.outputs import human_size, job_outputs
+    from ..jobs.outputs import human_size, job_outputs
 
     found = job_outputs(record.dir)
     if found is None:

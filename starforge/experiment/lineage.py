@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ..backends.jobrecord import JobRecord
+from ..jobs.jobrecord import JobRecord
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class KnownJob:
     def _read(self) -> tuple:
         if self.kept:
             return self.kept, ()
-        from ..backends.outputs import read_manifests
+        from ..jobs.outputs import read_manifests
 
         manifests, problems = read_manifests(Path(self.record.dir))
         return tuple(manifests), tuple(problems)
@@ -117,9 +117,9 @@ def read_jobs(stores: Sequence[str | os.PathLike] = (), *, own: bool = True) -> 
     """The jobs of this user's store (with *own*) and of *stores*, tombstones included; a
     live record wins over a tombstone of the same id, the first store over later ones. A
     store named that is not a directory is a :class:`UsageError`."""
-    from ..backends.store import REMOVED_DIR, JobStore
     from ..cluster.lineage import LINEAGE_DIR
     from ..errors import UsageError
+    from ..jobs.store import REMOVED_DIR, JobStore
 
     world = JobWorld()
     for named in stores:  # a typo in a CI gate's --store must not pass as "no job found"
@@ -143,7 +143,7 @@ def read_jobs(stores: Sequence[str | os.PathLike] = (), *, own: bool = True) -> 
             if record.id in world.jobs:
                 continue
             kept = data.get(LINEAGE_DIR)
-            from ..backends.outputs import valid_manifest
+            from ..jobs.outputs import valid_manifest
 
             manifests = [m for m in kept if isinstance(m, dict) and valid_manifest(m)] if isinstance(kept, list) else []
             world.jobs[record.id] = KnownJob(record, root, True, tuple(manifests))
@@ -173,8 +173,8 @@ def yanks_now(pin_list: Iterable[tuple]) -> tuple:
     digest)``), as the plugin store judges them (:meth:`starforge.registry.store.PluginStore.yank`:
     the registry's yank facts, else the last seen on this machine). Built-ins (``recipe:…``)
     are never yanked."""
-    from ..backends.jobindex import pin_parts
     from ..errors import ForgeError
+    from ..jobs.jobindex import pin_parts
     from ..registry.factory import open_registry
     from ..registry.store import PluginStore
 

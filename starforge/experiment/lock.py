@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import LockError, ManifestError, UsageError
-from ..manifest import PluginManifest
+from ..package_format.manifest import PluginManifest
 from .config import Experiment
 from .lockfile import (
     SCHEMA,
@@ -72,7 +72,7 @@ def load_builtins(exp: Experiment) -> list:
 
         root = exp.builtin_dir(name)
         if not (root / "plugin.yaml").is_file():
-            from ..manifest import closest
+            from ..package_format.manifest import closest
 
             present = sorted(q.parent.name for q in root.parent.glob("*/plugin.yaml"))
             guess = closest(name, present)

@@ -42,7 +42,7 @@ from ..cluster.jobspec import PluginEntry
 from ..cluster.jsonload import loads as load_json
 from ..cluster.names import is_plugin_name
 from ..errors import LockError
-from ..manifest import KINDS, LOADS, manifest_dict
+from ..package_format.manifest import KINDS, LOADS, manifest_dict
 
 SCHEMA = "forge/lock/v2"
 OLD_SCHEMAS = ("forge/lock/v1",)  # read, and rewritten by forge lock

@@ -73,7 +73,7 @@ class DigestCache:
     @classmethod
     def open(cls, path: Path | None = None) -> "DigestCache":
         if path is None:
-            from ..home import home
+            from ..state.home import home
 
             path = home().cache_dir / CACHE_NAME
         try:
@@ -120,8 +120,8 @@ class DigestCache:
         if not self.changed:
             return
         from ..cluster.atomic import write_file
-        from ..directories import make_dirs
-        from ..filelock import exclusive_lock
+        from ..state.directories import make_dirs
+        from ..state.filelock import exclusive_lock
 
         try:
             make_dirs(self.path.parent)

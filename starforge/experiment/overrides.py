@@ -1,7 +1,7 @@
 """Hyperparameters of a job: declared defaults, then ``config:``, then ``--set`` overrides.
 
 ``--set key=value`` values are YAML 1.2 core scalars (``0.5``, ``8``, ``true``, ``null``,
-strings, ``[1,2]`` flow lists) read by :func:`starforge.yamlio.parse_scalar`, then typed:
+strings, ``[1,2]`` flow lists) read by :func:`starforge.package_format.yamlio.parse_scalar`, then typed:
 
 - a key some plugin declares in ``params`` must fit the declared type;
 - otherwise a key of ``config:`` must fit the type of the value written there;
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..errors import ManifestError, UsageError
-from ..manifest import PARAM_KEY_RE, type_matches
+from ..package_format.manifest import PARAM_KEY_RE, type_matches
 
 _TYPE_WORDS = {
     "float": "a float",
@@ -59,7 +59,7 @@ class Override:
 
     @classmethod
     def parse(cls, text: str) -> "Override":
-        from ..yamlio import FloatRangeError, parse_scalar
+        from ..package_format.yamlio import FloatRangeError, parse_scalar
 
         key, eq, raw = text.partition("=")
         new = key.startswith("+")

@@ -195,7 +195,7 @@ def launch_error(code: int, output: str, where: str) -> ForgeError:
 def child_environment() -> dict:
     """This environment for the load phase: no credential variables (SPEC §9), and nothing
     that would tell the node entry which Python to use (it works that out from the JobSpec)."""
-    from ..credentials import shield_credentials, without_credentials
+    from ..state.credentials import shield_credentials, without_credentials
 
     shield_credentials()  # plugin code must not read them from this process's /proc either
     env = without_credentials()
@@ -235,7 +235,7 @@ def plan_experiment(
     allow_yanked: bool = False,
 ) -> PlanOutcome:
     """Stage *directory*'s job into a temporary directory, run its load phase here, read the ledger."""
-    from ..backends.staged import remove_tree
+    from ..jobs.staged import remove_tree
     from .lock import open_experiment_registry
     from .stage import resolve_job_in, stage_job
 
@@ -250,9 +250,9 @@ def plan_experiment(
         local_python(resolved.spec, job_dir)
         ledger_path = tmp / "ledger.json"
         from ..backends.base import node_entry
-        from ..backends.binding import check_runtime
         from ..cluster.errors import VerificationError
-        from ..process_group import run_in_group
+        from ..jobs.binding import check_runtime
+        from ..state.process_group import run_in_group
 
         # bound like a real launch (SPEC §9 "Binding"): the runtime zip checked here, outside
         # it, before it runs; the JobSpec's sha256 handed to the node entry and the launcher
@@ -305,9 +305,9 @@ def plan_on_backend(
     import dataclasses
 
     from ..backends.base import backend_class, get_backend, wait
-    from ..backends.staged import remove_tree
-    from ..backends.store import JobStore
     from ..cluster.ledger import extract
+    from ..jobs.staged import remove_tree
+    from ..jobs.store import JobStore
     from .lock import open_experiment_registry
     from .stage import resolve_job_in, stage_job
 

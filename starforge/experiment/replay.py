@@ -46,7 +46,7 @@ from ..cluster.jobspec import JobSpec
 from ..errors import ForgeError, NotFoundError, VerificationError
 
 if TYPE_CHECKING:
-    from ..backends.staged import StagedJob
+    from ..jobs.staged import StagedJob
 
 
 class ReplayError(ForgeError):
@@ -72,7 +72,7 @@ def _refuse(old_id: str, what: str, hint: str) -> ReplayError:
 
 def _old_job(job_id: str, store):
     """The record and staged directory of *job_id* (exit 7 for an unknown id, as ``jobs show``)."""
-    from ..backends.store import JobStore
+    from ..jobs.store import JobStore
 
     record = (store or JobStore()).get(job_id)
     job_dir = Path(record.dir)
@@ -220,8 +220,8 @@ def fetch_plugin(old_id: str, entry, target: Path, registries: list):
 
 def copy_staged_plugin(old_id: str, entry, source: Path, target: Path) -> None:
     """Copy a plugin the old job staged (a dev plugin, published nowhere) and check its tree digest."""
-    from ..backends.staged import copy_tree
     from ..cluster.digest import tree_digest
+    from ..jobs.staged import copy_tree
 
     try:
         copy_tree(source, target)
@@ -237,11 +237,11 @@ def stage_replay(record, old_dir: Path, spec: JobSpec, job_dir: Path, registries
                  require_signatures: bool = False) -> StagedJob:
     """Stage the replay *spec* at *job_dir*: plugins by digest, the staged recipe, the same runtime zip.
 
-    Staged and bound as ``forge submit`` stages (:func:`starforge.backends.staged.stage`);
+    Staged and bound as ``forge submit`` stages (:func:`starforge.jobs.staged.stage`);
     only the sources differ.
     """
-    from ..backends.staged import OldRuntime, copy_tree, stage
     from ..cluster.environment import runtime_paths
+    from ..jobs.staged import OldRuntime, copy_tree, stage
     from ..registry.store import Pin, PluginStore
     from .dev_plugins import is_dev
     from .lockfile import LockFile
@@ -337,7 +337,7 @@ def replay_job(
 ) -> Replay:
     """Check, stage and (unless *dry_run*) submit the replay of *job_id*."""
     from ..backends.base import get_backend, ran_on
-    from ..backends.staged import remove_tree
+    from ..jobs.staged import remove_tree
 
     record, old_dir = _old_job(job_id, store)
     old_spec = _old_spec(record, old_dir)

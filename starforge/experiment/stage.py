@@ -6,7 +6,7 @@ re-resolved), the built-ins pass the static checks, and the hyperparameters are 
 declared ``params`` defaults, then ``config:`` flattened, then the ``--set`` overrides.
 
 :func:`stage_job` says where a submitted job's parts come from and hands them to
-:func:`starforge.backends.staged.stage`, the one owner of a staged job (its layout,
+:func:`starforge.jobs.staged.stage`, the one owner of a staged job (its layout,
 temporary directory, modes, read-only step, rename, cleanup and binding)::
 
     forge_plugins/<name>/...          each locked package, fetched by tree digest (cache first)
@@ -31,14 +31,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..backends.staged import StagedJob, copy_checked, stage
 from ..cluster.digest import digest_of_map, file_map
 from ..cluster.jobspec import JobSpec, PluginEntry
 from ..cluster.readonly import make_read_only  # noqa: F401  (the staging tests use it from here)
 from ..cluster.utctime import TIMESTAMP
-from ..directories import PRIVATE, dir_mode
 from ..errors import VerificationError
+from ..jobs.staged import StagedJob, copy_checked, stage
 from ..registry.verified import read_tree
+from ..state.directories import PRIVATE, dir_mode
 from .config import Experiment
 from .lock import Builtin, check_entry, fresh_lock, load_builtins
 from .lockfile import LockFile, check_conflicts

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..backends.leftovers import sweep
-from ..backends.staged import remove_tree
+from ..jobs.leftovers import sweep
+from ..jobs.staged import remove_tree
 from .stage import ResolvedJob, resolve_job_in, stage_job
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..backends.jobrecord import JobRecord
-    from ..backends.staged import StagedJob
+    from ..jobs.jobrecord import JobRecord
+    from ..jobs.staged import StagedJob
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ManifestError, UsageError
-from ..yamlio import load_yaml_file
+from ..package_format.yamlio import load_yaml_file
 from .config import config_keys
 from .overrides import Override, yaml_text
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ..cluster.digest import digest_of_map, is_digest
 from ..cluster.jsonload import loads as load_json
 from ..errors import RegistryError
-from ..manifest import canonical_version
+from ..package_format.manifest import canonical_version
 from .base import PublishedVersion, check_identity
 from .oci_client import EMPTY_JSON, OCI_EMPTY, OCI_INDEX, OCI_MANIFEST, sha256_digest
 

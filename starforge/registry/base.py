@@ -82,7 +82,7 @@ class PublishedVersion:
         """The JobSpec's entry for this version as its record states it (the registry's word,
         which ``forge plugin diff`` shows; what a lock or a job acts on is read from the
         verified tree instead: :meth:`~starforge.registry.verified.VerifiedTree.plugin_entry`)."""
-        from ..manifest import PluginManifest
+        from ..package_format.manifest import PluginManifest
 
         manifest = PluginManifest.from_mapping(self.manifest, source=f"{self.ref}: the registry record")
         return manifest.plugin_entry(self.tree_digest, self.top_level, self.files, owner=self.owner, version=self.version)

@@ -37,8 +37,8 @@ from typing import Mapping
 
 from ..cluster import atomic
 from ..cluster.digest import diff_maps, digest_of_map, hash_file
-from ..directories import disk_hint, make_dirs
 from ..errors import ArchiveError, RegistryError, UsageError
+from ..state.directories import disk_hint, make_dirs
 from .base import PublishedVersion, Registry
 from .progress import transfer_progress
 
@@ -47,7 +47,7 @@ def cache_root(cache: str | os.PathLike | None = None) -> Path:
     """*cache*, or the user's blob cache (``FORGE_HOME``/XDG)."""
     if cache is not None:
         return Path(cache)
-    from ..home import home
+    from ..state.home import home
 
     return home().blob_cache
 
@@ -119,7 +119,7 @@ def signature_cache_path(
 ) -> Path:
     """Where the cache keeps the envelope verified for ``owner/name@version`` with *tree_digest*."""
     from ..cluster.names import is_plugin_name
-    from ..manifest import canonical_version
+    from ..package_format.manifest import canonical_version
 
     for part in (owner, name):
         if not is_plugin_name(part):
@@ -292,7 +292,7 @@ def _check_dest(dest: str | os.PathLike) -> Path:
 def _unpack_verified(ref: str, tree_digest: str, expected_files: Mapping[str, str] | None, archive: Path,
                      dest: Path) -> None:
     """Unpack *archive* to *dest* only when its files have *tree_digest* (the version *ref*'s)."""
-    from ..archive import unpack
+    from ..package_format.archive import unpack
 
     parent = dest.absolute().parent
     make_dirs(parent)

@@ -33,10 +33,10 @@ from ..cluster.digest import hash_file
 from ..cluster.jsonload import loads as load_json
 from ..cluster.names import is_plugin_name
 from ..cluster.utctime import utc_now
-from ..directories import SHARED, disk_hint, make_dirs
 from ..errors import ImmutableVersionError, NoRegistryError, NotFoundError, RegistryError, SignatureError, UsageError
-from ..filelock import exclusive_lock
-from ..manifest import canonical_version
+from ..package_format.manifest import canonical_version
+from ..state.directories import SHARED, disk_hint, make_dirs
+from ..state.filelock import exclusive_lock
 from .base import Progress, PublishedVersion, PublishResult, Registry, check_identity
 
 MARKER = "forge-registry.json"
@@ -247,7 +247,7 @@ class DirectoryRegistry(Registry):
     def _store_envelope(self, plugin_dir: Path, version: str, envelope: bytes) -> None:
         """The first envelope of *version* as ``<version>.dsse.json``, any other one under
         ``<version>.signatures/``; its Sigstore bundle beside it. Held: the plugin's lock."""
-        from ..sigstore_bundle import bundle_of
+        from ..signatures.sigstore_bundle import bundle_of
 
         first = plugin_dir / f"{version}{SIG_SUFFIX}"
         more = plugin_dir / f"{version}{MORE_SIGS}"
@@ -427,7 +427,7 @@ class DirectoryRegistry(Registry):
         )
 
     def _is_default(self) -> bool:
-        from ..home import home
+        from ..state.home import home
 
         return os.path.abspath(self.root) == os.path.abspath(home().registry_dir)
 

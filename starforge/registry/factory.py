@@ -18,8 +18,8 @@ from .base import Registry
 
 def default_registry_url() -> str:
     """``FORGE_REGISTRY``, then ``registry:`` in the user config, then the embedded directory."""
-    from ..home import home
-    from ..userconfig import load_user_config
+    from ..state.home import home
+    from ..state.userconfig import load_user_config
 
     env = os.environ.get("FORGE_REGISTRY")
     if env:

@@ -43,9 +43,9 @@ from pathlib import Path
 
 from ..cluster.digest import digest_of_map, is_digest
 from ..cluster.names import is_plugin_name
-from ..directories import make_dirs
 from ..errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
-from ..manifest import canonical_version
+from ..package_format.manifest import canonical_version
+from ..state.directories import make_dirs
 from .artifact import (  # noqa: F401  (ARTIFACT_TYPE, CONFIG_TYPE: re-exported)
     ANN_TREE_DIGEST,
     ARTIFACT_TYPE,
@@ -375,7 +375,7 @@ class OciRegistry(Registry):
         """Push the envelope, and its Sigstore bundle, as referrers of *subject*; return the
         signature manifest digest."""
         from ..errors import SignatureError
-        from ..sigstore_bundle import PREDICATE_TYPE, bundle_of
+        from ..signatures.sigstore_bundle import PREDICATE_TYPE, bundle_of
 
         parts = [(signature_artifact(subject, envelope, ref), envelope)]
         try:

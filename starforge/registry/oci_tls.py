@@ -45,7 +45,7 @@ class RegistryTrust:
 
 def registry_trust(host: str, ca_file: str | Path | None = None) -> RegistryTrust:
     """The trust for *host* (``host[:port]``): *ca_file* (``--ca-file``) over the user config's entry."""
-    from ..userconfig import load_user_config
+    from ..state.userconfig import load_user_config
 
     config = load_user_config()
     entry = config.registry_settings(host)
@@ -121,7 +121,7 @@ def is_tls_refusal(exc: Exception) -> bool:
 
 def tls_hint(host: str, exc: Exception, trust: RegistryTrust) -> str | None:
     """What to do about a refused TLS handshake with *host*, or None when *exc* is not one."""
-    from ..home import home
+    from ..state.home import home
 
     text = str(exc)
     config = f"registries: {{{host}: {{...}}}} in {home().config_file}"

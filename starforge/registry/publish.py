@@ -85,7 +85,7 @@ def owner_and_source(explicit: str | None = None) -> tuple[str, str]:
     env = os.environ.get("FORGE_OWNER")
     if env:
         return check_owner(env, "FORGE_OWNER"), "FORGE_OWNER"
-    from ..userconfig import load_user_config
+    from ..state.userconfig import load_user_config
 
     config = load_user_config()
     if config.owner is not None:
@@ -129,8 +129,8 @@ def publish_plugin(
     published version is a no-op success (``created=False``); other content under it raises
     :class:`ImmutableVersionError`.
     """
-    from ..archive import pack_tree
     from ..authoring.checks import require_valid
+    from ..package_format.archive import pack_tree
 
     check_owner(owner, "the owner")
     root = Path(root)
@@ -170,7 +170,7 @@ def publish_plugin(
             before = None
         envelope = None
         if sign_key is not None and before is None:  # a new version: its signature goes in with it
-            from ..signing import sign_statement
+            from ..signatures.signing import sign_statement
 
             envelope = sign_statement(
                 sign_key,
@@ -205,7 +205,7 @@ def sign_published(registry: Registry, info: PublishedVersion, sign_key: str | o
     signature by the same key is already stored, nothing is added (``kept``; an ECDSA
     signature is randomized, so signing again would add a second, different one).
     """
-    from ..signing import load_private_key, sign_statement
+    from ..signatures.signing import load_private_key, sign_statement
     from .store import PluginStore
 
     key = load_private_key(sign_key, passphrase)

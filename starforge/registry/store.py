@@ -106,7 +106,7 @@ class PluginStore:
     @property
     def trust(self) -> Trust:
         if self._trust is None:
-            from ..signing import load_trust
+            from ..signatures.signing import load_trust
 
             self._trust = load_trust()
         return self._trust
@@ -217,7 +217,7 @@ class PluginStore:
 
     def _check_bundles(self, info: PublishedVersion, envelopes: list) -> None:
         """Each Sigstore bundle stored beside the envelopes carries one of their signatures, or the registry is tampered."""
-        from ..sigstore_bundle import check_bundles
+        from ..signatures.sigstore_bundle import check_bundles
         from ..urls import mask_url
 
         registry = self._registry()
@@ -407,7 +407,7 @@ class PluginStore:
         (its tree digest and archive): signing it again with that key adds nothing."""
         from cryptography.hazmat.primitives import serialization
 
-        from ..signing import key_id
+        from ..signatures.signing import key_id
 
         pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
         only = Trust(owners={info.owner: {key_id(public_key): pem}})
@@ -533,7 +533,7 @@ def tree_of_archive(archive: str | os.PathLike, tree_digest: str, label: str, *,
                     within: str | os.PathLike | None = None) -> VerifiedTree:
     """Unpack *archive* (to a temporary directory, in *within* when given) checked against
     *tree_digest*, and read it."""
-    from ..archive import unpack
+    from ..package_format.archive import unpack
 
     work = tempfile.mkdtemp(prefix="forge-tree-", dir=within)
     try:
@@ -569,7 +569,7 @@ def registry_hint(registry, locked_from: str | None) -> str:
     directory this machine does not have (the far side of an air gap), the ``bundle push``
     that fills a registry here instead of a path across the gap.
     """
-    from ..home import home
+    from ..state.home import home
 
     # the registry used here, unless it is a path that is not here (the embedded one is made on first use)
     used_here = _on_this_machine(registry.url) or registry.url == str(home().registry_dir)

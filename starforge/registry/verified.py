@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 from ..cluster.plain_specifiers import plain_text
 from ..errors import ManifestError, TamperedError
-from ..manifest import PluginManifest
+from ..package_format.manifest import PluginManifest
 
 MANIFEST_FILE = "plugin.yaml"
 #: The fields compared between a record and the tree, in the order an error lists them.
@@ -54,7 +54,7 @@ class VerifiedTree:
 def read_tree(root: str | os.PathLike, files: Mapping[str, str], tree_digest: str, label: str) -> VerifiedTree:
     """The :class:`VerifiedTree` of the unpacked, verified tree at *root* (*files*: its hash map)."""
     from ..cluster.shadowing import top_level_names
-    from ..yamlio import load_yaml
+    from ..package_format.yamlio import load_yaml
 
     source = f"{label}: {MANIFEST_FILE} in the verified tree"
     if MANIFEST_FILE not in files:

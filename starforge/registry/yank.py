@@ -87,7 +87,7 @@ def make_envelope(payload: bytes, key=None) -> bytes:
     """A DSSE envelope over *payload*, signed with the private *key* (None: unsigned, no signatures)."""
     signatures = []
     if key is not None:
-        from ..signing import key_id, sign_bytes
+        from ..signatures.signing import key_id, sign_bytes
 
         sig = sign_bytes(key, pae(PAYLOAD_TYPE, payload))
         signatures.append({"keyid": key_id(key.public_key()), "sig": base64.b64encode(sig).decode("ascii")})
@@ -230,7 +230,7 @@ def yank_facts(registry, owner: str, name: str, version: str, tree_digest: str, 
     from the registry or an older unyank is served in its place, or a statement is not for
     this version. *trust* is the trust file the statements are judged by (a
     :class:`~starforge.registry.store.PluginStore` asks with its own: ``PluginStore.yank``),
-    *memory* defaults to the user's (:attr:`starforge.home.Home.yank_memory`).
+    *memory* defaults to the user's (:attr:`starforge.state.home.Home.yank_memory`).
     """
     from ..cluster.utctime import utc_now
     from ..urls import mask_url
@@ -278,7 +278,7 @@ def yank_facts(registry, owner: str, name: str, version: str, tree_digest: str, 
 def memory_path(owner: str, name: str, version: str, tree_digest: str, memory: str | os.PathLike | None = None) -> Path:
     """Where this machine remembers the statements seen for the version."""
     from ..cluster.names import is_plugin_name
-    from ..manifest import canonical_version
+    from ..package_format.manifest import canonical_version
 
     for part in (owner, name):
         if not is_plugin_name(part):
@@ -287,7 +287,7 @@ def memory_path(owner: str, name: str, version: str, tree_digest: str, memory: s
     if algo != "sf1" or not hex_ or any(c not in "0123456789abcdef" for c in hex_):
         raise RegistryError(f"'{tree_digest}' is not a tree digest (sf1:<hex>)")
     if memory is None:
-        from ..home import home
+        from ..state.home import home
 
         memory = home().yank_memory
     return Path(memory) / owner / name / f"{canonical_version(version)}-{hex_}.json"
@@ -311,7 +311,7 @@ def _read_memory(path: Path) -> dict:
 
 def _write_memory(path: Path, statements: list, as_of: str) -> None:
     from ..cluster import atomic
-    from ..directories import make_dirs
+    from ..state.directories import make_dirs
 
     data = {"schema": "forge/yank-memory/v1", "as_of": as_of,
             "statements": [base64.b64encode(e).decode("ascii") for e in statements]}

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import starforge
-from starforge import manifest as m
 from starforge.errors import ManifestError
+from starforge.package_format import manifest as m
 
 SCHEMA_PATH = Path(starforge.__file__).parent / "schemas" / "plugin.schema.json"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
@@ -184,7 +184,7 @@ def test_schema_and_validator_agree(label, data, expected):
 
 def test_templates_validate_against_the_schema(tmp_path):
     from starforge.authoring.init import TEMPLATES, init_plugin
-    from starforge.yamlio import load_yaml_file
+    from starforge.package_format.yamlio import load_yaml_file
 
     for (kind, load), template in TEMPLATES.items():
         root = init_plugin("opsd-patch", kind, load, tmp_path / template)

@@ -14,8 +14,8 @@ from tiny_backend import TinyBackend
 
 import starforge
 from starforge.backends import BACKENDS, Registration
-from starforge.backends.jobrecord import JobRecord
 from starforge.experiment.jobinfo import job_details
+from starforge.jobs.jobrecord import JobRecord
 
 ROOT = Path(starforge.__file__).parent
 

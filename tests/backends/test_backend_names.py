@@ -5,18 +5,18 @@ listed everywhere: test_backend_registration.py."""
 import subprocess
 import sys
 
-from starforge.backends import BACKENDS, backend_names
 from support.cli import forge
 
+from starforge.backends import BACKENDS, backend_names
 
 
 def test_the_store_imports_without_the_backend_interface():
     code = (
-        "import sys, starforge.backends.store as s\n"
+        "import sys, starforge.jobs.store as s\n"
         "print('starforge.backends.base' in sys.modules, s.JobRecord.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["False", "starforge.backends.jobrecord"]
+    assert out == ["False", "starforge.jobs.jobrecord"]
 
 
 def test_cli_choices_and_forge_yaml_check_name_the_backends_of_the_table(tmp_path):

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from starforge.backends.base import wait
-from starforge.backends.store import JobStore
 from starforge.experiment.patchplan import plan_on_backend
 from starforge.experiment.replay import replay_job
 from starforge.experiment.submit import submit_experiment
+from starforge.jobs.store import JobStore
 
 
 def _results(log: str) -> list:

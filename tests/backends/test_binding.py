@@ -22,9 +22,9 @@ from starforge.backends.base import wait
 from starforge.backends.local import LocalBackend
 from starforge.backends.ray import RayBackend
 from starforge.backends.slurm import SlurmBackend
-from starforge.backends.store import JobStore
 from starforge.experiment.lock import open_experiment_registry
 from starforge.experiment.stage import resolve_job_in, stage_job
+from starforge.jobs.store import JobStore
 
 BIN = Path(sys.executable).parent
 BACKENDS = {"local": LocalBackend, "slurm": SlurmBackend, "ray": RayBackend}

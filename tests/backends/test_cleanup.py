@@ -1,4 +1,4 @@
-"""starforge.backends.cleanup: which jobs rm and prune delete, called directly (the CLI only prints)."""
+"""starforge.jobs.cleanup: which jobs rm and prune delete, called directly (the CLI only prints)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from starforge.backends.cleanup import check_removable, created_at, parse_age, select_prune, remove_jobs
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
 from starforge.errors import BackendError, UsageError
+from starforge.jobs.cleanup import check_removable, created_at, parse_age, remove_jobs, select_prune
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 NOW = 1_800_000_000  # 2027-01-15T08:00:00Z
 DAY = 86400

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from starforge.credentials import CREDENTIAL_VARIABLES, without_credentials
 from support.experiment import submit_and_wait
+
+from starforge.state.credentials import CREDENTIAL_VARIABLES, without_credentials
 
 SECRETS = {
     "FORGE_REGISTRY_USER": "ci-pusher",

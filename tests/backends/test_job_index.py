@@ -13,14 +13,14 @@ import sys
 import textwrap
 
 import pytest
+from support.experiment import Project
 
-from starforge.backends import jobindex
-from starforge.backends.jobindex import JobIndex, param_matches, pin_matches
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
 from starforge.errors import UsageError
 from starforge.experiment.job_query import find_jobs
-from support.experiment import Project
+from starforge.jobs import jobindex
+from starforge.jobs.jobindex import JobIndex, param_matches, pin_matches
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 D1 = "sf1:" + "1" * 64
 D2 = "sf1:" + "2" * 64
@@ -179,9 +179,9 @@ def test_on_a_network_file_system_the_index_moves_to_local_disk_or_the_records_a
 
 RACER = textwrap.dedent("""\
     import sys
-    from starforge.backends.jobindex import JobIndex
-    from starforge.backends.jobrecord import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.jobindex import JobIndex
+    from starforge.jobs.jobrecord import JobRecord
+    from starforge.jobs.store import JobStore
     store = JobStore(sys.argv[1]); who = sys.argv[2]
     for i in range(25):
         pin = [{"ref": "alice/dr-grpo@1.0.0", "digest": "sf1:" + "1" * 64}]

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from starforge.backends.base import JobRecord, get_backend
-from starforge.backends.store import JobStore
 from starforge.errors import NotFoundError, UsageError
+from starforge.jobs.store import JobStore
 
 
 def _record(job_id, created="2026-11-29T12:00:00Z", **kw):

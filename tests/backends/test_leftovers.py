@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge
 from support.killpoints import POINTS, STAGING_POINTS, supervisors_started_by
 from support.waiting import wait_for
@@ -99,9 +98,9 @@ def test_jobs_list_rm_and_prune_sweep_the_folders_their_jobs_were_staged_in(make
 
 
 def test_the_sweep_leaves_a_live_process_another_users_folder_and_links_alone(tmp_path, other_user):
-    from starforge.backends.leftovers import sweep
-    from starforge.backends.staged import staging_prefix
     from starforge.cluster.atomic import writer_tag
+    from starforge.jobs.leftovers import sweep
+    from starforge.jobs.staged import staging_prefix
 
     root = tmp_path.resolve() / "exp" / ".forge" / "jobs"
     root.mkdir(parents=True)
@@ -132,8 +131,8 @@ def test_the_sweep_leaves_a_live_process_another_users_folder_and_links_alone(tm
 
 
 def test_a_record_an_earlier_release_left_without_a_supervisor_is_lost_after_a_while(tmp_path, forge_home):
-    from starforge.backends.jobrecord import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.jobrecord import JobRecord
+    from starforge.jobs.store import JobStore
 
     store = JobStore()
     for job_id, age in (("old-1", 3600), ("new-1", 0)):
@@ -168,7 +167,7 @@ def test_as_an_ordinary_user_the_sweep_removes_a_read_only_staging_leftover(othe
         subprocess.run(["chown", "-R", other_user.name, str(base / "exp")], check=True)
         for path in (left / "forge_plugins" / "p" / "mod.py", left / "forge_plugins" / "p", left / "forge_plugins"):
             path.chmod(0o444 if path.is_file() else 0o555)  # as staging leaves plugins: read-only
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); from starforge.backends.leftovers import sweep; "
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from starforge.jobs.leftovers import sweep; "
                 "print([str(leftover.path) for leftover in sweep(sys.argv[2])])")
         run = other_user.run("/usr/bin/python3", "-c", code, str(base / "lib"), str(root), check=False)
         assert run.returncode == 0, run.stderr

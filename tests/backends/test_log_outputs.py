@@ -7,10 +7,10 @@ import io
 import itertools
 import json
 
-from starforge.backends.log_outputs import collect_outputs, read_outputs, store_outputs
-from starforge.backends.outputs import read_manifests
 from starforge.cluster.lineage import MANIFEST_SCHEMA
 from starforge.cluster.provenance_log import OUTPUTS_CHUNK, emit_outputs
+from starforge.jobs.log_outputs import collect_outputs, read_outputs, store_outputs
+from starforge.jobs.outputs import read_manifests
 
 
 def _frames(doc) -> str:

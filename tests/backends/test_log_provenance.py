@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from starforge.backends.log_provenance import FETCH_FILE, MAX_BYTES, collect, read_summary, store
 from starforge.cluster import provenance_log
 from starforge.cluster.provenance import summarize
+from starforge.jobs.log_provenance import FETCH_FILE, MAX_BYTES, collect, read_summary, store
 
 JOB = "exp-20261203-101010-abcd"
 
@@ -142,8 +142,8 @@ def test_launcher_node_list_names_the_hosts_without_a_record(tmp_path):
 
 
 def test_the_log_reader_keeps_every_field_a_process_writes_and_the_record_has_one_definition():
-    from starforge.backends import log_provenance
     from starforge.cluster import provenance
+    from starforge.jobs import log_provenance
 
     sample = {"job_id": "j-1", "role": "launcher", "mode": "launch", "host": "node-1", "pid": 42, "attempt": 0,
               "argv": ["train.py"], "python": "3.11.2", "executable": "/usr/bin/python3", "core_version": "1.0",

@@ -143,7 +143,7 @@ print(sum(1 for n in nodes if n.get("state") == "ALIVE"))
 # the laptop's own reader of those frames
 WORKER_RECORDS = f"""
 import json, sys, urllib.request
-from starforge.backends.log_provenance import frames
+from starforge.jobs.log_provenance import frames
 pids = set()
 try:
     with urllib.request.urlopen("{DASHBOARD}/api/jobs/", timeout=5) as r:

@@ -4,7 +4,7 @@ being written by real jobs; this checks the reading, marks planted by hand)."""
 
 from __future__ import annotations
 
-from starforge.backends.node_cleanup import cleanup_lines, node_cleanup
+from starforge.jobs.node_cleanup import cleanup_lines, node_cleanup
 
 
 def prepared(*pairs):

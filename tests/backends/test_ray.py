@@ -16,9 +16,9 @@ import pytest
 
 from starforge.backends.base import wait
 from starforge.backends.ray import RayBackend, RayJobsClient, build_package, resolve_address
-from starforge.backends.store import JobStore
 from starforge.errors import BackendError, ManifestError
 from starforge.experiment.submit import submit_experiment
+from starforge.jobs.store import JobStore
 
 pytestmark = pytest.mark.ray
 
@@ -278,7 +278,7 @@ def test_a_deeply_nested_frame_loses_no_record_and_the_job_ends_only_once_its_lo
 
 def test_reads_of_an_ended_jobs_log_are_bounded_in_count_and_time():
     from starforge.backends.ray import LOG_DEADLINE, LOG_RETRY_GAP, LOG_TRIES, after_log_read
-    from starforge.backends.jobrecord import JobRecord
+    from starforge.jobs.jobrecord import JobRecord
 
     live = JobRecord(id="j", name="j", backend="ray", status="running", dir="/nowhere/j", created="2026-01-01T00:00:00Z",
                      backend_ref={"address": "http://127.0.0.1:1", "submission_id": "forge-j"})

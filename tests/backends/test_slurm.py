@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from starforge.backends.base import wait
-from starforge.backends.binding import Binding
-from starforge.backends.slurm import NAME_HOST, _PREPARE, JOB_ITEMS, SlurmBackend, batch_script, query_state, sbatch_command
+from starforge.backends.slurm import _PREPARE, JOB_ITEMS, NAME_HOST, SlurmBackend, batch_script, query_state, sbatch_command
 from starforge.errors import BackendError, ManifestError
 from starforge.experiment.submit import submit_experiment
+from starforge.jobs.binding import Binding
 
 pytestmark = pytest.mark.slurm
 
@@ -112,9 +112,9 @@ def test_per_node_launch_runs_in_an_srun_step_and_passes_the_exit_code(slurm_job
 
 
 def test_tampered_plugin_stops_the_job_before_the_entrypoint(slurm_job_env, make_experiment, tmp_path):
-    from starforge.backends.store import JobStore
     from starforge.experiment.lock import open_experiment_registry
     from starforge.experiment.stage import resolve_job_in, stage_job
+    from starforge.jobs.store import JobStore
 
     exp = make_experiment("python -m workload.train", "slurm", {"staging": str(tmp_path / "shared")})
     plan = resolve_job_in(exp, backend="slurm")

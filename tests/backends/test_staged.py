@@ -1,4 +1,4 @@
-"""A staged job (starforge.backends.staged): one owner, its working directory, its binding.
+"""A staged job (starforge.jobs.staged): one owner, its working directory, its binding.
 
 The job runs in ``work/`` (copies of the recipe's files, writable), never in the staged
 ``recipe/`` that replay proves: relative writes succeed as root and as an ordinary user,
@@ -26,11 +26,11 @@ from support.wheel import starforge_wheel
 from test_binding import BACKENDS, BIN, backends
 
 from starforge.backends.base import node_entry, wait
-from starforge.backends.staged import remove_tree
-from starforge.backends.store import JobStore
 from starforge.cluster.digest import tree_digest
 from starforge.experiment.lock import open_experiment_registry
 from starforge.experiment.stage import resolve_job_in, stage_job
+from starforge.jobs.staged import remove_tree
+from starforge.jobs.store import JobStore
 
 on_backend = test_binding.on_backend  # the fixture that starts and configures the backend's engine
 
@@ -284,7 +284,7 @@ def test_an_ordinary_user_removes_and_prunes_their_jobs_entirely_or_says_what_is
         make_experiment, tmp_path, other_user, user_venv):
     # The staged jobspec.json, forge_plugins/ and recipe/ are read-only (root deletes them
     # anyway): jobs rm and prune as the ordinary user who owns the job directories.
-    from starforge.backends.jobrecord import JobRecord
+    from starforge.jobs.jobrecord import JobRecord
 
     exp = _experiment(make_experiment, "local", tmp_path, "python -m workload.writes")
     base = Path(tempfile.mkdtemp(prefix="sfrm", dir="/tmp"))

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
 FORGE = str(Path(sys.executable).with_name("forge"))
@@ -85,8 +84,8 @@ def test_colour_on_a_terminal_only_and_never_with_no_color(env):
 
 
 def test_plugin_lines_of_a_job_log_are_coloured_on_a_terminal(env, tmp_path):
-    from starforge.backends.jobrecord import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.jobrecord import JobRecord
+    from starforge.jobs.store import JobStore
 
     job_dir = tmp_path / "job-1"
     job_dir.mkdir()

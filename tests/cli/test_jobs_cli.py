@@ -4,12 +4,10 @@ import json
 import os
 
 import pytest
-
 from support.cli import forge as run_forge
 
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
-
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 
 @pytest.fixture

@@ -6,12 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
-
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 
 @pytest.fixture
@@ -98,8 +96,8 @@ def test_an_honest_job_directory_is_still_deleted(jobs, tmp_path):
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="rmtree(dir_fd=) is 3.11+; before, the path check alone guards")
 def test_a_link_swapped_in_after_the_check_is_not_followed(jobs, tmp_path):
-    from starforge.backends.jobdir import removable_job_dir, remove_job_dir
     from starforge.errors import BackendError
+    from starforge.jobs.jobdir import removable_job_dir, remove_job_dir
 
     job_dir = staged(jobs, tmp_path)
     precious = victim(tmp_path, job_dir.name)

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from support.cli import forge as run_forge
 
 
@@ -73,7 +72,7 @@ def test_jobs_help_examples_name_one_job_when_several_exist(tmp_path, monkeypatc
     import shlex
 
     from starforge.backends.base import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.store import JobStore
 
     monkeypatch.setenv("FORGE_JOBS_DIR", str(tmp_path / "jobs"))
     examples = []

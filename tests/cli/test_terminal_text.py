@@ -16,11 +16,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07"
 OSC8 = "\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import starforge
 from starforge.backends import slurm
-from starforge.backends.binding import Binding
 from starforge.cluster import jobdir_layout
+from starforge.jobs.binding import Binding
 
 ROOT = Path(starforge.__file__).parent
 OWNER = "cluster/jobdir_layout.py"

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from starforge import manifest
 from starforge.cluster import jobspec, names
 from starforge.errors import ManifestError, SpecError
+from starforge.package_format import manifest
 
 RULES = {
     names.is_plugin_name: names.PLUGIN_NAME_PATTERN,

@@ -8,7 +8,7 @@ from starforge.cluster.errors import LaunchFailure
 from starforge.cluster.jobspec import PluginEntry
 from starforge.cluster.load_order import Item
 from starforge.cluster.signatures import check_items
-from starforge.signing import generate_key, sign_statement, trust_add
+from starforge.signatures.signing import generate_key, sign_statement, trust_add
 
 TREE = "sf1:" + "1f" * 32
 OTHER_TREE = "sf1:" + "2e" * 32

@@ -14,7 +14,7 @@ SCALE = {"opsd.scale": ("float", 1.0)}
 
 
 def key_id_of(project, name: str) -> str:
-    from starforge.signing import key_id
+    from starforge.signatures.signing import key_id
 
     return key_id((project.home / "keys" / f"{name}.pub").read_bytes())
 

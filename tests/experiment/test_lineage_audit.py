@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 
-from starforge.backends.jobrecord import JobRecord
-from starforge.backends.store import JobStore
 from starforge.experiment.audit import FOUND, audit
 from starforge.experiment.lineage import YankNow, read_jobs
+from starforge.jobs.jobrecord import JobRecord
+from starforge.jobs.store import JobStore
 
 BAD, GOOD = "sf1:" + "b" * 64, "sf1:" + "a" * 64
 

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support.experiment import Project
 
 TRAINER = """\
@@ -178,8 +177,8 @@ def test_a_damaged_manifest_is_named_and_the_others_still_read(world):
 
 
 def test_files_of_each_ray_hosts_own_copy_of_work_at_the_same_path_are_listed_for_each_host(tmp_path):
-    from starforge.backends.jobrecord import JobRecord
     from starforge.experiment.lineage import KnownJob
+    from starforge.jobs.jobrecord import JobRecord
 
     copy = "/tmp/ray/session_1/runtime_resources/working_dir_files/starforge_0123/work"  # the same on every node
 

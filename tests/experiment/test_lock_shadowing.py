@@ -10,7 +10,7 @@ import pytest
 
 def _hand_made(project, module: str, name: str = "sneaky") -> None:
     """A version put into the directory registry without `forge plugin publish` (and its checks)."""
-    from starforge.archive import pack_tree
+    from starforge.package_format.archive import pack_tree
     from starforge.registry.base import PublishedVersion
     from starforge.registry.directory import DirectoryRegistry
 

@@ -67,7 +67,7 @@ def test_every_cluster_import_is_stdlib_packaging_or_its_own():
 # names of SPEC §1, the launch entry, and `forge prep`'s child, run from a zip under any interpreter.
 PACKAGE = CLUSTER.parent
 OUTSIDE = {"starforge.plugins": "plugins.py", "starforge.patching": "patching.py", "starforge.launch": "launch",
-           "starforge.prep_child": "prep_child.py"}
+           "starforge.prep": "prep/__init__.py", "starforge.prep.child": "prep/child.py"}
 
 
 def test_the_modules_outside_cluster_that_keep_its_contract_import_only_what_it_allows():
@@ -79,24 +79,24 @@ def test_the_modules_outside_cluster_that_keep_its_contract_import_only_what_it_
 
 
 def test_the_check_fails_on_a_module_outside_cluster_importing_the_laptop(tmp_path):
-    child = tmp_path / "prep_child.py"
-    child.write_text((PACKAGE / "prep_child.py").read_text(encoding="utf-8") + "\ndef late():\n    from starforge.home import forge_home\n")
-    found = module_violations(child, "starforge.prep_child", "starforge.prep_child")
-    assert found and all("imports starforge.home" in f and f.endswith("(inside a function)") for f in found), found
+    child = tmp_path / "child.py"
+    child.write_text((PACKAGE / "prep/child.py").read_text(encoding="utf-8") + "\ndef late():\n    from starforge.state.home import forge_home\n")
+    found = module_violations(child, "starforge.prep.child", "starforge.prep.child")
+    assert found and all("imports starforge.state.home" in f and f.endswith("(inside a function)") for f in found), found
 
 
 def test_the_check_fails_on_yaml_a_laptop_module_or_a_misplaced_cryptography(tmp_path):
     copy = tmp_path / "cluster"
     shutil.copytree(CLUSTER, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "reads_yaml.py").write_text("import yaml\n")
-    (copy / "lazy_laptop.py").write_text("def trust():\n    from ..signing import load_trust\n    return load_trust()\n")
+    (copy / "lazy_laptop.py").write_text("def trust():\n    from ..signatures.signing import load_trust\n    return load_trust()\n")
     (copy / "eager_crypto.py").write_text("from cryptography.exceptions import InvalidSignature\n")
     (copy / "typing_only.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from starforge.registry.base import Registry\n"
     )
     found = violations(copy)
     assert "starforge.cluster.reads_yaml:1: imports yaml (at module level)" in found
-    assert "starforge.cluster.lazy_laptop:2: imports starforge.signing (inside a function)" in found
+    assert "starforge.cluster.lazy_laptop:2: imports starforge.signatures.signing (inside a function)" in found
     assert "starforge.cluster.eager_crypto:1: imports cryptography.exceptions (at module level)" in found
     assert "starforge.cluster.typing_only:3: imports starforge.registry.base (at module level)" in found
 

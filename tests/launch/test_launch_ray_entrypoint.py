@@ -13,9 +13,9 @@ from pathlib import Path
 
 from launch_jobs import demo_plugin
 
-from starforge.backends.binding import compute
 from starforge.backends.ray import launcher_command
 from starforge.cluster import runtime_zip
+from starforge.jobs.binding import compute
 
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from starforge.archive import pack_tree
+from starforge.package_format.archive import pack_tree
 from starforge.registry.base import PublishedVersion
 
 

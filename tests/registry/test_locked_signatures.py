@@ -40,7 +40,7 @@ def signed_and_locked(user: User, registry: str, tmp_path: Path, *, trusted: boo
 def envelope_by(user: User, registry: str, key: str) -> bytes:
     """A valid envelope over the version's publish statement, signed by *key* (a key name)."""
     from starforge.registry.factory import open_registry
-    from starforge.signing import sign_statement
+    from starforge.signatures.signing import sign_statement
 
     info = open_registry(registry).get(OWNER, NAME, VERSION)
     return sign_statement(user.home / "keys" / f"{key}.key", owner=OWNER, name=NAME, version=VERSION,
@@ -75,10 +75,8 @@ def set_envelopes(registry: str, envelopes: list, *, keep: bool = False) -> None
         repo = reg.repository(OWNER, NAME)
         got = reg.client.get_manifest(repo, VERSION)
         if not keep:
-            from starforge.registry.artifact import canonical_json, referrers_tag
+            from starforge.registry.artifact import BUNDLE_TYPE, SIGNATURE_TYPE, canonical_json, referrers_tag
             from starforge.registry.oci_client import OCI_INDEX
-
-            from starforge.registry.artifact import BUNDLE_TYPE, SIGNATURE_TYPE
 
             for kind in (SIGNATURE_TYPE, BUNDLE_TYPE):
                 for desc in reg._signatures(repo, got.digest, kind):

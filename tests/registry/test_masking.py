@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-
 from support.cli import forge as run_forge
 
 SECRET = "S3cr3tPass"
@@ -125,8 +124,8 @@ def test_refused_docker_auth_credentials_are_named_by_their_entry_not_their_user
 
 def test_a_ray_address_with_credentials_is_masked_in_job_json(tmp_path):
     """The jobs store keeps the address (later calls need it); no --json output shows the password."""
-    from starforge.backends.jobrecord import JobRecord
-    from starforge.backends.store import JobStore
+    from starforge.jobs.jobrecord import JobRecord
+    from starforge.jobs.store import JobStore
 
     store = JobStore(tmp_path / "store")
     (tmp_path / "exp-1").mkdir()

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.racing import all_at_once
 
-from starforge.archive import pack_tree
 from starforge.cluster.digest import digest_of_bytes
 from starforge.errors import ImmutableVersionError, NotFoundError, RegistryError, UsageError
+from starforge.package_format.archive import pack_tree
 from starforge.registry.base import PublishedVersion
 from starforge.registry.factory import open_registry
 from starforge.registry.oci import ARTIFACT_TYPE, CONFIG_TYPE, LAYER_TYPE, SIGNATURE_TYPE, OciRegistry
 from starforge.registry.oci_auth import parse_challenge
 from starforge.registry.oci_client import OciClient
 from starforge.registry.oci_location import parse_oci_url
-from support.racing import all_at_once
 
 pytestmark = pytest.mark.oci
 

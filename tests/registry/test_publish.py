@@ -57,7 +57,7 @@ def test_a_plugin_that_fails_its_checks_is_not_published(tmp_path):
 
 def test_a_signed_publish_stores_an_envelope(tmp_path):
     from starforge.registry.store import verify_published
-    from starforge.signing import generate_key, load_trust, trust_add
+    from starforge.signatures.signing import generate_key, load_trust, trust_add
 
     key = generate_key(tmp_path / "keys" / "alice.key")
     reg = DirectoryRegistry(tmp_path / "reg")

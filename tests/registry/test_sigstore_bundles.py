@@ -181,8 +181,8 @@ def test_an_archive_other_than_the_signed_one_and_a_bundle_other_than_the_envelo
 
     # a stored bundle that carries no stored envelope's signature: one record changed, not the other
     from starforge.registry.directory import DirectoryRegistry
-    from starforge.signing import sign_statement
-    from starforge.sigstore_bundle import bundle_of
+    from starforge.signatures.signing import sign_statement
+    from starforge.signatures.sigstore_bundle import bundle_of
 
     info = DirectoryRegistry(registry).get(OWNER, NAME, VERSION)
     foreign = sign_statement(user.home / "keys" / "second.key", owner=OWNER, name=NAME, version=VERSION,
@@ -271,7 +271,7 @@ def test_racing_signers_on_a_registry_without_the_referrers_api_all_stay_listed(
     from starforge.registry.oci import OciRegistry
     from starforge.registry.publish import sign_published
     from starforge.registry.store import PluginStore
-    from starforge.signing import generate_key
+    from starforge.signatures.signing import generate_key
 
     registry = _oci(request, tmp_path)
     user = User(tmp_path / "user")
@@ -297,7 +297,7 @@ def test_a_trusted_key_of_a_type_this_release_cannot_use_is_skipped_and_old_stat
     from cryptography.hazmat.primitives.asymmetric import ec
 
     from starforge.cluster.dsse import PAYLOAD_TYPE, Trust, pae, verify_envelope
-    from starforge.signing import generate_key, key_id, load_private_key
+    from starforge.signatures.signing import generate_key, key_id, load_private_key
 
     pair = generate_key(tmp_path / "a.key")
     p384 = ec.generate_private_key(ec.SECP384R1()).public_key().public_bytes(
@@ -431,7 +431,7 @@ def test_a_signature_that_was_not_attached_is_an_error(tmp_path):
     from starforge.errors import SignatureError
     from starforge.registry.directory import DirectoryRegistry
     from starforge.registry.publish import sign_published
-    from starforge.signing import generate_key
+    from starforge.signatures.signing import generate_key
 
     registry = tmp_path / "registry"
     user = User(tmp_path / "user")

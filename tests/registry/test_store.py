@@ -20,7 +20,7 @@ from starforge.registry.cache import cached_signature
 from starforge.registry.directory import DirectoryRegistry
 from starforge.registry.publish import publish_plugin
 from starforge.registry.store import Pin, PluginStore
-from starforge.signing import generate_key, trust_add
+from starforge.signatures.signing import generate_key, trust_add
 
 ROOT = Path(starforge.__file__).parent
 ONE_PLACE = ("remember_signature", "remember_envelope")  # an envelope kept for offline staging

@@ -3,7 +3,7 @@ spelling differs, different where a job would behave differently."""
 
 from __future__ import annotations
 
-from starforge.manifest import PluginManifest
+from starforge.package_format.manifest import PluginManifest
 from starforge.registry.verified import VerifiedTree, disagreeing
 
 TREE = {

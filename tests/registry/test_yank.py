@@ -129,7 +129,7 @@ def test_a_remembered_yank_that_disappears_is_tampering(user, tmp_path):
     # an unyank numbered like the removed yank, signed by the owner's own key, does not take its place
     from starforge.registry.factory import open_registry
     from starforge.registry.yank import canonical_payload, make_envelope
-    from starforge.signing import load_private_key
+    from starforge.signatures.signing import load_private_key
 
     info = open_registry(registry).get(OWNER, NAME, VERSION)
     key = load_private_key(user.home / "keys" / "default.key")

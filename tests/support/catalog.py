@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from starforge.archive import pack_tree
-from starforge.manifest import PluginManifest
+from starforge.package_format.archive import pack_tree
+from starforge.package_format.manifest import PluginManifest
 from starforge.registry.base import PublishedVersion
 from starforge.registry.directory import DirectoryRegistry
 from support.registry_world import User

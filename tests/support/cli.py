@@ -34,7 +34,7 @@ import warnings
 from pathlib import Path
 
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4  # prctl(2)
-SHIELD_MARK = "_shielded"  # starforge.credentials: set once the process shielded its credentials
+SHIELD_MARK = "_shielded"  # starforge.state.credentials: set once the process shielded its credentials
 FORGE = str(Path(sys.executable).parent / "forge")
 DEFAULT_TIMEOUT = 120.0
 
@@ -74,7 +74,7 @@ def c_environ() -> dict:
 
 def process_state() -> dict:
     """What a command run in this process could change and must leave as it found it."""
-    from starforge import credentials
+    from starforge.state import credentials
 
     umask = os.umask(0)
     os.umask(umask)
@@ -100,7 +100,7 @@ def process_state() -> dict:
 
 
 def restore(state: dict) -> None:
-    from starforge import credentials
+    from starforge.state import credentials
 
     if dict(os.environ) != state["environ"] or c_environ() != state["c_environ"]:
         os.environ.clear()  # unsetenv for each name: C's environment follows os.environ again
@@ -124,7 +124,7 @@ def unshielded():
     """The block runs in a process not yet shielded (dumpable, the shield's mark unset), as a
     fresh ``forge`` process starts; afterwards the process is as it was (a library call of
     an earlier test may have shielded it)."""
-    from starforge import credentials
+    from starforge.state import credentials
 
     state = process_state()
     try:

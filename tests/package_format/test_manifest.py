@@ -3,8 +3,8 @@
 import pytest
 
 from starforge.errors import ManifestError
-from starforge.manifest import PluginManifest, canonical_version, check_name, type_matches
-from starforge.yamlio import load_yaml
+from starforge.package_format.manifest import PluginManifest, canonical_version, check_name, type_matches
+from starforge.package_format.yamlio import load_yaml
 
 BASE = """\
 schema: forge/plugin/v1

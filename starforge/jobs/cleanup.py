@@ -2,8 +2,8 @@
 
 The policy lives here; the CLI (:mod:`starforge.cli.jobs`) parses arguments and prints.
 A job goes with its record and, when the directory is its own, its staged directory
-(never reached through a symlink: :mod:`starforge.backends.jobdir`). A directory whose
-working directory holds outputs (:mod:`starforge.backends.outputs`) goes only with
+(never reached through a symlink: :mod:`starforge.jobs.jobdir`). A directory whose
+working directory holds outputs (:mod:`starforge.jobs.outputs`) goes only with
 ``with_outputs``. Every job is checked before anything is deleted, so a refusal deletes
 nothing; a job whose directory could not be deleted entirely keeps its record and is
 named in a :class:`~starforge.errors.RemovalError` (no deletion is reported that did not

@@ -1,7 +1,7 @@
 """The jobs store: where job records live and where ``forge jobs`` finds them.
 
 One JSON file per job, ``<data dir>/jobs/<job id>.json``, where the data dir is
-``$FORGE_HOME`` when set, else ``$XDG_DATA_HOME/starforge`` (see :mod:`starforge.home`).
+``$FORGE_HOME`` when set, else ``$XDG_DATA_HOME/starforge`` (see :mod:`starforge.state.home`).
 The records are per user, not per project, so ``forge jobs list`` shows every job the user
 submitted from any experiment on any backend; each record names its job directory
 (``dir``) and experiment. ``FORGE_JOBS_DIR`` moves the store elsewhere.
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..cluster import atomic
-from ..directories import make_dirs
 from ..errors import BackendError, NotFoundError, UsageError
-from ..filelock import exclusive_lock
+from ..state.directories import make_dirs
+from ..state.filelock import exclusive_lock
 from .jobrecord import JobRecord
 
 REMOVED_DIR = "removed"  # tombstones of removed jobs: what they ran survives their files (SPEC §18)
@@ -40,7 +40,7 @@ def jobs_dir() -> Path:
     env = os.environ.get("FORGE_JOBS_DIR")
     if env:
         return Path(env).expanduser()
-    from ..home import home
+    from ..state.home import home
 
     return home().data_dir / "jobs"
 

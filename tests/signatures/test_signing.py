@@ -14,7 +14,8 @@ import pytest
 from starforge.errors import SignatureError, UsageError
 from starforge.registry.directory import DirectoryRegistry
 from starforge.registry.publish import publish_plugin
-from starforge.signing import (
+from starforge.registry.store import verify_published
+from starforge.signatures.signing import (
     PAYLOAD_TYPE,
     generate_key,
     load_private_key,
@@ -25,7 +26,6 @@ from starforge.signing import (
     trust_list,
     verify_envelope,
 )
-from starforge.registry.store import verify_published
 
 
 @pytest.fixture(autouse=True)
@@ -263,7 +263,7 @@ def test_importing_signing_costs_no_cryptography():
     import subprocess
     import sys
 
-    code = "import sys, starforge.signing; print(sorted(m for m in sys.modules if m.startswith('cryptography')))"
+    code = "import sys, starforge.signatures.signing; print(sorted(m for m in sys.modules if m.startswith('cryptography')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -274,7 +274,7 @@ def test_ecdsa_signatures_are_written_low_s_and_the_high_s_twin_still_verifies(t
     both, since the envelopes published before are about half high-S."""
     from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
-    from starforge.model_signature import signature_bundle
+    from starforge.signatures.model_signature import signature_bundle
 
     P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551  # n of the P-256 group (SEC 2)
     pair = generate_key(tmp_path / "ec.key", key_type="ecdsa-p256")

@@ -34,8 +34,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster import atomic
-from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these names stay public here)
+from ..cluster import atomic
+from ..cluster.dsse import (  # noqa: F401  (verification is the cluster's; these names stay public here)
     ARCHIVE_ALGORITHM,
     DIGEST_ALGORITHM,
     MISSING,
@@ -54,9 +54,9 @@ from .cluster.dsse import (  # noqa: F401  (verification is the cluster's; these
     trust_rule,
     verify_envelope,
 )
-from .directories import SECRET, make_dirs
-from .errors import NotFoundError, SignatureError, UsageError
-from .filelock import exclusive_lock
+from ..errors import NotFoundError, SignatureError, UsageError
+from ..state.directories import SECRET, make_dirs
+from ..state.filelock import exclusive_lock
 
 VERIFIED = "verified"  # a valid signature by a key trusted for the owner
 UNSIGNED = "unsigned"  # no signature, and none required (the owner has no trusted key)
@@ -124,7 +124,7 @@ def list_keys(keys_dir: str | os.PathLike | None = None) -> list:
     public, encrypted}]`` sorted by name; ``key_id`` and ``type`` are None when the public
     key is missing or unreadable."""
     if keys_dir is None:
-        from .home import home
+        from ..state.home import home
 
         keys_dir = home().keys_dir
     rows = []
@@ -150,7 +150,7 @@ def signing_key_for(owner: str, keys_dir: str | os.PathLike | None = None) -> Pa
     """The key ``publish --sign`` uses for *owner*: ``keys/<owner>.key``, else
     ``keys/default.key``; :class:`UsageError` listing the keys that exist when neither does."""
     if keys_dir is None:
-        from .home import home
+        from ..state.home import home
 
         keys_dir = home().keys_dir
     keys_dir = Path(keys_dir)
@@ -178,7 +178,7 @@ def signing_key_option(value: str, keys_dir: str | os.PathLike | None = None) ->
                              hint="'forge key list' shows your keys; --key takes a key's name or the path of its .key file")
         return path
     if keys_dir is None:
-        from .home import home
+        from ..state.home import home
 
         keys_dir = home().keys_dir
     named = Path(keys_dir) / f"{value}.key"
@@ -189,7 +189,7 @@ def signing_key_option(value: str, keys_dir: str | os.PathLike | None = None) ->
                              hint=f"for the file write --key ./{value}; for the key, --key {named}")
         return named
     existing = [r["name"] for r in list_keys(keys_dir)]
-    from .manifest import closest
+    from ..package_format.manifest import closest
 
     guess = closest(value, existing) if existing else None
     guessed = f" (did you mean '{guess}'?)" if guess else ""
@@ -266,7 +266,7 @@ def sign_bytes(key, message: bytes) -> bytes:
 
 def archive_name(owner: str, name: str, version: str) -> str:
     """The file name of a version's archive: ``owner-name-version.tar.gz`` (the statement's second subject)."""
-    from .manifest import canonical_version
+    from ..package_format.manifest import canonical_version
 
     return f"{owner}-{name}-{canonical_version(version)}.tar.gz"
 
@@ -318,7 +318,7 @@ def sign_statement(
 # -- trust --------------------------------------------------------------------------------
 
 def default_trust_path() -> Path:
-    from .home import home
+    from ..state.home import home
 
     return home().trust_file
 
@@ -333,7 +333,7 @@ def trust_add(owner: str, public_key: str | os.PathLike, *, path: str | os.PathL
 
     Adding a key that is already trusted for the owner changes nothing.
     """
-    from .cluster.names import is_plugin_name
+    from ..cluster.names import is_plugin_name
 
     if not is_plugin_name(owner):
         raise UsageError(f"'{owner}' is not a valid owner", hint="lowercase letters, digits and single dashes")

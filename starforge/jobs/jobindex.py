@@ -1,6 +1,6 @@
 """The job index: which jobs ran which plugin version, with which parameters.
 
-The job records (:mod:`starforge.backends.store`) stay the source of truth; the index is an
+The job records (:mod:`starforge.jobs.store`) stay the source of truth; the index is an
 SQLite file (standard library) that answers ``forge jobs list --plugin/--yanked/--param``
 without parsing every record on each call. It is kept in step with the records by their
 file facts (inode, size, modification time, from one directory listing): a record whose
@@ -534,7 +534,7 @@ def param_matches(params: dict | None, key: str, raw: str) -> bool:
     boolean only ``true``/``false``."""
     if not params or key not in params:
         return False
-    from ..yamlio import parse_scalar
+    from ..package_format.yamlio import parse_scalar
 
     stored = params[key]
     try:

@@ -11,13 +11,12 @@ import sys
 import tarfile
 
 import pytest
-
 from support.cli import forge as run_forge
 
-from starforge.archive import pack, pack_tree, unpack
 from starforge.authoring.files import local_tree_digest, plugin_files
 from starforge.cluster.digest import tree_digest
 from starforge.errors import ArchiveError
+from starforge.package_format.archive import pack, pack_tree, unpack
 
 
 def write(root, rel, data: bytes | str = "x", mode: int | None = None) -> None:

@@ -33,9 +33,9 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
-from .cluster.digest import case_collision, digest_of_map, path_problem
-from .directories import dir_mode, disk_hint, make_dirs
-from .errors import ArchiveError
+from ..cluster.digest import case_collision, digest_of_map, path_problem
+from ..errors import ArchiveError
+from ..state.directories import dir_mode, disk_hint, make_dirs
 
 ARTIFACT_PREFIX = "sha256:"
 COMPRESS_LEVEL = 9

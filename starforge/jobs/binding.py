@@ -1,7 +1,7 @@
 """The binding of a staged job (SPEC §9): the sha256 of its runtime zip and JobSpec.
 
-:func:`starforge.backends.staged.stage` computes it from the tree it has just built and
-returns it inside the :class:`~starforge.backends.staged.StagedJob`; the backend hands it
+:func:`starforge.jobs.staged.stage` computes it from the tree it has just built and
+returns it inside the :class:`~starforge.jobs.staged.StagedJob`; the backend hands it
 to the job over its own channel: the local launcher's arguments, the batch script
 slurmctld stores, the Ray job's entrypoint and ``runtime_env``. Nothing re-reads the
 directory to bind it, so a file changed between staging and the start is refused.

@@ -26,7 +26,7 @@ class Home:
         if env.get("FORGE_HOME"):
             root = Path(env["FORGE_HOME"]).expanduser()
             if root.exists() and not root.is_dir():
-                from .errors import UsageError
+                from ..errors import UsageError
 
                 raise UsageError(f"FORGE_HOME={root} is not a directory",
                                  hint="point FORGE_HOME at a directory (it is created when missing), or unset it")

@@ -6,7 +6,7 @@
    the cache and its files checked against the tree digest. Only ``kind: data-prep``.
 2. The params are the plugin's declared defaults, then ``--set``, typed as ``forge submit``
    types them.
-3. A child process (:mod:`starforge.prep_child`) under forge's Python or ``--python``, with
+3. A child process (:mod:`starforge.prep.child`) under forge's Python or ``--python``, with
    the credential variables removed from its environment, imports the plugin from those
    bytes (sent on its stdin; it reads nothing of the plugin from disk) and maps every JSON
    line of the input through ``entrypoint(params)`` into a temporary file beside the output.
@@ -16,7 +16,7 @@
    input and of the file it renames into place, not what the child reports.
 
 The child runs in a process group of its own, ended with it: nothing the plugin starts
-outlives ``forge prep`` (:mod:`starforge.process_group`).
+outlives ``forge prep`` (:mod:`starforge.state.process_group`).
 
 Laptop side.
 """
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .errors import ManifestError, PrepError, UsageError
-from .process_group import end_group, read_until_done
+from ..errors import ManifestError, PrepError, UsageError
+from ..state.process_group import end_group, read_until_done
 
 PROVENANCE_SCHEMA = "forge/prep/v1"
 PROVENANCE_SUFFIX = ".provenance.json"
@@ -86,8 +86,8 @@ def looks_like_directory(source: str) -> bool:
 
 def plugin_from_directory(directory: str | os.PathLike) -> VerifiedPlugin:
     """Read every packable file of *directory* once and digest those bytes."""
-    from .authoring.files import plugin_files
-    from .cluster.digest import digest_of_bytes
+    from ..authoring.files import plugin_files
+    from ..cluster.digest import digest_of_bytes
 
     root = os.path.abspath(os.path.expanduser(os.fspath(directory)))
     if not os.path.isdir(root):
@@ -108,12 +108,12 @@ def plugin_from_directory(directory: str | os.PathLike) -> VerifiedPlugin:
 def plugin_from_registry(ref: str, registry_url: str | None = None, *, insecure: bool = False, ca_file: str | None = None,
                          require_signatures: bool = False) -> VerifiedPlugin:
     """Resolve *ref*, judge its signature as ``forge lock`` does, pull it, check its files."""
-    from .cluster.digest import verify_tree
-    from .cluster.errors import VerificationError
-    from .registry.factory import open_registry
-    from .registry.publish import with_default_owner
-    from .registry.resolve import resolve
-    from .registry.store import PluginStore
+    from ..cluster.digest import verify_tree
+    from ..cluster.errors import VerificationError
+    from ..registry.factory import open_registry
+    from ..registry.publish import with_default_owner
+    from ..registry.resolve import resolve
+    from ..registry.store import PluginStore
 
     registry = open_registry(registry_url, insecure=insecure, ca_file=ca_file)
     info = resolve(registry, with_default_owner(ref))  # as forge plugin pull: the default owner
@@ -142,8 +142,8 @@ def _not_data_prep(label: str, kind: str) -> str:
 
 
 def _manifest(contents: dict, source: str):
-    from .manifest import PluginManifest
-    from .yamlio import load_yaml
+    from ..package_format.manifest import PluginManifest
+    from ..package_format.yamlio import load_yaml
 
     data = contents.get("plugin.yaml")
     if data is None:
@@ -161,7 +161,7 @@ def _manifest(contents: dict, source: str):
 
 def prep_params(plugin: VerifiedPlugin, sets: list[str]) -> dict:
     """The plugin's declared defaults, then ``--set``, typed as ``forge submit`` types them."""
-    from .experiment.overrides import build_hyperparams, declared_params
+    from ..experiment.overrides import build_hyperparams, declared_params
 
     params = plugin.manifest.params  # type: ignore[attr-defined]
     declared = declared_params([(plugin.label, {k: v.to_dict() for k, v in params.items()})])
@@ -191,14 +191,14 @@ def check_paths(input_path: str | os.PathLike, output: str | os.PathLike) -> tup
 
 
 def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDirectory]:
-    """``[python, -m, starforge.prep_child]``, its environment, and the folder holding its zip.
+    """``[python, -m, starforge.prep.child]``, its environment, and the folder holding its zip.
 
     The child finds ``starforge`` in a zip built from this installation (the job's runtime
-    zip plus :mod:`starforge.prep_child`), first on ``PYTHONPATH``, so an interpreter with
+    zip plus :mod:`starforge.prep.child`), first on ``PYTHONPATH``, so an interpreter with
     nothing of StarForge installed runs it too.
     """
-    from .cluster.runtime_zip import build_runtime_zip, zip_sources
-    from .credentials import shield_credentials, without_credentials
+    from ..cluster.runtime_zip import build_runtime_zip, zip_sources
+    from ..state.credentials import shield_credentials, without_credentials
 
     interpreter = python or sys.executable
     if python is not None:
@@ -210,7 +210,8 @@ def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDir
         interpreter = found
     tmp = tempfile.TemporaryDirectory(prefix="forge-prep-")
     sources = zip_sources()
-    sources["starforge/prep_child.py"] = str(Path(__file__).with_name("prep_child.py"))
+    sources["starforge/prep/__init__.py"] = str(Path(__file__).with_name("__init__.py"))
+    sources["starforge/prep/child.py"] = str(Path(__file__).with_name("child.py"))
     zip_path = os.path.join(tmp.name, "starforge-prep.zip")
     with open(zip_path, "wb") as f:
         f.write(build_runtime_zip(sources))
@@ -220,7 +221,7 @@ def child_command(python: str | None) -> tuple[list, dict, tempfile.TemporaryDir
         env.pop(key)  # no job variables: the child is not part of a job
     env["PYTHONPATH"] = os.pathsep.join([zip_path] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return [interpreter, "-m", "starforge.prep_child"], env, tmp
+    return [interpreter, "-m", "starforge.prep.child"], env, tmp
 
 
 def run_prep(
@@ -233,8 +234,8 @@ def run_prep(
     progress: Callable[[int, int], None] | None = None,
 ) -> PrepResult:
     """Map *input_path* through the plugin into *output* (atomically) and write its provenance."""
-    from .cluster import atomic
-    from .cluster.utctime import utc_now
+    from ..cluster import atomic
+    from ..cluster.utctime import utc_now
 
     src, out = check_paths(input_path, output)
     cmd, env, tmp = child_command(python)
@@ -378,6 +379,6 @@ def _refusal(plugin: VerifiedPlugin, src: Path, result: dict) -> PrepError:
 
 
 def _core_version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__

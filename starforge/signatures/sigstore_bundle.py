@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 
-from .cluster.dsse import PREDICATE_TYPE
-from .cluster.jsonload import loads as load_json
-from .errors import SignatureError, TamperedError
+from ..cluster.dsse import PREDICATE_TYPE
+from ..cluster.jsonload import loads as load_json
+from ..errors import SignatureError, TamperedError
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 BUNDLE_SUFFIX = ".sigstore.json"

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from starforge.errors import ManifestError
-from starforge.yamlio import load_yaml, load_yaml_file, parse_scalar
+from starforge.package_format.yamlio import load_yaml, load_yaml_file, parse_scalar
 
 
 @pytest.mark.parametrize(

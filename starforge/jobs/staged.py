@@ -30,7 +30,7 @@ The directory is built under an unpredictable temporary name beside its final pl
 renamed into place, so a half-staged job never appears; on any failure the temporary tree
 is removed without following a symbolic link. The name says which process stages it
 (:func:`staging_prefix`): what a killed one leaves is swept by a later command
-(:mod:`starforge.backends.leftovers`).
+(:mod:`starforge.jobs.leftovers`).
 
 Laptop side.
 """
@@ -54,8 +54,8 @@ from ..cluster.errors import VerificationError
 from ..cluster.jobdir_layout import PLUGINS_DIR, PROVENANCE_DIR, RECIPE_DIR, SPEC_FILE, WORK_DIR
 from ..cluster.jobspec import write_spec
 from ..cluster.readonly import make_read_only
-from ..directories import PRIVATE, dir_mode, make_dirs
 from ..errors import BackendError
+from ..state.directories import PRIVATE, dir_mode, make_dirs
 from .binding import Binding, compute
 
 if TYPE_CHECKING:

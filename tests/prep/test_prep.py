@@ -12,11 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge, forge_process
 from support.processes import is_alive
 from support.users import system_user
-
 
 
 class Laptop:
@@ -296,7 +294,7 @@ def test_only_the_digested_files_are_imported(laptop):
 
 PEAK = """
 import json, resource, sys
-from starforge.prep import plugin_from_directory, prep_params, run_prep
+from starforge.prep.run import plugin_from_directory, prep_params, run_prep
 plugin = plugin_from_directory(sys.argv[1])
 run_prep(plugin, prep_params(plugin, []), sys.argv[2], sys.argv[3])
 print(json.dumps(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))   # KiB: the prep child's peak
@@ -479,7 +477,7 @@ def test_as_an_ordinary_user_the_plugin_can_read_neither_forges_environ_nor_its_
     other = "forge-other"
     system_user(other, "to act as another user")
     python = _python_for(other)
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     path = [str(repo), *site.getsitepackages()]
     if python is None or subprocess.run(["runuser", "-u", other, "--", "env", f"PYTHONPATH={os.pathsep.join(path)}",
                                          python, "-c", "import starforge.cli.main, click, yaml"],

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ManifestError
+from ..errors import ManifestError
 
 # key -> (what it holds, an example line); both shown in errors
 KEYS = {
@@ -64,13 +64,13 @@ class UserConfig:
 
 
 def load_user_config(path: str | os.PathLike | None = None) -> UserConfig:
-    """The user config at *path* (default: ``config.yaml`` of :func:`starforge.home.home`).
+    """The user config at *path* (default: ``config.yaml`` of :func:`starforge.state.home.home`).
 
     A missing or empty file is an empty config; anything else must be a mapping of the
     known keys (:data:`KEYS`) to non-empty strings. Raises :class:`ManifestError`.
     """
-    from .manifest import closest
-    from .yamlio import load_yaml_file
+    from ..package_format.manifest import closest
+    from ..package_format.yamlio import load_yaml_file
 
     if path is None:
         from .home import home
@@ -117,7 +117,7 @@ def load_user_config(path: str | os.PathLike | None = None) -> UserConfig:
 
 def _registries(value, doc, path: Path) -> tuple:
     """``registries:`` checked like the top level: a mapping of hosts to mappings of :data:`REGISTRY_KEYS`."""
-    from .manifest import closest
+    from ..package_format.manifest import closest
 
     def where(*keys) -> str:
         line = doc.line(("registries", *keys))

@@ -1,9 +1,9 @@
 """What a killed staging leaves behind, and sweeping it once its process is gone.
 
-A job is staged under a temporary name beside its final place (:func:`starforge.backends.staged.stage`)
+A job is staged under a temporary name beside its final place (:func:`starforge.jobs.staged.stage`)
 that says who is staging it: ``.<job id>.staging-<pid>@<host tag>-<random>``, the host tag
 being :func:`starforge.cluster.atomic.writer_tag` (where that pid means something;
-:func:`starforge.backends.staged.staging_name_parts` reads such a name back). A
+:func:`starforge.jobs.staged.staging_name_parts` reads such a name back). A
 ``forge submit`` killed while staging leaves that folder; a later command finds it in the
 staging folders it knows of and removes it when
 

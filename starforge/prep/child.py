@@ -1,6 +1,6 @@
 """The child process of ``forge prep``: one data-prep plugin mapped over a JSONL file.
 
-Started by :mod:`starforge.prep` as ``PYTHON -m starforge.prep_child RESULT_FD OUTPUT_FD``
+Started by :mod:`starforge.prep.run` as ``PYTHON -m starforge.prep.child RESULT_FD OUTPUT_FD``
 under forge's Python or ``--python``, with the job-style runtime zip (plus this module)
 first on ``PYTHONPATH`` and none of the credential variables in its environment. It reads
 one JSON header on stdin — the plugin's verified files (base64), its entrypoint, the

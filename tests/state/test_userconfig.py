@@ -6,13 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
 from starforge.errors import ManifestError
 from starforge.registry.factory import default_registry_url
 from starforge.registry.publish import default_owner
-from starforge.userconfig import load_user_config
+from starforge.state.userconfig import load_user_config
 
 
 def config(home, text: str):

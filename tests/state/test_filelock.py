@@ -1,12 +1,12 @@
 import subprocess
 import sys
 
-from starforge.filelock import exclusive_lock
+from starforge.state.filelock import exclusive_lock
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from starforge.filelock import exclusive_lock
+from starforge.state.filelock import exclusive_lock
 with exclusive_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(0.5)
@@ -31,7 +31,7 @@ def test_a_second_holder_waits_until_the_first_releases(tmp_path):
 
 REMOVER = """
 import os, sys, time
-from starforge.filelock import exclusive_lock
+from starforge.state.filelock import exclusive_lock
 with exclusive_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(0.5)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .cluster.names import (
+from ..cluster.names import (
     ENTRYPOINT_PATTERN,
     MODULE_PATTERN,
     NAME_MAX,
@@ -27,11 +27,11 @@ from .cluster.names import (
     is_module,
     is_plugin_name,
 )
-from .cluster.plain_specifiers import plain_clauses
-from .errors import ManifestError
+from ..cluster.plain_specifiers import plain_clauses
+from ..errors import ManifestError
 
 if TYPE_CHECKING:
-    from .cluster.jobspec import PluginEntry
+    from ..cluster.jobspec import PluginEntry
 
 SCHEMA = "forge/plugin/v1"
 # The name rules are cluster/names.py's (the JobSpec checks them too): checks call its
@@ -195,7 +195,7 @@ class PluginManifest:
         """The JobSpec's plugin entry for the tree with this manifest: the one place a
         manifest's fields become an entry (a lock entry holds it; a built-in's is built
         here too). *version* is the registry's canonical version (default: as written)."""
-        from .cluster.jobspec import PluginEntry
+        from ..cluster.jobspec import PluginEntry
 
         return PluginEntry(
             name=self.name,

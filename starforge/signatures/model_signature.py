@@ -25,8 +25,8 @@ import json
 import os
 from pathlib import PurePosixPath
 
-from .cluster.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, low_s, pae
-from .errors import UsageError
+from ..cluster.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, low_s, pae
+from ..errors import UsageError
 
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 #: Paths model-signing ignores by default, relative to the directory (recorded in the signature).
@@ -81,6 +81,6 @@ def signature_bundle(private_key, model_name: str, files: dict) -> bytes:
 
 def write_signature(path: str | os.PathLike, private_key, model_name: str, files: dict) -> None:
     """Write the model-signing signature over *files* to *path* (temp file + rename)."""
-    from .cluster import atomic
+    from ..cluster import atomic
 
     atomic.write_file(path, signature_bundle(private_key, model_name, files), 0o644, fsync=True)
