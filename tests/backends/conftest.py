@@ -67,6 +67,11 @@ def ray_head():
         # The raylet's registration may take longer than Ray's default wait on a loaded machine
         # (several test runs at once): wait, rather than fail every Ray test of the run.
         RAY_raylet_start_wait_time_s="180",
+        # A worker that forge's binding check refuses (tests/backends/test_binding.py) exits before
+        # it registers, and the raylet holds that worker's start slot for this long (Ray's default
+        # 60 s): the next test's job waited it out (57 s of test_credentials' Ray job). A worker of
+        # this one-host cluster registers within a few seconds even under load.
+        RAY_worker_register_timeout_seconds="20",
         # Token auth, explicitly: Ray turns it on by itself when ~/.ray/auth_token exists,
         # so the tests pin the mode and the token rather than depend on the home directory.
         RAY_AUTH_MODE="token",
