@@ -170,6 +170,19 @@ def pytest_collection_modifyitems(config, items):
     os.replace(tmp, os.path.join(folder, f"{worker}.json"))
 
 
+# `-n auto`: one worker more than the cores this process may run on. Many tests wait on a
+# service or a job (a Ray job's status, a Slurm step, a child process) with the CPU idle: with one
+# worker per core, a full run left the 2 cores of these machines idle about 22% of its time (vmstat),
+# and one more worker fills that (docs/performance.md, "Test loop"). PYTEST_XDIST_AUTO_NUM_WORKERS,
+# where set, decides instead, as pytest-xdist documents.
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: no error where xdist is not installed
+def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores + 1
+
+
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: no error where xdist is not installed
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "load":  # another mode asked for by name: as asked
