@@ -164,6 +164,17 @@ def record_path(job_dir: str, record: dict) -> str:
     return os.path.join(job_dir, DIRNAME, f"a{int(record.get('attempt', 0))}-{host}-{int(record['pid'])}.json")
 
 
+def others_recorded(job_dir: str, pid: int) -> bool:
+    """Whether a process other than *pid* wrote its record into *job_dir* (in any attempt, on
+    any host: the names :func:`record_path` makes)."""
+    own = f"-{int(pid)}.json"
+    try:
+        names = os.listdir(os.path.join(job_dir, DIRNAME))
+    except OSError:
+        return False
+    return any(n.startswith("a") and n.endswith(".json") and not n.endswith(own) for n in names)
+
+
 def new_record(**values: Any) -> dict:
     """A process's record: :data:`SCHEMA`, then *values* in the order of :data:`FIELDS`, whose
     other fields they name exactly (a field added here is added to every reader).

@@ -46,15 +46,10 @@ RECORDED_BY = "ray worker host"
 
 def ran_here(job_dir: str, pid: int | None = None) -> bool:
     """Whether a process of the job other than *pid* (default: this one) wrote its provenance
-    record into this host's copy of the job directory (``provenance/a<N>-<host>-<pid>.json``)."""
-    from .provenance import DIRNAME
+    record into this host's copy of the job directory."""
+    from .provenance import others_recorded
 
-    own = f"-{os.getpid() if pid is None else pid}.json"
-    try:
-        names = os.listdir(os.path.join(job_dir, DIRNAME))
-    except OSError:
-        return False
-    return any(n.startswith("a") and n.endswith(".json") and not n.endswith(own) for n in names)
+    return others_recorded(job_dir, os.getpid() if pid is None else pid)
 
 
 def host_manifest(attempt: int) -> str | None:
