@@ -136,12 +136,8 @@ def outputs_hash(base: Path, runs: int) -> None:
         "openssl dgst -sha256": lambda: subprocess.run(["openssl", "dgst", "-sha256", *map(str, files)], check=True,
                                                       stdout=subprocess.DEVNULL),
     }, runs)
-    print("forge jobs outputs --hash over 2 GB (8 x 256 MiB), cache emptied before each run:")
-    for name, values in times.items():
-        print(f"  {name}: {spread(values)}")
-    for ref in ("sha256sum", "openssl dgst -sha256"):
-        ratio = [a / b for a, b in zip(times["forge jobs outputs --hash"], times[ref])]
-        print(f"  / {ref}: median {statistics.median(ratio):.3f}x (min {min(ratio):.3f}x, max {max(ratio):.3f}x)")
+    report("forge jobs outputs --hash over 2 GB (8 x 256 MiB), cache emptied before each run:", times,
+           ["forge jobs outputs --hash"], "  / {ref}")
 
 
 def trace_checkpoint(base: Path, runs: int) -> None:
@@ -169,13 +165,20 @@ def trace_checkpoint(base: Path, runs: int) -> None:
         "openssl dgst -sha256": lambda: subprocess.run(["openssl", "dgst", "-sha256", str(copy)], check=True,
                                                       stdout=subprocess.DEVNULL),
     }, runs)
-    print("forge trace of a 1 GiB checkpoint copied elsewhere:")
+    report("forge trace of a 1 GiB checkpoint copied elsewhere:", times,
+           ["trace, job's digest cached", "trace, nothing cached"], "  {name} / {ref}")
+
+
+def report(title: str, times: dict, subjects: list, label: str) -> None:
+    """Print each variant's spread, then each subject's per-run ratio to sha256sum and openssl."""
+    print(title)
     for name, values in times.items():
         print(f"  {name}: {spread(values)}")
-    for name in ("trace, job's digest cached", "trace, nothing cached"):
+    for name in subjects:
         for ref in ("sha256sum", "openssl dgst -sha256"):
             ratio = [a / b for a, b in zip(times[name], times[ref])]
-            print(f"  {name} / {ref}: median {statistics.median(ratio):.3f}x (min {min(ratio):.3f}x, max {max(ratio):.3f}x)")
+            shown = label.format(name=name, ref=ref)
+            print(f"{shown}: median {statistics.median(ratio):.3f}x (min {min(ratio):.3f}x, max {max(ratio):.3f}x)")
 
 
 def main() -> int:
