@@ -14,8 +14,11 @@ in it is untrusted input:
   a ``RecursionError`` that loses every record) with the provenance schema, this job's id
   and fields of the expected types (:func:`check_record`); only those fields are kept,
   anything else in a frame is dropped, and a refused frame is counted with its reason;
-- a process writes its record several times: the last accepted frame of each (attempt,
-  host, pid) is kept;
+- a process writes its record several times: of each (attempt, host, pid) the accepted
+  frame the process wrote last is kept (the latest ``written`` time; of equal times, or
+  without one, the later frame in the log). The log's order alone does not say which is
+  last: Ray forwards each worker's output on its own path, at least once, and a line
+  can reach the driver's log again later;
 - :func:`store` writes the kept records into the job directory's ``provenance/`` under
   names forge makes (``log-0001.json``, …; never from a record's fields), each marked
   ``"reported_via": "job log"``, with a summary of what was read in
@@ -173,10 +176,18 @@ def collect(text: str, job_id: str, max_bytes: int = MAX_BYTES) -> Collected:
             out.refuse(reason)
             continue
         key = (record["attempt"], record["host"], record["pid"])
+        if key in latest and _written(record) < _written(latest[key]):
+            continue  # an older state of a process whose later one was read already
         latest.pop(key, None)  # re-inserted: the order is that of each process's last frame
         latest[key] = record
     out.records = list(latest.values())
     return out
+
+
+def _written(record: dict) -> str:
+    """When the process wrote *record* (UTC, to the millisecond, a string that sorts by time),
+    or "" when it did not say."""
+    return record.get("written") or ""
 
 
 def check_record(data, job_id: str) -> tuple[dict | None, str]:

@@ -52,6 +52,24 @@ def test_frames_behind_ray_prefixes_are_read_and_the_last_frame_of_each_process_
     assert all(r["reported_via"] == "job log" for r in got.records)
 
 
+def test_a_process_s_older_record_reaching_the_log_again_later_does_not_replace_its_latest():
+    # Ray forwards a worker's lines at least once: the record the worker wrote at its start can
+    # reach the driver's log again after the one it wrote once its patch was applied.
+    booted = _record(pid=7, patches=[], written="2026-12-05T15:35:01.120Z")
+    patched = _record(pid=7, written="2026-12-05T15:35:01.700Z")
+    other = _record(pid=8, patches=[], written="2026-12-05T15:35:00.000Z")
+    prefix = "\x1b[36m(pid=7, ip=10.1.0.2)\x1b[0m "
+    log = prefix + _line(booted) + prefix + _line(patched) + _line(other) + prefix + _line(booted)
+    got = collect(log, JOB)
+    assert (got.frames, got.refused) == (4, {})
+    kept = {r["pid"]: r for r in got.records}
+    assert kept[7]["patches"] == patched["patches"] and kept[7]["written"] == patched["written"]
+    assert kept[8]["patches"] == []
+    # Written in the same millisecond (or not saying when): the later frame in the log is kept.
+    again = _record(pid=7, patches=[], written=patched["written"])
+    assert collect(log + prefix + _line(again), JOB).records[0]["patches"] == []
+
+
 def test_bad_frames_are_refused_with_a_reason_and_unknown_fields_dropped():
     good = _record(extra_field="kept out")
     log = "".join([

@@ -231,8 +231,8 @@ def ray_two_hosts(tmp_path_factory, other_user):
 
 
 def frames_seen(lines: list[str]) -> list:
-    """For each line holding a provenance frame: its beginning, the record's pid and whether
-    its record shows a patch applied (what a failed check about them prints)."""
+    """For each line holding a provenance frame: its beginning, the record's host, pid, patch
+    statuses and written time (what a failed check about them prints)."""
     import base64
 
     seen = []
@@ -242,20 +242,27 @@ def frames_seen(lines: list[str]) -> list:
             payload = re.match(r"[A-Za-z0-9+/=]*", line[at + len(MARKER):])[0]
             try:
                 record = json.loads(base64.b64decode(payload))
-                seen.append((line[:at][-60:], record["pid"], [p.get("status") for p in record.get("patches", [])]))
+                seen.append((line[:at][-60:], record["host"], record["pid"],
+                             [p.get("status") for p in record.get("patches", [])], record.get("written")))
             except ValueError as exc:
                 seen.append((line[:at][-60:], "undecodable", str(exc)))
     return seen
 
 
-def worker_lines_shown(prov: dict, log: str) -> str:
-    """The job log's lines from the worker host, each with its length, start and where its frames
-    begin, then every frame of those lines, and what the laptop read (a failed check prints it)."""
+def worker_lines_shown(hosts: Hosts, env: dict, job_id: str, job_dir: str, prov: dict, log: str) -> str:
+    """What a failed check of the worker host's records prints: what the laptop read, the worker
+    host's lines of the log as followed (length, start, where frames begin), every frame of that
+    log, every frame of the log as read again now, and the records the laptop kept."""
     lines = [line for line in log.splitlines() if f"ip={IPS[WORKER]})" in line]
     shown = [f"{len(line)} {line[:100]!r} frames at {[m.start() for m in re.finditer(re.escape(MARKER), line)]}"
              for line in lines]
+    again = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "logs", job_id], env=env).stdout
+    records = [(r.get("host"), r.get("pid"), [p.get("status") for p in r.get("patches", [])], r.get("written"))
+               for r in map(json.loads, map(Path.read_text, sorted((Path(job_dir) / "provenance").glob("[!.]*.json"))))]
     return "\n".join([json.dumps(prov.get("per_host")), json.dumps(prov.get("from_log")), *shown,
-                      repr(frames_seen(lines))])
+                      "frames followed:", *map(repr, frames_seen(log.splitlines())),
+                      f"frames read again ({len(again)} characters, followed {len(log)}):",
+                      *map(repr, frames_seen(again.splitlines())), f"records kept: {records!r}"])
 
 
 def wait_for(hosts: Hosts, what: str, script: str, expected: str, timeout: float = 120, explain=None) -> None:
@@ -389,7 +396,7 @@ def test_one_job_on_two_hosts_runs_patched_everywhere_through_a_late_join_and_a_
     shown = hosts.run(LAPTOP, [str(BIN / "forge"), "jobs", "show", record["id"], "--json"], env=env)
     prov = json.loads(shown.stdout)["provenance"]
     assert set(prov["per_host"]) == {HEAD, WORKER}, prov
-    assert prov["per_host"][WORKER]["patched"] >= 2, worker_lines_shown(prov, log)
+    assert prov["per_host"][WORKER]["patched"] >= 2, worker_lines_shown(hosts, env, record["id"], record["dir"], prov, log)
     assert prov["per_host"][HEAD]["roles"]["launcher"] == 1, prov
     assert prov["per_host"][HEAD]["patched"] >= 4, prov  # the driver, an actor, a task, the restarted actor
     assert prov["reported_via"] == ["job log"] and prov["from_log"]["refused"] == {}, prov["from_log"]
