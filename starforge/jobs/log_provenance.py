@@ -16,9 +16,8 @@ in it is untrusted input:
   anything else in a frame is dropped, and a refused frame is counted with its reason;
 - a process writes its record several times: of each (attempt, host, pid) the accepted
   frame the process wrote last is kept (the latest ``written`` time; of equal times, or
-  without one, the later frame in the log). The log's order alone does not say which is
-  last: Ray forwards each worker's output on its own path, at least once, and a line
-  can reach the driver's log again later;
+  without one, the later frame in the log). The order of the log's lines is the order
+  in which Ray forwarded them to the driver, which the reader does not rely on;
 - :func:`store` writes the kept records into the job directory's ``provenance/`` under
   names forge makes (``log-0001.json``, …; never from a record's fields), each marked
   ``"reported_via": "job log"``, with a summary of what was read in
