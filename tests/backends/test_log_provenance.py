@@ -53,8 +53,8 @@ def test_frames_behind_ray_prefixes_are_read_and_the_last_frame_of_each_process_
 
 
 def test_a_process_s_older_record_reaching_the_log_again_later_does_not_replace_its_latest():
-    # Ray forwards a worker's lines at least once: the record the worker wrote at its start can
-    # reach the driver's log again after the one it wrote once its patch was applied.
+    # Whatever order the log shows a process's frames in, the state it wrote last is kept: here the
+    # record the worker wrote at its start appears again after the one it wrote once patched.
     booted = _record(pid=7, patches=[], written="2026-12-05T15:35:01.120Z")
     patched = _record(pid=7, written="2026-12-05T15:35:01.700Z")
     other = _record(pid=8, patches=[], written="2026-12-05T15:35:00.000Z")
