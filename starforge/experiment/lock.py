@@ -117,10 +117,19 @@ def check_entry(entry: LockEntry, tree, lock_name: str = "plugins.lock.json") ->
                       f"control, or delete it and run: forge lock (it reads each version's metadata from its verified tree)")
 
 
-def lock_experiment(exp: Experiment, registry, **options) -> LockResult:
-    """Resolve *exp*'s plugins as :func:`resolve_lock` does (*options* are its keywords) and
-    write the lock."""
-    result = resolve_lock(exp, registry, **options)
+def lock_experiment(
+    exp: Experiment,
+    registry,
+    *,
+    upgrade: str | set | None = None,
+    require_signatures: bool = False,
+    trust=None,
+    previous: LockFile | None = None,
+    accept_signature: set | None = None,
+) -> LockResult:
+    """Resolve *exp*'s plugins as :func:`resolve_lock` does (the same keywords) and write the lock."""
+    result = resolve_lock(exp, registry, upgrade=upgrade, require_signatures=require_signatures, trust=trust,
+                          previous=previous, accept_signature=accept_signature)
     return replace(result, written=write_lock(result.lock, exp.lock_path))
 
 
