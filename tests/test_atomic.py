@@ -1,8 +1,8 @@
 import errno
 import os
+import stat
 import subprocess
 import time
-import stat
 
 import pytest
 

@@ -37,8 +37,8 @@ def test_ruff_reports_nothing_on_the_package():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_ruff_finds_no_unused_or_undefined_names_in_the_tests():
-    result = _run([*_tool("ruff"), "check", "--no-cache", "--select", "F", "tests"])
+def test_ruff_finds_no_unused_or_undefined_names_and_no_unsorted_imports_in_the_tests():
+    result = _run([*_tool("ruff"), "check", "--no-cache", "--select", "F,I", "tests"])
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
 
 from starforge.authoring import checks, syntax
 from starforge.authoring.checks import check_plugin, load_manifest, require_valid, top_level_names
 from starforge.errors import CheckError
-from support.cli import run_cli
 
 MANIFEST = """\
 schema: forge/plugin/v1

@@ -6,12 +6,12 @@ import sys
 import zipfile
 
 import pytest
+from support.cli import run_cli
+from support.wheel import starforge_wheel
 
 from starforge.authoring.checks import check_plugin
 from starforge.authoring.init import TEMPLATES, core_spec, init_plugin, templates_dir
 from starforge.errors import UsageError
-from support.cli import run_cli
-from support.wheel import starforge_wheel
 
 CASES = [("algorithm", "eager"), ("algorithm", "deferred"), ("environment", "eager"), ("data-prep", "eager")]
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from support.need import need
 from support.processes import descendants, free_port, is_loopback, listeners, session_pids, terminate
 from support.users import ordinary_user

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.workload import locked_recipe
 
 from starforge.backends.base import wait
 from starforge.experiment.submit import submit_experiment
-from support.workload import locked_recipe
 
 PLUGIN = {
     "plugin.yaml": (

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 from support.waiting import wait_for
 

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.experiment import submit_and_wait
+from support.need import need
+from support.workload import MARK_PLUGIN, WORKLOAD, write_tree
 
 from starforge.experiment.config import load_experiment
 from starforge.experiment.lock import lock_experiment
 from starforge.registry.factory import open_registry
 from starforge.registry.publish import publish_plugin
-from support.experiment import submit_and_wait
-from support.need import need
-from support.workload import MARK_PLUGIN, WORKLOAD, write_tree
 
 BIN = Path(sys.executable).parent
 

@@ -5,7 +5,6 @@ definitions the experiment and registry tests use."""
 from __future__ import annotations
 
 import pytest
-
 from support.experiment import Project
 from support.oci import new_server
 

@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from support.cli import forge as run_forge
 from disk_faults import every_file, full_disk, read_only
+from support.cli import forge as run_forge
 
 PLUGIN_YAML = "schema: forge/plugin/v1\nname: sp\nversion: '1.0.0'\nkind: algorithm\nentrypoint: sp:install\n"
 FORGE_YAML = "schema: forge/job/v1\nname: demo\nentrypoint: python -c pass\nplugins: [alice/sp]\n"

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
 ESC = "\x1b["

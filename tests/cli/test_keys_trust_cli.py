@@ -8,9 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
-
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
 

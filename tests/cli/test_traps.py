@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from support.cli import forge as run_forge
-
 
 
 @pytest.fixture

@@ -7,7 +7,13 @@ import os
 
 from starforge.cluster.jobspec import JobSpec, example, write_spec
 from starforge.cluster.lineage import (
-    SIDECAR, SIDECAR_READ_CAP, declared_dir_problem, expand_dir, output_dirs, record_attempt_end, scan,
+    SIDECAR,
+    SIDECAR_READ_CAP,
+    declared_dir_problem,
+    expand_dir,
+    output_dirs,
+    record_attempt_end,
+    scan,
 )
 
 

@@ -4,7 +4,6 @@ config.yaml and --set; a trust file that is JSON but not an object."""
 
 from __future__ import annotations
 
-
 import pytest
 
 HOSTILE = {

@@ -16,10 +16,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-import starforge
 from support.need import need
 from support.processes import descendants, free_port, session_pids, terminate
+
+import starforge
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

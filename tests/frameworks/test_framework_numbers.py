@@ -5,7 +5,6 @@ reproducing plain runs bit for bit, and the refusals and warnings of seed fideli
 from __future__ import annotations
 
 import pytest
-
 from frameworks_env import run_checks
 
 pytestmark = pytest.mark.frameworks

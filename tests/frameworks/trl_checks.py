@@ -29,6 +29,7 @@ import torch  # noqa: E402
 import train_grpo  # noqa: E402  the example's tiny model and tokenizer
 import trl_dr_grpo  # noqa: E402
 import trl_gspo  # noqa: E402
+
 from starforge import patching  # noqa: E402
 
 PROMPTS = ["say yes", "say no"]

@@ -29,6 +29,7 @@ import run_losses  # noqa: E402  the example's batch and ActorConfig
 import torch  # noqa: E402
 import verl_dr_grpo  # noqa: E402
 import verl_gspo  # noqa: E402
+
 from starforge import patching  # noqa: E402
 
 REWARDS = [1.0, 0.0, 0.5, 0.25, 0.0, 0.75, 1.0, 0.5]

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from launch_jobs import JobBuilder
 
 

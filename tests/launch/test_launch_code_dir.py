@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 from launch_jobs import demo_plugin
+from support.users import system_user
 
 from starforge.cluster import runtime_zip
 from starforge.cluster.codedir import CODE_ZIP, RUNTIME_MODULES, WORKER_MODULES, make_code_dir, make_node_code_dir, pointer_path
-from support.users import system_user
 
 ZIP = Path(".forge-runtime") / "starforge-runtime.zip"
 OTHER_USER = "forge-other"

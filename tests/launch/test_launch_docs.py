@@ -6,8 +6,8 @@ import json
 import re
 
 import pytest
-
 from launch_jobs import REPO
+
 from starforge.cluster.jobspec import JobSpec, example
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from starforge.cluster import interpreter
-from starforge.cluster.node_entry import ENTRY_MODULES
 from starforge.cluster.interpreter import (
     JobPythonError,
     check_job_python,
@@ -23,6 +22,7 @@ from starforge.cluster.interpreter import (
     same_interpreter,
     shebang_python,
 )
+from starforge.cluster.node_entry import ENTRY_MODULES
 
 SOURCE = Path(interpreter.__file__)
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from starforge.cluster.digest import verify_tree, digest_of_bytes
 from starforge.cluster import loader
+from starforge.cluster.digest import digest_of_bytes, verify_tree
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 import os
 
 from launch_jobs import deferred_plugin, demo_plugin
+
 from starforge.cluster.provenance import read_records, summarize
 
 

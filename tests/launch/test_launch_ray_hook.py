@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
-
 from launch_jobs import demo_plugin
-from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
+
 from starforge.cluster.ray_init import CHAINED_HOOK_ENV, RAY_HOOK_ENV, RAY_JOB_CONFIG_ENV, chain_runtime_env
+from starforge.launch import RAY_SETUP_HOOK, bootstrap_env
 
 USER_HOOK = "import os\ndef setup():\n    os.environ['USER_HOOK_RAN'] = 'yes'\n"
 

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.cli import forge as run_forge
 
 PLUGIN_YAML = """\
@@ -219,8 +218,8 @@ def test_without_a_trust_file_nothing_is_checked_and_cryptography_stays_unloaded
 
 
 def test_the_signature_field_round_trips_and_is_validated():
-    from starforge.errors import SpecError
     from starforge.cluster.jobspec import JobSpec, example
+    from starforge.errors import SpecError
 
     data = example()
     assert "signature" not in JobSpec.from_dict(data).to_dict()["plugins"][0]  # absent stays absent

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from launch_jobs import REPO, bytecode_in, is_read_only, make_writable, plugin_entry
 
 # The plugin and the trainer each leave a marker when their code runs.

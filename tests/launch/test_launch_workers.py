@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-
 from launch_jobs import deferred_plugin, demo_plugin
 
 LAUNCHER_ONLY = ["plugin  : alice/demo-patch@1.0.0 loaded"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from reference_plugins import PLUGIN_DIRS, install, manifest, recipe_module
+
 from starforge import patching
 
 # Group 1: mean 0.5, deviations [0.5, -0.25, -0.25, 0.25, -0.25, 0, 0, 0], population std 0.25.

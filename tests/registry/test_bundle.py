@@ -16,7 +16,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from support.registry_world import User
 
 from starforge.bundle.layout import layout_header

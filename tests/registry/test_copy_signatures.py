@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_locked_signatures import NAME, VERSION, envelope_by, set_envelopes
 from support.registry_world import OWNER, User, write_experiment, write_plugin
+from test_locked_signatures import NAME, VERSION, envelope_by, set_envelopes
 
 
 def _url(kind: str, request, tmp_path: Path, label: str) -> str:

@@ -13,7 +13,6 @@ import shutil
 import ssl
 
 import pytest
-
 from support.oci import new_server
 from support.registry_world import User, write_experiment, write_plugin
 from support.tls import TestCA

@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support.registry_world import OWNER, User, write_experiment, write_plugin
 
 FIXTURE = Path(__file__).resolve().parent.parent / "experiment" / "fixtures" / "lock-before-tree-rule"
