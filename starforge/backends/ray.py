@@ -35,6 +35,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import stat
 import time
 import zipfile
@@ -444,12 +445,20 @@ def after_log_read(record: JobRecord, ended: JobRecord, problem: str | None, now
                                f"provenance yet (try {tries} of {LOG_TRIES}, again in {LOG_RETRY_GAP:.0f} s): {problem}")
 
 
+SUBMIT_TOKEN = "forge_submit_token"  # metadata key: this submission's own random token
+
+
 def _submit_unique(client: RayJobsClient, base: str, request: dict) -> str:
     """Submit under ``base``, or ``base-2``, ``base-3`` … when an earlier submit took the id.
 
-    Ray answers a reused submission id with HTTP 500, so look first; if another client
-    takes the id between the look and the submit, the look after the failure shows it.
+    Ray answers a reused submission id with HTTP 500, so look first; if the submit fails and
+    the id is taken after all, the job there is either another client's (try the next id) or
+    this submission's own, whose answer was lost (a timeout after the head had created it):
+    the request carries a random token in its metadata, and the job with that token is ours,
+    never started twice.
     """
+    token = secrets.token_hex(16)
+    request = {**request, "metadata": {**request.get("metadata", {}), SUBMIT_TOKEN: token}}
     for attempt in range(1, 100):
         sid = base if attempt == 1 else f"{base}-{attempt}"
         if client.job(sid) is not None:
@@ -457,8 +466,11 @@ def _submit_unique(client: RayJobsClient, base: str, request: dict) -> str:
         try:
             return client.submit({**request, "submission_id": sid})
         except BackendError:
-            if client.job(sid) is None:
+            there = client.job(sid)
+            if there is None:
                 raise
+            if (there.get("metadata") or {}).get(SUBMIT_TOKEN) == token:
+                return sid
     raise BackendError(f"no free Ray submission id for {base}", hint="delete old jobs on the head (ray job delete)")
 
 

@@ -295,6 +295,57 @@ def test_reads_of_an_ended_jobs_log_are_bounded_in_count_and_time():
     assert after_log_read(waiting, ended, "HTTP 500", now=1001.0).final
 
 
+class _HeadLosingAnswers:
+    """The Jobs API as a head that creates each submitted job and then, for the first
+    *lost* submits, never answers (what a timeout after the head acted looks like); jobs
+    named in *taken* are another client's. A fault a real head cannot be made to give on cue."""
+
+    def __init__(self, lost: int = 0, taken: tuple = ()):
+        self.jobs = {sid: {"submission_id": sid, "metadata": {"forge_job_id": "someone-else"}} for sid in taken}
+        self.lost = lost
+
+    def job(self, sid):
+        return self.jobs.get(sid)
+
+    def submit(self, request):
+        self.jobs[request["submission_id"]] = dict(request)
+        if self.lost:
+            self.lost -= 1
+            raise BackendError("cannot reach the Ray Jobs API at http://head:8265: timed out")
+        return request["submission_id"]
+
+
+def test_a_submit_whose_answer_was_lost_is_not_started_a_second_time():
+    from starforge.backends.ray import SUBMIT_TOKEN, _submit_unique
+
+    request = {"entrypoint": "python3 -c pass", "metadata": {"forge_job_id": "j"}}
+    head = _HeadLosingAnswers(lost=1)
+    assert _submit_unique(head, "forge-j", request) == "forge-j"
+    assert list(head.jobs) == ["forge-j"]  # one job, not forge-j and forge-j-2
+    assert head.jobs["forge-j"]["metadata"]["forge_job_id"] == "j" and len(head.jobs["forge-j"]["metadata"][SUBMIT_TOKEN]) == 32
+    # An id another client holds is passed over, before the submit or after a failed one.
+    head = _HeadLosingAnswers(taken=("forge-j",))
+    assert _submit_unique(head, "forge-j", request) == "forge-j-2"
+    # Each submission has a token of its own: a job of an earlier submission is never taken for this one's.
+    earlier = _HeadLosingAnswers(lost=1)
+    _submit_unique(earlier, "forge-j", request)
+    assert earlier.jobs["forge-j"]["metadata"][SUBMIT_TOKEN] != head.jobs["forge-j-2"]["metadata"][SUBMIT_TOKEN]
+    class Raced(_HeadLosingAnswers):  # another client takes the id between the look and the submit
+        def submit(self, request):
+            if request["submission_id"] == "forge-j":
+                self.jobs["forge-j"] = {"submission_id": "forge-j", "metadata": {"forge_job_id": "j"}}
+                raise BackendError("Ray Jobs API POST /api/jobs/: HTTP 500: job forge-j already exists")
+            return super().submit(request)
+    raced = Raced()
+    assert _submit_unique(raced, "forge-j", request) == "forge-j-2" and SUBMIT_TOKEN not in raced.jobs["forge-j"]["metadata"]
+    # A failed submit that left no job says why.
+    class Refusing(_HeadLosingAnswers):
+        def submit(self, request):
+            raise BackendError("Ray Jobs API POST /api/jobs/: HTTP 400: bad runtime_env")
+    with pytest.raises(BackendError, match="HTTP 400"):
+        _submit_unique(Refusing(), "forge-j", request)
+
+
 def test_clients_of_the_jobs_api_load_the_ca_bundle_once_and_follow_ssl_cert_file(monkeypatch, tmp_path):
     """Each look at a job opens a client: the CA bundle is loaded once per process (a
     noticeable part of a second each time), again only when SSL_CERT_FILE names another."""
