@@ -121,9 +121,14 @@ def step_options(settings: Mapping[str, Any]) -> list[str]:
     return options
 
 
+class ClientTimeout(BackendError):
+    """A Slurm client command that did not answer within :data:`CLIENT_TIMEOUT`."""
+
+
 def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None,
                hint: str | None = None) -> subprocess.CompletedProcess:
-    """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError."""
+    """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError
+    (a hang: :class:`ClientTimeout`)."""
     try:
         result = subprocess.run(
             ["timeout", str(CLIENT_TIMEOUT), *argv], capture_output=True, text=True, env=dict(env) if env is not None else None
@@ -133,7 +138,7 @@ def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None 
     if result.returncode == 127:
         raise BackendError(f"'{argv[0]}' not found", hint="run forge submit on a Slurm login node (slurm-client installed)")
     if result.returncode == 124:
-        raise BackendError(
+        raise ClientTimeout(
             f"'{' '.join(argv[:2])}' did not answer within {CLIENT_TIMEOUT} s",
             hint="is slurmctld running and reachable (scontrol ping)?",
         )
@@ -171,6 +176,21 @@ def node_base(settings: Mapping[str, Any]) -> str:
     """Where the node-local copies go, as a shell word: ``slurm.node_dir``, else the job's ``TMPDIR``."""
     node_dir = settings.get("node_dir")
     return shlex.quote(node_dir) if node_dir else '"${TMPDIR:-/tmp}"'
+
+
+def queued_in(job_dir: Path) -> str | None:
+    """The id of this user's queued or running Slurm job whose working directory is *job_dir*
+    (the one sbatch was given: ``--chdir``), or None when there is none or it cannot be asked.
+
+    What a submit whose sbatch did not answer in time asks: slurmctld may have queued the
+    job all the same, and submitting it again would run it twice."""
+    try:
+        result = run_client(["squeue", "--me", "--noheader", "--format=%i|%Z"], check=False)
+    except BackendError:
+        return None
+    found = [line.split("|", 1)[0] for line in result.stdout.splitlines()
+             if "|" in line and line.split("|", 1)[1] == str(job_dir)]
+    return found[0] if len(found) == 1 and found[0].isdigit() else None
 
 
 def sbatch_escape(path: str) -> str:
@@ -504,10 +524,17 @@ class SlurmBackend(Backend):
         atomic.write_file(script, batch_script(job_dir, spec, self.settings, staged.binding))
         # slurmctld stores the submit environment and --export=ALL hands it to every step:
         # sbatch runs without the credential variables.
-        result = run_client(sbatch_command(job_dir, spec, self.settings, script), env=without_credentials())
-        slurm_id = result.stdout.strip().split(";")[0]
-        if not slurm_id.isdigit():
-            raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")
+        try:
+            result = run_client(sbatch_command(job_dir, spec, self.settings, script), env=without_credentials())
+        except ClientTimeout as exc:
+            slurm_id = queued_in(job_dir)
+            if slurm_id is None:
+                raise BackendError(f"{exc.message}, and no job of {job_dir} is in Slurm's queue (it may still appear: "
+                                   f"squeue --me -o '%i %Z')", hint=exc.hint) from None
+        else:
+            slurm_id = result.stdout.strip().split(";")[0]
+            if not slurm_id.isdigit():
+                raise BackendError(f"sbatch printed no job id: {result.stdout.strip()!r}")
         return self._save_new_record(
             dataclasses.replace(staged, dir=job_dir),
             backend_ref={"job_id": slurm_id, "output": str(out / layout.SLURM_LOG), "launch": self.settings["launch"]},

@@ -151,6 +151,39 @@ def test_cancel_stops_the_job_with_scancel(slurm_job_env, make_experiment, tmp_p
     assert backend.refresh(record).status == "cancelled"
 
 
+def _sbatch_losing_its_answer(folder: Path, submits: bool) -> Path:
+    """A ``sbatch`` first on PATH that exits as ``timeout`` does when sbatch hangs (124), after
+    running the real sbatch (*submits*: slurmctld queued the job, its answer was lost) or not."""
+    folder.mkdir()
+    real = shutil.which("sbatch")
+    run = f'{real} "$@" >/dev/null 2>&1\n' if submits else ""
+    (folder / "sbatch").write_text(f"#!/bin/sh\n{run}exit 124\n")
+    (folder / "sbatch").chmod(0o755)
+    return folder
+
+
+def test_a_job_slurm_queued_after_sbatch_timed_out_is_recorded_not_submitted_again(
+        slurm_job_env, make_experiment, tmp_path, monkeypatch):
+    exp = make_experiment("python -c 'print(\"ran once\")'", "slurm", {"staging": str(tmp_path / "s")})
+    shim = _sbatch_losing_its_answer(tmp_path / "bin", submits=True)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    sub, record, log = _run(exp)
+    assert (record.status, record.exit_code) == ("succeeded", 0), log
+    assert record.backend_ref["job_id"].isdigit()
+    assert log.count("ran once") == 1, log  # the queued job is followed; none started again
+
+
+def test_an_sbatch_that_timed_out_before_slurm_queued_the_job_says_so(slurm_job_env, make_experiment, tmp_path, monkeypatch):
+    exp = make_experiment("python -c 'print(1)'", "slurm", {"staging": str(tmp_path / "s")})
+    shim = _sbatch_losing_its_answer(tmp_path / "bin", submits=False)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(BackendError) as failed:
+        submit_experiment(exp, (), backend="slurm", detach=True)
+    assert "'sbatch --parsable' did not answer within 30 s, and no job of " in failed.value.message
+    assert "is in Slurm's queue (it may still appear: squeue --me -o '%i %Z')" in failed.value.message
+    assert failed.value.hint == "is slurmctld running and reachable (scontrol ping)?"
+
+
 def test_a_job_slurm_forgot_is_read_from_its_exit_code_file(slurm_job_env, tmp_path):
     job_dir = tmp_path / "job"
     (job_dir / "slurm").mkdir(parents=True)
