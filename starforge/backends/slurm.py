@@ -60,7 +60,6 @@ import dataclasses
 import os
 import re
 import shlex
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -75,6 +74,7 @@ from ..jobs.binding import Binding
 from ..state.credentials import without_credentials
 from ..state.directories import make_dirs
 from .base import Backend, JobRecord, exit_status, follow_file
+from .slurm_client import ClientTimeout, queued_in, run_client
 
 if TYPE_CHECKING:
     from ..jobs.staged import StagedJob
@@ -96,7 +96,6 @@ SETTINGS = (
     "srun_args",
 )
 LAUNCH_MODES = ("once", "per-node")
-CLIENT_TIMEOUT = 30  # seconds for each sbatch/scontrol/sacct/scancel call
 JOB_ITEMS = layout.NODE_ITEMS  # what a node copies
 
 # Slurm job state -> record status (anything unknown counts as still running)
@@ -121,76 +120,10 @@ def step_options(settings: Mapping[str, Any]) -> list[str]:
     return options
 
 
-class ClientTimeout(BackendError):
-    """A Slurm client command that did not answer within :data:`CLIENT_TIMEOUT`."""
-
-
-def run_client(argv: list, *, check: bool = True, env: Mapping[str, str] | None = None,
-               hint: str | None = None) -> subprocess.CompletedProcess:
-    """Run a Slurm client command under ``timeout``; a missing command or a hang is a BackendError
-    (a hang: :class:`ClientTimeout`)."""
-    try:
-        result = subprocess.run(
-            ["timeout", str(CLIENT_TIMEOUT), *argv], capture_output=True, text=True, env=dict(env) if env is not None else None
-        )
-    except FileNotFoundError:
-        raise BackendError("the 'timeout' command is missing (coreutils)") from None
-    if result.returncode == 127:
-        raise BackendError(f"'{argv[0]}' not found", hint="run forge submit on a Slurm login node (slurm-client installed)")
-    if result.returncode == 124:
-        raise ClientTimeout(
-            f"'{' '.join(argv[:2])}' did not answer within {CLIENT_TIMEOUT} s",
-            hint="is slurmctld running and reachable (scontrol ping)?",
-        )
-    if check and result.returncode != 0:
-        err = " ".join((result.stderr or result.stdout).split())[-300:]
-        raise BackendError(f"{argv[0]} failed ({result.returncode}): {err}", hint=hint or sbatch_hint(err) if argv[0] == "sbatch" else hint)
-    return result
-
-
-# what sbatch says -> what to do about it
-_NO_CONFIG = ("no Slurm configuration here: sbatch needs the cluster's slurm.conf (SLURM_CONF, /etc/slurm/slurm.conf, "
-              "or the cluster's DNS SRV record); submit from a login node of the cluster, or point SLURM_CONF at its slurm.conf")
-_SBATCH_HINTS = (
-    ("could not establish a configuration source", _NO_CONFIG),
-    ("unable to process configuration file", _NO_CONFIG),
-    ("fetch_config", _NO_CONFIG),
-    ("invalid partition", "name a partition the cluster has ('sinfo -s' lists them) in slurm.sbatch_args (--partition=NAME)"),
-    ("invalid account", "name an account you may charge in slurm.sbatch_args (--account=NAME); 'sacctmgr show assoc user=$USER'"),
-    ("node configuration is not available", "the job asks for more than a node has: lower nodes, cpus_per_task or gpus_per_node under slurm:"),
-    ("unable to contact slurm controller", "is slurmctld running and reachable ('scontrol ping')?"),
-    ("time limit", "the time limit exceeds the partition's: set --time=... in slurm.sbatch_args"),
-)
-
-
-def sbatch_hint(error: str) -> str:
-    """A hint for an sbatch refusal: a known cause, else where the settings live."""
-    low = error.lower()
-    for needle, hint in _SBATCH_HINTS:
-        if needle in low:
-            return hint
-    return "sbatch refused the job's batch script: check the slurm: settings in forge.yaml (sbatch_args, nodes, cpus_per_task)"
-
-
 def node_base(settings: Mapping[str, Any]) -> str:
     """Where the node-local copies go, as a shell word: ``slurm.node_dir``, else the job's ``TMPDIR``."""
     node_dir = settings.get("node_dir")
     return shlex.quote(node_dir) if node_dir else '"${TMPDIR:-/tmp}"'
-
-
-def queued_in(job_dir: Path) -> str | None:
-    """The id of this user's queued or running Slurm job whose working directory is *job_dir*
-    (the one sbatch was given: ``--chdir``), or None when there is none or it cannot be asked.
-
-    What a submit whose sbatch did not answer in time asks: slurmctld may have queued the
-    job all the same, and submitting it again would run it twice."""
-    try:
-        result = run_client(["squeue", "--me", "--noheader", "--format=%i|%Z"], check=False)
-    except BackendError:
-        return None
-    found = [line.split("|", 1)[0] for line in result.stdout.splitlines()
-             if "|" in line and line.split("|", 1)[1] == str(job_dir)]
-    return found[0] if len(found) == 1 and found[0].isdigit() else None
 
 
 def sbatch_escape(path: str) -> str:

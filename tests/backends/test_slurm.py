@@ -357,7 +357,7 @@ def test_the_prepare_step_refuses_a_node_dir_it_does_not_own(slurm_job_env, tmp_
     ("sbatch: error: Batch job submission failed: something new", "slurm: settings in forge.yaml"),
 ])
 def test_an_sbatch_refusal_comes_with_a_hint(said, hint):
-    from starforge.backends.slurm import sbatch_hint
+    from starforge.backends.slurm_client import sbatch_hint
 
     assert hint in sbatch_hint(said)
 
